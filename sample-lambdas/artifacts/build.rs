@@ -1,0 +1,125 @@
+//! Builds every sample lambda for `wasm32-wasip2` (release profile, as users
+//! would deploy them) and writes one constant per sample with the path of its
+//! `.wasm`. A missing target or a broken sample fails the build here, loudly,
+//! rather than as a skipped test.
+
+use std::env;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const SAMPLES: &[&str] = &[
+    "hello",
+    "word-stats",
+    "flaky",
+    "fatal",
+    "sleepy",
+    "chain",
+    "runaway",
+    "hog",
+    "panic",
+    "escape",
+];
+
+fn main() {
+    let manifest_dir = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("set by cargo"));
+    let samples_dir = manifest_dir
+        .parent()
+        .expect("artifacts/ lives in sample-lambdas/");
+    let repo = samples_dir
+        .parent()
+        .expect("sample-lambdas/ lives in the repository");
+    for path in [
+        samples_dir.join("Cargo.toml"),
+        samples_dir.join("Cargo.lock"),
+        repo.join("sdk"),
+        repo.join("wit"),
+    ] {
+        println!("cargo:rerun-if-changed={}", path.display());
+    }
+    for sample in SAMPLES {
+        println!(
+            "cargo:rerun-if-changed={}",
+            samples_dir.join(sample).display()
+        );
+    }
+
+    let target_dir = samples_dir.join("target");
+    let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut command = Command::new(cargo);
+    command
+        .current_dir(samples_dir)
+        .args([
+            "build",
+            "--release",
+            "--target",
+            "wasm32-wasip2",
+            "--target-dir",
+        ])
+        .arg(&target_dir);
+    // The outer build's settings (flags for the host target, clippy as a
+    // wrapper, a target dir) must not leak into the wasm build.
+    for var in [
+        "CARGO_ENCODED_RUSTFLAGS",
+        "RUSTFLAGS",
+        "RUSTC_WRAPPER",
+        "RUSTC_WORKSPACE_WRAPPER",
+        "CARGO_TARGET_DIR",
+        "CARGO_BUILD_TARGET",
+        "CARGO_MAKEFLAGS",
+        "MAKEFLAGS",
+        "MFLAGS",
+        "CARGO_PRIMARY_PACKAGE",
+        "__CARGO_FIX_PLZ",
+    ] {
+        command.env_remove(var);
+    }
+    let status = command
+        .status()
+        .expect("cannot run cargo to build the sample lambdas");
+    if !status.success() {
+        panic!(
+            "building the sample lambdas failed ({status}); is the target installed? \
+             run `rustup target add wasm32-wasip2`"
+        );
+    }
+
+    let out_dir = target_dir.join("wasm32-wasip2").join("release");
+    let mut code = String::new();
+    for sample in SAMPLES {
+        let file = out_dir.join(format!("{}.wasm", sample.replace('-', "_")));
+        assert!(
+            file.exists(),
+            "the build did not produce {}",
+            file.display()
+        );
+        let constant = sample.replace('-', "_").to_uppercase();
+        writeln!(
+            code,
+            "/// The `{sample}` sample lambda, built for wasm32-wasip2.\n\
+             pub const {constant}: &str = {:?};",
+            path_str(&file)
+        )
+        .expect("writing to a String");
+    }
+    writeln!(
+        code,
+        "/// Every sample, by name.\npub const ALL: &[(&str, &str)] = &["
+    )
+    .expect("writing to a String");
+    for sample in SAMPLES {
+        writeln!(
+            code,
+            "    ({sample:?}, {}),",
+            sample.replace('-', "_").to_uppercase()
+        )
+        .expect("writing to a String");
+    }
+    code.push_str("];\n");
+    let out = PathBuf::from(env::var_os("OUT_DIR").expect("set by cargo")).join("samples.rs");
+    std::fs::write(out, code).expect("cannot write samples.rs");
+}
+
+fn path_str(path: &Path) -> &str {
+    path.to_str().expect("the repository path is UTF-8")
+}
