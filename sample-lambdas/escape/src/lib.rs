@@ -27,12 +27,6 @@ fn escape(_task: Task) -> Result<Outcome, Error> {
             .map(|()| "written".into())
             .map_err(|e| e.to_string()),
     );
-    record(
-        "current dir",
-        std::env::current_dir()
-            .map(|d| d.display().to_string())
-            .map_err(|e| e.to_string()),
-    );
     let vars: Vec<String> = std::env::vars().map(|(k, _)| k).collect();
     record(
         "env vars",

@@ -31,7 +31,7 @@ struct Output {
 #[lambda]
 fn word_stats(task: Task) -> Result<Outcome, Error> {
     let input: Input = task.json()?;
-    let word = Regex::new(r"[\p{L}\p{N}']+").map_err(|e| Error::fatal(e.to_string()))?;
+    let word = Regex::new(r"[\w']+").map_err(|e| Error::fatal(e.to_string()))?;
     let email =
         Regex::new(r"[\w.+-]+@[\w-]+(\.[\w-]+)+").map_err(|e| Error::fatal(e.to_string()))?;
     let url = Regex::new(r"https?://[^\s)>,]+").map_err(|e| Error::fatal(e.to_string()))?;

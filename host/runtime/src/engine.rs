@@ -1,0 +1,222 @@
+//! The wasmtime engine: the one place that sets `wasmtime::Config`.
+//!
+//! Settings chosen here hold for every lambda: the component model, async
+//! execution on tokio (so a slow guest yields instead of holding a thread),
+//! epoch interruption as the always-on deadline and kill mechanism, fuel
+//! metering when enabled, and the pooling allocator so a task's instance is
+//! carved from pre-reserved slots instead of fresh mappings.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use waft_core::{ByteSize, Limits};
+use wasmtime::component::Linker;
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+use crate::cache::ArtifactCache;
+use crate::error::RuntimeError;
+use crate::run::HostState;
+
+/// How instances get their memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Allocator {
+    /// The pooling allocator when the address space allows it, on-demand
+    /// otherwise (the default).
+    #[default]
+    Auto,
+    /// The pooling allocator, or fail.
+    Pooling,
+    /// Fresh mappings for every instance: slower to instantiate, no
+    /// reservation up front.
+    OnDemand,
+}
+
+/// Settings of a [`Runtime`]; every field has a default fit for an executor.
+#[derive(Debug, Clone)]
+pub struct RuntimeConfig {
+    /// Instances that may exist at once (pooling slots). Default 256.
+    pub max_instances: u32,
+    /// The largest `max_memory` any lambda may be given. Default 4 GiB.
+    pub max_memory_per_instance: ByteSize,
+    /// How often the epoch advances: the resolution of deadlines and the
+    /// worst-case latency of a kill. Default 5 ms.
+    pub epoch_tick: Duration,
+    /// Meter fuel so lambdas can be given a `fuel` limit. Costs some guest
+    /// speed; default on.
+    pub fuel: bool,
+    /// Where compiled components are cached across restarts; `None` keeps
+    /// them in memory only. Default none.
+    pub cache_dir: Option<PathBuf>,
+    pub allocator: Allocator,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        Self {
+            max_instances: 256,
+            max_memory_per_instance: Limits::MAX_MEMORY,
+            epoch_tick: Duration::from_millis(5),
+            fuel: true,
+            cache_dir: None,
+            allocator: Allocator::Auto,
+        }
+    }
+}
+
+/// Runs lambdas. Cheap to clone; clones share the engine, the linker and the
+/// artifact cache.
+#[derive(Clone)]
+pub struct Runtime {
+    pub(crate) inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    pub(crate) engine: Engine,
+    pub(crate) linker: Linker<HostState>,
+    pub(crate) cache: Option<ArtifactCache>,
+    pub(crate) fuel: bool,
+    pooling: bool,
+    _ticker: EpochTicker,
+}
+
+impl Runtime {
+    /// Builds the engine and the linker. Fails on a configuration out of
+    /// range, or when the pooling allocator is required and cannot reserve
+    /// its address space.
+    pub fn new(config: RuntimeConfig) -> Result<Self, RuntimeError> {
+        if config.max_instances == 0 {
+            return Err(RuntimeError::Config(
+                "max_instances must be at least 1".into(),
+            ));
+        }
+        if config.max_memory_per_instance > Limits::MAX_MEMORY {
+            return Err(RuntimeError::Config(format!(
+                "max_memory_per_instance is {}, above the 32-bit limit of {}",
+                config.max_memory_per_instance,
+                Limits::MAX_MEMORY
+            )));
+        }
+        if config.epoch_tick.is_zero() || config.epoch_tick > Duration::from_secs(1) {
+            return Err(RuntimeError::Config(format!(
+                "epoch_tick is {:?}; it must be within 1ns..=1s",
+                config.epoch_tick
+            )));
+        }
+
+        let (engine, pooling) = match config.allocator {
+            Allocator::OnDemand => (build_engine(&config, false)?, false),
+            Allocator::Pooling => (build_engine(&config, true)?, true),
+            Allocator::Auto => match build_engine(&config, true) {
+                Ok(engine) => (engine, true),
+                Err(error) => {
+                    tracing::warn!(%error, "pooling allocator unavailable; instances will be allocated on demand");
+                    (build_engine(&config, false)?, false)
+                }
+            },
+        };
+
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(RuntimeError::Linker)?;
+        crate::bindings::Lambda::add_to_linker::<HostState, wasmtime::component::HasSelf<HostState>>(
+            &mut linker,
+            |state| state,
+        )
+        .map_err(RuntimeError::Linker)?;
+
+        let cache = config
+            .cache_dir
+            .map(|dir| ArtifactCache::open(dir, &engine))
+            .transpose()?;
+        let ticker = EpochTicker::start(engine.clone(), config.epoch_tick);
+        Ok(Self {
+            inner: Arc::new(Inner {
+                engine,
+                linker,
+                cache,
+                fuel: config.fuel,
+                pooling,
+                _ticker: ticker,
+            }),
+        })
+    }
+
+    /// Whether instances come from the pooling allocator.
+    pub fn is_pooling(&self) -> bool {
+        self.inner.pooling
+    }
+
+    /// Whether the engine meters fuel.
+    pub fn meters_fuel(&self) -> bool {
+        self.inner.fuel
+    }
+}
+
+fn build_engine(config: &RuntimeConfig, pooling: bool) -> Result<Engine, RuntimeError> {
+    let mut wasm = Config::new();
+    wasm.wasm_component_model(true)
+        .epoch_interruption(true)
+        .consume_fuel(config.fuel);
+    if pooling {
+        let slots = config.max_instances;
+        let mut pool = PoolingAllocationConfig::new();
+        pool.total_component_instances(slots)
+            // A Rust component holds its module plus a few small shim
+            // modules, each a core instance with its own tables.
+            .total_core_instances(slots.saturating_mul(16))
+            .max_core_instances_per_component(16)
+            .total_memories(slots.saturating_mul(2))
+            .max_memories_per_component(2)
+            .total_tables(slots.saturating_mul(8))
+            .max_tables_per_component(8)
+            .max_tables_per_module(2)
+            .total_stacks(slots)
+            .total_gc_heaps(0)
+            .max_memory_size(config.max_memory_per_instance.as_usize())
+            // Reset small memories and tables with memset instead of madvise:
+            // fewer syscalls per task.
+            .linear_memory_keep_resident(1 << 20)
+            .table_keep_resident(64 << 10);
+        wasm.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+    }
+    Engine::new(&wasm).map_err(RuntimeError::Engine)
+}
+
+/// Advances the engine's epoch every tick, on a thread of its own, until
+/// dropped. Deadlines and kills are checked when the epoch advances.
+struct EpochTicker {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl EpochTicker {
+    fn start(engine: Engine, tick: Duration) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("waft-epoch".into())
+            .spawn(move || {
+                while !stopped.load(Ordering::Relaxed) {
+                    std::thread::park_timeout(tick);
+                    engine.increment_epoch();
+                }
+            })
+            .ok();
+        if thread.is_none() {
+            tracing::error!("cannot start the epoch thread: deadlines will not be enforced");
+        }
+        Self { stop, thread }
+    }
+}
+
+impl Drop for EpochTicker {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            thread.thread().unpark();
+            let _ = thread.join();
+        }
+    }
+}

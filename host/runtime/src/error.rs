@@ -1,0 +1,53 @@
+//! Errors of the runtime crate.
+
+use std::path::PathBuf;
+
+/// Why the runtime could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    #[error("invalid runtime configuration: {0}")]
+    Config(String),
+    #[error("cannot create the WebAssembly engine: {0}")]
+    Engine(wasmtime::Error),
+    #[error("cannot link the host functions: {0}")]
+    Linker(wasmtime::Error),
+    #[error("cannot use the artifact cache at {path}: {source}")]
+    Cache {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// Why a `.wasm` file cannot run as a Waft lambda.
+///
+/// Each variant says what is wrong in terms a lambda author can act on.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("the file is empty")]
+    Empty,
+    #[error("not a WebAssembly file (it does not start with the \\0asm magic bytes)")]
+    NotWasm,
+    #[error(
+        "this is a core WebAssembly module, not a component; build the lambda with \
+         `cargo build --target wasm32-wasip2` (or wrap the module with `wasm-tools component new`)"
+    )]
+    CoreModule,
+    #[error("not a valid WebAssembly component: {0}")]
+    Invalid(String),
+    #[error(
+        "the component does not implement the waft:lambda world: it does not export \
+         `{expected}` (its exports: {found})"
+    )]
+    MissingExport { expected: String, found: String },
+    #[error("the component's `{export}` export does not match waft:lambda@0.1.0: {detail}")]
+    ExportMismatch { export: String, detail: String },
+    #[error(
+        "the component imports something Waft does not provide: {detail} \
+         (a lambda may import waft:lambda/host and WASI 0.2 only)"
+    )]
+    UnsupportedImport { detail: String },
+    #[error("the component fails to instantiate: {0}")]
+    Instantiation(String),
+    #[error("cannot cache the compiled component: {0}")]
+    Cache(std::io::Error),
+}

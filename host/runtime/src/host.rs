@@ -1,0 +1,100 @@
+//! What a running lambda can ask of the platform, as a trait the platform
+//! implements: heartbeats go to the HSC, child tasks to the Frontend. The
+//! runtime itself knows neither.
+
+use std::sync::Mutex;
+use std::time::SystemTime;
+
+/// A child task a lambda asked for (chaining).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChildRequest {
+    pub lambda: String,
+    pub payload: Vec<u8>,
+    pub collection: Option<String>,
+    pub priority: Option<u8>,
+    pub not_before: Option<SystemTime>,
+}
+
+/// Why a child task was not scheduled.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ScheduleRejection {
+    /// The request is wrong; retrying will not help.
+    #[error("invalid child task: {0}")]
+    Invalid(String),
+    /// The execution no longer holds its lease; nothing was scheduled.
+    #[error("lease lost: {0}")]
+    LeaseLost(String),
+    /// The platform cannot take the request now.
+    #[error("scheduling unavailable: {0}")]
+    Unavailable(String),
+}
+
+/// The execution no longer holds its task's lease.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("lease lost: {reason}")]
+pub struct LeaseLost {
+    pub reason: String,
+}
+
+/// The platform side of a running task's host calls.
+///
+/// One value per execution: it knows which task and which lease it speaks
+/// for. Implementations must not block; they are awaited on the executor's
+/// runtime.
+#[async_trait::async_trait]
+pub trait TaskHost: Send + Sync {
+    /// The lambda says it is alive; `Err` when the lease is gone.
+    async fn heartbeat(&self, progress: Option<String>) -> Result<(), LeaseLost>;
+
+    /// The lambda asks for a child task; returns its id.
+    async fn schedule(&self, child: ChildRequest) -> Result<String, ScheduleRejection>;
+}
+
+/// A [`TaskHost`] with no platform behind it, for `waft invoke` and tests:
+/// heartbeats always succeed, child tasks are recorded, not run.
+///
+/// ```
+/// use waft_runtime::{RecordingHost, TaskHost};
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// let host = RecordingHost::default();
+/// host.heartbeat(Some("half way".into())).await.unwrap();
+/// assert_eq!(host.heartbeats(), vec![Some("half way".to_string())]);
+/// # });
+/// ```
+#[derive(Debug, Default)]
+pub struct RecordingHost {
+    heartbeats: Mutex<Vec<Option<String>>>,
+    children: Mutex<Vec<ChildRequest>>,
+}
+
+impl RecordingHost {
+    /// The progress notes of every heartbeat, in order.
+    pub fn heartbeats(&self) -> Vec<Option<String>> {
+        lock(&self.heartbeats).clone()
+    }
+
+    /// Every child task requested, in order.
+    pub fn children(&self) -> Vec<ChildRequest> {
+        lock(&self.children).clone()
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+#[async_trait::async_trait]
+impl TaskHost for RecordingHost {
+    async fn heartbeat(&self, progress: Option<String>) -> Result<(), LeaseLost> {
+        lock(&self.heartbeats).push(progress);
+        Ok(())
+    }
+
+    async fn schedule(&self, child: ChildRequest) -> Result<String, ScheduleRejection> {
+        let mut children = lock(&self.children);
+        children.push(child);
+        Ok(format!("local-child-{}", children.len()))
+    }
+}

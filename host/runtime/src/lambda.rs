@@ -1,0 +1,200 @@
+//! Loading a `.wasm` file as a lambda: checks, compilation, linking.
+//!
+//! Everything that can be done once per lambda version is done here, so that
+//! running a task only creates a store and instantiates a pre-linked
+//! component (`InstancePre`).
+
+use std::fmt;
+
+use sha2::{Digest as _, Sha256};
+use wasmtime::Engine;
+use wasmtime::component::Component;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use waft_core::Limits;
+
+use crate::bindings::{LambdaIndices, LambdaPre};
+use crate::error::LoadError;
+use crate::log::LogSink;
+use crate::run::{HostState, new_store};
+use crate::{KillSwitch, RecordingHost, Runtime};
+
+/// The name of the export every lambda must have.
+pub const HANDLER_EXPORT: &str = "waft:lambda/handler@0.1.0";
+
+/// SHA-256 of a component's bytes: the identity of a lambda version's code.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Digest([u8; 32]);
+
+impl Digest {
+    /// The digest of `bytes`.
+    ///
+    /// ```
+    /// let digest = waft_runtime::Digest::of(b"");
+    /// assert!(digest.to_string().starts_with("e3b0c442"));
+    /// ```
+    pub fn of(bytes: &[u8]) -> Self {
+        Self(Sha256::digest(bytes).into())
+    }
+}
+
+impl fmt::Display for Digest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&hex::encode(self.0))
+    }
+}
+
+impl fmt::Debug for Digest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Digest({self})")
+    }
+}
+
+/// A lambda version compiled and linked, ready to run tasks. Cheap to clone.
+#[derive(Clone)]
+pub struct PreparedLambda {
+    pub(crate) runtime: Runtime,
+    pub(crate) pre: LambdaPre<HostState>,
+    digest: Digest,
+}
+
+impl PreparedLambda {
+    /// The content hash of the component.
+    pub fn digest(&self) -> Digest {
+        self.digest
+    }
+}
+
+impl fmt::Debug for PreparedLambda {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PreparedLambda")
+            .field("digest", &self.digest)
+            .finish()
+    }
+}
+
+impl Runtime {
+    /// Checks that `wasm` is a component of the `waft:lambda` world,
+    /// compiles it (or loads it from the artifact cache), pre-links it and
+    /// instantiates it once to check the handler's type.
+    ///
+    /// Compiling takes tens of milliseconds of CPU; call this off the
+    /// latency-sensitive path (once per lambda version).
+    pub async fn prepare(&self, wasm: &[u8]) -> Result<PreparedLambda, LoadError> {
+        check_header(wasm)?;
+        let digest = Digest::of(wasm);
+        let engine = &self.inner.engine;
+        let component = match &self.inner.cache {
+            Some(cache) => cache.load_or_compile(engine, wasm, &digest)?,
+            None => compile(engine, wasm)?,
+        };
+
+        let component_type = component.component_type();
+        if component_type.get_export(engine, HANDLER_EXPORT).is_none() {
+            let mut found: Vec<&str> = component_type
+                .exports(engine)
+                .map(|(name, _)| name)
+                .collect();
+            found.sort_unstable();
+            let found = if found.is_empty() {
+                "none".to_owned()
+            } else {
+                found.join(", ")
+            };
+            return Err(LoadError::MissingExport {
+                expected: HANDLER_EXPORT.to_owned(),
+                found,
+            });
+        }
+        let instance_pre = self.inner.linker.instantiate_pre(&component).map_err(|e| {
+            LoadError::UnsupportedImport {
+                detail: error_chain(&e),
+            }
+        })?;
+        let pre = LambdaPre::new(instance_pre).map_err(|e| LoadError::ExportMismatch {
+            export: HANDLER_EXPORT.to_owned(),
+            detail: error_chain(&e),
+        })?;
+        self.trial_instantiation(&pre).await?;
+        Ok(PreparedLambda {
+            runtime: self.clone(),
+            pre,
+            digest,
+        })
+    }
+}
+
+impl Runtime {
+    /// Instantiates the component once, under default limits, without
+    /// calling it: the handler's type is only checked against an instance,
+    /// and a component whose start-up traps is better refused at deploy.
+    async fn trial_instantiation(&self, pre: &LambdaPre<HostState>) -> Result<(), LoadError> {
+        let limits = Limits::default();
+        let kill = KillSwitch::new();
+        let started = Instant::now();
+        let log = LogSink::new(limits.max_log.bytes(), started, kill.clone());
+        let host = Arc::new(RecordingHost::default());
+        let (mut store, _) = new_store(self, &limits, started + limits.timeout, log, host, &kill);
+        let instance = pre
+            .instance_pre()
+            .instantiate_async(&mut store)
+            .await
+            .map_err(|e| LoadError::Instantiation(error_chain(&e)))?;
+        LambdaIndices::new(pre.instance_pre())
+            .and_then(|indices| indices.load(&mut store, &instance))
+            .map_err(|e| LoadError::ExportMismatch {
+                export: HANDLER_EXPORT.to_owned(),
+                detail: error_chain(&e),
+            })?;
+        Ok(())
+    }
+}
+
+fn check_header(wasm: &[u8]) -> Result<(), LoadError> {
+    if wasm.is_empty() {
+        return Err(LoadError::Empty);
+    }
+    if !wasm.starts_with(b"\0asm") {
+        return Err(LoadError::NotWasm);
+    }
+    // Bytes 4..8 are the version and layer: 1 and 0 for a core module.
+    if wasm.get(4..8) == Some(&[1, 0, 0, 0]) {
+        return Err(LoadError::CoreModule);
+    }
+    Ok(())
+}
+
+pub(crate) fn compile(engine: &Engine, wasm: &[u8]) -> Result<Component, LoadError> {
+    Component::from_binary(engine, wasm).map_err(|e| LoadError::Invalid(error_chain(&e)))
+}
+
+/// An error and its causes on one line.
+pub(crate) fn error_chain(error: &wasmtime::Error) -> String {
+    let mut text = error.to_string();
+    for cause in error.chain().skip(1) {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn headers_are_told_apart() {
+        assert!(matches!(check_header(b""), Err(LoadError::Empty)));
+        assert!(matches!(
+            check_header(b"\x7fELF\x02\x01"),
+            Err(LoadError::NotWasm)
+        ));
+        assert!(matches!(
+            check_header(b"\0asm\x01\0\0\0"),
+            Err(LoadError::CoreModule)
+        ));
+        assert!(check_header(b"\0asm\x0d\0\x01\0").is_ok());
+    }
+}

@@ -1,0 +1,93 @@
+//! How an execution ended, from the host's point of view.
+
+use std::time::Duration;
+
+use crate::TaskLog;
+
+/// The limit an execution breached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Limit {
+    /// Linear memory beyond `max_memory`.
+    Memory,
+    /// Fuel beyond `fuel`.
+    Fuel,
+    /// Wall-clock time beyond `timeout`.
+    Deadline,
+    /// Output beyond `max_output`.
+    Output,
+}
+
+impl Limit {
+    /// The limit's name, as in configuration.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Limit::Memory => "memory",
+            Limit::Fuel => "fuel",
+            Limit::Deadline => "deadline",
+            Limit::Output => "output",
+        }
+    }
+}
+
+/// How an execution ended.
+///
+/// The first three are the lambda's own answer (a WIT value); the rest are
+/// the host's verdict on an instance that did not answer: a limit breach, a
+/// crash, a kill, or a failure of the host itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The lambda finished the task.
+    Success { output: Option<Vec<u8>> },
+    /// The lambda failed and asks for a retry.
+    Retriable {
+        message: String,
+        retry_after: Option<Duration>,
+    },
+    /// The lambda failed for good.
+    Fatal { message: String },
+    /// The instance breached one of its limits and was stopped.
+    LimitExceeded { limit: Limit, detail: String },
+    /// The instance crashed (a panic, an unreachable, a stack overflow...).
+    Trapped { message: String },
+    /// The kill switch stopped the instance.
+    Killed { reason: String },
+    /// The host could not run the instance (no free instance slot, say);
+    /// nothing is known about the task, which may be retried.
+    HostError { message: String },
+}
+
+impl Outcome {
+    /// A short name for the kind of outcome: `success`, `retriable`,
+    /// `fatal`, `limit-memory`, `limit-fuel`, `limit-deadline`,
+    /// `limit-output`, `trapped`, `killed`, `host-error`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Outcome::Success { .. } => "success",
+            Outcome::Retriable { .. } => "retriable",
+            Outcome::Fatal { .. } => "fatal",
+            Outcome::LimitExceeded { limit, .. } => match limit {
+                Limit::Memory => "limit-memory",
+                Limit::Fuel => "limit-fuel",
+                Limit::Deadline => "limit-deadline",
+                Limit::Output => "limit-output",
+            },
+            Outcome::Trapped { .. } => "trapped",
+            Outcome::Killed { .. } => "killed",
+            Outcome::HostError { .. } => "host-error",
+        }
+    }
+}
+
+/// The result of running one task.
+#[derive(Debug, Clone)]
+pub struct Execution {
+    pub outcome: Outcome,
+    /// What the lambda logged, within its budget.
+    pub log: TaskLog,
+    /// From the start of instantiation to the end of the call.
+    pub duration: Duration,
+    /// Fuel burnt, when the engine meters fuel.
+    pub fuel_consumed: Option<u64>,
+    /// The largest linear memory the instance asked for, in bytes.
+    pub peak_memory: u64,
+}

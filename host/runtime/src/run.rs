@@ -1,0 +1,401 @@
+//! Running one task: a fresh store and instance under the lambda's limits.
+//!
+//! Each limit is enforced by the cheapest mechanism that is always on:
+//! memory by a [`ResourceLimiter`], CPU by fuel (when the lambda has a fuel
+//! limit), wall-clock time and the kill switch by epoch interruption. An
+//! epoch callback makes a running guest yield at every tick, so the call
+//! future is polled often enough for a deadline or a kill to stop a guest
+//! that is waiting in a host call as well as one spinning in WebAssembly.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use tokio::time::sleep_until;
+use waft_core::Limits;
+use wasmtime::component::ResourceTable;
+use wasmtime::{ResourceLimiter, Store, Trap, UpdateDeadline};
+use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+
+use crate::bindings::waft::lambda::{host as wit_host, types as wit_types};
+use crate::lambda::error_chain;
+use crate::log::{Level, LogSink, LogSource};
+use crate::{
+    ChildRequest, Execution, KillSwitch, Limit, Outcome, PreparedLambda, Runtime, TaskHost,
+};
+
+/// The task handed to a lambda.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskInput {
+    pub id: String,
+    pub lambda: String,
+    pub collection: String,
+    pub priority: u8,
+    /// 1 on the first run.
+    pub attempt: u32,
+    pub scheduled_at: SystemTime,
+    pub payload: Vec<u8>,
+}
+
+/// Why the host stopped an instance that was still running.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    Deadline,
+    Killed,
+}
+
+/// The data of one task's store.
+pub(crate) struct HostState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    limiter: MemoryLimiter,
+    log: LogSink,
+    host: Arc<dyn TaskHost>,
+    kill: KillSwitch,
+    deadline: Instant,
+    stopped: Option<Stop>,
+}
+
+impl WasiView for HostState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl HostState {
+    /// Every host call of a stopped execution fails (and traps the guest).
+    fn ensure_running(&self) -> wasmtime::Result<()> {
+        match self.kill.reason() {
+            Some(reason) => Err(wasmtime::Error::msg(format!("execution stopped: {reason}"))),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Caps linear memory and remembers whether it had to refuse a growth: a
+/// Rust guest whose allocation fails aborts with `unreachable`, so the trap
+/// alone does not say "out of memory".
+struct MemoryLimiter {
+    max: usize,
+    peak: usize,
+    refused: bool,
+}
+
+impl ResourceLimiter for MemoryLimiter {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired > self.max || maximum.is_some_and(|max| desired > max) {
+            self.refused = true;
+            return Ok(false);
+        }
+        self.peak = self.peak.max(desired);
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(maximum.is_none_or(|max| desired <= max))
+    }
+}
+
+impl PreparedLambda {
+    /// Runs `task` to an outcome in a fresh instance.
+    ///
+    /// `host` answers the lambda's heartbeats and child-task requests;
+    /// `kill` stops the execution from elsewhere. Never panics on anything
+    /// the guest does: every failure is an [`Outcome`].
+    pub async fn run(
+        &self,
+        task: TaskInput,
+        limits: &Limits,
+        host: Arc<dyn TaskHost>,
+        kill: &KillSwitch,
+    ) -> Execution {
+        let started = Instant::now();
+        let deadline = started + limits.timeout;
+        let log = LogSink::new(limits.max_log.bytes(), started, kill.clone());
+        let (mut store, fuel) = new_store(&self.runtime, limits, deadline, log.clone(), host, kill);
+        let runtime = &self.runtime.inner;
+
+        let wit_task = wit_types::Task {
+            id: task.id,
+            lambda: task.lambda,
+            collection: task.collection,
+            priority: task.priority,
+            attempt: task.attempt,
+            scheduled_at: unix_millis(task.scheduled_at),
+            payload: task.payload,
+        };
+
+        let result = {
+            let call = async {
+                let instance = self.pre.instantiate_async(&mut store).await?;
+                instance
+                    .waft_lambda_handler()
+                    .call_handle(&mut store, &wit_task)
+                    .await
+            };
+            tokio::select! {
+                biased;
+                () = kill.killed() => Err(Stop::Killed),
+                () = sleep_until(deadline.into()) => Err(Stop::Deadline),
+                result = call => Ok(result),
+            }
+        };
+
+        let state = store.data();
+        let fuel_consumed = if runtime.fuel {
+            store.get_fuel().ok().map(|left| fuel - left)
+        } else {
+            None
+        };
+        let outcome = match result {
+            Err(stop) => stopped(stop, kill, limits),
+            Ok(Ok(outcome)) => answered(outcome, limits),
+            Ok(Err(error)) => trapped(&error, state, kill, limits),
+        };
+        let peak_memory = state.limiter.peak as u64;
+        drop(store);
+        Execution {
+            outcome,
+            log: log.finish(),
+            duration: started.elapsed(),
+            fuel_consumed,
+            peak_memory,
+        }
+    }
+}
+
+/// A store for one execution, its limits set, and the fuel it was given.
+pub(crate) fn new_store(
+    runtime: &Runtime,
+    limits: &Limits,
+    deadline: Instant,
+    log: LogSink,
+    host: Arc<dyn TaskHost>,
+    kill: &KillSwitch,
+) -> (Store<HostState>, u64) {
+    let runtime = &runtime.inner;
+    let wasi = WasiCtxBuilder::new()
+        .stdout(log.stream(LogSource::Stdout))
+        .stderr(log.stream(LogSource::Stderr))
+        .allow_tcp(false)
+        .allow_udp(false)
+        .allow_ip_name_lookup(false)
+        .build();
+    let mut store = Store::new(
+        &runtime.engine,
+        HostState {
+            wasi,
+            table: ResourceTable::new(),
+            limiter: MemoryLimiter {
+                max: limits.max_memory.as_usize(),
+                peak: 0,
+                refused: false,
+            },
+            log,
+            host,
+            kill: kill.clone(),
+            deadline,
+            stopped: None,
+        },
+    );
+    store.limiter(|state| &mut state.limiter);
+    let fuel = limits.fuel.unwrap_or(u64::MAX);
+    if runtime.fuel {
+        // Only fails when the engine does not meter fuel, checked just above.
+        let _ = store.set_fuel(fuel);
+    }
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_callback(|mut context| {
+        let state = context.data_mut();
+        if state.kill.is_killed() {
+            state.stopped = Some(Stop::Killed);
+            return Ok(UpdateDeadline::Interrupt);
+        }
+        if Instant::now() >= state.deadline {
+            state.stopped = Some(Stop::Deadline);
+            return Ok(UpdateDeadline::Interrupt);
+        }
+        Ok(UpdateDeadline::Yield(1))
+    });
+    (store, fuel)
+}
+
+fn stopped(stop: Stop, kill: &KillSwitch, limits: &Limits) -> Outcome {
+    match stop {
+        Stop::Killed => Outcome::Killed {
+            reason: kill.reason().unwrap_or("killed").to_owned(),
+        },
+        Stop::Deadline => Outcome::LimitExceeded {
+            limit: Limit::Deadline,
+            detail: format!("still running after the timeout of {:?}", limits.timeout),
+        },
+    }
+}
+
+/// The lambda's own answer, checked against the output limit.
+fn answered(outcome: wit_types::Outcome, limits: &Limits) -> Outcome {
+    let max = limits.max_output.as_usize();
+    match outcome {
+        wit_types::Outcome::Success(output) => match output {
+            Some(bytes) if bytes.len() > max => Outcome::LimitExceeded {
+                limit: Limit::Output,
+                detail: format!(
+                    "output of {} bytes is over the limit of {}",
+                    bytes.len(),
+                    limits.max_output
+                ),
+            },
+            output => Outcome::Success { output },
+        },
+        wit_types::Outcome::Retriable(failure) => Outcome::Retriable {
+            message: truncate(failure.message, max),
+            retry_after: failure.retry_after_ms.map(Duration::from_millis),
+        },
+        wit_types::Outcome::Fatal(message) => Outcome::Fatal {
+            message: truncate(message, max),
+        },
+    }
+}
+
+/// What an instance that returned an error (a trap, or a failed
+/// instantiation) ran into. The host's own records come first: a trap's code
+/// says how the guest died, not why.
+fn trapped(
+    error: &wasmtime::Error,
+    state: &HostState,
+    kill: &KillSwitch,
+    limits: &Limits,
+) -> Outcome {
+    if let Some(stop) = state.stopped {
+        return stopped(stop, kill, limits);
+    }
+    if kill.is_killed() {
+        return stopped(Stop::Killed, kill, limits);
+    }
+    if state.limiter.refused {
+        return Outcome::LimitExceeded {
+            limit: Limit::Memory,
+            detail: format!("tried to grow memory beyond {}", limits.max_memory),
+        };
+    }
+    match error.downcast_ref::<Trap>() {
+        Some(Trap::OutOfFuel) => Outcome::LimitExceeded {
+            limit: Limit::Fuel,
+            detail: format!(
+                "burnt all {} units of fuel",
+                limits
+                    .fuel
+                    .map_or("available".to_owned(), |f| f.to_string())
+            ),
+        },
+        Some(_) => Outcome::Trapped {
+            message: error_chain(error),
+        },
+        // Not a trap: the host failed to set the instance up.
+        None if is_allocation_failure(error) => Outcome::HostError {
+            message: error_chain(error),
+        },
+        None => Outcome::Trapped {
+            message: error_chain(error),
+        },
+    }
+}
+
+fn is_allocation_failure(error: &wasmtime::Error) -> bool {
+    let text = error_chain(error);
+    text.contains("maximum concurrent") || text.contains("pooling allocator")
+}
+
+fn truncate(mut text: String, max: usize) -> String {
+    if text.len() > max {
+        let mut end = max;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        text.push('…');
+    }
+    text
+}
+
+fn unix_millis(at: SystemTime) -> i64 {
+    match at.duration_since(UNIX_EPOCH) {
+        Ok(after) => i64::try_from(after.as_millis()).unwrap_or(i64::MAX),
+        Err(before) => -i64::try_from(before.duration().as_millis()).unwrap_or(i64::MAX),
+    }
+}
+
+fn from_unix_millis(ms: i64) -> SystemTime {
+    if ms >= 0 {
+        UNIX_EPOCH + Duration::from_millis(ms.unsigned_abs())
+    } else {
+        UNIX_EPOCH - Duration::from_millis(ms.unsigned_abs())
+    }
+}
+
+impl wit_types::Host for HostState {}
+
+impl wit_host::Host for HostState {
+    async fn heartbeat(
+        &mut self,
+        progress: Option<String>,
+    ) -> wasmtime::Result<Result<(), wit_host::LeaseLost>> {
+        self.ensure_running()?;
+        let reply = self.host.heartbeat(progress).await;
+        Ok(reply.map_err(|lost| wit_host::LeaseLost {
+            reason: lost.reason,
+        }))
+    }
+
+    fn log(
+        &mut self,
+        level: wit_host::Level,
+        message: String,
+        fields: Vec<(String, String)>,
+    ) -> wasmtime::Result<()> {
+        self.ensure_running()?;
+        let level = match level {
+            wit_host::Level::Trace => Level::Trace,
+            wit_host::Level::Debug => Level::Debug,
+            wit_host::Level::Info => Level::Info,
+            wit_host::Level::Warn => Level::Warn,
+            wit_host::Level::Error => Level::Error,
+        };
+        self.log.record(LogSource::Lambda(level), message, fields);
+        Ok(())
+    }
+
+    async fn schedule(
+        &mut self,
+        child: wit_host::ChildTask,
+    ) -> wasmtime::Result<Result<String, wit_host::ScheduleError>> {
+        self.ensure_running()?;
+        let request = ChildRequest {
+            lambda: child.lambda,
+            payload: child.payload,
+            collection: child.collection,
+            priority: child.priority,
+            not_before: child.not_before.map(from_unix_millis),
+        };
+        let reply = self.host.schedule(request).await;
+        Ok(reply.map_err(|rejection| match rejection {
+            crate::ScheduleRejection::Invalid(why) => wit_host::ScheduleError::Invalid(why),
+            crate::ScheduleRejection::LeaseLost(reason) => {
+                wit_host::ScheduleError::LeaseLost(wit_host::LeaseLost { reason })
+            }
+            crate::ScheduleRejection::Unavailable(why) => wit_host::ScheduleError::Unavailable(why),
+        }))
+    }
+}

@@ -1,0 +1,84 @@
+//! Files that are not lambdas are refused with a message naming the problem.
+
+use waft_runtime::{LoadError, Runtime, RuntimeConfig};
+
+fn prepare(wasm: &[u8]) -> LoadError {
+    let runtime = Runtime::new(RuntimeConfig::default()).unwrap();
+    let tokio = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    tokio
+        .block_on(runtime.prepare(wasm))
+        .expect_err("must be refused")
+}
+
+fn component(text: &str) -> Vec<u8> {
+    wat::parse_str(text).expect("valid WAT")
+}
+
+#[test]
+fn not_wasm() {
+    assert!(matches!(prepare(b""), LoadError::Empty));
+    let error = prepare(b"#!/bin/sh\necho hi\n");
+    assert!(
+        error.to_string().contains("not a WebAssembly file"),
+        "{error}"
+    );
+}
+
+#[test]
+fn a_core_module_is_told_to_build_a_component() {
+    let error = prepare(&wat::parse_str("(module)").unwrap());
+    assert!(error.to_string().contains("wasm32-wasip2"), "{error}");
+}
+
+#[test]
+fn a_truncated_component_is_invalid() {
+    let wasm = std::fs::read(waft_sample_artifacts::HELLO).unwrap();
+    let error = prepare(&wasm[..wasm.len() / 2]);
+    assert!(matches!(error, LoadError::Invalid(_)), "{error}");
+}
+
+#[test]
+fn a_component_of_another_world_names_the_missing_export() {
+    let error = prepare(&component(
+        r#"(component
+            (core module $m (func (export "f")))
+            (core instance $i (instantiate $m))
+            (func (export "run") (canon lift (core func $i "f"))))"#,
+    ));
+    let message = error.to_string();
+    assert!(
+        message.contains("waft:lambda/handler@0.1.0") && message.contains("its exports: run"),
+        "{message}"
+    );
+}
+
+const HANDLER_OF_WRONG_TYPE: &str = r#"
+    (core module $m (func (export "handle")))
+    (core instance $i (instantiate $m))
+    (func $f (canon lift (core func $i "handle")))
+    (instance $h (export "handle" (func $f)))
+    (export "waft:lambda/handler@0.1.0" (instance $h))"#;
+
+#[test]
+fn a_handler_of_the_wrong_type_is_a_mismatch() {
+    let error = prepare(&component(&format!("(component {HANDLER_OF_WRONG_TYPE})")));
+    assert!(matches!(error, LoadError::ExportMismatch { .. }), "{error}");
+}
+
+#[test]
+fn an_import_waft_does_not_provide_is_named() {
+    let error = prepare(&component(&format!(
+        r#"(component
+            (import "acme:vault/secrets" (instance (export "get" (func (param "key" string) (result string)))))
+            {HANDLER_OF_WRONG_TYPE})"#
+    )));
+    let message = error.to_string();
+    assert!(
+        matches!(error, LoadError::UnsupportedImport { .. }),
+        "{message}"
+    );
+    assert!(message.contains("acme:vault/secrets"), "{message}");
+}

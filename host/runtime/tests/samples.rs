@@ -1,0 +1,605 @@
+//! Every sample lambda in the real runtime, and every limit once within and
+//! once over.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use serde_json::{Value, json};
+use waft_core::{ByteSize, Limits};
+use waft_runtime::{
+    Execution, KillSwitch, LeaseLost, Limit, LogSource, Outcome, PreparedLambda, RecordingHost,
+    Runtime, RuntimeConfig, ScheduleRejection, TaskHost, TaskInput,
+};
+use waft_sample_artifacts as samples;
+
+fn runtime() -> Runtime {
+    Runtime::new(RuntimeConfig::default()).expect("runtime")
+}
+
+async fn prepare(runtime: &Runtime, path: &str) -> PreparedLambda {
+    let wasm = std::fs::read(path).expect("sample built");
+    runtime.prepare(&wasm).await.expect("sample prepares")
+}
+
+fn task(lambda: &str, payload: Value) -> TaskInput {
+    TaskInput {
+        id: "01TEST".into(),
+        lambda: lambda.into(),
+        collection: "default".into(),
+        priority: 0,
+        attempt: 1,
+        scheduled_at: SystemTime::now(),
+        payload: if payload.is_null() {
+            Vec::new()
+        } else {
+            payload.to_string().into_bytes()
+        },
+    }
+}
+
+async fn run_with(
+    path: &str,
+    input: TaskInput,
+    limits: Limits,
+    host: Arc<dyn TaskHost>,
+) -> Execution {
+    let runtime = runtime();
+    let lambda = prepare(&runtime, path).await;
+    lambda.run(input, &limits, host, &KillSwitch::new()).await
+}
+
+async fn run(path: &str, payload: Value, limits: Limits) -> Execution {
+    run_with(
+        path,
+        task("sample", payload),
+        limits,
+        Arc::new(RecordingHost::default()),
+    )
+    .await
+}
+
+fn output_json(execution: &Execution) -> Value {
+    match &execution.outcome {
+        Outcome::Success {
+            output: Some(bytes),
+        } => serde_json::from_slice(bytes).expect("JSON output"),
+        other => panic!(
+            "expected success with output, got {other:?}; log: {:?}",
+            execution.log
+        ),
+    }
+}
+
+fn messages(execution: &Execution) -> Vec<String> {
+    execution
+        .log
+        .records
+        .iter()
+        .map(|r| format!("{} {}", r.source, r.message))
+        .collect()
+}
+
+#[tokio::test]
+async fn hello_answers_json_and_logs() {
+    let execution = run(samples::HELLO, json!({"name": "Ada"}), Limits::default()).await;
+    assert_eq!(output_json(&execution), json!({"greeting": "Hello, Ada!"}));
+    assert_eq!(messages(&execution), ["info greeted on attempt 1"]);
+}
+
+#[tokio::test]
+async fn hello_rejects_a_payload_that_is_not_its_json_as_fatal() {
+    let execution = run(samples::HELLO, json!([1, 2]), Limits::default()).await;
+    assert!(
+        matches!(&execution.outcome, Outcome::Fatal { message } if message.contains("payload is not the expected JSON")),
+        "{:?}",
+        execution.outcome
+    );
+}
+
+#[tokio::test]
+async fn word_stats_uses_real_crates() {
+    let text = "The cat and the hat. Mail ada@example.com or see https://example.org/x, the end.";
+    let execution = run(
+        samples::WORD_STATS,
+        json!({"text": text, "top": 1}),
+        Limits::default(),
+    )
+    .await;
+    let output = output_json(&execution);
+    assert_eq!(output["top"], json!([["the", 3]]));
+    assert_eq!(output["emails"], json!(["ada@example.com"]));
+    assert_eq!(output["urls"], json!(["https://example.org/x"]));
+}
+
+#[tokio::test]
+async fn flaky_retries_until_its_attempt() {
+    let payload = json!({"succeed_on": 3, "retry_after_ms": 25});
+    let first = run(samples::FLAKY, payload.clone(), Limits::default()).await;
+    assert_eq!(
+        first.outcome,
+        Outcome::Retriable {
+            message: "attempt 1 of 3: not yet".into(),
+            retry_after: Some(Duration::from_millis(25)),
+        }
+    );
+    let mut third = task("flaky", payload);
+    third.attempt = 3;
+    let done = run_with(
+        samples::FLAKY,
+        third,
+        Limits::default(),
+        Arc::new(RecordingHost::default()),
+    )
+    .await;
+    assert_eq!(output_json(&done), json!({"succeeded_on": 3}));
+}
+
+#[tokio::test]
+async fn fatal_fails_for_good() {
+    let execution = run(samples::FATAL, json!({"account": 7}), Limits::default()).await;
+    assert!(
+        matches!(&execution.outcome, Outcome::Fatal { message } if message.contains("no such account")),
+        "{:?}",
+        execution.outcome
+    );
+    assert_eq!(
+        execution.log.records[0].source,
+        LogSource::Lambda(waft_runtime::Level::Warn)
+    );
+}
+
+#[tokio::test]
+async fn sleepy_heartbeats_with_progress() {
+    let host = Arc::new(RecordingHost::default());
+    let execution = run_with(
+        samples::SLEEPY,
+        task("sleepy", json!({"steps": 3, "step_ms": 5})),
+        Limits::default(),
+        host.clone(),
+    )
+    .await;
+    assert_eq!(output_json(&execution), json!({"steps": 3}));
+    assert_eq!(
+        host.heartbeats(),
+        [
+            Some("step 1 of 3".into()),
+            Some("step 2 of 3".into()),
+            Some("step 3 of 3".into())
+        ]
+    );
+}
+
+#[tokio::test]
+async fn chain_schedules_children_through_the_host() {
+    let host = Arc::new(RecordingHost::default());
+    let mut input = task("chain", json!({"lambda": "hello", "names": ["a", "b"]}));
+    input.collection = "batch".into();
+    let execution = run_with(samples::CHAIN, input, Limits::default(), host.clone()).await;
+    assert_eq!(
+        output_json(&execution),
+        json!({"children": ["local-child-1", "local-child-2"]})
+    );
+    let children = host.children();
+    assert_eq!(children.len(), 2);
+    assert_eq!(children[0].lambda, "hello");
+    assert_eq!(children[1].payload, br#"{"name":"b"}"#);
+    assert_eq!(children[0].collection.as_deref(), Some("batch"));
+}
+
+/// A host that refuses every child, as the platform does for an unknown lambda.
+struct RefusingHost;
+
+#[async_trait::async_trait]
+impl TaskHost for RefusingHost {
+    async fn heartbeat(&self, _: Option<String>) -> Result<(), LeaseLost> {
+        Ok(())
+    }
+    async fn schedule(
+        &self,
+        child: waft_runtime::ChildRequest,
+    ) -> Result<String, ScheduleRejection> {
+        Err(ScheduleRejection::Invalid(format!(
+            "unknown lambda {}",
+            child.lambda
+        )))
+    }
+}
+
+#[tokio::test]
+async fn a_refused_child_reaches_the_lambda_as_a_value() {
+    let input = task("chain", json!({"lambda": "nope", "names": ["a"]}));
+    let execution = run_with(
+        samples::CHAIN,
+        input,
+        Limits::default(),
+        Arc::new(RefusingHost),
+    )
+    .await;
+    assert_eq!(
+        execution.outcome,
+        Outcome::Fatal {
+            message: "unknown lambda nope".into()
+        }
+    );
+}
+
+#[tokio::test]
+async fn fuel_within_and_over() {
+    let limits = Limits {
+        fuel: Some(50_000_000),
+        ..Limits::default()
+    };
+    let within = run(samples::RUNAWAY, json!({"iterations": 1000}), limits).await;
+    assert!(within.outcome.kind() == "success", "{:?}", within.outcome);
+    assert!(within.fuel_consumed.unwrap() < 50_000_000);
+
+    let over = run(samples::RUNAWAY, Value::Null, limits).await;
+    assert!(
+        matches!(
+            over.outcome,
+            Outcome::LimitExceeded {
+                limit: Limit::Fuel,
+                ..
+            }
+        ),
+        "{:?}",
+        over.outcome
+    );
+}
+
+#[tokio::test]
+async fn deadline_within_and_over() {
+    let limits = Limits {
+        timeout: Duration::from_millis(300),
+        ..Limits::default()
+    };
+    let within = run(samples::SLEEPY, json!({"steps": 2, "step_ms": 10}), limits).await;
+    assert_eq!(within.outcome.kind(), "success", "{:?}", within.outcome);
+
+    let started = Instant::now();
+    let over = run(samples::RUNAWAY, Value::Null, limits).await;
+    assert!(
+        matches!(
+            over.outcome,
+            Outcome::LimitExceeded {
+                limit: Limit::Deadline,
+                ..
+            }
+        ),
+        "{:?}",
+        over.outcome
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "stopped after {:?}",
+        started.elapsed()
+    );
+
+    // A guest waiting in a host call (a sleep) is stopped too.
+    let asleep = run(
+        samples::SLEEPY,
+        json!({"steps": 1, "step_ms": 60_000}),
+        limits,
+    )
+    .await;
+    assert!(
+        matches!(
+            asleep.outcome,
+            Outcome::LimitExceeded {
+                limit: Limit::Deadline,
+                ..
+            }
+        ),
+        "{:?}",
+        asleep.outcome
+    );
+}
+
+#[tokio::test]
+async fn memory_within_and_over() {
+    let limits = Limits {
+        max_memory: ByteSize::mib(32),
+        ..Limits::default()
+    };
+    let within = run(samples::HOG, json!({"mib": 8}), limits).await;
+    assert_eq!(output_json(&within), json!({"allocated_mib": 8}));
+    assert!(within.peak_memory >= 8 << 20);
+
+    let over = run(samples::HOG, Value::Null, limits).await;
+    assert!(
+        matches!(
+            over.outcome,
+            Outcome::LimitExceeded {
+                limit: Limit::Memory,
+                ..
+            }
+        ),
+        "{:?}",
+        over.outcome
+    );
+    assert!(over.peak_memory <= 32 << 20);
+}
+
+#[tokio::test]
+async fn output_within_and_over() {
+    let name = "x".repeat(100);
+    let limits = Limits {
+        max_output: ByteSize::b(64),
+        ..Limits::default()
+    };
+    let over = run(samples::HELLO, json!({"name": name}), limits).await;
+    assert!(
+        matches!(
+            over.outcome,
+            Outcome::LimitExceeded {
+                limit: Limit::Output,
+                ..
+            }
+        ),
+        "{:?}",
+        over.outcome
+    );
+    let within = run(samples::HELLO, json!({"name": "Ada"}), limits).await;
+    assert_eq!(within.outcome.kind(), "success");
+}
+
+#[tokio::test]
+async fn log_within_and_over_its_budget() {
+    let payload = json!({"steps": 20, "step_ms": 0});
+    let within = run(samples::SLEEPY, payload.clone(), Limits::default()).await;
+    assert_eq!(within.log.records.len(), 20);
+    assert!(!within.log.truncated());
+
+    let limits = Limits {
+        max_log: ByteSize::b(100),
+        ..Limits::default()
+    };
+    let over = run(samples::SLEEPY, payload, limits).await;
+    assert_eq!(
+        over.outcome.kind(),
+        "success",
+        "logging too much is not a failure"
+    );
+    assert!(over.log.truncated());
+    assert_eq!(over.log.records.len() as u64 + over.log.dropped_records, 20);
+    let kept: usize = over.log.records.iter().map(|r| r.message.len()).sum();
+    assert!(kept <= 100);
+}
+
+#[tokio::test]
+async fn a_panic_is_a_trap_with_its_message_in_the_log() {
+    let execution = run(samples::PANIC, Value::Null, Limits::default()).await;
+    assert!(
+        matches!(execution.outcome, Outcome::Trapped { .. }),
+        "{:?}",
+        execution.outcome
+    );
+    let stderr: Vec<&str> = execution
+        .log
+        .records
+        .iter()
+        .filter(|r| r.source == LogSource::Stderr)
+        .map(|r| r.message.as_str())
+        .collect();
+    assert!(
+        stderr
+            .iter()
+            .any(|line| line.contains("index out of bounds")),
+        "{stderr:?}"
+    );
+}
+
+#[tokio::test]
+async fn escape_gets_nothing() {
+    let execution = run(samples::ESCAPE, Value::Null, Limits::default()).await;
+    let output = output_json(&execution);
+    assert_eq!(output["escaped"], json!([]), "{output}");
+    assert_eq!(output["denied"].as_array().unwrap().len(), 10, "{output}");
+}
+
+#[tokio::test]
+async fn the_kill_switch_stops_a_runaway_within_50ms() {
+    let runtime = runtime();
+    let lambda = prepare(&runtime, samples::RUNAWAY).await;
+    let kill = KillSwitch::new();
+    let running = {
+        let kill = kill.clone();
+        tokio::spawn(async move {
+            lambda
+                .run(
+                    task("runaway", Value::Null),
+                    &Limits::default(),
+                    Arc::new(RecordingHost::default()),
+                    &kill,
+                )
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!running.is_finished(), "runaway ended by itself");
+    let pulled = Instant::now();
+    kill.kill("lease lost");
+    let execution = running.await.unwrap();
+    let latency = pulled.elapsed();
+    assert_eq!(
+        execution.outcome,
+        Outcome::Killed {
+            reason: "lease lost".into()
+        }
+    );
+    assert!(latency < Duration::from_millis(50), "kill took {latency:?}");
+}
+
+/// A host whose watchdog decides, during the first heartbeat, that the lease
+/// is gone: it pulls the kill switch and lets the call return.
+struct LosingHost {
+    kill: KillSwitch,
+    heartbeats: std::sync::atomic::AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl TaskHost for LosingHost {
+    async fn heartbeat(&self, _: Option<String>) -> Result<(), LeaseLost> {
+        self.heartbeats
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.kill.kill("three heartbeats failed");
+        Ok(())
+    }
+    async fn schedule(&self, _: waft_runtime::ChildRequest) -> Result<String, ScheduleRejection> {
+        unreachable!("sleepy schedules nothing")
+    }
+}
+
+#[tokio::test]
+async fn a_killed_instance_makes_no_further_host_calls() {
+    let runtime = runtime();
+    let lambda = prepare(&runtime, samples::SLEEPY).await;
+    let kill = KillSwitch::new();
+    let host = Arc::new(LosingHost {
+        kill: kill.clone(),
+        heartbeats: Default::default(),
+    });
+    let execution = lambda
+        .run(
+            task("sleepy", json!({"steps": 5, "step_ms": 0})),
+            &Limits::default(),
+            host.clone(),
+            &kill,
+        )
+        .await;
+    assert_eq!(
+        execution.outcome,
+        Outcome::Killed {
+            reason: "three heartbeats failed".into()
+        }
+    );
+    assert_eq!(host.heartbeats.load(std::sync::atomic::Ordering::SeqCst), 1);
+    // The only record is the one logged before the kill.
+    assert_eq!(messages(&execution), ["info finished step 1"]);
+}
+
+#[tokio::test]
+async fn a_sleeping_instance_is_killed_at_once() {
+    let runtime = runtime();
+    let lambda = prepare(&runtime, samples::SLEEPY).await;
+    let kill = KillSwitch::new();
+    let killer = kill.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        killer.kill("lease lost");
+    });
+    let started = Instant::now();
+    let execution = lambda
+        .run(
+            task("sleepy", json!({"steps": 1, "step_ms": 60_000})),
+            &Limits::default(),
+            Arc::new(RecordingHost::default()),
+            &kill,
+        )
+        .await;
+    assert_eq!(execution.outcome.kind(), "killed");
+    assert!(started.elapsed() < Duration::from_secs(2));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_tasks_run_at_once_each_in_its_own_instance() {
+    let runtime = runtime();
+    let lambda = prepare(&runtime, samples::HELLO).await;
+    let mut handles = Vec::new();
+    for i in 0..64 {
+        let lambda = lambda.clone();
+        handles.push(tokio::spawn(async move {
+            lambda
+                .run(
+                    task("hello", json!({"name": format!("n{i}")})),
+                    &Limits::default(),
+                    Arc::new(RecordingHost::default()),
+                    &KillSwitch::new(),
+                )
+                .await
+        }));
+    }
+    for (i, handle) in handles.into_iter().enumerate() {
+        let execution = handle.await.unwrap();
+        assert_eq!(output_json(&execution)["greeting"], format!("Hello, n{i}!"));
+    }
+}
+
+#[tokio::test]
+async fn the_on_demand_allocator_runs_the_same_lambdas() {
+    let runtime = Runtime::new(RuntimeConfig {
+        allocator: waft_runtime::Allocator::OnDemand,
+        ..RuntimeConfig::default()
+    })
+    .unwrap();
+    assert!(!runtime.is_pooling());
+    let lambda = prepare(&runtime, samples::HELLO).await;
+    let execution = lambda
+        .run(
+            task("hello", Value::Null),
+            &Limits::default(),
+            Arc::new(RecordingHost::default()),
+            &KillSwitch::new(),
+        )
+        .await;
+    assert_eq!(
+        output_json(&execution),
+        json!({"greeting": "Hello, world!"})
+    );
+}
+
+#[tokio::test]
+async fn compiled_artifacts_are_cached_on_disk_by_content() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = RuntimeConfig {
+        cache_dir: Some(dir.path().to_owned()),
+        ..RuntimeConfig::default()
+    };
+    let wasm = std::fs::read(samples::HELLO).unwrap();
+
+    let first = Runtime::new(config.clone())
+        .unwrap()
+        .prepare(&wasm)
+        .await
+        .unwrap();
+    let files: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(files.len(), 1);
+    let name = files[0].file_name().unwrap().to_string_lossy().into_owned();
+    assert!(name.starts_with(&first.digest().to_string()), "{name}");
+
+    // A second runtime loads the artifact instead of compiling.
+    let started = Instant::now();
+    let cached = Runtime::new(config.clone())
+        .unwrap()
+        .prepare(&wasm)
+        .await
+        .unwrap();
+    let load_time = started.elapsed();
+    let execution = cached
+        .run(
+            task("hello", Value::Null),
+            &Limits::default(),
+            Arc::new(RecordingHost::default()),
+            &KillSwitch::new(),
+        )
+        .await;
+    assert_eq!(execution.outcome.kind(), "success");
+    println!("prepared from cache in {load_time:?}");
+
+    // A corrupt artifact is replaced, not trusted.
+    std::fs::write(&files[0], b"garbage").unwrap();
+    let recompiled = Runtime::new(config).unwrap().prepare(&wasm).await.unwrap();
+    let execution = recompiled
+        .run(
+            task("hello", Value::Null),
+            &Limits::default(),
+            Arc::new(RecordingHost::default()),
+            &KillSwitch::new(),
+        )
+        .await;
+    assert_eq!(execution.outcome.kind(), "success");
+    assert!(std::fs::read(&files[0]).unwrap().len() > 1000);
+}
