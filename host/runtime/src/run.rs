@@ -300,8 +300,10 @@ fn trapped(
                     .map_or("available".to_owned(), |f| f.to_string())
             ),
         },
-        Some(_) => Outcome::Trapped {
-            message: error_chain(error),
+        // The trap itself says what happened; the wasm backtrace that
+        // wraps it names only anonymous functions of a stripped binary.
+        Some(trap) => Outcome::Trapped {
+            message: trap.to_string(),
         },
         // Not a trap: the host failed to set the instance up.
         None if is_allocation_failure(error) => Outcome::HostError {

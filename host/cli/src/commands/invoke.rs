@@ -1,0 +1,354 @@
+//! `waft invoke FILE.wasm`: one task, run locally, no server.
+//!
+//! Runs the lambda exactly as an executor would (same runtime, same limits,
+//! a fresh sandboxed instance) with a local host: heartbeats succeed and
+//! child tasks are listed instead of scheduled.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use clap::Args;
+use serde_json::json;
+use waft_core::{ByteSize, Limits, parse_duration};
+use waft_runtime::{
+    Execution, KillSwitch, Outcome, PreparedLambda, RecordingHost, Runtime, RuntimeConfig,
+    TaskInput,
+};
+
+use crate::exit::{self, Failure};
+
+/// Arguments of `waft invoke`.
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Exit codes: 0 success, 2 bad input, 3 not a Waft lambda, 10 retriable \
+failure, 11 fatal failure, 12 crash, 13 memory limit, 14 fuel limit, 15 timeout, 16 output \
+limit, 17 killed, 1 internal error."
+)]
+pub struct InvokeArgs {
+    /// The lambda: a `.wasm` component of the waft:lambda world.
+    pub file: PathBuf,
+    /// The task's payload, as JSON.
+    #[arg(long, value_name = "JSON", conflicts_with = "payload_file")]
+    pub payload: Option<String>,
+    /// Read the task's payload (any bytes) from a file; `-` for stdin.
+    #[arg(long, value_name = "FILE")]
+    pub payload_file: Option<PathBuf>,
+    /// The largest payload accepted.
+    #[arg(long, value_name = "SIZE", default_value = "1MiB", value_parser = parse_size)]
+    pub max_payload: ByteSize,
+    #[command(flatten)]
+    pub limits: LimitArgs,
+    /// The attempt number the lambda sees (1 = first run).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub attempt: u32,
+    /// The lambda name the task carries (default: the file's stem).
+    #[arg(long)]
+    pub lambda: Option<String>,
+    /// The collection the task carries.
+    #[arg(long, default_value = "default")]
+    pub collection: String,
+    /// The priority the task carries.
+    #[arg(long, default_value_t = 0)]
+    pub priority: u8,
+    /// Cache compiled components in this directory.
+    #[arg(long, env = "WAFT_CACHE_DIR", value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The limits of one lambda, as flags (shared by `invoke` and `bench`).
+#[derive(Debug, Args)]
+pub struct LimitArgs {
+    /// Memory the instance may grow to.
+    #[arg(long, value_name = "SIZE", default_value = "64MiB", value_parser = parse_size)]
+    pub max_memory: ByteSize,
+    /// Wall-clock time the task may run.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration_arg)]
+    pub timeout: Duration,
+    /// Fuel (about one unit per WebAssembly instruction) the task may burn;
+    /// unlimited when absent.
+    #[arg(long, value_name = "N")]
+    pub fuel: Option<u64>,
+    /// Output a successful task may return.
+    #[arg(long, value_name = "SIZE", default_value = "1MiB", value_parser = parse_size)]
+    pub max_output: ByteSize,
+    /// Log kept per task; beyond it records are dropped and counted.
+    #[arg(long, value_name = "SIZE", default_value = "256KiB", value_parser = parse_size)]
+    pub max_log: ByteSize,
+}
+
+impl LimitArgs {
+    /// The limits, checked against their bounds.
+    pub fn limits(&self) -> Result<Limits, Failure> {
+        let limits = Limits {
+            max_memory: self.max_memory,
+            timeout: self.timeout,
+            fuel: self.fuel,
+            max_output: self.max_output,
+            max_log: self.max_log,
+        };
+        limits
+            .validate()
+            .map_err(|e| Failure::usage(e.to_string()))?;
+        Ok(limits)
+    }
+}
+
+fn parse_size(text: &str) -> Result<ByteSize, String> {
+    text.parse()
+        .map_err(|e: waft_core::ParseError| e.to_string())
+}
+
+fn parse_duration_arg(text: &str) -> Result<Duration, String> {
+    parse_duration(text).map_err(|e| e.to_string())
+}
+
+/// Runs `waft invoke`.
+pub fn run(args: InvokeArgs) -> Result<ExitCode, Failure> {
+    let limits = args.limits.limits()?;
+    let payload = read_payload(&args)?;
+    let wasm = read_wasm(&args.file)?;
+    let tokio = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::internal(format!("cannot start the async runtime: {e}")))?;
+    tokio.block_on(async {
+        let lambda = load(&wasm, &args.file, args.cache_dir.clone()).await?;
+        let task = TaskInput {
+            id: "local".into(),
+            lambda: args.lambda.clone().unwrap_or_else(|| file_stem(&args.file)),
+            collection: args.collection.clone(),
+            priority: args.priority,
+            attempt: args.attempt,
+            scheduled_at: SystemTime::now(),
+            payload,
+        };
+        let host = Arc::new(RecordingHost::default());
+        let kill = KillSwitch::new();
+        let interrupt = kill.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                interrupt.kill("interrupted");
+            }
+        });
+        let execution = lambda.run(task, &limits, host.clone(), &kill).await;
+        if args.json {
+            println!("{}", report_json(&execution, &host));
+        } else {
+            print!("{}", report_text(&execution, &host));
+        }
+        Ok(ExitCode::from(exit::for_outcome(&execution.outcome)))
+    })
+}
+
+/// Builds a runtime for local use and prepares `wasm` in it.
+pub async fn load(
+    wasm: &[u8],
+    file: &Path,
+    cache_dir: Option<PathBuf>,
+) -> Result<PreparedLambda, Failure> {
+    let runtime = Runtime::new(RuntimeConfig {
+        max_instances: 16,
+        cache_dir,
+        ..RuntimeConfig::default()
+    })
+    .map_err(|e| Failure::internal(e.to_string()))?;
+    runtime.prepare(wasm).await.map_err(|e| Failure {
+        code: exit::NOT_A_LAMBDA,
+        message: format!("{} is not a Waft lambda: {e}", file.display()),
+    })
+}
+
+/// Reads a `.wasm` file, with a message that names it when that fails.
+pub fn read_wasm(file: &Path) -> Result<Vec<u8>, Failure> {
+    std::fs::read(file).map_err(|e| Failure::usage(format!("cannot read {}: {e}", file.display())))
+}
+
+fn read_payload(args: &InvokeArgs) -> Result<Vec<u8>, Failure> {
+    let max = args.max_payload.bytes();
+    let payload = if let Some(json) = &args.payload {
+        if let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(json) {
+            return Err(Failure::usage(format!(
+                "--payload is not valid JSON ({e}); pass raw bytes with --payload-file instead"
+            )));
+        }
+        json.clone().into_bytes()
+    } else if let Some(path) = &args.payload_file {
+        read_limited(path, max)?
+    } else {
+        Vec::new()
+    };
+    if payload.len() as u64 > max {
+        return Err(Failure::usage(format!(
+            "the payload is {} bytes, over the limit of {} (raise it with --max-payload)",
+            payload.len(),
+            args.max_payload
+        )));
+    }
+    Ok(payload)
+}
+
+/// Reads at most `max + 1` bytes, so an oversized (or endless) input is
+/// refused without reading it all.
+fn read_limited(path: &Path, max: u64) -> Result<Vec<u8>, Failure> {
+    use std::io::Read;
+    let cannot = |e: std::io::Error| Failure::usage(format!("cannot read {}: {e}", path.display()));
+    let mut bytes = Vec::new();
+    if path == Path::new("-") {
+        std::io::stdin()
+            .take(max + 1)
+            .read_to_end(&mut bytes)
+            .map_err(cannot)?;
+    } else {
+        std::fs::File::open(path)
+            .map_err(cannot)?
+            .take(max + 1)
+            .read_to_end(&mut bytes)
+            .map_err(cannot)?;
+    }
+    Ok(bytes)
+}
+
+fn file_stem(path: &Path) -> String {
+    path.file_stem()
+        .map_or_else(|| "lambda".to_owned(), |s| s.to_string_lossy().into_owned())
+}
+
+fn report_text(execution: &Execution, host: &RecordingHost) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let detail = match &execution.outcome {
+        Outcome::Success { .. } => String::new(),
+        Outcome::Retriable {
+            message,
+            retry_after,
+        } => match retry_after {
+            Some(after) => format!(": {message} (retry after {after:?})"),
+            None => format!(": {message}"),
+        },
+        Outcome::Fatal { message }
+        | Outcome::Trapped { message }
+        | Outcome::HostError { message } => {
+            format!(": {message}")
+        }
+        Outcome::LimitExceeded { detail, .. } => format!(": {detail}"),
+        Outcome::Killed { reason } => format!(": {reason}"),
+    };
+    let _ = writeln!(out, "outcome: {}{detail}", execution.outcome.kind());
+    let mut stats = format!(
+        "{:.2?}, peak memory {}",
+        execution.duration,
+        ByteSize::b(execution.peak_memory)
+    );
+    if let Some(fuel) = execution.fuel_consumed {
+        let _ = write!(stats, ", fuel {fuel}");
+    }
+    let _ = writeln!(out, "stats: {stats}");
+    if let Outcome::Success {
+        output: Some(bytes),
+    } = &execution.outcome
+    {
+        let _ = writeln!(out, "output: {}", String::from_utf8_lossy(bytes));
+    }
+    if !execution.log.records.is_empty() || execution.log.truncated() {
+        let _ = writeln!(out, "log:");
+        for record in &execution.log.records {
+            let fields: String = record
+                .fields
+                .iter()
+                .map(|(k, v)| format!(" {k}={v}"))
+                .collect();
+            let _ = writeln!(
+                out,
+                "  {:>9.3}ms {:<6} {}{fields}",
+                record.at.as_secs_f64() * 1000.0,
+                record.source.to_string(),
+                record.message
+            );
+        }
+        if execution.log.truncated() {
+            let _ = writeln!(
+                out,
+                "  ... {} records ({} bytes) dropped: over the log limit",
+                execution.log.dropped_records, execution.log.dropped_bytes
+            );
+        }
+    }
+    let heartbeats = host.heartbeats();
+    if !heartbeats.is_empty() {
+        let last = heartbeats
+            .iter()
+            .rev()
+            .find_map(|p| p.as_deref())
+            .unwrap_or("-");
+        let _ = writeln!(
+            out,
+            "heartbeats: {} (last progress: {last})",
+            heartbeats.len()
+        );
+    }
+    for child in host.children() {
+        let _ = writeln!(
+            out,
+            "child task requested (not run locally): {} {}",
+            child.lambda,
+            String::from_utf8_lossy(&child.payload)
+        );
+    }
+    out
+}
+
+fn report_json(execution: &Execution, host: &RecordingHost) -> serde_json::Value {
+    let mut report = json!({
+        "outcome": execution.outcome.kind(),
+        "duration_ms": execution.duration.as_secs_f64() * 1000.0,
+        "peak_memory": execution.peak_memory,
+        "fuel_consumed": execution.fuel_consumed,
+        "log": execution.log.records.iter().map(|r| json!({
+            "at_ms": r.at.as_secs_f64() * 1000.0,
+            "source": r.source.to_string(),
+            "message": r.message,
+            "fields": r.fields.iter().cloned().collect::<std::collections::BTreeMap<_, _>>(),
+        })).collect::<Vec<_>>(),
+        "log_dropped_records": execution.log.dropped_records,
+        "heartbeats": host.heartbeats(),
+        "children": host.children().iter().map(|c| json!({
+            "lambda": c.lambda,
+            "payload": String::from_utf8_lossy(&c.payload),
+            "collection": c.collection,
+            "priority": c.priority,
+        })).collect::<Vec<_>>(),
+    });
+    let fields = match &execution.outcome {
+        Outcome::Success { output } => json!({
+            "output": output.as_ref().map(|bytes| {
+                serde_json::from_slice::<serde_json::Value>(bytes)
+                    .unwrap_or_else(|_| String::from_utf8_lossy(bytes).into())
+            }),
+        }),
+        Outcome::Retriable {
+            message,
+            retry_after,
+        } => json!({
+            "message": message,
+            "retry_after_ms": retry_after.map(|d| d.as_millis() as u64),
+        }),
+        Outcome::Fatal { message }
+        | Outcome::Trapped { message }
+        | Outcome::HostError { message } => {
+            json!({ "message": message })
+        }
+        Outcome::LimitExceeded { limit, detail } => {
+            json!({ "limit": limit.as_str(), "message": detail })
+        }
+        Outcome::Killed { reason } => json!({ "message": reason }),
+    };
+    if let (Some(report), serde_json::Value::Object(fields)) = (report.as_object_mut(), fields) {
+        report.extend(fields);
+    }
+    report
+}

@@ -1,0 +1,76 @@
+//! Exit codes of `waft`, stable for scripts.
+//!
+//! | code | meaning |
+//! |---|---|
+//! | 0  | success |
+//! | 1  | Waft itself failed (I/O, engine) |
+//! | 2  | bad usage or input: arguments, payload, limits |
+//! | 3  | the file is not a Waft lambda |
+//! | 10 | the lambda failed, retriable |
+//! | 11 | the lambda failed, fatal |
+//! | 12 | the lambda crashed (trap: panic, unreachable, stack overflow) |
+//! | 13 | memory limit exceeded |
+//! | 14 | fuel (CPU) limit exceeded |
+//! | 15 | timeout (wall-clock deadline) exceeded |
+//! | 16 | output limit exceeded |
+//! | 17 | killed (e.g. interrupted with Ctrl-C) |
+//! | 18 | the host could not run the instance |
+
+use waft_runtime::{Limit, Outcome};
+
+pub const SUCCESS: u8 = 0;
+pub const INTERNAL: u8 = 1;
+pub const USAGE: u8 = 2;
+pub const NOT_A_LAMBDA: u8 = 3;
+pub const RETRIABLE: u8 = 10;
+pub const FATAL: u8 = 11;
+pub const TRAPPED: u8 = 12;
+pub const MEMORY: u8 = 13;
+pub const FUEL: u8 = 14;
+pub const DEADLINE: u8 = 15;
+pub const OUTPUT: u8 = 16;
+pub const KILLED: u8 = 17;
+pub const HOST_ERROR: u8 = 18;
+
+/// The exit code that reports `outcome`.
+pub fn for_outcome(outcome: &Outcome) -> u8 {
+    match outcome {
+        Outcome::Success { .. } => SUCCESS,
+        Outcome::Retriable { .. } => RETRIABLE,
+        Outcome::Fatal { .. } => FATAL,
+        Outcome::Trapped { .. } => TRAPPED,
+        Outcome::LimitExceeded { limit, .. } => match limit {
+            Limit::Memory => MEMORY,
+            Limit::Fuel => FUEL,
+            Limit::Deadline => DEADLINE,
+            Limit::Output => OUTPUT,
+        },
+        Outcome::Killed { .. } => KILLED,
+        Outcome::HostError { .. } => HOST_ERROR,
+    }
+}
+
+/// A failure to report: a message for a person and an exit code.
+#[derive(Debug)]
+pub struct Failure {
+    pub code: u8,
+    pub message: String,
+}
+
+impl Failure {
+    /// Bad usage or input (exit 2).
+    pub fn usage(message: impl Into<String>) -> Self {
+        Self {
+            code: USAGE,
+            message: message.into(),
+        }
+    }
+
+    /// Waft itself failed (exit 1).
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self {
+            code: INTERNAL,
+            message: message.into(),
+        }
+    }
+}

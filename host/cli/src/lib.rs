@@ -1,0 +1,53 @@
+//! The `waft` command line.
+//!
+//! Every subcommand parses and validates its arguments here, then calls the
+//! libraries that do the work; nothing here is needed to use Waft as a
+//! library. Errors a person can fix are printed as one `error:` line that
+//! says what to change, with a non-zero exit code from [`exit`].
+
+pub mod commands;
+pub mod exit;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Waft runs asynchronous tasks as sandboxed WebAssembly lambdas.
+#[derive(Debug, Parser)]
+#[command(name = "waft", version, propagate_version = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run one task of a lambda locally, without a server, and print the
+    /// outcome, output and log.
+    Invoke(commands::invoke::InvokeArgs),
+    /// Measure the runtime: per-task overhead of instantiate + call + drop.
+    Bench(commands::bench::BenchArgs),
+}
+
+/// Parses the process's arguments and runs the command.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("WAFT_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let result = match cli.command {
+        Command::Invoke(args) => commands::invoke::run(args),
+        Command::Bench(args) => commands::bench::run(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(failure) => {
+            eprintln!("error: {}", failure.message);
+            ExitCode::from(failure.code)
+        }
+    }
+}
