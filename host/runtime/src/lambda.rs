@@ -57,6 +57,8 @@ impl fmt::Debug for Digest {
 pub struct PreparedLambda {
     pub(crate) runtime: Runtime,
     pub(crate) pre: LambdaPre<HostState>,
+    /// Link imports on every instantiation instead of using `InstancePre`.
+    pub(crate) relink: bool,
     digest: Digest,
 }
 
@@ -64,6 +66,16 @@ impl PreparedLambda {
     /// The content hash of the component.
     pub fn digest(&self) -> Digest {
         self.digest
+    }
+
+    /// The same lambda, linked afresh for every task instead of
+    /// pre-instantiated: slower, and only there so benchmarks can measure
+    /// what pre-instantiation saves.
+    pub fn relinking_every_task(&self) -> Self {
+        Self {
+            relink: true,
+            ..self.clone()
+        }
     }
 }
 
@@ -121,6 +133,7 @@ impl Runtime {
         Ok(PreparedLambda {
             runtime: self.clone(),
             pre,
+            relink: false,
             digest,
         })
     }

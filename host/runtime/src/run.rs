@@ -16,6 +16,7 @@ use wasmtime::component::ResourceTable;
 use wasmtime::{ResourceLimiter, Store, Trap, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
+use crate::bindings::Lambda;
 use crate::bindings::waft::lambda::{host as wit_host, types as wit_types};
 use crate::lambda::error_chain;
 use crate::log::{Level, LogSink, LogSource};
@@ -139,7 +140,12 @@ impl PreparedLambda {
 
         let result = {
             let call = async {
-                let instance = self.pre.instantiate_async(&mut store).await?;
+                let instance = if self.relink {
+                    let component = self.pre.instance_pre().component();
+                    Lambda::instantiate_async(&mut store, component, &runtime.linker).await?
+                } else {
+                    self.pre.instantiate_async(&mut store).await?
+                };
                 instance
                     .waft_lambda_handler()
                     .call_handle(&mut store, &wit_task)

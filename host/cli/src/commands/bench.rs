@@ -1,8 +1,151 @@
-//! placeholder
-use crate::exit::Failure;
+//! `waft bench invoke FILE`: the runtime's per-task overhead.
+//!
+//! Runs the same task many times, sequentially, each in a fresh instance
+//! (store + instantiate + call + drop, as the executor does), and prints the
+//! latency distribution for several runtime set-ups in one run, so their
+//! ratios can be compared on a noisy machine.
+
 use std::process::ExitCode;
-#[derive(Debug, clap::Args)]
-pub struct BenchArgs {}
-pub fn run(_args: BenchArgs) -> Result<ExitCode, Failure> {
-    Ok(ExitCode::SUCCESS)
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use clap::{Args, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
+use waft_runtime::{
+    Allocator, KillSwitch, PreparedLambda, RecordingHost, Runtime, RuntimeConfig, TaskInput,
+};
+
+use crate::commands::invoke::{LimitArgs, read_wasm};
+use crate::exit::Failure;
+
+/// Arguments of `waft bench`.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    #[command(subcommand)]
+    pub target: BenchTarget,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BenchTarget {
+    /// Per-task overhead of running a lambda: instantiate + call + drop.
+    Invoke(InvokeBenchArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct InvokeBenchArgs {
+    /// The lambda to run (e.g. the `hello` sample).
+    pub file: std::path::PathBuf,
+    /// The payload each task carries (not validated: sent as is).
+    #[arg(long, default_value = r#"{"name":"Ada"}"#)]
+    pub payload: String,
+    /// Measured runs per set-up.
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub iterations: u64,
+    /// Unmeasured runs before measuring.
+    #[arg(long, default_value_t = 1_000)]
+    pub warmup: u64,
+    #[command(flatten)]
+    pub limits: LimitArgs,
+}
+
+/// The runtime set-ups compared.
+const SETUPS: &[(&str, Allocator, bool)] = &[
+    ("pooling + InstancePre", Allocator::Pooling, false),
+    ("pooling, relinked per task", Allocator::Pooling, true),
+    ("on-demand + InstancePre", Allocator::OnDemand, false),
+    ("on-demand, relinked per task", Allocator::OnDemand, true),
+];
+
+/// Runs `waft bench`.
+pub fn run(args: BenchArgs) -> Result<ExitCode, Failure> {
+    match args.target {
+        BenchTarget::Invoke(args) => invoke(args),
+    }
+}
+
+fn invoke(args: InvokeBenchArgs) -> Result<ExitCode, Failure> {
+    let limits = args.limits.limits()?;
+    let wasm = read_wasm(&args.file)?;
+    let tokio = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::internal(format!("cannot start the async runtime: {e}")))?;
+    println!(
+        "{} sequential tasks per set-up after {} warm-up runs; {} (debug builds are ~20x slower)",
+        args.iterations,
+        args.warmup,
+        if cfg!(debug_assertions) { "DEBUG BUILD" } else { "release build" },
+    );
+    println!("{:<30} {:>9} {:>9} {:>9} {:>9} {:>11}", "set-up", "median", "p90", "p99", "max", "tasks/s");
+    tokio.block_on(async {
+        for (name, allocator, relink) in SETUPS {
+            let runtime = Runtime::new(RuntimeConfig { allocator: *allocator, ..RuntimeConfig::default() })
+                .map_err(|e| Failure::internal(e.to_string()))?;
+            let prepared = runtime.prepare(&wasm).await.map_err(|e| Failure {
+                code: crate::exit::NOT_A_LAMBDA,
+                message: format!("{} is not a Waft lambda: {e}", args.file.display()),
+            })?;
+            let lambda = if *relink { prepared.relinking_every_task() } else { prepared };
+            let payload = args.payload.as_bytes();
+            for _ in 0..args.warmup {
+                once(&lambda, payload, &limits).await?;
+            }
+            let progress = ProgressBar::new(args.iterations).with_style(
+                ProgressStyle::with_template("{msg:<30} [{bar:30}] {pos}/{len}")
+                    .unwrap_or_else(|_| ProgressStyle::default_bar()),
+            );
+            progress.set_message(*name);
+            let mut samples = Vec::with_capacity(args.iterations as usize);
+            let started = Instant::now();
+            for i in 0..args.iterations {
+                samples.push(once(&lambda, payload, &limits).await?);
+                if i % 256 == 0 {
+                    progress.set_position(i);
+                }
+            }
+            let elapsed = started.elapsed();
+            progress.finish_and_clear();
+            samples.sort_unstable();
+            let at = |q: f64| samples[((samples.len() - 1) as f64 * q).round() as usize];
+            println!(
+                "{name:<30} {:>9} {:>9} {:>9} {:>9} {:>11.0}",
+                micros(at(0.5)),
+                micros(at(0.9)),
+                micros(at(0.99)),
+                micros(at(1.0)),
+                args.iterations as f64 / elapsed.as_secs_f64(),
+            );
+        }
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+/// One task, timed from the call to `run` to its return (which includes
+/// dropping the store).
+async fn once(lambda: &PreparedLambda, payload: &[u8], limits: &waft_core::Limits) -> Result<Duration, Failure> {
+    let task = TaskInput {
+        id: "bench".into(),
+        lambda: "bench".into(),
+        collection: "default".into(),
+        priority: 0,
+        attempt: 1,
+        scheduled_at: SystemTime::now(),
+        payload: payload.to_vec(),
+    };
+    let host = Arc::new(RecordingHost::default());
+    let kill = KillSwitch::new();
+    let started = Instant::now();
+    let execution = lambda.run(task, limits, host, &kill).await;
+    let took = started.elapsed();
+    if execution.outcome.kind() != "success" {
+        return Err(Failure::usage(format!(
+            "the benchmark needs a lambda that succeeds; this one ended with {:?}",
+            execution.outcome
+        )));
+    }
+    Ok(took)
+}
+
+fn micros(duration: Duration) -> String {
+    format!("{:.1}µs", duration.as_secs_f64() * 1e6)
 }
