@@ -138,6 +138,11 @@ impl From<Error> for Outcome {
 /// assert!(Ok::<(), Error>(()).into_outcome().is_success());
 /// assert!(!Err::<Outcome, _>(Error::fatal("no")).into_outcome().is_success());
 /// ```
+#[diagnostic::on_unimplemented(
+    message = "a lambda handler cannot return `{Self}`",
+    label = "the handler's return type",
+    note = "return an `Outcome`, or a `Result<Outcome, E>`, `Result<(), E>` or `Result<Vec<u8>, E>` where `E: Into<waft_sdk::Error>`"
+)]
 pub trait IntoOutcome {
     /// Converts the handler's result into the task's outcome.
     fn into_outcome(self) -> Outcome;

@@ -44,8 +44,14 @@ fn expand(function: &ItemFn) -> syn::Result<proc_macro2::TokenStream> {
         ));
     }
     if signature.inputs.len() != 1 {
+        // Point at the arguments, or at the empty parentheses.
+        let span = if signature.inputs.is_empty() {
+            signature.paren_token.span.join()
+        } else {
+            signature.inputs.span()
+        };
         return Err(syn::Error::new(
-            signature.inputs.span(),
+            span,
             format!(
                 "a lambda handler takes exactly one argument, `task: waft_sdk::Task`; found {}",
                 signature.inputs.len()
@@ -69,9 +75,16 @@ fn expand(function: &ItemFn) -> syn::Result<proc_macro2::TokenStream> {
     let name = &signature.ident;
     // Spanned on the user's signature, so a wrong argument or return type is
     // reported there rather than inside generated code.
-    let handler: syn::Expr = syn::parse2(quote_spanned! {signature.span()=>
-        #name as fn(::waft_sdk::Task) -> _
-    })?;
+    let bind_handler = quote_spanned! {signature.span()=>
+        let handler: fn(::waft_sdk::Task) -> _ = #name;
+    };
+    let return_span = match &signature.output {
+        ReturnType::Type(_, ty) => ty.span(),
+        ReturnType::Default => signature.ident.span(),
+    };
+    let call_handler = quote_spanned! {return_span=>
+        ::waft_sdk::__private::run(task, handler)
+    };
     Ok(quote! {
         #function
 
@@ -82,7 +95,8 @@ fn expand(function: &ItemFn) -> syn::Result<proc_macro2::TokenStream> {
                 fn handle(
                     task: ::waft_sdk::__private::RawTask,
                 ) -> ::waft_sdk::__private::RawOutcome {
-                    ::waft_sdk::__private::run(task, #handler)
+                    #bind_handler
+                    #call_handler
                 }
             }
 

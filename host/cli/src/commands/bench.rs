@@ -74,18 +74,32 @@ fn invoke(args: InvokeBenchArgs) -> Result<ExitCode, Failure> {
         "{} sequential tasks per set-up after {} warm-up runs; {} (debug builds are ~20x slower)",
         args.iterations,
         args.warmup,
-        if cfg!(debug_assertions) { "DEBUG BUILD" } else { "release build" },
+        if cfg!(debug_assertions) {
+            "DEBUG BUILD"
+        } else {
+            "release build"
+        },
     );
-    println!("{:<30} {:>9} {:>9} {:>9} {:>9} {:>11}", "set-up", "median", "p90", "p99", "max", "tasks/s");
+    println!(
+        "{:<30} {:>9} {:>9} {:>9} {:>9} {:>11}",
+        "set-up", "median", "p90", "p99", "max", "tasks/s"
+    );
     tokio.block_on(async {
         for (name, allocator, relink) in SETUPS {
-            let runtime = Runtime::new(RuntimeConfig { allocator: *allocator, ..RuntimeConfig::default() })
-                .map_err(|e| Failure::internal(e.to_string()))?;
+            let runtime = Runtime::new(RuntimeConfig {
+                allocator: *allocator,
+                ..RuntimeConfig::default()
+            })
+            .map_err(|e| Failure::internal(e.to_string()))?;
             let prepared = runtime.prepare(&wasm).await.map_err(|e| Failure {
                 code: crate::exit::NOT_A_LAMBDA,
                 message: format!("{} is not a Waft lambda: {e}", args.file.display()),
             })?;
-            let lambda = if *relink { prepared.relinking_every_task() } else { prepared };
+            let lambda = if *relink {
+                prepared.relinking_every_task()
+            } else {
+                prepared
+            };
             let payload = args.payload.as_bytes();
             for _ in 0..args.warmup {
                 once(&lambda, payload, &limits).await?;
@@ -122,7 +136,11 @@ fn invoke(args: InvokeBenchArgs) -> Result<ExitCode, Failure> {
 
 /// One task, timed from the call to `run` to its return (which includes
 /// dropping the store).
-async fn once(lambda: &PreparedLambda, payload: &[u8], limits: &waft_core::Limits) -> Result<Duration, Failure> {
+async fn once(
+    lambda: &PreparedLambda,
+    payload: &[u8],
+    limits: &waft_core::Limits,
+) -> Result<Duration, Failure> {
     let task = TaskInput {
         id: "bench".into(),
         lambda: "bench".into(),

@@ -1,0 +1,8 @@
+use waft_sdk::{Outcome, Task, lambda};
+
+#[lambda]
+async fn handle(_task: Task) -> Outcome {
+    Outcome::success()
+}
+
+fn main() {}

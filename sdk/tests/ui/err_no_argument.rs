@@ -1,0 +1,8 @@
+use waft_sdk::{Outcome, lambda};
+
+#[lambda]
+fn handle() -> Outcome {
+    Outcome::success()
+}
+
+fn main() {}

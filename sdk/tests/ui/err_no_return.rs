@@ -1,0 +1,6 @@
+use waft_sdk::{Task, lambda};
+
+#[lambda]
+fn handle(_task: Task) {}
+
+fn main() {}
