@@ -118,7 +118,7 @@ impl fmt::Display for ByteSize {
             ("KiB", 1 << 10),
         ];
         for (unit, size) in UNITS {
-            if self.0 >= size && self.0 % size == 0 {
+            if self.0 >= size && self.0.is_multiple_of(size) {
                 return write!(f, "{}{unit}", self.0 / size);
             }
         }
