@@ -5,6 +5,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use crate::Error;
 
 /// The generated WebAssembly glue; the only place that names wit-bindgen.
+#[allow(missing_docs, reason = "generated code")]
 pub mod bindings {
     wit_bindgen::generate!({
         path: "../wit",
@@ -25,6 +26,13 @@ use bindings::waft::lambda::host as raw;
 ///
 /// Stop at once and cause no further side effects; the host refuses every
 /// later call of this execution anyway.
+///
+/// ```no_run
+/// if let Err(lost) = waft_sdk::heartbeat() {
+///     return waft_sdk::Outcome::retry(lost.to_string());
+/// }
+/// # waft_sdk::Outcome::success()
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeaseLost {
     /// Why the host gave the lease up.
@@ -70,12 +78,21 @@ pub fn heartbeat_with(progress: impl Into<String>) -> Result<(), LeaseLost> {
 }
 
 /// Severity of a log record.
+///
+/// ```
+/// assert!(waft_sdk::Level::Error > waft_sdk::Level::Info);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Level {
+    /// Step-by-step detail.
     Trace,
+    /// Detail for whoever debugs the lambda.
     Debug,
+    /// Normal progress.
     Info,
+    /// Something odd that did not stop the task.
     Warn,
+    /// Something failed.
     Error,
 }
 
@@ -165,6 +182,11 @@ macro_rules! error {
 }
 
 /// The id of a task, as the platform gave it.
+///
+/// ```
+/// let id = waft_sdk::TaskId("01J9Z3".into());
+/// assert_eq!(id.to_string(), "01J9Z3");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct TaskId(pub String);
 
@@ -274,6 +296,16 @@ impl Child {
 }
 
 /// Why [`schedule`] did not schedule a child.
+///
+/// ```no_run
+/// use waft_sdk::{Child, Error, ScheduleError};
+/// match waft_sdk::schedule(Child::new("thumbnail")) {
+///     Ok(id) => waft_sdk::info!("scheduled {id}"),
+///     Err(ScheduleError::Invalid(why)) => return Err(Error::fatal(why)),
+///     Err(other) => return Err(Error::retriable(other.to_string())),
+/// }
+/// # Ok::<(), Error>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ScheduleError {
     /// The request is wrong (unknown lambda, invalid priority...); retrying

@@ -36,6 +36,8 @@
 //! progress, the [logging macros](info) append to the task's log, and
 //! [`schedule`] starts child tasks.
 
+#![warn(missing_docs)]
+
 // Lets generated code name this crate `::waft_sdk` from inside it too.
 extern crate self as waft_sdk;
 

@@ -44,6 +44,9 @@ pub struct InvokeBenchArgs {
     /// Unmeasured runs before measuring.
     #[arg(long, default_value_t = 1_000)]
     pub warmup: u64,
+    /// Run only the set-ups whose name contains this text (e.g. `pooling`).
+    #[arg(long, value_name = "TEXT")]
+    pub only: Option<String>,
     #[command(flatten)]
     pub limits: LimitArgs,
 }
@@ -85,7 +88,12 @@ fn invoke(args: InvokeBenchArgs) -> Result<ExitCode, Failure> {
         "set-up", "median", "p90", "p99", "max", "tasks/s"
     );
     tokio.block_on(async {
-        for (name, allocator, relink) in SETUPS {
+        let chosen = SETUPS.iter().filter(|(name, ..)| {
+            args.only
+                .as_ref()
+                .is_none_or(|only| name.contains(only.as_str()))
+        });
+        for (name, allocator, relink) in chosen {
             let runtime = Runtime::new(RuntimeConfig {
                 allocator: *allocator,
                 ..RuntimeConfig::default()
