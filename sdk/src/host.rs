@@ -28,10 +28,12 @@ use bindings::waft::lambda::host as raw;
 /// later call of this execution anyway.
 ///
 /// ```no_run
-/// if let Err(lost) = waft_sdk::heartbeat() {
-///     return waft_sdk::Outcome::retry(lost.to_string());
+/// fn step() -> waft_sdk::Outcome {
+///     if let Err(lost) = waft_sdk::heartbeat() {
+///         return waft_sdk::Outcome::retry(lost.to_string());
+///     }
+///     waft_sdk::Outcome::success()
 /// }
-/// # waft_sdk::Outcome::success()
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeaseLost {
