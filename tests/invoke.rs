@@ -202,3 +202,22 @@ fn a_file_that_is_not_a_lambda_exits_3_and_says_why() {
     assert_eq!(missing.status.code(), Some(2));
     assert!(stderr(&missing).contains("cannot read /no/such.wasm"));
 }
+
+#[test]
+fn without_address_space_for_the_pool_it_falls_back_to_on_demand_allocation() {
+    // 8 GB of address space cannot hold the pool's reservations (several
+    // GiB per memory slot) but holds one on-demand instance.
+    let script = format!(
+        "ulimit -v 8000000 && exec {} invoke {} --payload '{{\"name\":\"small\"}}'",
+        env!("CARGO_BIN_EXE_waft"),
+        samples::HELLO
+    );
+    let output = Command::new("sh").args(["-c", &script]).output().unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("pooling allocator unavailable"),
+        "{}",
+        stderr(&output)
+    );
+    assert!(stdout(&output).contains("Hello, small!"));
+}
