@@ -5,8 +5,14 @@
 //! them in. Each part builds its own machinery (store, queues, runtime) over
 //! these.
 
+pub mod backoff;
+pub mod lambda;
 pub mod limits;
+pub mod task;
 pub mod units;
 
+pub use backoff::Backoff;
+pub use lambda::{ConfigError, LambdaConfig};
 pub use limits::{Limits, LimitsError};
+pub use task::{NameError, TaskStatus};
 pub use units::{ByteSize, ParseError, parse_duration};

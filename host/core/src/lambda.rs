@@ -1,0 +1,185 @@
+//! A lambda's configuration: how its tasks run and how they are retried.
+
+use crate::{Backoff, ByteSize, Limits, LimitsError};
+
+/// Everything an owner configures about a lambda, per version.
+///
+/// ```
+/// let config = waft_core::LambdaConfig { max_attempts: 3, ..Default::default() };
+/// config.validate().unwrap();
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct LambdaConfig {
+    /// Resource limits of each execution.
+    pub limits: Limits,
+    /// Executions a task gets before it becomes a dead letter (default 5).
+    pub max_attempts: u32,
+    /// Delay between a retriable failure and the next attempt.
+    pub backoff: Backoff,
+    /// Number of priority levels: tasks take priorities `0..priorities`,
+    /// higher runs first (default 3).
+    pub priorities: u8,
+    /// Priority of tasks scheduled without one (default 0).
+    pub default_priority: u8,
+    /// Largest payload a task may carry (default 256 KiB).
+    pub max_payload: ByteSize,
+    /// Tasks of this lambda one executor runs at once (default 64).
+    pub concurrency: u32,
+    /// Tasks per second the lambda may be scheduled at; unlimited if `None`.
+    pub quota_per_sec: Option<f64>,
+}
+
+impl Default for LambdaConfig {
+    fn default() -> Self {
+        Self {
+            limits: Limits::default(),
+            max_attempts: 5,
+            backoff: Backoff::default(),
+            priorities: 3,
+            default_priority: 0,
+            max_payload: ByteSize::kib(256),
+            concurrency: 64,
+            quota_per_sec: None,
+        }
+    }
+}
+
+/// A configuration value out of its bounds.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    #[error(transparent)]
+    Limits(#[from] LimitsError),
+    #[error("{field} is {value}: {rule}")]
+    Invalid {
+        field: &'static str,
+        value: String,
+        rule: &'static str,
+    },
+}
+
+impl LambdaConfig {
+    /// The largest payload any lambda may accept.
+    pub const MAX_PAYLOAD: ByteSize = ByteSize::mib(16);
+    /// The most priority levels a lambda may have.
+    pub const MAX_PRIORITIES: u8 = 16;
+
+    /// Checks every field against its bounds.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.limits.validate()?;
+        let invalid = |field, value: String, rule| Err(ConfigError::Invalid { field, value, rule });
+        if !(1..=1000).contains(&self.max_attempts) {
+            return invalid(
+                "max_attempts",
+                self.max_attempts.to_string(),
+                "must be within 1..=1000",
+            );
+        }
+        if !(1..=Self::MAX_PRIORITIES).contains(&self.priorities) {
+            return invalid(
+                "priorities",
+                self.priorities.to_string(),
+                "must be within 1..=16",
+            );
+        }
+        if self.default_priority >= self.priorities {
+            return invalid(
+                "default_priority",
+                self.default_priority.to_string(),
+                "must be below the number of priority levels",
+            );
+        }
+        if self.max_payload > Self::MAX_PAYLOAD {
+            return invalid(
+                "max_payload",
+                self.max_payload.to_string(),
+                "must be at most 16MiB",
+            );
+        }
+        if !(1..=100_000).contains(&self.concurrency) {
+            return invalid(
+                "concurrency",
+                self.concurrency.to_string(),
+                "must be within 1..=100000",
+            );
+        }
+        if let Some(quota) = self.quota_per_sec
+            && !(quota.is_finite() && quota > 0.0)
+        {
+            return invalid(
+                "quota_per_sec",
+                quota.to_string(),
+                "must be a positive number",
+            );
+        }
+        let backoff = &self.backoff;
+        if backoff.base.is_zero()
+            || backoff.max < backoff.base
+            || !(1.0..=10.0).contains(&backoff.factor)
+        {
+            return invalid(
+                "backoff",
+                format!("{backoff:?}"),
+                "needs base > 0, max >= base and a factor within 1..=10",
+            );
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bounds_are_enforced() {
+        LambdaConfig::default().validate().unwrap();
+        let base = LambdaConfig::default();
+        for (config, field) in [
+            (
+                LambdaConfig {
+                    max_attempts: 0,
+                    ..base.clone()
+                },
+                "max_attempts",
+            ),
+            (
+                LambdaConfig {
+                    priorities: 0,
+                    ..base.clone()
+                },
+                "priorities",
+            ),
+            (
+                LambdaConfig {
+                    default_priority: 3,
+                    ..base.clone()
+                },
+                "default_priority",
+            ),
+            (
+                LambdaConfig {
+                    max_payload: ByteSize::gib(1),
+                    ..base.clone()
+                },
+                "max_payload",
+            ),
+            (
+                LambdaConfig {
+                    concurrency: 0,
+                    ..base.clone()
+                },
+                "concurrency",
+            ),
+            (
+                LambdaConfig {
+                    quota_per_sec: Some(f64::NAN),
+                    ..base.clone()
+                },
+                "quota_per_sec",
+            ),
+        ] {
+            let error = config.validate().unwrap_err().to_string();
+            assert!(error.starts_with(field), "{error}");
+        }
+    }
+}

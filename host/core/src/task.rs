@@ -1,0 +1,181 @@
+//! Tasks: ids, states, names.
+//!
+//! The state machine is ATF's (see the design notes): every state but the
+//! terminal ones carries a trigger time at which the Store Consumer looks at
+//! the task again, so no task can be forgotten.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// Where a task is in its life.
+///
+/// | status | next trigger | meaning |
+/// |---|---|---|
+/// | `new` | due time | waits to be enqueued |
+/// | `enqueued` | enqueued + enqueue timeout | on a queue; re-enqueued if lost |
+/// | `claimed` | claimed + claim timeout | taken by a controller; re-enqueued if it dies |
+/// | `processing` | heartbeat + heartbeat timeout | running; re-enqueued if the executor dies |
+/// | `retriable_failure` | backoff | waits for its next attempt |
+/// | `success`, `fatal_failure`, `dead`, `dropped`, `cancelled` | none | terminal |
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum TaskStatus {
+    New,
+    Enqueued,
+    Claimed,
+    Processing,
+    RetriableFailure,
+    Success,
+    FatalFailure,
+    /// Attempts exhausted: a dead letter, terminal until redriven.
+    Dead,
+    /// Ended by a `drop` gate on its lambda or collection.
+    Dropped,
+    Cancelled,
+}
+
+impl TaskStatus {
+    /// Every status, in life order.
+    pub const ALL: [TaskStatus; 10] = [
+        TaskStatus::New,
+        TaskStatus::Enqueued,
+        TaskStatus::Claimed,
+        TaskStatus::Processing,
+        TaskStatus::RetriableFailure,
+        TaskStatus::Success,
+        TaskStatus::FatalFailure,
+        TaskStatus::Dead,
+        TaskStatus::Dropped,
+        TaskStatus::Cancelled,
+    ];
+
+    /// The status's name as stored and shown.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskStatus::New => "new",
+            TaskStatus::Enqueued => "enqueued",
+            TaskStatus::Claimed => "claimed",
+            TaskStatus::Processing => "processing",
+            TaskStatus::RetriableFailure => "retriable_failure",
+            TaskStatus::Success => "success",
+            TaskStatus::FatalFailure => "fatal_failure",
+            TaskStatus::Dead => "dead",
+            TaskStatus::Dropped => "dropped",
+            TaskStatus::Cancelled => "cancelled",
+        }
+    }
+
+    /// Whether the task's life is over (ATF's `completed` assoc status).
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            TaskStatus::Success
+                | TaskStatus::FatalFailure
+                | TaskStatus::Dead
+                | TaskStatus::Dropped
+                | TaskStatus::Cancelled
+        )
+    }
+}
+
+impl fmt::Display for TaskStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for TaskStatus {
+    type Err = NameError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        TaskStatus::ALL
+            .into_iter()
+            .find(|status| status.as_str() == s)
+            .ok_or_else(|| NameError {
+                what: "task status",
+                name: s.to_owned(),
+                rule: "one of new, enqueued, claimed, processing, retriable_failure, success, \
+                       fatal_failure, dead, dropped, cancelled",
+            })
+    }
+}
+
+/// A name that breaks the naming rule of lambdas and collections.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid {what} {name:?}: {rule}")]
+pub struct NameError {
+    what: &'static str,
+    name: String,
+    rule: &'static str,
+}
+
+const NAME_RULE: &str = "use 1 to 63 characters from a-z, 0-9, '-', '_' and '.', starting with a \
+                         letter or digit";
+
+fn check_name(what: &'static str, name: &str) -> Result<(), NameError> {
+    let bytes = name.as_bytes();
+    let ok = !bytes.is_empty()
+        && bytes.len() <= 63
+        && bytes[0].is_ascii_alphanumeric()
+        && bytes.iter().all(|&b| {
+            b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'-' | b'_' | b'.')
+        });
+    if ok {
+        Ok(())
+    } else {
+        Err(NameError {
+            what,
+            name: name.to_owned(),
+            rule: NAME_RULE,
+        })
+    }
+}
+
+/// Checks a lambda name.
+///
+/// ```
+/// assert!(waft_core::task::check_lambda_name("send-email").is_ok());
+/// assert!(waft_core::task::check_lambda_name("Send Email").is_err());
+/// ```
+pub fn check_lambda_name(name: &str) -> Result<(), NameError> {
+    check_name("lambda name", name)
+}
+
+/// Checks a collection name.
+///
+/// ```
+/// assert!(waft_core::task::check_collection_name("password-reset").is_ok());
+/// assert!(waft_core::task::check_collection_name("").is_err());
+/// ```
+pub fn check_collection_name(name: &str) -> Result<(), NameError> {
+    check_name("collection name", name)
+}
+
+/// The collection of tasks scheduled without one.
+pub const DEFAULT_COLLECTION: &str = "default";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_round_trip_through_their_names() {
+        for status in TaskStatus::ALL {
+            assert_eq!(status.as_str().parse::<TaskStatus>().unwrap(), status);
+        }
+        assert!("done".parse::<TaskStatus>().is_err());
+    }
+
+    #[test]
+    fn names_follow_the_rule() {
+        for good in ["a", "send-email", "v1.2_x", &"a".repeat(63)] {
+            check_lambda_name(good).unwrap();
+        }
+        for bad in ["", "-a", "A", "a b", "é", &"a".repeat(64), "a/b"] {
+            let error = check_collection_name(bad).unwrap_err();
+            assert!(
+                error.to_string().contains("invalid collection name"),
+                "{error}"
+            );
+        }
+    }
+}
