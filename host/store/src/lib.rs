@@ -1,1 +1,116 @@
-//! The task store (in progress).
+//! Waft's task store: the source of truth every guarantee rests on.
+//!
+//! One narrow trait, [`TaskStore`], with methods named entity-first
+//! (`task_claim_many`, `gate_set`...) and one params struct each, and two
+//! backends on sqlx: [`SqliteStore`] (the embedded default, one file) and
+//! [`PostgresStore`] (production). Both pass one conformance suite
+//! (`tests/conformance.rs`), so the embedded mode cannot drift from
+//! production.
+//!
+//! The store implements ATF's state table: every state change moves
+//! `next_trigger_at` in the same statement, so a task whose queue message,
+//! controller or executor is lost comes due again and is re-enqueued. Claims
+//! issue a strictly increasing lease token per task; heartbeats and results
+//! with an older token are refused, which is what keeps a stale execution
+//! from writing over a newer one.
+
+mod error;
+pub mod model;
+mod postgres;
+mod rows;
+mod sqlite;
+
+use async_trait::async_trait;
+
+pub use error::StoreError;
+pub use model::*;
+pub use postgres::PostgresStore;
+pub use sqlite::SqliteStore;
+
+/// Result of a store operation.
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+/// The task store. Every method is one transaction: it happens whole or not
+/// at all.
+#[async_trait]
+pub trait TaskStore: Send + Sync {
+    /// Deploys a new version of a lambda; returns it.
+    async fn lambda_deploy(&self, params: LambdaDeploy) -> Result<Lambda>;
+    /// A lambda at its current version.
+    async fn lambda_get(&self, name: &str) -> Result<Option<Lambda>>;
+    /// A lambda at a given version.
+    async fn lambda_get_version(&self, name: &str, version: u32) -> Result<Option<Lambda>>;
+    /// Every lambda at its current version, by name.
+    async fn lambda_list(&self) -> Result<Vec<Lambda>>;
+    /// A component's bytes by digest.
+    async fn component_get(&self, digest: &str) -> Result<Option<Vec<u8>>>;
+
+    /// Inserts tasks, all or none; validates each against its lambda.
+    async fn task_insert_many(&self, params: TaskInsertMany) -> Result<Vec<TaskInserted>>;
+    /// One task.
+    async fn task_get(&self, id: &str) -> Result<Option<Task>>;
+    /// Tasks by id order, filtered, one page.
+    async fn task_list(&self, params: TaskList) -> Result<Vec<Task>>;
+    /// Cancels a task that has not ended; a running one loses its lease.
+    async fn task_cancel(&self, id: &str, now: Millis) -> Result<Task>;
+
+    /// The Store Consumer's poll: takes up to `limit` due tasks and, in the
+    /// same transaction, marks them enqueued (or held, dropped, dead, as
+    /// their gates and attempts say). Safe with several consumers at once.
+    async fn task_enqueue_ready(&self, params: TaskEnqueueReady) -> Result<EnqueueReport>;
+    /// Claims enqueued tasks; each answer is a new lease or a refusal.
+    async fn task_claim_many(
+        &self,
+        params: TaskClaimMany,
+    ) -> Result<Vec<Result<ClaimedTask, Refusal>>>;
+    /// Records heartbeats of running tasks; refuses stale leases.
+    async fn task_heartbeat_many(
+        &self,
+        params: TaskHeartbeatMany,
+    ) -> Result<Vec<Result<(), Refusal>>>;
+    /// Records results; refuses stale leases. Answers each task's new status.
+    async fn task_set_result_many(
+        &self,
+        params: TaskSetResultMany,
+    ) -> Result<Vec<Result<waft_core::TaskStatus, Refusal>>>;
+
+    /// Opens, pauses or drops a lambda or collection. Opening releases the
+    /// tasks the gate held, in their due order. Returns how many.
+    async fn gate_set(&self, params: GateSet) -> Result<u64>;
+    /// Every gate that is not open.
+    async fn gate_list(&self) -> Result<Vec<Gate>>;
+
+    /// Redrives dead tasks; returns how many.
+    async fn dead_redrive(&self, params: DeadRedrive) -> Result<u64>;
+
+    /// Creates a periodic schedule.
+    async fn schedule_create(&self, schedule: Schedule) -> Result<()>;
+    /// Every schedule, by id.
+    async fn schedule_list(&self) -> Result<Vec<Schedule>>;
+    /// Deletes a schedule; false if there was none.
+    async fn schedule_delete(&self, id: &str) -> Result<bool>;
+    /// Schedules whose next occurrence is due.
+    async fn schedule_due(&self, now: Millis, limit: u32) -> Result<Vec<Schedule>>;
+    /// Materialises one occurrence: the task's id, or `None` when another
+    /// consumer already did.
+    async fn schedule_materialize(&self, params: ScheduleMaterialize) -> Result<Option<String>>;
+}
+
+/// Earliest and latest times a task may be scheduled at, around `now`:
+/// a year back (clock skew, replays) and ten years ahead.
+pub(crate) fn check_run_at(run_at: Millis, now: Millis) -> Result<()> {
+    const YEAR_MS: i64 = 365 * 24 * 3600 * 1000;
+    if run_at < now - YEAR_MS || run_at > now + 10 * YEAR_MS {
+        return Err(StoreError::TimeOutOfRange { at: run_at, now });
+    }
+    Ok(())
+}
+
+/// A new task id: a ULID, sortable by creation time.
+pub(crate) fn new_id() -> String {
+    ulid::Ulid::new().to_string()
+}
+
+pub(crate) fn millis(duration: std::time::Duration) -> i64 {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
+}

@@ -1,0 +1,37 @@
+//! Errors of the store: bad input the caller can report precisely, and
+//! database failures it should log and retry.
+
+use waft_core::{ConfigError, NameError, TaskStatus};
+
+/// Why a store operation failed. Nothing was written.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("unknown lambda {0:?}")]
+    UnknownLambda(String),
+    #[error("no task {0}")]
+    TaskNotFound(String),
+    #[error("no schedule {0}")]
+    ScheduleNotFound(String),
+    #[error(transparent)]
+    InvalidName(#[from] NameError),
+    #[error(transparent)]
+    InvalidConfig(#[from] ConfigError),
+    #[error("priority {priority} is invalid for lambda {lambda:?}: it has levels 0..={max}")]
+    InvalidPriority { lambda: String, priority: u8, max: u8 },
+    #[error("payload of {size} bytes is over lambda {lambda:?}'s limit of {max} bytes")]
+    PayloadTooLarge { lambda: String, size: usize, max: u64 },
+    #[error("time {at} (Unix ms) is too far from now ({now}): use a time within a year back and ten years ahead")]
+    TimeOutOfRange { at: i64, now: i64 },
+    #[error("task {id} has already ended ({status})")]
+    AlreadyEnded { id: String, status: TaskStatus },
+    #[error("task {id} is not dead (it is {status}); only dead tasks can be redriven")]
+    NotDead { id: String, status: TaskStatus },
+    #[error("invalid request: {0}")]
+    Invalid(String),
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+    #[error("cannot migrate the database: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    #[error("corrupt row: {0}")]
+    Corrupt(String),
+}

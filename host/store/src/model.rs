@@ -1,0 +1,315 @@
+//! What the store keeps, and the parameters of its operations.
+//!
+//! Times are Unix milliseconds (`i64`), always passed in by the caller: the
+//! store has no clock of its own, so tests and several processes agree on
+//! what "now" is.
+
+use std::time::Duration;
+
+use waft_core::{LambdaConfig, TaskStatus};
+
+/// Unix time in milliseconds.
+pub type Millis = i64;
+
+/// A task as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Task {
+    pub id: String,
+    pub lambda: String,
+    pub collection: String,
+    pub priority: u8,
+    pub payload: Vec<u8>,
+    pub status: TaskStatus,
+    /// Executions started so far (the running one included).
+    pub attempt: u32,
+    pub max_attempts: u32,
+    /// When the client wanted the task to run.
+    pub scheduled_at: Millis,
+    /// When the Store Consumer looks at the task next; `None` once terminal
+    /// or while held by a paused gate.
+    pub next_trigger_at: Option<Millis>,
+    /// Held back by a paused gate; released when the gate opens.
+    pub held: bool,
+    pub enqueue_token: i64,
+    pub lease_token: i64,
+    pub created_at: Millis,
+    pub enqueued_at: Option<Millis>,
+    pub claimed_at: Option<Millis>,
+    pub heartbeat_at: Option<Millis>,
+    pub finished_at: Option<Millis>,
+    /// The latest progress note of a heartbeat.
+    pub progress: Option<String>,
+    pub last_error: Option<String>,
+    pub output: Option<Vec<u8>>,
+    pub parent_id: Option<String>,
+    pub idempotency_key: Option<String>,
+    /// The periodic schedule that created the task, if any.
+    pub schedule_id: Option<String>,
+}
+
+/// A task to insert.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct NewTask {
+    pub lambda: String,
+    /// `default` when absent.
+    pub collection: Option<String>,
+    /// The lambda's default priority when absent.
+    pub priority: Option<u8>,
+    pub payload: Vec<u8>,
+    /// When to run it; now when absent.
+    pub run_at: Option<Millis>,
+    /// A second insert with the same key (per lambda) returns the first
+    /// task instead of creating another.
+    pub idempotency_key: Option<String>,
+    pub parent_id: Option<String>,
+}
+
+/// Inserts tasks, all or none.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct TaskInsertMany {
+    pub tasks: Vec<NewTask>,
+    pub now: Millis,
+}
+
+/// One inserted task.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskInserted {
+    pub id: String,
+    /// False when an earlier task with the same idempotency key was returned.
+    pub created: bool,
+}
+
+/// Filters of [`crate::TaskStore::task_list`]; every filter is optional.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct TaskList {
+    pub lambda: Option<String>,
+    pub collection: Option<String>,
+    pub status: Option<TaskStatus>,
+    pub parent_id: Option<String>,
+    /// Tasks with ids after this one (the last id of the previous page).
+    pub after: Option<String>,
+    /// At most this many (capped at 1000; 100 when zero).
+    pub limit: u32,
+}
+
+/// The Store Consumer's poll.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskEnqueueReady {
+    pub now: Millis,
+    /// Tasks taken at most.
+    pub limit: u32,
+    /// How long an enqueued task may wait to be claimed before it is
+    /// enqueued again (the queue may have lost it).
+    pub enqueue_timeout: Duration,
+}
+
+/// A task the consumer must push onto its queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EnqueuedTask {
+    pub id: String,
+    pub lambda: String,
+    pub priority: u8,
+    /// Must accompany the claim: a claim with an older token (a duplicate
+    /// of an earlier message) is refused.
+    pub enqueue_token: i64,
+}
+
+/// What one poll did.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct EnqueueReport {
+    pub enqueued: Vec<EnqueuedTask>,
+    /// Held back by a paused gate.
+    pub held: u64,
+    /// Ended by a drop gate.
+    pub dropped: u64,
+    /// Dead: their executor stopped heartbeating on their last attempt.
+    pub dead: u64,
+}
+
+/// Claims of enqueued tasks, each with the enqueue token it was queued with.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskClaimMany {
+    pub claims: Vec<(String, i64)>,
+    pub now: Millis,
+    /// How long a claimed task may wait for its first heartbeat.
+    pub claim_timeout: Duration,
+}
+
+/// A claimed task: what an executor needs to run it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClaimedTask {
+    pub id: String,
+    pub lambda: String,
+    /// The lambda version current at the claim: the one to run.
+    pub lambda_version: u32,
+    pub collection: String,
+    pub priority: u8,
+    pub payload: Vec<u8>,
+    pub attempt: u32,
+    pub scheduled_at: Millis,
+    /// The fencing token: heartbeats and results must carry it.
+    pub lease_token: i64,
+}
+
+/// Why a claim, heartbeat or result was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// No such task.
+    NotFound,
+    /// The task is not in a state that allows it (e.g. a claim of a task
+    /// that is not enqueued, a result after completion).
+    WrongState(TaskStatus),
+    /// The claim carries an older enqueue token: a duplicate message.
+    StaleEnqueueToken { current: i64 },
+    /// The lease token is not the task's current one: another execution
+    /// owns the task now.
+    StaleLease { current: i64 },
+}
+
+/// Heartbeats of running tasks.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskHeartbeatMany {
+    pub beats: Vec<Heartbeat>,
+    pub now: Millis,
+    /// How long a running task may go without a heartbeat.
+    pub heartbeat_timeout: Duration,
+}
+
+/// One heartbeat.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Heartbeat {
+    pub id: String,
+    pub lease_token: i64,
+    pub progress: Option<String>,
+}
+
+/// Results of executions.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskSetResultMany {
+    pub results: Vec<TaskResult>,
+    pub now: Millis,
+}
+
+/// The result of one execution.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskResult {
+    pub id: String,
+    pub lease_token: i64,
+    pub outcome: ResultOutcome,
+}
+
+/// How an execution ended, as far as the store cares.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ResultOutcome {
+    Success { output: Option<Vec<u8>> },
+    /// Retried after `retry_after`, or the lambda's backoff when absent;
+    /// dead when the attempts are used up.
+    Retriable { error: String, retry_after: Option<Duration> },
+    Fatal { error: String },
+}
+
+/// A lambda and its current version.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Lambda {
+    pub name: String,
+    pub version: u32,
+    /// SHA-256 of the component, hex.
+    pub digest: String,
+    pub config: LambdaConfig,
+    pub created_at: Millis,
+}
+
+/// Deploys a new version of a lambda (creating the lambda if new).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LambdaDeploy {
+    pub name: String,
+    /// SHA-256 of `component`, hex; the caller computes it.
+    pub digest: String,
+    pub component: Vec<u8>,
+    pub config: LambdaConfig,
+    pub now: Millis,
+}
+
+/// Whether a gate lets tasks through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GateState {
+    Open,
+    /// Tasks wait in the store; running ones finish.
+    Paused,
+    /// Tasks end as `dropped` when they come due.
+    Dropped,
+}
+
+impl GateState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GateState::Open => "open",
+            GateState::Paused => "paused",
+            GateState::Dropped => "dropped",
+        }
+    }
+}
+
+/// A gate on a lambda, or on one collection of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Gate {
+    pub lambda: String,
+    /// `None`: the whole lambda.
+    pub collection: Option<String>,
+    pub state: GateState,
+    pub updated_at: Millis,
+}
+
+/// Sets a gate; opening releases the tasks it held.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GateSet {
+    pub lambda: String,
+    pub collection: Option<String>,
+    pub state: GateState,
+    pub now: Millis,
+}
+
+/// Which dead letters to redrive.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeadSelector {
+    /// These tasks; every one must be dead, or nothing is redriven.
+    Ids(Vec<String>),
+    /// Every dead task of a lambda (and collection).
+    Filter { lambda: String, collection: Option<String> },
+}
+
+/// Gives dead tasks a fresh attempt budget and makes them due now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeadRedrive {
+    pub selector: DeadSelector,
+    pub now: Millis,
+}
+
+/// A periodic schedule: one task per occurrence.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Schedule {
+    pub id: String,
+    pub lambda: String,
+    /// The cron expression, as given; the store does not parse it.
+    pub cron: String,
+    pub timezone: String,
+    pub payload: Vec<u8>,
+    pub collection: Option<String>,
+    pub priority: Option<u8>,
+    /// After downtime: run every missed occurrence (true) or only the next.
+    pub catch_up: bool,
+    /// The next occurrence not yet materialised.
+    pub next_at: Millis,
+    pub created_at: Millis,
+}
+
+/// Materialises one occurrence of a schedule, exactly once: succeeds only if
+/// the schedule's next occurrence is still `occurrence`, and moves it to
+/// `next_at` in the same transaction as the task insert.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScheduleMaterialize {
+    pub schedule_id: String,
+    pub occurrence: Millis,
+    pub next_at: Millis,
+    pub now: Millis,
+}
