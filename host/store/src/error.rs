@@ -17,10 +17,20 @@ pub enum StoreError {
     #[error(transparent)]
     InvalidConfig(#[from] ConfigError),
     #[error("priority {priority} is invalid for lambda {lambda:?}: it has levels 0..={max}")]
-    InvalidPriority { lambda: String, priority: u8, max: u8 },
+    InvalidPriority {
+        lambda: String,
+        priority: u8,
+        max: u8,
+    },
     #[error("payload of {size} bytes is over lambda {lambda:?}'s limit of {max} bytes")]
-    PayloadTooLarge { lambda: String, size: usize, max: u64 },
-    #[error("time {at} (Unix ms) is too far from now ({now}): use a time within a year back and ten years ahead")]
+    PayloadTooLarge {
+        lambda: String,
+        size: usize,
+        max: u64,
+    },
+    #[error(
+        "time {at} (Unix ms) is too far from now ({now}): use a time within a year back and ten years ahead"
+    )]
     TimeOutOfRange { at: i64, now: i64 },
     #[error("task {id} has already ended ({status})")]
     AlreadyEnded { id: String, status: TaskStatus },

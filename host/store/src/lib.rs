@@ -16,16 +16,11 @@
 
 mod error;
 pub mod model;
-mod postgres;
-mod rows;
-mod sqlite;
 
 use async_trait::async_trait;
 
 pub use error::StoreError;
 pub use model::*;
-pub use postgres::PostgresStore;
-pub use sqlite::SqliteStore;
 
 /// Result of a store operation.
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
@@ -94,23 +89,4 @@ pub trait TaskStore: Send + Sync {
     /// Materialises one occurrence: the task's id, or `None` when another
     /// consumer already did.
     async fn schedule_materialize(&self, params: ScheduleMaterialize) -> Result<Option<String>>;
-}
-
-/// Earliest and latest times a task may be scheduled at, around `now`:
-/// a year back (clock skew, replays) and ten years ahead.
-pub(crate) fn check_run_at(run_at: Millis, now: Millis) -> Result<()> {
-    const YEAR_MS: i64 = 365 * 24 * 3600 * 1000;
-    if run_at < now - YEAR_MS || run_at > now + 10 * YEAR_MS {
-        return Err(StoreError::TimeOutOfRange { at: run_at, now });
-    }
-    Ok(())
-}
-
-/// A new task id: a ULID, sortable by creation time.
-pub(crate) fn new_id() -> String {
-    ulid::Ulid::new().to_string()
-}
-
-pub(crate) fn millis(duration: std::time::Duration) -> i64 {
-    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
 }

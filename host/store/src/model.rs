@@ -201,11 +201,18 @@ pub struct TaskResult {
 /// How an execution ended, as far as the store cares.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ResultOutcome {
-    Success { output: Option<Vec<u8>> },
+    Success {
+        output: Option<Vec<u8>>,
+    },
     /// Retried after `retry_after`, or the lambda's backoff when absent;
     /// dead when the attempts are used up.
-    Retriable { error: String, retry_after: Option<Duration> },
-    Fatal { error: String },
+    Retriable {
+        error: String,
+        retry_after: Option<Duration>,
+    },
+    Fatal {
+        error: String,
+    },
 }
 
 /// A lambda and its current version.
@@ -275,7 +282,10 @@ pub enum DeadSelector {
     /// These tasks; every one must be dead, or nothing is redriven.
     Ids(Vec<String>),
     /// Every dead task of a lambda (and collection).
-    Filter { lambda: String, collection: Option<String> },
+    Filter {
+        lambda: String,
+        collection: Option<String>,
+    },
 }
 
 /// Gives dead tasks a fresh attempt budget and makes them due now.
