@@ -16,11 +16,15 @@
 
 mod error;
 pub mod model;
+mod rows;
+mod sqlite;
+mod support;
 
 use async_trait::async_trait;
 
 pub use error::StoreError;
 pub use model::*;
+pub use sqlite::SqliteStore;
 
 /// Result of a store operation.
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;

@@ -1,0 +1,173 @@
+//! Reading rows into the model, the same way for every backend.
+
+use std::time::Duration;
+
+use waft_core::{Backoff, ByteSize, LambdaConfig, Limits, TaskStatus};
+
+use crate::{Lambda, Schedule, StoreError, Task};
+
+/// Typed column access shared by the backends' row types.
+pub(crate) trait RowExt {
+    fn int(&self, column: &str) -> Result<i64, StoreError>;
+    fn opt_int(&self, column: &str) -> Result<Option<i64>, StoreError>;
+    fn real(&self, column: &str) -> Result<f64, StoreError>;
+    fn opt_real(&self, column: &str) -> Result<Option<f64>, StoreError>;
+    fn text(&self, column: &str) -> Result<String, StoreError>;
+    fn opt_text(&self, column: &str) -> Result<Option<String>, StoreError>;
+    fn bytes(&self, column: &str) -> Result<Vec<u8>, StoreError>;
+    fn opt_bytes(&self, column: &str) -> Result<Option<Vec<u8>>, StoreError>;
+    fn flag(&self, column: &str) -> Result<bool, StoreError>;
+}
+
+macro_rules! impl_row_ext {
+    ($row:ty) => {
+        impl crate::rows::RowExt for $row {
+            fn int(&self, column: &str) -> Result<i64, StoreError> {
+                Ok(sqlx::Row::try_get(self, column)?)
+            }
+            fn opt_int(&self, column: &str) -> Result<Option<i64>, StoreError> {
+                Ok(sqlx::Row::try_get(self, column)?)
+            }
+            fn real(&self, column: &str) -> Result<f64, StoreError> {
+                Ok(sqlx::Row::try_get(self, column)?)
+            }
+            fn opt_real(&self, column: &str) -> Result<Option<f64>, StoreError> {
+                Ok(sqlx::Row::try_get(self, column)?)
+            }
+            fn text(&self, column: &str) -> Result<String, StoreError> {
+                Ok(sqlx::Row::try_get(self, column)?)
+            }
+            fn opt_text(&self, column: &str) -> Result<Option<String>, StoreError> {
+                Ok(sqlx::Row::try_get(self, column)?)
+            }
+            fn bytes(&self, column: &str) -> Result<Vec<u8>, StoreError> {
+                Ok(sqlx::Row::try_get(self, column)?)
+            }
+            fn opt_bytes(&self, column: &str) -> Result<Option<Vec<u8>>, StoreError> {
+                Ok(sqlx::Row::try_get(self, column)?)
+            }
+            fn flag(&self, column: &str) -> Result<bool, StoreError> {
+                Ok(sqlx::Row::try_get(self, column)?)
+            }
+        }
+    };
+}
+pub(crate) use impl_row_ext;
+
+fn small<T: TryFrom<i64>>(value: i64, column: &str) -> Result<T, StoreError> {
+    T::try_from(value)
+        .map_err(|_| StoreError::Corrupt(format!("{column} = {value} is out of range")))
+}
+
+/// The columns [`task`] reads, for `SELECT` and `RETURNING` lists.
+pub(crate) const TASK_COLUMNS: &str = "id, lambda, collection, priority, payload, status, attempt, \
+    max_attempts, scheduled_at, next_trigger_at, held, enqueue_token, lease_token, created_at, \
+    enqueued_at, claimed_at, heartbeat_at, finished_at, progress, last_error, output, parent_id, \
+    idempotency_key, schedule_id";
+
+pub(crate) fn task(row: &impl RowExt) -> Result<Task, StoreError> {
+    let status = row.text("status")?;
+    Ok(Task {
+        id: row.text("id")?,
+        lambda: row.text("lambda")?,
+        collection: row.text("collection")?,
+        priority: small(row.int("priority")?, "priority")?,
+        payload: row.bytes("payload")?,
+        status: status
+            .parse()
+            .map_err(|_| StoreError::Corrupt(format!("status {status:?}")))?,
+        attempt: small(row.int("attempt")?, "attempt")?,
+        max_attempts: small(row.int("max_attempts")?, "max_attempts")?,
+        scheduled_at: row.int("scheduled_at")?,
+        next_trigger_at: row.opt_int("next_trigger_at")?,
+        held: row.flag("held")?,
+        enqueue_token: row.int("enqueue_token")?,
+        lease_token: row.int("lease_token")?,
+        created_at: row.int("created_at")?,
+        enqueued_at: row.opt_int("enqueued_at")?,
+        claimed_at: row.opt_int("claimed_at")?,
+        heartbeat_at: row.opt_int("heartbeat_at")?,
+        finished_at: row.opt_int("finished_at")?,
+        progress: row.opt_text("progress")?,
+        last_error: row.opt_text("last_error")?,
+        output: row.opt_bytes("output")?,
+        parent_id: row.opt_text("parent_id")?,
+        idempotency_key: row.opt_text("idempotency_key")?,
+        schedule_id: row.opt_text("schedule_id")?,
+    })
+}
+
+pub(crate) fn status(row: &impl RowExt) -> Result<TaskStatus, StoreError> {
+    let status = row.text("status")?;
+    status
+        .parse()
+        .map_err(|_| StoreError::Corrupt(format!("status {status:?}")))
+}
+
+/// The columns [`lambda`] reads: a `lambdas l JOIN lambda_versions v`.
+pub(crate) const LAMBDA_COLUMNS: &str = "l.name, v.version, v.digest, v.max_memory, v.timeout_ms, \
+    v.fuel, v.max_output, v.max_log, v.max_attempts, v.backoff_base_ms, v.backoff_factor, \
+    v.backoff_max_ms, v.priorities, v.default_priority, v.max_payload, v.concurrency, \
+    v.quota_per_sec, v.created_at";
+
+pub(crate) fn lambda(row: &impl RowExt) -> Result<Lambda, StoreError> {
+    let ms = |column: &str| -> Result<Duration, StoreError> {
+        Ok(Duration::from_millis(small(row.int(column)?, column)?))
+    };
+    let bytes = |column: &str| -> Result<ByteSize, StoreError> {
+        Ok(ByteSize::b(small(row.int(column)?, column)?))
+    };
+    let fuel = match row.opt_int("fuel")? {
+        Some(fuel) => Some(small(fuel, "fuel")?),
+        None => None,
+    };
+    Ok(Lambda {
+        name: row.text("name")?,
+        version: small(row.int("version")?, "version")?,
+        digest: row.text("digest")?,
+        config: LambdaConfig {
+            limits: Limits {
+                max_memory: bytes("max_memory")?,
+                timeout: ms("timeout_ms")?,
+                fuel,
+                max_output: bytes("max_output")?,
+                max_log: bytes("max_log")?,
+            },
+            max_attempts: small(row.int("max_attempts")?, "max_attempts")?,
+            backoff: Backoff {
+                base: ms("backoff_base_ms")?,
+                factor: row.real("backoff_factor")?,
+                max: ms("backoff_max_ms")?,
+            },
+            priorities: small(row.int("priorities")?, "priorities")?,
+            default_priority: small(row.int("default_priority")?, "default_priority")?,
+            max_payload: bytes("max_payload")?,
+            concurrency: small(row.int("concurrency")?, "concurrency")?,
+            quota_per_sec: row.opt_real("quota_per_sec")?,
+        },
+        created_at: row.int("created_at")?,
+    })
+}
+
+/// The columns [`schedule`] reads.
+pub(crate) const SCHEDULE_COLUMNS: &str =
+    "id, lambda, cron, timezone, payload, collection, priority, catch_up, next_at, created_at";
+
+pub(crate) fn schedule(row: &impl RowExt) -> Result<Schedule, StoreError> {
+    let priority = match row.opt_int("priority")? {
+        Some(p) => Some(small(p, "priority")?),
+        None => None,
+    };
+    Ok(Schedule {
+        id: row.text("id")?,
+        lambda: row.text("lambda")?,
+        cron: row.text("cron")?,
+        timezone: row.text("timezone")?,
+        payload: row.bytes("payload")?,
+        collection: row.opt_text("collection")?,
+        priority,
+        catch_up: row.flag("catch_up")?,
+        next_at: row.int("next_at")?,
+        created_at: row.int("created_at")?,
+    })
+}

@@ -1,0 +1,52 @@
+//! The store conformance suite, run against every backend.
+//!
+//! `suite.rs` holds the checks; this file runs each one on a fresh store of
+//! each backend.
+
+#[path = "conformance/suite.rs"]
+mod suite;
+
+use waft_store::{SqliteStore, TaskStore};
+
+/// A fresh SQLite store in a temporary file (not `:memory:`: the real thing,
+/// with WAL and several connections).
+async fn sqlite() -> (SqliteStore, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(&dir.path().join("waft.db"))
+        .await
+        .unwrap();
+    (store, dir)
+}
+
+macro_rules! conformance {
+    ($($check:ident),* $(,)?) => {
+        mod sqlite_backend {
+            $(
+                #[tokio::test]
+                async fn $check() {
+                    let (store, _dir) = super::sqlite().await;
+                    super::suite::$check(&store as &dyn super::TaskStore).await;
+                }
+            )*
+        }
+    };
+}
+
+conformance!(
+    lambdas_are_versioned,
+    the_happy_path_follows_the_state_table,
+    every_refusal_is_precise,
+    a_lost_queue_message_is_enqueued_again,
+    a_claim_that_never_starts_does_not_use_an_attempt,
+    a_dead_executor_costs_an_attempt_and_the_last_one_is_dead,
+    retriable_failures_back_off_then_die,
+    a_fatal_failure_is_final,
+    dead_letters_are_redriven_with_a_fresh_budget,
+    paused_tasks_wait_and_resume_in_order,
+    gates_on_a_collection_and_drops,
+    cancel_ends_a_task_and_its_lease,
+    bad_input_is_refused_and_nothing_is_half_written,
+    idempotency_keys_deduplicate,
+    lists_filter_and_page,
+    each_occurrence_materialises_once,
+);

@@ -1,0 +1,975 @@
+//! The behaviour every `TaskStore` backend must have: ATF's state table,
+//! every refusal, gates, dead letters, periodic tasks, chaining.
+//!
+//! Each check takes a fresh, empty store. Time is passed in, never read from
+//! a clock, so timeouts are tested by moving `now`.
+
+use std::time::Duration;
+
+use waft_core::{Backoff, ByteSize, LambdaConfig, TaskStatus};
+use waft_store::{
+    DeadRedrive, DeadSelector, GateSet, GateState, Heartbeat, LambdaDeploy, Millis, NewTask,
+    Refusal, ResultOutcome, Schedule, ScheduleMaterialize, StoreError, TaskClaimMany,
+    TaskEnqueueReady, TaskHeartbeatMany, TaskInsertMany, TaskList, TaskResult, TaskSetResultMany,
+    TaskStore,
+};
+
+pub const T0: Millis = 1_800_000_000_000;
+pub const ENQUEUE_TIMEOUT: Duration = Duration::from_secs(60);
+pub const CLAIM_TIMEOUT: Duration = Duration::from_secs(30);
+pub const HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(20);
+
+pub fn config() -> LambdaConfig {
+    LambdaConfig {
+        max_attempts: 3,
+        backoff: Backoff {
+            base: Duration::from_secs(10),
+            factor: 2.0,
+            max: Duration::from_secs(600),
+        },
+        max_payload: ByteSize::kib(1),
+        ..LambdaConfig::default()
+    }
+}
+
+pub async fn deploy(store: &dyn TaskStore, name: &str) {
+    deploy_with(store, name, config()).await;
+}
+
+pub async fn deploy_with(store: &dyn TaskStore, name: &str, config: LambdaConfig) {
+    store
+        .lambda_deploy(LambdaDeploy {
+            name: name.into(),
+            digest: format!("digest-of-{name}"),
+            component: name.as_bytes().to_vec(),
+            config,
+            now: T0,
+        })
+        .await
+        .unwrap();
+}
+
+pub fn new_task(lambda: &str) -> NewTask {
+    NewTask {
+        lambda: lambda.into(),
+        payload: b"{}".to_vec(),
+        ..NewTask::default()
+    }
+}
+
+pub async fn insert(store: &dyn TaskStore, task: NewTask, now: Millis) -> String {
+    store
+        .task_insert_many(TaskInsertMany {
+            tasks: vec![task],
+            now,
+        })
+        .await
+        .unwrap()
+        .remove(0)
+        .id
+}
+
+pub async fn poll(store: &dyn TaskStore, now: Millis) -> waft_store::EnqueueReport {
+    store
+        .task_enqueue_ready(TaskEnqueueReady {
+            now,
+            limit: 1000,
+            enqueue_timeout: ENQUEUE_TIMEOUT,
+        })
+        .await
+        .unwrap()
+}
+
+pub async fn claim(
+    store: &dyn TaskStore,
+    id: &str,
+    token: i64,
+    now: Millis,
+) -> Result<waft_store::ClaimedTask, Refusal> {
+    store
+        .task_claim_many(TaskClaimMany {
+            claims: vec![(id.to_owned(), token)],
+            now,
+            claim_timeout: CLAIM_TIMEOUT,
+        })
+        .await
+        .unwrap()
+        .remove(0)
+}
+
+pub async fn heartbeat(
+    store: &dyn TaskStore,
+    id: &str,
+    lease: i64,
+    progress: Option<&str>,
+    now: Millis,
+) -> Result<(), Refusal> {
+    store
+        .task_heartbeat_many(TaskHeartbeatMany {
+            beats: vec![Heartbeat {
+                id: id.into(),
+                lease_token: lease,
+                progress: progress.map(Into::into),
+            }],
+            now,
+            heartbeat_timeout: HEARTBEAT_TIMEOUT,
+        })
+        .await
+        .unwrap()
+        .remove(0)
+}
+
+pub async fn finish(
+    store: &dyn TaskStore,
+    id: &str,
+    lease: i64,
+    outcome: ResultOutcome,
+    now: Millis,
+) -> Result<TaskStatus, Refusal> {
+    store
+        .task_set_result_many(TaskSetResultMany {
+            results: vec![TaskResult {
+                id: id.into(),
+                lease_token: lease,
+                outcome,
+            }],
+            now,
+        })
+        .await
+        .unwrap()
+        .remove(0)
+}
+
+pub async fn status(store: &dyn TaskStore, id: &str) -> TaskStatus {
+    store.task_get(id).await.unwrap().unwrap().status
+}
+
+/// Polls, claims and heartbeats one task: it is then `processing`.
+pub async fn start(store: &dyn TaskStore, id: &str, now: Millis) -> i64 {
+    let report = poll(store, now).await;
+    let queued = report
+        .enqueued
+        .iter()
+        .find(|t| t.id == id)
+        .expect("enqueued");
+    let claimed = claim(store, id, queued.enqueue_token, now).await.unwrap();
+    heartbeat(store, id, claimed.lease_token, None, now)
+        .await
+        .unwrap();
+    claimed.lease_token
+}
+
+fn retriable(error: &str) -> ResultOutcome {
+    ResultOutcome::Retriable {
+        error: error.into(),
+        retry_after: None,
+    }
+}
+
+pub async fn lambdas_are_versioned(store: &dyn TaskStore) {
+    deploy(store, "mail").await;
+    let v2 = store
+        .lambda_deploy(LambdaDeploy {
+            name: "mail".into(),
+            digest: "digest-two".into(),
+            component: b"two".to_vec(),
+            config: LambdaConfig {
+                max_attempts: 9,
+                ..config()
+            },
+            now: T0 + 1,
+        })
+        .await
+        .unwrap();
+    assert_eq!((v2.version, v2.config.max_attempts), (2, 9));
+    assert_eq!(store.lambda_get("mail").await.unwrap().unwrap().version, 2);
+    let v1 = store.lambda_get_version("mail", 1).await.unwrap().unwrap();
+    assert_eq!(v1.config, config());
+    assert_eq!(
+        store.component_get("digest-two").await.unwrap().unwrap(),
+        b"two"
+    );
+    assert_eq!(store.lambda_list().await.unwrap().len(), 1);
+    assert!(store.lambda_get("nope").await.unwrap().is_none());
+
+    let bad = store
+        .lambda_deploy(LambdaDeploy {
+            name: "Bad Name".into(),
+            digest: "d".into(),
+            component: vec![],
+            config: config(),
+            now: T0,
+        })
+        .await;
+    assert!(matches!(bad, Err(StoreError::InvalidName(_))), "{bad:?}");
+}
+
+pub async fn the_happy_path_follows_the_state_table(store: &dyn TaskStore) {
+    deploy(store, "mail").await;
+    let id = insert(store, new_task("mail"), T0).await;
+    let task = store.task_get(&id).await.unwrap().unwrap();
+    assert_eq!(
+        (task.status, task.next_trigger_at, task.attempt),
+        (TaskStatus::New, Some(T0), 0)
+    );
+    assert_eq!((task.collection.as_str(), task.priority), ("default", 0));
+
+    // Not due before its time.
+    assert!(poll(store, T0 - 1).await.enqueued.is_empty());
+    let report = poll(store, T0).await;
+    assert_eq!(report.enqueued.len(), 1);
+    let queued = &report.enqueued[0];
+    assert_eq!(
+        (queued.id.as_str(), queued.lambda.as_str()),
+        (id.as_str(), "mail")
+    );
+    let task = store.task_get(&id).await.unwrap().unwrap();
+    assert_eq!(task.status, TaskStatus::Enqueued);
+    assert_eq!(
+        task.next_trigger_at,
+        Some(T0 + 60_000),
+        "enqueued_at + enqueue_timeout"
+    );
+    // Enqueued once: the next poll does not enqueue it again.
+    assert!(poll(store, T0 + 1).await.enqueued.is_empty());
+
+    let claimed = claim(store, &id, queued.enqueue_token, T0 + 10)
+        .await
+        .unwrap();
+    assert_eq!((claimed.attempt, claimed.lambda_version), (1, 1));
+    assert_eq!(claimed.payload, b"{}");
+    let task = store.task_get(&id).await.unwrap().unwrap();
+    assert_eq!(task.status, TaskStatus::Claimed);
+    assert_eq!(
+        task.next_trigger_at,
+        Some(T0 + 10 + 30_000),
+        "claimed_at + claim_timeout"
+    );
+
+    heartbeat(store, &id, claimed.lease_token, Some("half way"), T0 + 20)
+        .await
+        .unwrap();
+    let task = store.task_get(&id).await.unwrap().unwrap();
+    assert_eq!(task.status, TaskStatus::Processing);
+    assert_eq!(task.progress.as_deref(), Some("half way"));
+    assert_eq!(
+        task.next_trigger_at,
+        Some(T0 + 20 + 20_000),
+        "heartbeat_at + heartbeat_timeout"
+    );
+
+    let outcome = ResultOutcome::Success {
+        output: Some(b"out".to_vec()),
+    };
+    assert_eq!(
+        finish(store, &id, claimed.lease_token, outcome, T0 + 30).await,
+        Ok(TaskStatus::Success)
+    );
+    let task = store.task_get(&id).await.unwrap().unwrap();
+    assert_eq!(
+        (task.status, task.next_trigger_at),
+        (TaskStatus::Success, None)
+    );
+    assert_eq!(
+        (task.output.as_deref(), task.finished_at),
+        (Some(&b"out"[..]), Some(T0 + 30))
+    );
+    assert!(poll(store, T0 + 10_000_000).await.enqueued.is_empty());
+}
+
+pub async fn every_refusal_is_precise(store: &dyn TaskStore) {
+    deploy(store, "mail").await;
+    let id = insert(store, new_task("mail"), T0).await;
+    // A claim of a task that is not enqueued.
+    assert_eq!(
+        claim(store, &id, 0, T0).await.unwrap_err(),
+        Refusal::WrongState(TaskStatus::New)
+    );
+    assert_eq!(
+        claim(store, "no-such-task", 1, T0).await.unwrap_err(),
+        Refusal::NotFound
+    );
+
+    let token = poll(store, T0).await.enqueued[0].enqueue_token;
+    // A duplicate of an older message.
+    assert_eq!(
+        claim(store, &id, token - 1, T0).await.unwrap_err(),
+        Refusal::StaleEnqueueToken { current: token }
+    );
+    let lease = claim(store, &id, token, T0).await.unwrap().lease_token;
+    // A second claim of the same message.
+    assert_eq!(
+        claim(store, &id, token, T0).await.unwrap_err(),
+        Refusal::WrongState(TaskStatus::Claimed)
+    );
+    assert_eq!(
+        heartbeat(store, &id, lease - 1, None, T0).await,
+        Err(Refusal::StaleLease { current: lease })
+    );
+    assert_eq!(
+        finish(
+            store,
+            &id,
+            lease + 1,
+            ResultOutcome::Success { output: None },
+            T0
+        )
+        .await,
+        Err(Refusal::StaleLease { current: lease })
+    );
+    finish(
+        store,
+        &id,
+        lease,
+        ResultOutcome::Success { output: None },
+        T0,
+    )
+    .await
+    .unwrap();
+    // A result after completion, and a heartbeat.
+    assert_eq!(
+        finish(
+            store,
+            &id,
+            lease,
+            ResultOutcome::Success { output: None },
+            T0
+        )
+        .await,
+        Err(Refusal::WrongState(TaskStatus::Success))
+    );
+    assert_eq!(
+        heartbeat(store, &id, lease, None, T0).await,
+        Err(Refusal::WrongState(TaskStatus::Success))
+    );
+    assert_eq!(
+        finish(
+            store,
+            "no-such-task",
+            1,
+            ResultOutcome::Success { output: None },
+            T0
+        )
+        .await,
+        Err(Refusal::NotFound)
+    );
+}
+
+pub async fn a_lost_queue_message_is_enqueued_again(store: &dyn TaskStore) {
+    deploy(store, "mail").await;
+    let id = insert(store, new_task("mail"), T0).await;
+    let first = poll(store, T0).await.enqueued[0].enqueue_token;
+    // Nobody claims it: after the enqueue timeout it is enqueued again, with
+    // a new token, and the old message can no longer claim it.
+    assert!(poll(store, T0 + 59_999).await.enqueued.is_empty());
+    let again = poll(store, T0 + 60_000).await.enqueued;
+    assert_eq!(again.len(), 1);
+    assert!(again[0].enqueue_token > first);
+    assert!(matches!(
+        claim(store, &id, first, T0 + 60_001).await,
+        Err(Refusal::StaleEnqueueToken { .. })
+    ));
+    claim(store, &id, again[0].enqueue_token, T0 + 60_001)
+        .await
+        .unwrap();
+}
+
+pub async fn a_claim_that_never_starts_does_not_use_an_attempt(store: &dyn TaskStore) {
+    deploy(store, "mail").await;
+    let id = insert(store, new_task("mail"), T0).await;
+    let token = poll(store, T0).await.enqueued[0].enqueue_token;
+    let first = claim(store, &id, token, T0).await.unwrap();
+    assert_eq!(first.attempt, 1);
+    // The controller died after claiming: re-enqueued after the claim timeout.
+    let again = poll(store, T0 + 30_000).await.enqueued;
+    assert_eq!(again.len(), 1);
+    let task = store.task_get(&id).await.unwrap().unwrap();
+    assert_eq!((task.status, task.attempt), (TaskStatus::Enqueued, 0));
+    let second = claim(store, &id, again[0].enqueue_token, T0 + 30_001)
+        .await
+        .unwrap();
+    assert_eq!(second.attempt, 1);
+    assert!(
+        second.lease_token > first.lease_token,
+        "lease tokens only grow"
+    );
+    // The first claim's lease is stale now.
+    assert!(matches!(
+        heartbeat(store, &id, first.lease_token, None, T0 + 30_002).await,
+        Err(Refusal::StaleLease { .. })
+    ));
+}
+
+pub async fn a_dead_executor_costs_an_attempt_and_the_last_one_is_dead(store: &dyn TaskStore) {
+    deploy(store, "mail").await;
+    let id = insert(store, new_task("mail"), T0).await;
+    let mut token = poll(store, T0).await.enqueued[0].enqueue_token;
+    let mut now = T0;
+    for attempt in 1..=3 {
+        let lease = claim(store, &id, token, now).await.unwrap().lease_token;
+        heartbeat(store, &id, lease, None, now).await.unwrap();
+        assert_eq!(store.task_get(&id).await.unwrap().unwrap().attempt, attempt);
+        // The executor dies: no heartbeat within the timeout.
+        now += 20_000;
+        let report = poll(store, now).await;
+        if attempt < 3 {
+            assert_eq!(report.enqueued.len(), 1, "attempt {attempt}");
+            token = report.enqueued[0].enqueue_token;
+            // Should the executor come back, its result is refused.
+            assert_eq!(
+                finish(
+                    store,
+                    &id,
+                    lease,
+                    ResultOutcome::Success { output: None },
+                    now
+                )
+                .await,
+                Err(Refusal::WrongState(TaskStatus::Enqueued))
+            );
+        } else {
+            assert_eq!((report.enqueued.len(), report.dead), (0, 1));
+        }
+    }
+    let task = store.task_get(&id).await.unwrap().unwrap();
+    assert_eq!(
+        (task.status, task.next_trigger_at),
+        (TaskStatus::Dead, None)
+    );
+    assert!(task.last_error.unwrap().contains("stopped heartbeating"));
+}
+
+pub async fn retriable_failures_back_off_then_die(store: &dyn TaskStore) {
+    deploy(store, "mail").await;
+    let id = insert(store, new_task("mail"), T0).await;
+    let lease = start(store, &id, T0).await;
+    assert_eq!(
+        finish(store, &id, lease, retriable("busy"), T0).await,
+        Ok(TaskStatus::RetriableFailure)
+    );
+    let task = store.task_get(&id).await.unwrap().unwrap();
+    let retry_at = task.next_trigger_at.unwrap();
+    // Backoff after one failure: 10 s with equal jitter, so within 5..=10 s.
+    assert!((T0 + 5_000..=T0 + 10_000).contains(&retry_at), "{retry_at}");
+    assert_eq!(task.last_error.as_deref(), Some("busy"));
+    assert!(poll(store, retry_at - 1).await.enqueued.is_empty());
+
+    // An explicit retry-after wins over the backoff.
+    let lease = start(store, &id, retry_at).await;
+    let outcome = ResultOutcome::Retriable {
+        error: "rate limited".into(),
+        retry_after: Some(Duration::from_secs(120)),
+    };
+    finish(store, &id, lease, outcome, retry_at).await.unwrap();
+    let next = store
+        .task_get(&id)
+        .await
+        .unwrap()
+        .unwrap()
+        .next_trigger_at
+        .unwrap();
+    assert_eq!(next, retry_at + 120_000);
+    let retry_at = next;
+
+    let lease = start(store, &id, retry_at).await;
+    assert_eq!(store.task_get(&id).await.unwrap().unwrap().attempt, 3);
+    assert_eq!(
+        finish(store, &id, lease, retriable("still busy"), retry_at).await,
+        Ok(TaskStatus::Dead)
+    );
+    let task = store.task_get(&id).await.unwrap().unwrap();
+    assert_eq!(
+        (task.status, task.next_trigger_at),
+        (TaskStatus::Dead, None)
+    );
+    assert_eq!(task.last_error.as_deref(), Some("still busy"));
+}
+
+pub async fn a_fatal_failure_is_final(store: &dyn TaskStore) {
+    deploy(store, "mail").await;
+    let id = insert(store, new_task("mail"), T0).await;
+    let lease = start(store, &id, T0).await;
+    let outcome = ResultOutcome::Fatal {
+        error: "no such user".into(),
+    };
+    assert_eq!(
+        finish(store, &id, lease, outcome, T0).await,
+        Ok(TaskStatus::FatalFailure)
+    );
+    let task = store.task_get(&id).await.unwrap().unwrap();
+    assert_eq!(
+        (task.next_trigger_at, task.last_error.as_deref()),
+        (None, Some("no such user"))
+    );
+}
+
+pub async fn dead_letters_are_redriven_with_a_fresh_budget(store: &dyn TaskStore) {
+    deploy_with(
+        store,
+        "mail",
+        LambdaConfig {
+            max_attempts: 1,
+            ..config()
+        },
+    )
+    .await;
+    let mut dead = Vec::new();
+    for collection in ["a", "a", "b"] {
+        let task = waft_store::NewTask {
+            collection: Some(collection.into()),
+            ..new_task("mail")
+        };
+        let id = insert(store, task, T0).await;
+        let lease = start(store, &id, T0).await;
+        assert_eq!(
+            finish(store, &id, lease, retriable("x"), T0).await,
+            Ok(TaskStatus::Dead)
+        );
+        dead.push(id);
+    }
+    let alive = insert(store, new_task("mail"), T0).await;
+
+    // Redriving a task that is not dead changes nothing, even beside dead ones.
+    let refused = store
+        .dead_redrive(DeadRedrive {
+            selector: DeadSelector::Ids(vec![dead[0].clone(), alive.clone()]),
+            now: T0 + 1,
+        })
+        .await;
+    assert!(
+        matches!(refused, Err(StoreError::NotDead { .. })),
+        "{refused:?}"
+    );
+    assert_eq!(status(store, &dead[0]).await, TaskStatus::Dead);
+
+    let by_id = store
+        .dead_redrive(DeadRedrive {
+            selector: DeadSelector::Ids(vec![dead[0].clone()]),
+            now: T0 + 1,
+        })
+        .await
+        .unwrap();
+    assert_eq!(by_id, 1);
+    let task = store.task_get(&dead[0]).await.unwrap().unwrap();
+    assert_eq!(
+        (task.status, task.attempt, task.next_trigger_at),
+        (TaskStatus::New, 0, Some(T0 + 1))
+    );
+
+    let by_filter = store
+        .dead_redrive(DeadRedrive {
+            selector: DeadSelector::Filter {
+                lambda: "mail".into(),
+                collection: Some("a".into()),
+            },
+            now: T0 + 2,
+        })
+        .await
+        .unwrap();
+    assert_eq!(by_filter, 1);
+    assert_eq!(
+        status(store, &dead[2]).await,
+        TaskStatus::Dead,
+        "other collection untouched"
+    );
+    // The redriven task runs again.
+    let lease = start(store, &dead[1], T0 + 3).await;
+    assert_eq!(
+        finish(
+            store,
+            &dead[1],
+            lease,
+            ResultOutcome::Success { output: None },
+            T0 + 3
+        )
+        .await,
+        Ok(TaskStatus::Success)
+    );
+}
+
+pub async fn paused_tasks_wait_and_resume_in_order(store: &dyn TaskStore) {
+    deploy(store, "mail").await;
+    deploy(store, "other").await;
+    let first = insert(store, new_task("mail"), T0).await;
+    let second = insert(store, new_task("mail"), T0 + 1).await;
+    let other = insert(store, new_task("other"), T0).await;
+    store
+        .gate_set(GateSet {
+            lambda: "mail".into(),
+            collection: None,
+            state: GateState::Paused,
+            now: T0,
+        })
+        .await
+        .unwrap();
+    let report = poll(store, T0 + 10).await;
+    assert_eq!(report.held, 2);
+    assert_eq!(
+        report
+            .enqueued
+            .iter()
+            .map(|t| t.id.as_str())
+            .collect::<Vec<_>>(),
+        [other.as_str()]
+    );
+    let held = store.task_get(&first).await.unwrap().unwrap();
+    assert!(held.held && held.next_trigger_at.is_none() && held.status == TaskStatus::New);
+    assert!(
+        poll(store, T0 + 20).await.enqueued.is_empty(),
+        "held tasks cost the poll nothing"
+    );
+    assert_eq!(store.gate_list().await.unwrap().len(), 1);
+
+    let released = store
+        .gate_set(GateSet {
+            lambda: "mail".into(),
+            collection: None,
+            state: GateState::Open,
+            now: T0 + 30,
+        })
+        .await
+        .unwrap();
+    assert_eq!(released, 2);
+    let ids: Vec<String> = poll(store, T0 + 40)
+        .await
+        .enqueued
+        .into_iter()
+        .map(|t| t.id)
+        .collect();
+    assert_eq!(ids, [first, second], "released in their due order");
+    assert!(store.gate_list().await.unwrap().is_empty());
+}
+
+pub async fn gates_on_a_collection_and_drops(store: &dyn TaskStore) {
+    deploy(store, "mail").await;
+    let marketing = insert(
+        store,
+        NewTask {
+            collection: Some("marketing".into()),
+            ..new_task("mail")
+        },
+        T0,
+    )
+    .await;
+    let reset = insert(
+        store,
+        NewTask {
+            collection: Some("reset".into()),
+            ..new_task("mail")
+        },
+        T0,
+    )
+    .await;
+    store
+        .gate_set(GateSet {
+            lambda: "mail".into(),
+            collection: Some("marketing".into()),
+            state: GateState::Dropped,
+            now: T0,
+        })
+        .await
+        .unwrap();
+    let report = poll(store, T0).await;
+    assert_eq!((report.dropped, report.enqueued.len()), (1, 1));
+    assert_eq!(report.enqueued[0].id, reset);
+    let dropped = store.task_get(&marketing).await.unwrap().unwrap();
+    assert_eq!(
+        (dropped.status, dropped.next_trigger_at),
+        (TaskStatus::Dropped, None)
+    );
+
+    // Pausing then dropping releases the held tasks to be dropped.
+    let later = insert(
+        store,
+        NewTask {
+            collection: Some("reset".into()),
+            ..new_task("mail")
+        },
+        T0,
+    )
+    .await;
+    let gate = |state| GateSet {
+        lambda: "mail".into(),
+        collection: Some("reset".into()),
+        state,
+        now: T0,
+    };
+    store.gate_set(gate(GateState::Paused)).await.unwrap();
+    assert_eq!(poll(store, T0 + 1).await.held, 1);
+    store.gate_set(gate(GateState::Dropped)).await.unwrap();
+    assert_eq!(poll(store, T0 + 2).await.dropped, 1);
+    assert_eq!(status(store, &later).await, TaskStatus::Dropped);
+
+    let unknown = store
+        .gate_set(GateSet {
+            lambda: "nope".into(),
+            collection: None,
+            state: GateState::Paused,
+            now: T0,
+        })
+        .await;
+    assert!(
+        matches!(unknown, Err(StoreError::UnknownLambda(_))),
+        "{unknown:?}"
+    );
+    assert!(
+        store
+            .gate_list()
+            .await
+            .unwrap()
+            .iter()
+            .all(|g| g.lambda == "mail")
+    );
+}
+
+pub async fn cancel_ends_a_task_and_its_lease(store: &dyn TaskStore) {
+    deploy(store, "mail").await;
+    let waiting = insert(store, new_task("mail"), T0 + 1000).await;
+    let cancelled = store.task_cancel(&waiting, T0).await.unwrap();
+    assert_eq!(
+        (cancelled.status, cancelled.next_trigger_at),
+        (TaskStatus::Cancelled, None)
+    );
+    let again = store.task_cancel(&waiting, T0).await;
+    assert!(
+        matches!(again, Err(StoreError::AlreadyEnded { .. })),
+        "{again:?}"
+    );
+    assert!(matches!(
+        store.task_cancel("nope", T0).await,
+        Err(StoreError::TaskNotFound(_))
+    ));
+
+    let running = insert(store, new_task("mail"), T0).await;
+    let lease = start(store, &running, T0).await;
+    store.task_cancel(&running, T0 + 1).await.unwrap();
+    assert_eq!(
+        heartbeat(store, &running, lease, None, T0 + 2).await,
+        Err(Refusal::WrongState(TaskStatus::Cancelled))
+    );
+}
+
+pub async fn bad_input_is_refused_and_nothing_is_half_written(store: &dyn TaskStore) {
+    deploy(store, "mail").await;
+    type Expected = fn(&StoreError) -> bool;
+    let cases: Vec<(NewTask, Expected)> = vec![
+        (new_task("nope"), |e| {
+            matches!(e, StoreError::UnknownLambda(_))
+        }),
+        (
+            NewTask {
+                priority: Some(3),
+                ..new_task("mail")
+            },
+            |e| matches!(e, StoreError::InvalidPriority { max: 2, .. }),
+        ),
+        (
+            NewTask {
+                collection: Some("Not Valid".into()),
+                ..new_task("mail")
+            },
+            |e| matches!(e, StoreError::InvalidName(_)),
+        ),
+        (
+            NewTask {
+                payload: vec![0; 1025],
+                ..new_task("mail")
+            },
+            |e| {
+                matches!(
+                    e,
+                    StoreError::PayloadTooLarge {
+                        size: 1025,
+                        max: 1024,
+                        ..
+                    }
+                )
+            },
+        ),
+        (
+            NewTask {
+                run_at: Some(T0 + 11 * 365 * 86_400_000),
+                ..new_task("mail")
+            },
+            |e| matches!(e, StoreError::TimeOutOfRange { .. }),
+        ),
+        (
+            NewTask {
+                parent_id: Some("nope".into()),
+                ..new_task("mail")
+            },
+            |e| matches!(e, StoreError::Invalid(_)),
+        ),
+    ];
+    for (bad, expected) in cases {
+        // The bad task comes second: the good first one must not be stored.
+        let result = store
+            .task_insert_many(TaskInsertMany {
+                tasks: vec![new_task("mail"), bad.clone()],
+                now: T0,
+            })
+            .await;
+        match result {
+            Err(error) => assert!(expected(&error), "{bad:?}: {error}"),
+            Ok(_) => panic!("accepted {bad:?}"),
+        }
+    }
+    let stored = store.task_list(TaskList::default()).await.unwrap();
+    assert!(stored.is_empty(), "half-written: {stored:?}");
+}
+
+pub async fn idempotency_keys_deduplicate(store: &dyn TaskStore) {
+    deploy(store, "mail").await;
+    let keyed = || NewTask {
+        idempotency_key: Some("order-42".into()),
+        ..new_task("mail")
+    };
+    let first = store
+        .task_insert_many(TaskInsertMany {
+            tasks: vec![keyed()],
+            now: T0,
+        })
+        .await
+        .unwrap();
+    let second = store
+        .task_insert_many(TaskInsertMany {
+            tasks: vec![keyed()],
+            now: T0,
+        })
+        .await
+        .unwrap();
+    assert!(first[0].created && !second[0].created);
+    assert_eq!(first[0].id, second[0].id);
+    assert_eq!(store.task_list(TaskList::default()).await.unwrap().len(), 1);
+}
+
+pub async fn lists_filter_and_page(store: &dyn TaskStore) {
+    deploy(store, "mail").await;
+    deploy(store, "other").await;
+    let parent = insert(store, new_task("mail"), T0).await;
+    let mut children = Vec::new();
+    for _ in 0..5 {
+        children.push(
+            insert(
+                store,
+                NewTask {
+                    parent_id: Some(parent.clone()),
+                    ..new_task("mail")
+                },
+                T0,
+            )
+            .await,
+        );
+    }
+    insert(store, new_task("other"), T0).await;
+
+    let by_parent = TaskList {
+        parent_id: Some(parent.clone()),
+        limit: 2,
+        ..TaskList::default()
+    };
+    let mut seen = Vec::new();
+    let mut page = store.task_list(by_parent.clone()).await.unwrap();
+    while !page.is_empty() {
+        assert!(page.len() <= 2);
+        seen.extend(page.iter().map(|t| t.id.clone()));
+        let after = page.last().map(|t| t.id.clone());
+        page = store
+            .task_list(TaskList {
+                after,
+                ..by_parent.clone()
+            })
+            .await
+            .unwrap();
+    }
+    children.sort();
+    assert_eq!(seen, children);
+    let mail = TaskList {
+        lambda: Some("mail".into()),
+        ..TaskList::default()
+    };
+    assert_eq!(store.task_list(mail).await.unwrap().len(), 6);
+    let new = TaskList {
+        status: Some(TaskStatus::New),
+        ..TaskList::default()
+    };
+    assert_eq!(store.task_list(new).await.unwrap().len(), 7);
+    let child = store.task_get(&children[0]).await.unwrap().unwrap();
+    assert_eq!(child.parent_id.as_deref(), Some(parent.as_str()));
+}
+
+pub async fn each_occurrence_materialises_once(store: &dyn TaskStore) {
+    deploy(store, "report").await;
+    let schedule = Schedule {
+        id: "nightly".into(),
+        lambda: "report".into(),
+        cron: "0 3 * * *".into(),
+        timezone: "UTC".into(),
+        payload: b"{}".to_vec(),
+        collection: None,
+        priority: Some(1),
+        catch_up: false,
+        next_at: T0,
+        created_at: T0,
+    };
+    store.schedule_create(schedule.clone()).await.unwrap();
+    assert!(store.schedule_due(T0 - 1, 10).await.unwrap().is_empty());
+    assert_eq!(
+        store.schedule_due(T0, 10).await.unwrap(),
+        std::slice::from_ref(&schedule)
+    );
+
+    let occurrence = |now| ScheduleMaterialize {
+        schedule_id: "nightly".into(),
+        occurrence: T0,
+        next_at: T0 + 86_400_000,
+        now,
+    };
+    let task = store
+        .schedule_materialize(occurrence(T0))
+        .await
+        .unwrap()
+        .expect("first wins");
+    assert_eq!(
+        store
+            .schedule_materialize(occurrence(T0 + 1))
+            .await
+            .unwrap(),
+        None,
+        "second loses"
+    );
+    let task = store.task_get(&task).await.unwrap().unwrap();
+    assert_eq!(
+        (
+            task.schedule_id.as_deref(),
+            task.priority,
+            task.scheduled_at
+        ),
+        (Some("nightly"), 1, T0)
+    );
+    assert_eq!(
+        store.schedule_list().await.unwrap()[0].next_at,
+        T0 + 86_400_000
+    );
+
+    let missing = store
+        .schedule_materialize(ScheduleMaterialize {
+            schedule_id: "nope".into(),
+            ..occurrence(T0)
+        })
+        .await;
+    assert!(
+        matches!(missing, Err(StoreError::ScheduleNotFound(_))),
+        "{missing:?}"
+    );
+    let bad = store
+        .schedule_create(Schedule {
+            id: "x".into(),
+            lambda: "nope".into(),
+            ..schedule
+        })
+        .await;
+    assert!(matches!(bad, Err(StoreError::UnknownLambda(_))), "{bad:?}");
+    assert!(store.schedule_delete("nightly").await.unwrap());
+    assert!(!store.schedule_delete("nightly").await.unwrap());
+}
