@@ -14,8 +14,10 @@
 //! with an older token are refused, which is what keeps a stale execution
 //! from writing over a newer one.
 
+mod backend;
 mod error;
 pub mod model;
+mod postgres;
 mod rows;
 mod sqlite;
 mod support;
@@ -24,6 +26,7 @@ use async_trait::async_trait;
 
 pub use error::StoreError;
 pub use model::*;
+pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
 
 /// Result of a store operation.

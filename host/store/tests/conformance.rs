@@ -1,12 +1,14 @@
 //! The store conformance suite, run against every backend.
 //!
 //! `suite.rs` holds the checks; this file runs each one on a fresh store of
-//! each backend.
+//! each backend: a SQLite file, and a database of its own on a throwaway
+//! PostgreSQL cluster the tests start (see `waft-testing`; under `CI=true`
+//! the Postgres tests fail rather than skip when it cannot start).
 
 #[path = "conformance/suite.rs"]
 mod suite;
 
-use waft_store::{SqliteStore, TaskStore};
+use waft_store::{PostgresStore, SqliteStore, TaskStore};
 
 /// A fresh SQLite store in a temporary file (not `:memory:`: the real thing,
 /// with WAL and several connections).
@@ -18,6 +20,14 @@ async fn sqlite() -> (SqliteStore, tempfile::TempDir) {
     (store, dir)
 }
 
+/// A fresh Postgres database on the test cluster; `None` (outside CI only)
+/// when PostgreSQL is unavailable here.
+async fn postgres() -> Option<PostgresStore> {
+    let server = waft_testing::postgres()?;
+    let url = server.fresh_database().await;
+    Some(PostgresStore::connect(&url, 16).await.unwrap())
+}
+
 macro_rules! conformance {
     ($($check:ident),* $(,)?) => {
         mod sqlite_backend {
@@ -25,6 +35,16 @@ macro_rules! conformance {
                 #[tokio::test]
                 async fn $check() {
                     let (store, _dir) = super::sqlite().await;
+                    super::suite::$check(&store as &dyn super::TaskStore).await;
+                }
+            )*
+        }
+
+        mod postgres_backend {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $check() {
+                    let Some(store) = super::postgres().await else { return };
                     super::suite::$check(&store as &dyn super::TaskStore).await;
                 }
             )*
@@ -49,4 +69,5 @@ conformance!(
     idempotency_keys_deduplicate,
     lists_filter_and_page,
     each_occurrence_materialises_once,
+    concurrent_consumers_and_claimers_never_double_up,
 );

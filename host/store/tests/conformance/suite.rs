@@ -973,3 +973,92 @@ pub async fn each_occurrence_materialises_once(store: &dyn TaskStore) {
     assert!(store.schedule_delete("nightly").await.unwrap());
     assert!(!store.schedule_delete("nightly").await.unwrap());
 }
+
+/// Several consumers poll at once and several claimers race for every
+/// message: each task is enqueued by exactly one poll and claimed exactly
+/// once.
+pub async fn concurrent_consumers_and_claimers_never_double_up(store: &dyn TaskStore) {
+    const TASKS: usize = 300;
+    deploy(store, "mail").await;
+    let tasks = (0..TASKS).map(|_| new_task("mail")).collect();
+    store
+        .task_insert_many(TaskInsertMany { tasks, now: T0 })
+        .await
+        .unwrap();
+
+    let polls = (0..4).map(|_| async {
+        let mut mine = Vec::new();
+        loop {
+            let report = store
+                .task_enqueue_ready(TaskEnqueueReady {
+                    now: T0,
+                    limit: 16,
+                    enqueue_timeout: ENQUEUE_TIMEOUT,
+                })
+                .await
+                .unwrap();
+            if report.enqueued.is_empty() {
+                return mine;
+            }
+            mine.extend(report.enqueued);
+        }
+    });
+    let enqueued: Vec<_> = futures::future::join_all(polls)
+        .await
+        .into_iter()
+        .flatten()
+        .collect();
+    let mut ids: Vec<&str> = enqueued.iter().map(|t| t.id.as_str()).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(
+        (enqueued.len(), ids.len()),
+        (TASKS, TASKS),
+        "each task enqueued exactly once"
+    );
+
+    let claims: Vec<(String, i64)> = enqueued
+        .iter()
+        .map(|t| (t.id.clone(), t.enqueue_token))
+        .collect();
+    let claimers = (0..8).map(|i| {
+        let mut claims = claims.clone();
+        // Each claimer walks the messages in its own order.
+        claims.rotate_left(i * TASKS / 8);
+        async move {
+            let mut won = Vec::new();
+            for chunk in claims.chunks(25) {
+                let answers = store
+                    .task_claim_many(TaskClaimMany {
+                        claims: chunk.to_vec(),
+                        now: T0,
+                        claim_timeout: CLAIM_TIMEOUT,
+                    })
+                    .await
+                    .unwrap();
+                for ((id, _), answer) in chunk.iter().zip(answers) {
+                    match answer {
+                        Ok(claimed) => won.push((id.clone(), claimed.lease_token)),
+                        Err(refusal) => {
+                            assert_eq!(refusal, Refusal::WrongState(TaskStatus::Claimed))
+                        }
+                    }
+                }
+            }
+            won
+        }
+    });
+    let mut won: Vec<(String, i64)> = futures::future::join_all(claimers)
+        .await
+        .into_iter()
+        .flatten()
+        .collect();
+    won.sort();
+    let before = won.len();
+    won.dedup_by(|a, b| a.0 == b.0);
+    assert_eq!(
+        (before, won.len()),
+        (TASKS, TASKS),
+        "each task claimed exactly once"
+    );
+}

@@ -1,0 +1,814 @@
+//! The SQL both backends share, written once.
+//!
+//! SQLite and Postgres run the same statements here: `$N` parameters,
+//! `RETURNING`, `ON CONFLICT`, `TRUE`/`FALSE` and BIGINT casts mean the same
+//! in both. What differs stays in each backend's module: how a writing
+//! transaction begins, and the row locks of the consumer's poll. The macro
+//! stamps the shared code out for each backend's connection and row types.
+
+macro_rules! sql_task_store {
+    (
+        store: $store:ty,
+        connection: $conn:ty,
+        row: $row:ty,
+        // Appended to the poll's SELECT: Postgres's `FOR UPDATE ... SKIP
+        // LOCKED`, so concurrent consumers take different tasks.
+        poll_lock: $poll_lock:expr $(,)?
+    ) => {
+        use std::collections::HashMap;
+
+        use async_trait::async_trait;
+        use waft_core::task::{DEFAULT_COLLECTION, check_collection_name, check_lambda_name};
+        use waft_core::{LambdaConfig, TaskStatus};
+
+        use $crate::rows::{self, LAMBDA_COLUMNS, RowExt, SCHEDULE_COLUMNS, TASK_COLUMNS};
+        use $crate::support::{ResultPlan, check_run_at, millis, new_id, sql};
+        use $crate::{
+            ClaimedTask, DeadRedrive, DeadSelector, EnqueueReport, EnqueuedTask, Gate, GateSet,
+            GateState, Lambda, LambdaDeploy, Millis, NewTask, Refusal, Result, Schedule,
+            ScheduleMaterialize, StoreError, Task, TaskClaimMany, TaskEnqueueReady,
+            TaskHeartbeatMany, TaskInsertMany, TaskInserted, TaskList, TaskSetResultMany, TaskStore,
+        };
+
+        $crate::rows::impl_row_ext!($row);
+
+        /// 2 when a drop gate covers task `t`, 1 for a pause gate, else 0 or NULL.
+        const GATE_OF_TASK: &str = "(SELECT CAST(MAX(CASE g.state WHEN 'dropped' THEN 2 WHEN 'paused' THEN 1 ELSE 0 END) AS BIGINT) \
+             FROM gates g WHERE g.lambda = t.lambda AND (g.collection = '' OR g.collection = t.collection))";
+
+        async fn lambda_current(conn: &mut $conn, name: &str) -> Result<Option<Lambda>> {
+            let row = sqlx::query(sql(format!(
+                "SELECT {LAMBDA_COLUMNS} FROM lambdas l JOIN lambda_versions v \
+                 ON v.lambda = l.name AND v.version = l.current_version WHERE l.name = $1"
+            )))
+            .bind(name)
+            .fetch_optional(&mut *conn)
+            .await?;
+            row.as_ref().map(rows::lambda).transpose()
+        }
+
+        async fn require_lambda(conn: &mut $conn, name: &str) -> Result<Lambda> {
+            lambda_current(conn, name)
+                .await?
+                .ok_or_else(|| StoreError::UnknownLambda(name.to_owned()))
+        }
+
+        /// Inserts one task after checking it against its lambda; `schedule_id`
+        /// links tasks made by a periodic schedule.
+        async fn insert_task(
+            conn: &mut $conn,
+            lambdas: &mut HashMap<String, Lambda>,
+            task: NewTask,
+            schedule_id: Option<&str>,
+            now: Millis,
+        ) -> Result<TaskInserted> {
+            check_lambda_name(&task.lambda)?;
+            let lambda = match lambdas.get(&task.lambda) {
+                Some(lambda) => lambda.clone(),
+                None => {
+                    let lambda = require_lambda(conn, &task.lambda).await?;
+                    lambdas.insert(task.lambda.clone(), lambda.clone());
+                    lambda
+                }
+            };
+            let config = &lambda.config;
+            let collection = task
+                .collection
+                .unwrap_or_else(|| DEFAULT_COLLECTION.to_owned());
+            check_collection_name(&collection)?;
+            let priority = task.priority.unwrap_or(config.default_priority);
+            if priority >= config.priorities {
+                return Err(StoreError::InvalidPriority {
+                    lambda: lambda.name,
+                    priority,
+                    max: config.priorities - 1,
+                });
+            }
+            if task.payload.len() as u64 > config.max_payload.bytes() {
+                return Err(StoreError::PayloadTooLarge {
+                    lambda: lambda.name,
+                    size: task.payload.len(),
+                    max: config.max_payload.bytes(),
+                });
+            }
+            let run_at = task.run_at.unwrap_or(now);
+            check_run_at(run_at, now)?;
+            if let Some(key) = &task.idempotency_key {
+                if key.is_empty() || key.len() > 255 {
+                    return Err(StoreError::Invalid(
+                        "an idempotency key must be 1 to 255 bytes".into(),
+                    ));
+                }
+                let existing =
+                    sqlx::query("SELECT id FROM tasks WHERE lambda = $1 AND idempotency_key = $2")
+                        .bind(&task.lambda)
+                        .bind(key)
+                        .fetch_optional(&mut *conn)
+                        .await?;
+                if let Some(row) = existing {
+                    return Ok(TaskInserted {
+                        id: row.text("id")?,
+                        created: false,
+                    });
+                }
+            }
+            if let Some(parent) = &task.parent_id {
+                let found = sqlx::query("SELECT 1 FROM tasks WHERE id = $1")
+                    .bind(parent)
+                    .fetch_optional(&mut *conn)
+                    .await?;
+                if found.is_none() {
+                    return Err(StoreError::Invalid(format!("unknown parent task {parent}")));
+                }
+            }
+            let id = new_id();
+            sqlx::query(
+                "INSERT INTO tasks (id, lambda, collection, priority, payload, status, max_attempts, \
+                 scheduled_at, due_at, next_trigger_at, created_at, parent_id, idempotency_key, schedule_id) \
+                 VALUES ($1, $2, $3, $4, $5, 'new', $6, $7, $7, $7, $8, $9, $10, $11)",
+            )
+            .bind(&id)
+            .bind(&task.lambda)
+            .bind(&collection)
+            .bind(i64::from(priority))
+            .bind(&task.payload)
+            .bind(i64::from(config.max_attempts))
+            .bind(run_at)
+            .bind(now)
+            .bind(&task.parent_id)
+            .bind(&task.idempotency_key)
+            .bind(schedule_id)
+            .execute(&mut *conn)
+            .await?;
+            Ok(TaskInserted { id, created: true })
+        }
+
+        /// Explains why a lease-guarded update touched no row.
+        async fn lease_refusal(conn: &mut $conn, id: &str, lease: i64) -> Result<Refusal> {
+            let row = sqlx::query("SELECT status, lease_token FROM tasks WHERE id = $1")
+                .bind(id)
+                .fetch_optional(&mut *conn)
+                .await?;
+            Ok(match row {
+                None => Refusal::NotFound,
+                Some(row) => {
+                    let current = row.int("lease_token")?;
+                    if current != lease {
+                        Refusal::StaleLease { current }
+                    } else {
+                        Refusal::WrongState(rows::status(&row)?)
+                    }
+                }
+            })
+        }
+
+        #[async_trait]
+        impl TaskStore for $store {
+            async fn lambda_deploy(&self, params: LambdaDeploy) -> Result<Lambda> {
+                check_lambda_name(&params.name)?;
+                params.config.validate()?;
+                let mut tx = self.write().await?;
+                sqlx::query(
+                    "INSERT INTO components (digest, bytes, created_at) VALUES ($1, $2, $3) \
+                     ON CONFLICT (digest) DO NOTHING",
+                )
+                .bind(&params.digest)
+                .bind(&params.component)
+                .bind(params.now)
+                .execute(&mut *tx)
+                .await?;
+                let version: i64 = sqlx::query_scalar(
+                    "INSERT INTO lambdas (name, current_version, created_at) VALUES ($1, 1, $2) \
+                     ON CONFLICT (name) DO UPDATE SET current_version = lambdas.current_version + 1 \
+                     RETURNING current_version",
+                )
+                .bind(&params.name)
+                .bind(params.now)
+                .fetch_one(&mut *tx)
+                .await?;
+                insert_version(&mut tx, &params, version).await?;
+                let lambda = require_lambda(&mut tx, &params.name).await?;
+                tx.commit().await?;
+                Ok(lambda)
+            }
+
+            async fn lambda_get(&self, name: &str) -> Result<Option<Lambda>> {
+                let mut conn = self.pool.acquire().await?;
+                lambda_current(&mut conn, name).await
+            }
+
+            async fn lambda_get_version(&self, name: &str, version: u32) -> Result<Option<Lambda>> {
+                let row = sqlx::query(sql(format!(
+                    "SELECT {LAMBDA_COLUMNS} FROM lambdas l JOIN lambda_versions v \
+                     ON v.lambda = l.name WHERE l.name = $1 AND v.version = $2"
+                )))
+                .bind(name)
+                .bind(i64::from(version))
+                .fetch_optional(&self.pool)
+                .await?;
+                row.as_ref().map(rows::lambda).transpose()
+            }
+
+            async fn lambda_list(&self) -> Result<Vec<Lambda>> {
+                let rows = sqlx::query(sql(format!(
+                    "SELECT {LAMBDA_COLUMNS} FROM lambdas l JOIN lambda_versions v \
+                     ON v.lambda = l.name AND v.version = l.current_version ORDER BY l.name"
+                )))
+                .fetch_all(&self.pool)
+                .await?;
+                rows.iter().map(rows::lambda).collect()
+            }
+
+            async fn component_get(&self, digest: &str) -> Result<Option<Vec<u8>>> {
+                Ok(
+                    sqlx::query_scalar("SELECT bytes FROM components WHERE digest = $1")
+                        .bind(digest)
+                        .fetch_optional(&self.pool)
+                        .await?,
+                )
+            }
+
+            async fn task_insert_many(&self, params: TaskInsertMany) -> Result<Vec<TaskInserted>> {
+                let mut tx = self.write().await?;
+                let mut lambdas = HashMap::new();
+                let mut inserted = Vec::with_capacity(params.tasks.len());
+                for task in params.tasks {
+                    inserted.push(insert_task(&mut tx, &mut lambdas, task, None, params.now).await?);
+                }
+                tx.commit().await?;
+                Ok(inserted)
+            }
+
+            async fn task_get(&self, id: &str) -> Result<Option<Task>> {
+                let row = sqlx::query(sql(format!(
+                    "SELECT {TASK_COLUMNS} FROM tasks WHERE id = $1"
+                )))
+                .bind(id)
+                .fetch_optional(&self.pool)
+                .await?;
+                row.as_ref().map(rows::task).transpose()
+            }
+
+            async fn task_list(&self, params: TaskList) -> Result<Vec<Task>> {
+                let limit = match params.limit {
+                    0 => 100,
+                    n => n.min(1000),
+                };
+                let rows = sqlx::query(sql(format!(
+                    "SELECT {TASK_COLUMNS} FROM tasks WHERE \
+                     ($1 IS NULL OR lambda = $1) AND ($2 IS NULL OR collection = $2) \
+                     AND ($3 IS NULL OR status = $3) AND ($4 IS NULL OR parent_id = $4) \
+                     AND ($5 IS NULL OR id > $5) ORDER BY id LIMIT $6"
+                )))
+                .bind(params.lambda)
+                .bind(params.collection)
+                .bind(params.status.map(TaskStatus::as_str))
+                .bind(params.parent_id)
+                .bind(params.after)
+                .bind(i64::from(limit))
+                .fetch_all(&self.pool)
+                .await?;
+                rows.iter().map(rows::task).collect()
+            }
+
+            async fn task_cancel(&self, id: &str, now: Millis) -> Result<Task> {
+                let mut tx = self.write().await?;
+                let row = sqlx::query("SELECT status FROM tasks WHERE id = $1")
+                    .bind(id)
+                    .fetch_optional(&mut *tx)
+                    .await?
+                    .ok_or_else(|| StoreError::TaskNotFound(id.to_owned()))?;
+                let status = rows::status(&row)?;
+                if status.is_terminal() {
+                    return Err(StoreError::AlreadyEnded {
+                        id: id.to_owned(),
+                        status,
+                    });
+                }
+                let row = sqlx::query(sql(format!(
+                    "UPDATE tasks SET status = 'cancelled', next_trigger_at = NULL, held = FALSE, \
+                     finished_at = $2 WHERE id = $1 RETURNING {TASK_COLUMNS}"
+                )))
+                .bind(id)
+                .bind(now)
+                .fetch_one(&mut *tx)
+                .await?;
+                let task = rows::task(&row)?;
+                tx.commit().await?;
+                Ok(task)
+            }
+
+            async fn task_enqueue_ready(&self, params: TaskEnqueueReady) -> Result<EnqueueReport> {
+                let now = params.now;
+                let mut tx = self.write().await?;
+                let due = sqlx::query(sql(format!(
+                    "SELECT t.id, t.status, t.attempt, t.max_attempts, {GATE_OF_TASK} AS gate \
+                     FROM tasks t WHERE t.next_trigger_at IS NOT NULL AND t.next_trigger_at <= $1 \
+                     ORDER BY t.next_trigger_at LIMIT $2 {}",
+                    $poll_lock
+                )))
+                .bind(now)
+                .bind(i64::from(params.limit))
+                .fetch_all(&mut *tx)
+                .await?;
+                let mut report = EnqueueReport::default();
+                for row in &due {
+                    let id = row.text("id")?;
+                    let status = rows::status(row)?;
+                    let gate = row.opt_int("gate")?.unwrap_or(0);
+                    let attempt = row.int("attempt")?;
+                    if gate == 2 {
+                        sqlx::query(
+                            "UPDATE tasks SET status = 'dropped', next_trigger_at = NULL, held = FALSE, \
+                             finished_at = $2 WHERE id = $1",
+                        )
+                        .bind(&id)
+                        .bind(now)
+                        .execute(&mut *tx)
+                        .await?;
+                        report.dropped += 1;
+                    } else if gate == 1 {
+                        sqlx::query(
+                            "UPDATE tasks SET held = TRUE, due_at = next_trigger_at, next_trigger_at = NULL \
+                             WHERE id = $1",
+                        )
+                        .bind(&id)
+                        .execute(&mut *tx)
+                        .await?;
+                        report.held += 1;
+                    } else if status == TaskStatus::Processing && attempt >= row.int("max_attempts")? {
+                        sqlx::query(
+                            "UPDATE tasks SET status = 'dead', next_trigger_at = NULL, finished_at = $2, \
+                             last_error = $3 WHERE id = $1",
+                        )
+                        .bind(&id)
+                        .bind(now)
+                        .bind(format!(
+                            "the executor stopped heartbeating on attempt {attempt}, the last one"
+                        ))
+                        .execute(&mut *tx)
+                        .await?;
+                        report.dead += 1;
+                    } else {
+                        // A claimed task whose claim expired never ran: that attempt
+                        // does not count. A processing one that timed out did run.
+                        let row = sqlx::query(
+                            "UPDATE tasks SET status = 'enqueued', enqueue_token = enqueue_token + 1, \
+                             enqueued_at = $2, next_trigger_at = $3, \
+                             attempt = CASE WHEN status = 'claimed' THEN attempt - 1 ELSE attempt END, \
+                             last_error = CASE WHEN status = 'processing' \
+                                THEN 'the executor stopped heartbeating' ELSE last_error END \
+                             WHERE id = $1 RETURNING lambda, priority, enqueue_token",
+                        )
+                        .bind(&id)
+                        .bind(now)
+                        .bind(now.saturating_add(millis(params.enqueue_timeout)))
+                        .fetch_one(&mut *tx)
+                        .await?;
+                        report.enqueued.push(EnqueuedTask {
+                            id,
+                            lambda: row.text("lambda")?,
+                            priority: u8::try_from(row.int("priority")?)
+                                .map_err(|_| StoreError::Corrupt("priority".into()))?,
+                            enqueue_token: row.int("enqueue_token")?,
+                        });
+                    }
+                }
+                tx.commit().await?;
+                Ok(report)
+            }
+
+            async fn task_claim_many(
+                &self,
+                params: TaskClaimMany,
+            ) -> Result<Vec<Result<ClaimedTask, Refusal>>> {
+                let mut tx = self.write().await?;
+                let mut answers = Vec::with_capacity(params.claims.len());
+                let trigger = params.now.saturating_add(millis(params.claim_timeout));
+                for (id, token) in &params.claims {
+                    let row = sqlx::query(
+                        "UPDATE tasks SET status = 'claimed', lease_token = lease_token + 1, \
+                         attempt = attempt + 1, claimed_at = $3, next_trigger_at = $4, progress = NULL \
+                         WHERE id = $1 AND status = 'enqueued' AND enqueue_token = $2 \
+                         RETURNING id, lambda, collection, priority, payload, attempt, scheduled_at, \
+                         lease_token, (SELECT current_version FROM lambdas WHERE name = tasks.lambda) \
+                         AS lambda_version",
+                    )
+                    .bind(id)
+                    .bind(token)
+                    .bind(params.now)
+                    .bind(trigger)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                    let answer = match row {
+                        Some(row) => Ok(claimed(&row)?),
+                        None => Err(claim_refusal(&mut tx, id).await?),
+                    };
+                    answers.push(answer);
+                }
+                tx.commit().await?;
+                Ok(answers)
+            }
+
+            async fn task_heartbeat_many(
+                &self,
+                params: TaskHeartbeatMany,
+            ) -> Result<Vec<Result<(), Refusal>>> {
+                let mut tx = self.write().await?;
+                let trigger = params.now.saturating_add(millis(params.heartbeat_timeout));
+                let mut answers = Vec::with_capacity(params.beats.len());
+                for beat in &params.beats {
+                    let updated = sqlx::query(
+                        "UPDATE tasks SET status = 'processing', heartbeat_at = $3, next_trigger_at = $4, \
+                         progress = COALESCE($5, progress) \
+                         WHERE id = $1 AND lease_token = $2 AND status IN ('claimed', 'processing')",
+                    )
+                    .bind(&beat.id)
+                    .bind(beat.lease_token)
+                    .bind(params.now)
+                    .bind(trigger)
+                    .bind(&beat.progress)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+                    answers.push(if updated == 1 {
+                        Ok(())
+                    } else {
+                        Err(lease_refusal(&mut tx, &beat.id, beat.lease_token).await?)
+                    });
+                }
+                tx.commit().await?;
+                Ok(answers)
+            }
+
+            async fn task_set_result_many(
+                &self,
+                params: TaskSetResultMany,
+            ) -> Result<Vec<Result<TaskStatus, Refusal>>> {
+                let now = params.now;
+                let mut tx = self.write().await?;
+                let mut answers = Vec::with_capacity(params.results.len());
+                for result in params.results {
+                    let row = sqlx::query(
+                        "SELECT t.status, t.lease_token, t.attempt, t.max_attempts, v.backoff_base_ms, \
+                         v.backoff_factor, v.backoff_max_ms FROM tasks t \
+                         JOIN lambdas l ON l.name = t.lambda \
+                         JOIN lambda_versions v ON v.lambda = l.name AND v.version = l.current_version \
+                         WHERE t.id = $1",
+                    )
+                    .bind(&result.id)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                    let Some(row) = row else {
+                        answers.push(Err(Refusal::NotFound));
+                        continue;
+                    };
+                    let status = rows::status(&row)?;
+                    let current = row.int("lease_token")?;
+                    if current != result.lease_token {
+                        answers.push(Err(Refusal::StaleLease { current }));
+                        continue;
+                    }
+                    if !matches!(status, TaskStatus::Claimed | TaskStatus::Processing) {
+                        answers.push(Err(Refusal::WrongState(status)));
+                        continue;
+                    }
+                    let plan = ResultPlan::new(&row, result.outcome, now)?;
+                    sqlx::query(
+                        "UPDATE tasks SET status = $3, output = $4, last_error = $5, \
+                         next_trigger_at = $6, due_at = COALESCE($6, due_at), finished_at = $7 \
+                         WHERE id = $1 AND lease_token = $2",
+                    )
+                    .bind(&result.id)
+                    .bind(result.lease_token)
+                    .bind(plan.status.as_str())
+                    .bind(&plan.output)
+                    .bind(&plan.error)
+                    .bind(plan.next_trigger_at)
+                    .bind(plan.finished_at)
+                    .execute(&mut *tx)
+                    .await?;
+                    answers.push(Ok(plan.status));
+                }
+                tx.commit().await?;
+                Ok(answers)
+            }
+
+            async fn gate_set(&self, params: GateSet) -> Result<u64> {
+                check_lambda_name(&params.lambda)?;
+                if let Some(collection) = &params.collection {
+                    check_collection_name(collection)?;
+                }
+                let collection = params.collection.unwrap_or_default();
+                let mut tx = self.write().await?;
+                require_lambda(&mut tx, &params.lambda).await?;
+                let released = match params.state {
+                    GateState::Open => {
+                        sqlx::query("DELETE FROM gates WHERE lambda = $1 AND collection = $2")
+                            .bind(&params.lambda)
+                            .bind(&collection)
+                            .execute(&mut *tx)
+                            .await?;
+                        sqlx::query(sql(format!(
+                            "UPDATE tasks SET held = FALSE, next_trigger_at = due_at \
+                             WHERE held = TRUE AND lambda = $1 AND ($2 = '' OR collection = $2) \
+                             AND id IN (SELECT t.id FROM tasks t WHERE t.held = TRUE AND t.lambda = $1 \
+                             AND COALESCE({GATE_OF_TASK}, 0) = 0)"
+                        )))
+                        .bind(&params.lambda)
+                        .bind(&collection)
+                        .execute(&mut *tx)
+                        .await?
+                        .rows_affected()
+                    }
+                    state => {
+                        sqlx::query(
+                            "INSERT INTO gates (lambda, collection, state, updated_at) \
+                             VALUES ($1, $2, $3, $4) ON CONFLICT (lambda, collection) \
+                             DO UPDATE SET state = excluded.state, updated_at = excluded.updated_at",
+                        )
+                        .bind(&params.lambda)
+                        .bind(&collection)
+                        .bind(state.as_str())
+                        .bind(params.now)
+                        .execute(&mut *tx)
+                        .await?;
+                        if state == GateState::Dropped {
+                            // Held tasks come due now, so the next poll drops them.
+                            sqlx::query(
+                                "UPDATE tasks SET held = FALSE, next_trigger_at = $3 \
+                                 WHERE held = TRUE AND lambda = $1 AND ($2 = '' OR collection = $2)",
+                            )
+                            .bind(&params.lambda)
+                            .bind(&collection)
+                            .bind(params.now)
+                            .execute(&mut *tx)
+                            .await?;
+                        }
+                        0
+                    }
+                };
+                tx.commit().await?;
+                Ok(released)
+            }
+
+            async fn gate_list(&self) -> Result<Vec<Gate>> {
+                let rows = sqlx::query(
+                    "SELECT lambda, collection, state, updated_at FROM gates ORDER BY lambda, collection",
+                )
+                .fetch_all(&self.pool)
+                .await?;
+                rows.iter()
+                    .map(|row| {
+                        let collection = row.text("collection")?;
+                        let state = match row.text("state")?.as_str() {
+                            "paused" => GateState::Paused,
+                            "dropped" => GateState::Dropped,
+                            other => return Err(StoreError::Corrupt(format!("gate state {other:?}"))),
+                        };
+                        Ok(Gate {
+                            lambda: row.text("lambda")?,
+                            collection: (!collection.is_empty()).then_some(collection),
+                            state,
+                            updated_at: row.int("updated_at")?,
+                        })
+                    })
+                    .collect()
+            }
+
+            async fn dead_redrive(&self, params: DeadRedrive) -> Result<u64> {
+                const REDRIVE: &str = "UPDATE tasks SET status = 'new', attempt = 0, \
+                    max_attempts = (SELECT v.max_attempts FROM lambdas l JOIN lambda_versions v \
+                        ON v.lambda = l.name AND v.version = l.current_version WHERE l.name = tasks.lambda), \
+                    due_at = $2, next_trigger_at = $2, finished_at = NULL";
+                let mut tx = self.write().await?;
+                let count = match params.selector {
+                    DeadSelector::Ids(ids) => {
+                        for id in &ids {
+                            let row = sqlx::query("SELECT status FROM tasks WHERE id = $1")
+                                .bind(id)
+                                .fetch_optional(&mut *tx)
+                                .await?
+                                .ok_or_else(|| StoreError::TaskNotFound(id.clone()))?;
+                            let status = rows::status(&row)?;
+                            if status != TaskStatus::Dead {
+                                return Err(StoreError::NotDead {
+                                    id: id.clone(),
+                                    status,
+                                });
+                            }
+                            sqlx::query(sql(format!("{REDRIVE} WHERE id = $1")))
+                                .bind(id)
+                                .bind(params.now)
+                                .execute(&mut *tx)
+                                .await?;
+                        }
+                        ids.len() as u64
+                    }
+                    DeadSelector::Filter { lambda, collection } => {
+                        require_lambda(&mut tx, &lambda).await?;
+                        sqlx::query(sql(format!(
+                            "{REDRIVE} WHERE status = 'dead' AND lambda = $1 AND ($3 IS NULL OR collection = $3)"
+                        )))
+                        .bind(&lambda)
+                        .bind(params.now)
+                        .bind(collection)
+                        .execute(&mut *tx)
+                        .await?
+                        .rows_affected()
+                    }
+                };
+                tx.commit().await?;
+                Ok(count)
+            }
+
+            async fn schedule_create(&self, schedule: Schedule) -> Result<()> {
+                check_lambda_name(&schedule.lambda)?;
+                if let Some(collection) = &schedule.collection {
+                    check_collection_name(collection)?;
+                }
+                let mut tx = self.write().await?;
+                let lambda = require_lambda(&mut tx, &schedule.lambda).await?;
+                if let Some(priority) = schedule.priority
+                    && priority >= lambda.config.priorities
+                {
+                    return Err(StoreError::InvalidPriority {
+                        lambda: lambda.name,
+                        priority,
+                        max: lambda.config.priorities - 1,
+                    });
+                }
+                sqlx::query(
+                    "INSERT INTO schedules (id, lambda, cron, timezone, payload, collection, priority, \
+                     catch_up, next_at, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+                )
+                .bind(&schedule.id)
+                .bind(&schedule.lambda)
+                .bind(&schedule.cron)
+                .bind(&schedule.timezone)
+                .bind(&schedule.payload)
+                .bind(&schedule.collection)
+                .bind(schedule.priority.map(i64::from))
+                .bind(schedule.catch_up)
+                .bind(schedule.next_at)
+                .bind(schedule.created_at)
+                .execute(&mut *tx)
+                .await?;
+                tx.commit().await?;
+                Ok(())
+            }
+
+            async fn schedule_list(&self) -> Result<Vec<Schedule>> {
+                let rows = sqlx::query(sql(format!(
+                    "SELECT {SCHEDULE_COLUMNS} FROM schedules ORDER BY id"
+                )))
+                .fetch_all(&self.pool)
+                .await?;
+                rows.iter().map(rows::schedule).collect()
+            }
+
+            async fn schedule_delete(&self, id: &str) -> Result<bool> {
+                let deleted = sqlx::query("DELETE FROM schedules WHERE id = $1")
+                    .bind(id)
+                    .execute(&self.pool)
+                    .await?
+                    .rows_affected();
+                Ok(deleted == 1)
+            }
+
+            async fn schedule_due(&self, now: Millis, limit: u32) -> Result<Vec<Schedule>> {
+                let rows = sqlx::query(sql(format!(
+                    "SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE next_at <= $1 ORDER BY next_at LIMIT $2"
+                )))
+                .bind(now)
+                .bind(i64::from(limit))
+                .fetch_all(&self.pool)
+                .await?;
+                rows.iter().map(rows::schedule).collect()
+            }
+
+            async fn schedule_materialize(&self, params: ScheduleMaterialize) -> Result<Option<String>> {
+                let mut tx = self.write().await?;
+                let row = sqlx::query(sql(format!(
+                    "UPDATE schedules SET next_at = $3 WHERE id = $1 AND next_at = $2 \
+                     RETURNING {SCHEDULE_COLUMNS}"
+                )))
+                .bind(&params.schedule_id)
+                .bind(params.occurrence)
+                .bind(params.next_at)
+                .fetch_optional(&mut *tx)
+                .await?;
+                let Some(row) = row else {
+                    let exists = sqlx::query("SELECT 1 FROM schedules WHERE id = $1")
+                        .bind(&params.schedule_id)
+                        .fetch_optional(&mut *tx)
+                        .await?;
+                    return match exists {
+                        Some(_) => Ok(None),
+                        None => Err(StoreError::ScheduleNotFound(params.schedule_id)),
+                    };
+                };
+                let schedule = rows::schedule(&row)?;
+                let task = NewTask {
+                    lambda: schedule.lambda,
+                    collection: schedule.collection,
+                    priority: schedule.priority,
+                    payload: schedule.payload,
+                    run_at: Some(params.occurrence),
+                    idempotency_key: Some(format!("schedule:{}:{}", schedule.id, params.occurrence)),
+                    parent_id: None,
+                };
+                let inserted = insert_task(
+                    &mut tx,
+                    &mut HashMap::new(),
+                    task,
+                    Some(&schedule.id),
+                    params.now,
+                )
+                .await?;
+                tx.commit().await?;
+                Ok(inserted.created.then_some(inserted.id))
+            }
+        }
+
+        async fn insert_version(
+            conn: &mut $conn,
+            params: &LambdaDeploy,
+            version: i64,
+        ) -> Result<()> {
+            let LambdaConfig {
+                limits,
+                max_attempts,
+                backoff,
+                priorities,
+                default_priority,
+                max_payload,
+                concurrency,
+                quota_per_sec,
+            } = &params.config;
+            sqlx::query(
+                "INSERT INTO lambda_versions (lambda, version, digest, max_memory, timeout_ms, fuel, \
+                 max_output, max_log, max_attempts, backoff_base_ms, backoff_factor, backoff_max_ms, \
+                 priorities, default_priority, max_payload, concurrency, quota_per_sec, created_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)",
+            )
+            .bind(&params.name)
+            .bind(version)
+            .bind(&params.digest)
+            .bind(limits.max_memory.bytes() as i64)
+            .bind(millis(limits.timeout))
+            .bind(limits.fuel.map(|f| i64::try_from(f).unwrap_or(i64::MAX)))
+            .bind(limits.max_output.bytes() as i64)
+            .bind(limits.max_log.bytes() as i64)
+            .bind(i64::from(*max_attempts))
+            .bind(millis(backoff.base))
+            .bind(backoff.factor)
+            .bind(millis(backoff.max))
+            .bind(i64::from(*priorities))
+            .bind(i64::from(*default_priority))
+            .bind(max_payload.bytes() as i64)
+            .bind(i64::from(*concurrency))
+            .bind(*quota_per_sec)
+            .bind(params.now)
+            .execute(&mut *conn)
+            .await?;
+            Ok(())
+        }
+
+        fn claimed(row: &$row) -> Result<ClaimedTask> {
+            let small = |column: &str| -> Result<i64> { row.int(column) };
+            Ok(ClaimedTask {
+                id: row.text("id")?,
+                lambda: row.text("lambda")?,
+                lambda_version: u32::try_from(small("lambda_version")?)
+                    .map_err(|_| StoreError::Corrupt("lambda_version".into()))?,
+                collection: row.text("collection")?,
+                priority: u8::try_from(small("priority")?)
+                    .map_err(|_| StoreError::Corrupt("priority".into()))?,
+                payload: row.bytes("payload")?,
+                attempt: u32::try_from(small("attempt")?)
+                    .map_err(|_| StoreError::Corrupt("attempt".into()))?,
+                scheduled_at: small("scheduled_at")?,
+                lease_token: small("lease_token")?,
+            })
+        }
+
+        async fn claim_refusal(conn: &mut $conn, id: &str) -> Result<Refusal> {
+            let row = sqlx::query("SELECT status, enqueue_token FROM tasks WHERE id = $1")
+                .bind(id)
+                .fetch_optional(&mut *conn)
+                .await?;
+            Ok(match row {
+                None => Refusal::NotFound,
+                Some(row) => match rows::status(&row)? {
+                    TaskStatus::Enqueued => Refusal::StaleEnqueueToken {
+                        current: row.int("enqueue_token")?,
+                    },
+                    status => Refusal::WrongState(status),
+                },
+            })
+        }
+    };
+}
+
+pub(crate) use sql_task_store;

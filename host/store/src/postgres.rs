@@ -1,0 +1,43 @@
+//! The Postgres backend: production.
+//!
+//! Several consumers poll at once: the poll locks the due rows it takes with
+//! `FOR UPDATE SKIP LOCKED`, so each consumer gets different tasks and none
+//! waits for another. Claims, heartbeats and results are guarded updates
+//! (`WHERE status = ... AND lease_token = ...`), which Postgres re-checks
+//! after waiting for a concurrent writer: of two claims of one task, exactly
+//! one succeeds.
+
+use sqlx::PgPool;
+use sqlx::postgres::{PgConnection, PgPoolOptions, PgRow};
+
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
+
+/// The task store in a Postgres database.
+#[derive(Clone, Debug)]
+pub struct PostgresStore {
+    pool: PgPool,
+}
+
+impl PostgresStore {
+    /// Connects to `url` (`postgres://user@host/db`) and migrates the
+    /// database; `max_connections` bounds the pool.
+    pub async fn connect(url: &str, max_connections: u32) -> crate::Result<Self> {
+        let pool = PgPoolOptions::new()
+            .max_connections(max_connections)
+            .connect(url)
+            .await?;
+        MIGRATOR.run(&pool).await?;
+        Ok(Self { pool })
+    }
+
+    async fn write(&self) -> crate::Result<sqlx::Transaction<'static, sqlx::Postgres>> {
+        Ok(self.pool.begin().await?)
+    }
+}
+
+crate::backend::sql_task_store! {
+    store: PostgresStore,
+    connection: PgConnection,
+    row: PgRow,
+    poll_lock: "FOR UPDATE OF t SKIP LOCKED",
+}

@@ -1,0 +1,202 @@
+//! A throwaway PostgreSQL cluster per test process.
+//!
+//! The first test that asks starts one: `initdb` into a temporary directory
+//! and `postgres` on a free loopback port, with durability off (tests only:
+//! benchmarks must use their own, durable, cluster). PostgreSQL refuses to
+//! run as root, so as root the cluster runs as the `postgres` user. A shell
+//! watchdog stops the server and deletes its files when the test process
+//! exits, however it exits. Each test then gets a database of its own.
+//!
+//! `WAFT_TEST_DATABASE_URL` points the tests at an existing server instead.
+
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use sqlx::{Connection, Executor, PgConnection};
+
+/// A PostgreSQL server for tests.
+#[derive(Debug)]
+pub struct TestPostgres {
+    /// URL of the server's `postgres` database, for creating others.
+    admin_url: String,
+}
+
+/// The test server, started on first use; `None` (outside CI only) when
+/// PostgreSQL cannot be started here, with the reason printed.
+pub fn postgres() -> Option<&'static TestPostgres> {
+    static SERVER: OnceLock<Result<TestPostgres, String>> = OnceLock::new();
+    match SERVER.get_or_init(start) {
+        Ok(server) => Some(server),
+        Err(why) => crate::unavailable("PostgreSQL", why),
+    }
+}
+
+impl TestPostgres {
+    /// Creates an empty database and returns its URL.
+    pub async fn fresh_database(&self) -> String {
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let name = format!(
+            "waft_test_{}_{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        );
+        let mut admin = connect_with_retry(&self.admin_url).await;
+        admin
+            .execute(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+            .await
+            .expect("CREATE DATABASE");
+        let _ = admin.close().await;
+        replace_database(&self.admin_url, &name)
+    }
+}
+
+fn replace_database(url: &str, name: &str) -> String {
+    match url.rsplit_once('/') {
+        Some((base, _)) => format!("{base}/{name}"),
+        None => format!("{url}/{name}"),
+    }
+}
+
+async fn connect_with_retry(url: &str) -> PgConnection {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match PgConnection::connect(url).await {
+            Ok(connection) => return connection,
+            // The server may still be starting.
+            Err(_) if Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(error) => panic!("cannot connect to the test PostgreSQL at {url}: {error}"),
+        }
+    }
+}
+
+fn start() -> Result<TestPostgres, String> {
+    if let Ok(url) = std::env::var("WAFT_TEST_DATABASE_URL") {
+        return Ok(TestPostgres { admin_url: url });
+    }
+    let bin = find_binaries().ok_or(
+        "no PostgreSQL server binaries (initdb, postgres) on PATH or in /usr/lib/postgresql/*/bin; \
+         install postgresql or set WAFT_TEST_DATABASE_URL",
+    )?;
+    let as_root = run_output("id", &["-u"]).is_some_and(|uid| uid.trim() == "0");
+    let dir = tempfile::Builder::new()
+        .prefix("waft-pg-")
+        .tempdir()
+        .map_err(|e| format!("cannot create a temporary directory: {e}"))?
+        .keep();
+    if as_root {
+        // PostgreSQL refuses root; its files must belong to its user.
+        let owner = Command::new("chown")
+            .args(["-R", "postgres:postgres"])
+            .arg(&dir)
+            .status()
+            .map_err(|e| format!("cannot run chown: {e}"))?;
+        if !owner.success() {
+            return Err(
+                "cannot hand the data directory to the postgres user (is there one?)".into(),
+            );
+        }
+    }
+    let data = dir.join("data");
+    let initdb = as_user(as_root, &bin.join("initdb"))
+        .arg("-D")
+        .arg(&data)
+        .args([
+            "-U",
+            "postgres",
+            "-A",
+            "trust",
+            "-E",
+            "UTF8",
+            "--no-sync",
+            "--no-instructions",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .map_err(|e| format!("cannot run initdb: {e}"))?;
+    if !initdb.status.success() {
+        return Err(format!(
+            "initdb failed: {}",
+            String::from_utf8_lossy(&initdb.stderr)
+        ));
+    }
+    let port = free_port().ok_or("no free loopback port")?;
+    // The watchdog: runs the server, and stops it and removes its files once
+    // the test process (our pid) is gone.
+    let script = format!(
+        "{postgres} -D {data} -k {dir} -p {port} -c listen_addresses=127.0.0.1 \
+         -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300 \
+         > {dir}/server.log 2>&1 & server=$!; \
+         while [ -d /proc/{parent} ] && kill -0 $server 2>/dev/null; do sleep 1; done; \
+         kill -INT $server 2>/dev/null; wait $server; rm -rf {dir}",
+        postgres = bin.join("postgres").display(),
+        data = data.display(),
+        dir = dir.display(),
+        parent = std::process::id(),
+    );
+    as_user(as_root, Path::new("sh"))
+        .args(["-c", &script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot start postgres: {e}"))?;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if Instant::now() > deadline {
+            let log = std::fs::read_to_string(dir.join("server.log")).unwrap_or_default();
+            return Err(format!("postgres did not start within 30 s: {log}"));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Ok(TestPostgres {
+        admin_url: format!("postgres://postgres@127.0.0.1:{port}/postgres"),
+    })
+}
+
+fn as_user(as_root: bool, program: &Path) -> Command {
+    if as_root {
+        let mut command = Command::new("runuser");
+        command.args(["-u", "postgres", "--"]).arg(program);
+        command
+    } else {
+        Command::new(program)
+    }
+}
+
+fn find_binaries() -> Option<PathBuf> {
+    let on_path = run_output("sh", &["-c", "command -v initdb"])
+        .map(|path| PathBuf::from(path.trim()))
+        .filter(|path| path.is_file())
+        .and_then(|path| std::fs::canonicalize(path).ok())
+        .and_then(|path| path.parent().map(Path::to_path_buf));
+    let candidates = on_path.into_iter().chain(
+        std::fs::read_dir("/usr/lib/postgresql")
+            .into_iter()
+            .flatten()
+            .filter_map(Result::ok)
+            .map(|entry| entry.path().join("bin")),
+    );
+    candidates
+        .into_iter()
+        .find(|dir| dir.join("initdb").is_file() && dir.join("postgres").is_file())
+}
+
+fn run_output(program: &str, args: &[&str]) -> Option<String> {
+    let output = Command::new(program).args(args).output().ok()?;
+    output
+        .status
+        .success()
+        .then(|| String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+fn free_port() -> Option<u16> {
+    let listener = TcpListener::bind("127.0.0.1:0").ok()?;
+    Some(listener.local_addr().ok()?.port())
+}
