@@ -13,7 +13,12 @@ macro_rules! sql_task_store {
         row: $row:ty,
         // Appended to the poll's SELECT: Postgres's `FOR UPDATE ... SKIP
         // LOCKED`, so concurrent consumers take different tasks.
-        poll_lock: $poll_lock:expr $(,)?
+        poll_lock: $poll_lock:expr,
+        // The rows of the JSON array bound as `$1`, as a table `j` with a
+        // column `value` holding each element.
+        json_rows: $json_rows:expr,
+        // Decodes hex text (`{}`) into bytes.
+        unhex: $unhex:expr $(,)?
     ) => {
         use std::collections::HashMap;
 
@@ -53,94 +58,125 @@ macro_rules! sql_task_store {
                 .ok_or_else(|| StoreError::UnknownLambda(name.to_owned()))
         }
 
-        /// Inserts one task after checking it against its lambda; `schedule_id`
-        /// links tasks made by a periodic schedule.
-        async fn insert_task(
+        /// Checks tasks against their lambdas and inserts them in one
+        /// statement; `schedule_id` links tasks made by a periodic schedule.
+        async fn insert_tasks(
             conn: &mut $conn,
-            lambdas: &mut HashMap<String, Lambda>,
-            task: NewTask,
+            tasks: Vec<NewTask>,
             schedule_id: Option<&str>,
             now: Millis,
-        ) -> Result<TaskInserted> {
-            check_lambda_name(&task.lambda)?;
-            let lambda = match lambdas.get(&task.lambda) {
-                Some(lambda) => lambda.clone(),
-                None => {
-                    let lambda = require_lambda(conn, &task.lambda).await?;
-                    lambdas.insert(task.lambda.clone(), lambda.clone());
-                    lambda
-                }
-            };
-            let config = &lambda.config;
-            let collection = task
-                .collection
-                .unwrap_or_else(|| DEFAULT_COLLECTION.to_owned());
-            check_collection_name(&collection)?;
-            let priority = task.priority.unwrap_or(config.default_priority);
-            if priority >= config.priorities {
-                return Err(StoreError::InvalidPriority {
-                    lambda: lambda.name,
-                    priority,
-                    max: config.priorities - 1,
-                });
-            }
-            if task.payload.len() as u64 > config.max_payload.bytes() {
-                return Err(StoreError::PayloadTooLarge {
-                    lambda: lambda.name,
-                    size: task.payload.len(),
-                    max: config.max_payload.bytes(),
-                });
-            }
-            let run_at = task.run_at.unwrap_or(now);
-            check_run_at(run_at, now)?;
-            if let Some(key) = &task.idempotency_key {
-                if key.is_empty() || key.len() > 255 {
-                    return Err(StoreError::Invalid(
-                        "an idempotency key must be 1 to 255 bytes".into(),
-                    ));
-                }
-                let existing =
-                    sqlx::query("SELECT id FROM tasks WHERE lambda = $1 AND idempotency_key = $2")
-                        .bind(&task.lambda)
-                        .bind(key)
-                        .fetch_optional(&mut *conn)
-                        .await?;
-                if let Some(row) = existing {
-                    return Ok(TaskInserted {
-                        id: row.text("id")?,
-                        created: false,
+        ) -> Result<Vec<TaskInserted>> {
+            let mut lambdas: HashMap<String, Lambda> = HashMap::new();
+            let mut keys: HashMap<(String, String), String> = HashMap::new();
+            let mut answers = Vec::with_capacity(tasks.len());
+            let mut rows = Vec::with_capacity(tasks.len());
+            for task in tasks {
+                check_lambda_name(&task.lambda)?;
+                let lambda = match lambdas.get(&task.lambda) {
+                    Some(lambda) => lambda.clone(),
+                    None => {
+                        let lambda = require_lambda(conn, &task.lambda).await?;
+                        lambdas.insert(task.lambda.clone(), lambda.clone());
+                        lambda
+                    }
+                };
+                let config = &lambda.config;
+                let collection = task
+                    .collection
+                    .unwrap_or_else(|| DEFAULT_COLLECTION.to_owned());
+                check_collection_name(&collection)?;
+                let priority = task.priority.unwrap_or(config.default_priority);
+                if priority >= config.priorities {
+                    return Err(StoreError::InvalidPriority {
+                        lambda: lambda.name,
+                        priority,
+                        max: config.priorities - 1,
                     });
                 }
-            }
-            if let Some(parent) = &task.parent_id {
-                let found = sqlx::query("SELECT 1 FROM tasks WHERE id = $1")
-                    .bind(parent)
+                if task.payload.len() as u64 > config.max_payload.bytes() {
+                    return Err(StoreError::PayloadTooLarge {
+                        lambda: lambda.name,
+                        size: task.payload.len(),
+                        max: config.max_payload.bytes(),
+                    });
+                }
+                let run_at = task.run_at.unwrap_or(now);
+                check_run_at(run_at, now)?;
+                if let Some(key) = &task.idempotency_key {
+                    if key.is_empty() || key.len() > 255 {
+                        return Err(StoreError::Invalid(
+                            "an idempotency key must be 1 to 255 bytes".into(),
+                        ));
+                    }
+                    let slot = (task.lambda.clone(), key.clone());
+                    if let Some(id) = keys.get(&slot) {
+                        answers.push(TaskInserted { id: id.clone(), created: false });
+                        continue;
+                    }
+                    let existing: Option<String> = sqlx::query_scalar(
+                        "SELECT id FROM tasks WHERE lambda = $1 AND idempotency_key = $2",
+                    )
+                    .bind(&task.lambda)
+                    .bind(key)
                     .fetch_optional(&mut *conn)
                     .await?;
-                if found.is_none() {
-                    return Err(StoreError::Invalid(format!("unknown parent task {parent}")));
+                    if let Some(id) = existing {
+                        answers.push(TaskInserted { id, created: false });
+                        continue;
+                    }
                 }
+                if let Some(parent) = &task.parent_id {
+                    let found: Option<String> =
+                        sqlx::query_scalar("SELECT id FROM tasks WHERE id = $1")
+                            .bind(parent)
+                            .fetch_optional(&mut *conn)
+                            .await?;
+                    if found.is_none() {
+                        return Err(StoreError::Invalid(format!("unknown parent task {parent}")));
+                    }
+                }
+                let id = new_id();
+                if let Some(key) = &task.idempotency_key {
+                    keys.insert((task.lambda.clone(), key.clone()), id.clone());
+                }
+                rows.push(serde_json::json!({
+                    "id": id,
+                    "lambda": task.lambda,
+                    "collection": collection,
+                    "priority": priority,
+                    "payload": hex::encode(&task.payload),
+                    "max_attempts": config.max_attempts,
+                    "run_at": run_at,
+                    "parent_id": task.parent_id,
+                    "key": task.idempotency_key,
+                }));
+                answers.push(TaskInserted { id, created: true });
             }
-            let id = new_id();
-            sqlx::query(
-                "INSERT INTO tasks (id, lambda, collection, priority, payload, status, max_attempts, \
-                 scheduled_at, due_at, next_trigger_at, created_at, parent_id, idempotency_key, schedule_id) \
-                 VALUES ($1, $2, $3, $4, $5, 'new', $6, $7, $7, $7, $8, $9, $10, $11)",
-            )
-            .bind(&id)
-            .bind(&task.lambda)
-            .bind(&collection)
-            .bind(i64::from(priority))
-            .bind(&task.payload)
-            .bind(i64::from(config.max_attempts))
-            .bind(run_at)
-            .bind(now)
-            .bind(&task.parent_id)
-            .bind(&task.idempotency_key)
-            .bind(schedule_id)
-            .execute(&mut *conn)
-            .await?;
-            Ok(TaskInserted { id, created: true })
+            if !rows.is_empty() {
+                sqlx::query(sql(format!(
+                    "INSERT INTO tasks (id, lambda, collection, priority, payload, status, \
+                     max_attempts, scheduled_at, due_at, next_trigger_at, created_at, parent_id, \
+                     idempotency_key, schedule_id) \
+                     SELECT j.value->>'id', j.value->>'lambda', j.value->>'collection', \
+                     CAST(j.value->>'priority' AS BIGINT), {payload}, 'new', \
+                     CAST(j.value->>'max_attempts' AS BIGINT), CAST(j.value->>'run_at' AS BIGINT), \
+                     CAST(j.value->>'run_at' AS BIGINT), CAST(j.value->>'run_at' AS BIGINT), $2, \
+                     j.value->>'parent_id', j.value->>'key', $3 FROM {rows}",
+                    payload = unhex("j.value->>'payload'"),
+                    rows = $json_rows,
+                )))
+                .bind(serde_json::Value::Array(rows).to_string())
+                .bind(now)
+                .bind(schedule_id)
+                .execute(&mut *conn)
+                .await?;
+            }
+            Ok(answers)
+        }
+
+        /// SQL that decodes the hex text `expression` into bytes.
+        fn unhex(expression: &str) -> String {
+            $unhex.replace("{}", expression)
         }
 
         /// Explains why a lease-guarded update touched no row.
@@ -230,11 +266,7 @@ macro_rules! sql_task_store {
 
             async fn task_insert_many(&self, params: TaskInsertMany) -> Result<Vec<TaskInserted>> {
                 let mut tx = self.write().await?;
-                let mut lambdas = HashMap::new();
-                let mut inserted = Vec::with_capacity(params.tasks.len());
-                for task in params.tasks {
-                    inserted.push(insert_task(&mut tx, &mut lambdas, task, None, params.now).await?);
-                }
+                let inserted = insert_tasks(&mut tx, params.tasks, None, params.now).await?;
                 tx.commit().await?;
                 Ok(inserted)
             }
@@ -312,6 +344,7 @@ macro_rules! sql_task_store {
                 .fetch_all(&mut *tx)
                 .await?;
                 let mut report = EnqueueReport::default();
+                let mut to_enqueue = Vec::with_capacity(due.len());
                 for row in &due {
                     let id = row.text("id")?;
                     let status = rows::status(row)?;
@@ -350,28 +383,47 @@ macro_rules! sql_task_store {
                         .await?;
                         report.dead += 1;
                     } else {
-                        // A claimed task whose claim expired never ran: that attempt
-                        // does not count. A processing one that timed out did run.
-                        let row = sqlx::query(
-                            "UPDATE tasks SET status = 'enqueued', enqueue_token = enqueue_token + 1, \
-                             enqueued_at = $2, next_trigger_at = $3, \
-                             attempt = CASE WHEN status = 'claimed' THEN attempt - 1 ELSE attempt END, \
-                             last_error = CASE WHEN status = 'processing' \
-                                THEN 'the executor stopped heartbeating' ELSE last_error END \
-                             WHERE id = $1 RETURNING lambda, priority, enqueue_token",
-                        )
-                        .bind(&id)
-                        .bind(now)
-                        .bind(now.saturating_add(millis(params.enqueue_timeout)))
-                        .fetch_one(&mut *tx)
-                        .await?;
-                        report.enqueued.push(EnqueuedTask {
-                            id,
-                            lambda: row.text("lambda")?,
-                            priority: u8::try_from(row.int("priority")?)
-                                .map_err(|_| StoreError::Corrupt("priority".into()))?,
-                            enqueue_token: row.int("enqueue_token")?,
-                        });
+                        to_enqueue.push(id);
+                    }
+                }
+                if !to_enqueue.is_empty() {
+                    // One statement for the common case. A claimed task whose
+                    // claim expired never ran: that attempt does not count. A
+                    // processing one that timed out did run.
+                    let ids: Vec<_> = to_enqueue.iter().map(|id| serde_json::json!({ "id": id })).collect();
+                    let rows = sqlx::query(sql(format!(
+                        "UPDATE tasks SET status = 'enqueued', enqueue_token = enqueue_token + 1, \
+                         enqueued_at = $2, next_trigger_at = $3, \
+                         attempt = CASE WHEN status = 'claimed' THEN attempt - 1 ELSE attempt END, \
+                         last_error = CASE WHEN status = 'processing' \
+                            THEN 'the executor stopped heartbeating' ELSE last_error END \
+                         WHERE id IN (SELECT j.value->>'id' FROM {}) \
+                         RETURNING id, lambda, priority, enqueue_token",
+                        $json_rows
+                    )))
+                    .bind(serde_json::Value::Array(ids).to_string())
+                    .bind(now)
+                    .bind(now.saturating_add(millis(params.enqueue_timeout)))
+                    .fetch_all(&mut *tx)
+                    .await?;
+                    let mut by_id = HashMap::with_capacity(rows.len());
+                    for row in &rows {
+                        by_id.insert(
+                            row.text("id")?,
+                            (
+                                row.text("lambda")?,
+                                u8::try_from(row.int("priority")?)
+                                    .map_err(|_| StoreError::Corrupt("priority".into()))?,
+                                row.int("enqueue_token")?,
+                            ),
+                        );
+                    }
+                    // In due order, as the poll found them.
+                    for id in to_enqueue {
+                        let (lambda, priority, enqueue_token) = by_id
+                            .remove(&id)
+                            .ok_or_else(|| StoreError::Corrupt(format!("task {id} vanished")))?;
+                        report.enqueued.push(EnqueuedTask { id, lambda, priority, enqueue_token });
                     }
                 }
                 tx.commit().await?;
@@ -383,28 +435,39 @@ macro_rules! sql_task_store {
                 params: TaskClaimMany,
             ) -> Result<Vec<Result<ClaimedTask, Refusal>>> {
                 let mut tx = self.write().await?;
+                let claims: Vec<_> = params
+                    .claims
+                    .iter()
+                    .map(|(id, token)| serde_json::json!({ "id": id, "token": token }))
+                    .collect();
+                let rows = sqlx::query(sql(format!(
+                    "UPDATE tasks SET status = 'claimed', lease_token = lease_token + 1, \
+                     attempt = attempt + 1, claimed_at = $2, next_trigger_at = $3, progress = NULL \
+                     FROM (SELECT j.value->>'id' AS claim_id, CAST(j.value->>'token' AS BIGINT) \
+                        AS claim_token FROM {}) AS c \
+                     WHERE tasks.id = c.claim_id AND tasks.status = 'enqueued' \
+                     AND tasks.enqueue_token = c.claim_token \
+                     RETURNING id, lambda, collection, priority, payload, attempt, scheduled_at, \
+                     lease_token, (SELECT current_version FROM lambdas WHERE name = tasks.lambda) \
+                     AS lambda_version",
+                    $json_rows
+                )))
+                .bind(serde_json::Value::Array(claims).to_string())
+                .bind(params.now)
+                .bind(params.now.saturating_add(millis(params.claim_timeout)))
+                .fetch_all(&mut *tx)
+                .await?;
+                let mut won = HashMap::with_capacity(rows.len());
+                for row in &rows {
+                    let task = claimed(row)?;
+                    won.insert(task.id.clone(), task);
+                }
                 let mut answers = Vec::with_capacity(params.claims.len());
-                let trigger = params.now.saturating_add(millis(params.claim_timeout));
-                for (id, token) in &params.claims {
-                    let row = sqlx::query(
-                        "UPDATE tasks SET status = 'claimed', lease_token = lease_token + 1, \
-                         attempt = attempt + 1, claimed_at = $3, next_trigger_at = $4, progress = NULL \
-                         WHERE id = $1 AND status = 'enqueued' AND enqueue_token = $2 \
-                         RETURNING id, lambda, collection, priority, payload, attempt, scheduled_at, \
-                         lease_token, (SELECT current_version FROM lambdas WHERE name = tasks.lambda) \
-                         AS lambda_version",
-                    )
-                    .bind(id)
-                    .bind(token)
-                    .bind(params.now)
-                    .bind(trigger)
-                    .fetch_optional(&mut *tx)
-                    .await?;
-                    let answer = match row {
-                        Some(row) => Ok(claimed(&row)?),
+                for (id, _) in &params.claims {
+                    answers.push(match won.remove(id) {
+                        Some(task) => Ok(task),
                         None => Err(claim_refusal(&mut tx, id).await?),
-                    };
-                    answers.push(answer);
+                    });
                 }
                 tx.commit().await?;
                 Ok(answers)
@@ -415,23 +478,29 @@ macro_rules! sql_task_store {
                 params: TaskHeartbeatMany,
             ) -> Result<Vec<Result<(), Refusal>>> {
                 let mut tx = self.write().await?;
-                let trigger = params.now.saturating_add(millis(params.heartbeat_timeout));
+                let beats: Vec<_> = params
+                    .beats
+                    .iter()
+                    .map(|b| serde_json::json!({ "id": b.id, "lease": b.lease_token, "progress": b.progress }))
+                    .collect();
+                let alive: Vec<String> = sqlx::query_scalar(sql(format!(
+                    "UPDATE tasks SET status = 'processing', heartbeat_at = $2, next_trigger_at = $3, \
+                     progress = COALESCE(b.beat_progress, progress) \
+                     FROM (SELECT j.value->>'id' AS beat_id, CAST(j.value->>'lease' AS BIGINT) \
+                        AS beat_lease, j.value->>'progress' AS beat_progress FROM {}) AS b \
+                     WHERE tasks.id = b.beat_id AND tasks.lease_token = b.beat_lease \
+                     AND tasks.status IN ('claimed', 'processing') RETURNING id",
+                    $json_rows
+                )))
+                .bind(serde_json::Value::Array(beats).to_string())
+                .bind(params.now)
+                .bind(params.now.saturating_add(millis(params.heartbeat_timeout)))
+                .fetch_all(&mut *tx)
+                .await?;
+                let alive: std::collections::HashSet<String> = alive.into_iter().collect();
                 let mut answers = Vec::with_capacity(params.beats.len());
                 for beat in &params.beats {
-                    let updated = sqlx::query(
-                        "UPDATE tasks SET status = 'processing', heartbeat_at = $3, next_trigger_at = $4, \
-                         progress = COALESCE($5, progress) \
-                         WHERE id = $1 AND lease_token = $2 AND status IN ('claimed', 'processing')",
-                    )
-                    .bind(&beat.id)
-                    .bind(beat.lease_token)
-                    .bind(params.now)
-                    .bind(trigger)
-                    .bind(&beat.progress)
-                    .execute(&mut *tx)
-                    .await?
-                    .rows_affected();
-                    answers.push(if updated == 1 {
+                    answers.push(if alive.contains(&beat.id) {
                         Ok(())
                     } else {
                         Err(lease_refusal(&mut tx, &beat.id, beat.lease_token).await?)
@@ -447,48 +516,78 @@ macro_rules! sql_task_store {
             ) -> Result<Vec<Result<TaskStatus, Refusal>>> {
                 let now = params.now;
                 let mut tx = self.write().await?;
+                let ids: Vec<_> = params
+                    .results
+                    .iter()
+                    .map(|r| serde_json::json!({ "id": r.id }))
+                    .collect();
+                let current = sqlx::query(sql(format!(
+                    "SELECT t.id, t.status, t.lease_token, t.attempt, t.max_attempts, \
+                     v.backoff_base_ms, v.backoff_factor, v.backoff_max_ms FROM tasks t \
+                     JOIN lambdas l ON l.name = t.lambda \
+                     JOIN lambda_versions v ON v.lambda = l.name AND v.version = l.current_version \
+                     WHERE t.id IN (SELECT j.value->>'id' FROM {})",
+                    $json_rows
+                )))
+                .bind(serde_json::Value::Array(ids).to_string())
+                .fetch_all(&mut *tx)
+                .await?;
+                let mut by_id = HashMap::with_capacity(current.len());
+                for row in &current {
+                    by_id.insert(row.text("id")?, row);
+                }
                 let mut answers = Vec::with_capacity(params.results.len());
+                let mut updates = Vec::with_capacity(params.results.len());
+                let mut seen = std::collections::HashSet::new();
                 for result in params.results {
-                    let row = sqlx::query(
-                        "SELECT t.status, t.lease_token, t.attempt, t.max_attempts, v.backoff_base_ms, \
-                         v.backoff_factor, v.backoff_max_ms FROM tasks t \
-                         JOIN lambdas l ON l.name = t.lambda \
-                         JOIN lambda_versions v ON v.lambda = l.name AND v.version = l.current_version \
-                         WHERE t.id = $1",
-                    )
-                    .bind(&result.id)
-                    .fetch_optional(&mut *tx)
-                    .await?;
-                    let Some(row) = row else {
+                    let Some(row) = by_id.get(&result.id) else {
                         answers.push(Err(Refusal::NotFound));
                         continue;
                     };
-                    let status = rows::status(&row)?;
-                    let current = row.int("lease_token")?;
-                    if current != result.lease_token {
-                        answers.push(Err(Refusal::StaleLease { current }));
+                    let status = rows::status(*row)?;
+                    let lease = row.int("lease_token")?;
+                    if lease != result.lease_token {
+                        answers.push(Err(Refusal::StaleLease { current: lease }));
                         continue;
                     }
-                    if !matches!(status, TaskStatus::Claimed | TaskStatus::Processing) {
+                    if !matches!(status, TaskStatus::Claimed | TaskStatus::Processing)
+                        || !seen.insert(result.id.clone())
+                    {
+                        // A second result for the same task in one batch finds
+                        // it ended by the first.
                         answers.push(Err(Refusal::WrongState(status)));
                         continue;
                     }
-                    let plan = ResultPlan::new(&row, result.outcome, now)?;
-                    sqlx::query(
-                        "UPDATE tasks SET status = $3, output = $4, last_error = $5, \
-                         next_trigger_at = $6, due_at = COALESCE($6, due_at), finished_at = $7 \
-                         WHERE id = $1 AND lease_token = $2",
-                    )
-                    .bind(&result.id)
-                    .bind(result.lease_token)
-                    .bind(plan.status.as_str())
-                    .bind(&plan.output)
-                    .bind(&plan.error)
-                    .bind(plan.next_trigger_at)
-                    .bind(plan.finished_at)
+                    let plan = ResultPlan::new(*row, result.outcome, now)?;
+                    updates.push(serde_json::json!({
+                        "id": result.id,
+                        "lease": result.lease_token,
+                        "status": plan.status.as_str(),
+                        "output": plan.output.as_ref().map(hex::encode),
+                        "error": plan.error,
+                        "next": plan.next_trigger_at,
+                        "finished": plan.finished_at,
+                    }));
+                    answers.push(Ok(plan.status));
+                }
+                if !updates.is_empty() {
+                    sqlx::query(sql(format!(
+                        "UPDATE tasks SET status = r.result_status, output = {output}, \
+                         last_error = r.result_error, next_trigger_at = r.result_next, \
+                         due_at = COALESCE(r.result_next, due_at), finished_at = r.result_finished \
+                         FROM (SELECT j.value->>'id' AS result_id, \
+                            CAST(j.value->>'lease' AS BIGINT) AS result_lease, \
+                            j.value->>'status' AS result_status, j.value->>'output' AS result_output, \
+                            j.value->>'error' AS result_error, \
+                            CAST(j.value->>'next' AS BIGINT) AS result_next, \
+                            CAST(j.value->>'finished' AS BIGINT) AS result_finished FROM {rows}) AS r \
+                         WHERE tasks.id = r.result_id AND tasks.lease_token = r.result_lease",
+                        output = unhex("r.result_output"),
+                        rows = $json_rows,
+                    )))
+                    .bind(serde_json::Value::Array(updates).to_string())
                     .execute(&mut *tx)
                     .await?;
-                    answers.push(Ok(plan.status));
                 }
                 tx.commit().await?;
                 Ok(answers)
@@ -718,14 +817,9 @@ macro_rules! sql_task_store {
                     idempotency_key: Some(format!("schedule:{}:{}", schedule.id, params.occurrence)),
                     parent_id: None,
                 };
-                let inserted = insert_task(
-                    &mut tx,
-                    &mut HashMap::new(),
-                    task,
-                    Some(&schedule.id),
-                    params.now,
-                )
-                .await?;
+                let inserted = insert_tasks(&mut tx, vec![task], Some(&schedule.id), params.now)
+                    .await?
+                    .remove(0);
                 tx.commit().await?;
                 Ok(inserted.created.then_some(inserted.id))
             }

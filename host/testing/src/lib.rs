@@ -7,7 +7,7 @@
 
 mod postgres;
 
-pub use postgres::{TestPostgres, postgres};
+pub use postgres::{Durability, TestPostgres, postgres};
 
 /// Whether this run is CI's (`CI=true`), where nothing may be skipped.
 pub fn in_ci() -> bool {

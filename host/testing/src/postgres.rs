@@ -29,9 +29,26 @@ pub struct TestPostgres {
 /// PostgreSQL cannot be started here, with the reason printed.
 pub fn postgres() -> Option<&'static TestPostgres> {
     static SERVER: OnceLock<Result<TestPostgres, String>> = OnceLock::new();
-    match SERVER.get_or_init(start) {
+    match SERVER.get_or_init(|| start(Durability::Off)) {
         Ok(server) => Some(server),
         Err(why) => crate::unavailable("PostgreSQL", why),
+    }
+}
+
+/// Whether the cluster syncs its writes to disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// `fsync=off`: fast, for tests only.
+    Off,
+    /// PostgreSQL's defaults: what production runs, for benchmarks.
+    Full,
+}
+
+impl TestPostgres {
+    /// Starts a cluster of its own (not the shared test one), e.g. a durable
+    /// one for benchmarks. It stops when the process exits.
+    pub fn start(durability: Durability) -> Result<Self, String> {
+        start(durability)
     }
 }
 
@@ -75,7 +92,7 @@ async fn connect_with_retry(url: &str) -> PgConnection {
     }
 }
 
-fn start() -> Result<TestPostgres, String> {
+fn start(durability: Durability) -> Result<TestPostgres, String> {
     if let Ok(url) = std::env::var("WAFT_TEST_DATABASE_URL") {
         return Ok(TestPostgres { admin_url: url });
     }
@@ -129,9 +146,13 @@ fn start() -> Result<TestPostgres, String> {
     let port = free_port().ok_or("no free loopback port")?;
     // The watchdog: runs the server, and stops it and removes its files once
     // the test process (our pid) is gone.
+    let durability = match durability {
+        Durability::Off => "-c fsync=off -c synchronous_commit=off -c full_page_writes=off",
+        Durability::Full => "",
+    };
     let script = format!(
         "{postgres} -D {data} -k {dir} -p {port} -c listen_addresses=127.0.0.1 \
-         -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300 \
+         {durability} -c max_connections=300 \
          > {dir}/server.log 2>&1 & server=$!; \
          while [ -d /proc/{parent} ] && kill -0 $server 2>/dev/null; do sleep 1; done; \
          kill -INT $server 2>/dev/null; wait $server; rm -rf {dir}",

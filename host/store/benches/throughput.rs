@@ -1,0 +1,168 @@
+//! Store throughput and poll cost, for every backend, in one run.
+//!
+//! ```sh
+//! cargo bench -p waft-store --bench throughput            # defaults
+//! cargo bench -p waft-store --bench throughput -- 200000 1000 1000000
+//! #                                    tasks ^  batch ^  future tasks ^
+//! ```
+//!
+//! Both backends run durable: SQLite with `synchronous=FULL` in WAL mode,
+//! Postgres on a cluster of its own with PostgreSQL's default `fsync=on`.
+//! Each phase drives one state transition for every task, in batches:
+//! insert (→ new), poll (→ enqueued), claim (→ claimed), heartbeat
+//! (→ processing), result (→ success). Then it measures the poll's latency
+//! with a million future tasks in the table against an empty table.
+
+use std::time::{Duration, Instant};
+
+use waft_core::LambdaConfig;
+use waft_store::{
+    Heartbeat, LambdaDeploy, NewTask, PostgresStore, ResultOutcome, SqliteStore, TaskClaimMany,
+    TaskEnqueueReady, TaskHeartbeatMany, TaskInsertMany, TaskResult, TaskSetResultMany, TaskStore,
+};
+use waft_testing::{Durability, TestPostgres};
+
+const NOW: i64 = 1_800_000_000_000;
+const LONG: Duration = Duration::from_secs(3600);
+
+fn main() {
+    let args: Vec<usize> = std::env::args()
+        .skip(1)
+        .filter_map(|a| a.parse().ok())
+        .collect();
+    let tasks = args.first().copied().unwrap_or(100_000);
+    let batch = args.get(1).copied().unwrap_or(1_000);
+    let future = args.get(2).copied().unwrap_or(1_000_000);
+    let runtime = tokio::runtime::Runtime::new().expect("tokio");
+    runtime.block_on(async {
+        println!("{tasks} tasks in batches of {batch}; poll latency with {future} future tasks");
+        println!(
+            "{:<10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>16} {:>16}",
+            "backend", "insert/s", "poll/s", "claim/s", "beat/s", "result/s", "poll, empty", "poll, +future"
+        );
+        let dir = tempfile::tempdir().expect("tempdir");
+        let sqlite = SqliteStore::open(&dir.path().join("bench.db")).await.expect("sqlite");
+        run("sqlite", &sqlite, tasks, batch, future).await;
+
+        let server = TestPostgres::start(Durability::Full).expect("a durable PostgreSQL cluster");
+        let url = server.fresh_database().await;
+        let postgres = PostgresStore::connect(&url, 8).await.expect("postgres");
+        run("postgres", &postgres, tasks, batch, future).await;
+    });
+}
+
+async fn run(name: &str, store: &dyn TaskStore, tasks: usize, batch: usize, future: usize) {
+    store
+        .lambda_deploy(LambdaDeploy {
+            name: "bench".into(),
+            digest: "bench".into(),
+            component: Vec::new(),
+            config: LambdaConfig::default(),
+            now: NOW,
+        })
+        .await
+        .expect("deploy");
+    let task = || NewTask {
+        lambda: "bench".into(),
+        payload: b"{\"n\":1}".to_vec(),
+        ..NewTask::default()
+    };
+
+    let started = Instant::now();
+    for _ in 0..tasks.div_ceil(batch) {
+        let tasks = (0..batch).map(|_| task()).collect();
+        store.task_insert_many(TaskInsertMany { tasks, now: NOW }).await.expect("insert");
+    }
+    let insert = rate(tasks, started);
+
+    let started = Instant::now();
+    let mut enqueued = Vec::with_capacity(tasks);
+    loop {
+        let report = store
+            .task_enqueue_ready(TaskEnqueueReady { now: NOW, limit: batch as u32, enqueue_timeout: LONG })
+            .await
+            .expect("poll");
+        if report.enqueued.is_empty() {
+            break;
+        }
+        enqueued.extend(report.enqueued);
+    }
+    let poll = rate(enqueued.len(), started);
+
+    let started = Instant::now();
+    let mut leases = Vec::with_capacity(tasks);
+    for chunk in enqueued.chunks(batch) {
+        let claims = chunk.iter().map(|t| (t.id.clone(), t.enqueue_token)).collect();
+        let answers = store
+            .task_claim_many(TaskClaimMany { claims, now: NOW, claim_timeout: LONG })
+            .await
+            .expect("claim");
+        leases.extend(answers.into_iter().map(|a| a.expect("claimed")).map(|c| (c.id, c.lease_token)));
+    }
+    let claim = rate(leases.len(), started);
+
+    let started = Instant::now();
+    for chunk in leases.chunks(batch) {
+        let beats = chunk
+            .iter()
+            .map(|(id, lease)| Heartbeat { id: id.clone(), lease_token: *lease, progress: None })
+            .collect();
+        store
+            .task_heartbeat_many(TaskHeartbeatMany { beats, now: NOW, heartbeat_timeout: LONG })
+            .await
+            .expect("heartbeat");
+    }
+    let beat = rate(leases.len(), started);
+
+    let started = Instant::now();
+    for chunk in leases.chunks(batch) {
+        let results = chunk
+            .iter()
+            .map(|(id, lease)| TaskResult {
+                id: id.clone(),
+                lease_token: *lease,
+                outcome: ResultOutcome::Success { output: None },
+            })
+            .collect();
+        store.task_set_result_many(TaskSetResultMany { results, now: NOW }).await.expect("result");
+    }
+    let result = rate(leases.len(), started);
+
+    // Poll latency: 100 due tasks, first alone, then beside `future` tasks
+    // scheduled far ahead.
+    let empty = poll_latency(store, &task).await;
+    let far = NOW + 365 * 86_400_000;
+    for _ in 0..future.div_ceil(10_000) {
+        let tasks = (0..10_000).map(|_| NewTask { run_at: Some(far), ..task() }).collect();
+        store.task_insert_many(TaskInsertMany { tasks, now: NOW }).await.expect("insert future");
+    }
+    let crowded = poll_latency(store, &task).await;
+    println!(
+        "{name:<10} {insert:>10.0} {poll:>10.0} {claim:>10.0} {beat:>10.0} {result:>10.0} {:>13.2} ms {:>13.2} ms",
+        empty.as_secs_f64() * 1e3,
+        crowded.as_secs_f64() * 1e3,
+    );
+}
+
+fn rate(count: usize, started: Instant) -> f64 {
+    count as f64 / started.elapsed().as_secs_f64()
+}
+
+/// Median time of a poll that finds 100 due tasks, over 20 rounds.
+async fn poll_latency(store: &dyn TaskStore, task: &dyn Fn() -> NewTask) -> Duration {
+    let mut samples = Vec::new();
+    for round in 0..20 {
+        let now = NOW + 1 + round;
+        let tasks = (0..100).map(|_| NewTask { run_at: Some(now), ..task() }).collect();
+        store.task_insert_many(TaskInsertMany { tasks, now: NOW }).await.expect("insert due");
+        let started = Instant::now();
+        let report = store
+            .task_enqueue_ready(TaskEnqueueReady { now, limit: 100, enqueue_timeout: LONG })
+            .await
+            .expect("poll");
+        samples.push(started.elapsed());
+        assert_eq!(report.enqueued.len(), 100);
+    }
+    samples.sort();
+    samples[samples.len() / 2]
+}
