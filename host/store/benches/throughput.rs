@@ -38,10 +38,19 @@ fn main() {
         println!("{tasks} tasks in batches of {batch}; poll latency with {future} future tasks");
         println!(
             "{:<10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>16} {:>16}",
-            "backend", "insert/s", "poll/s", "claim/s", "beat/s", "result/s", "poll, empty", "poll, +future"
+            "backend",
+            "insert/s",
+            "poll/s",
+            "claim/s",
+            "beat/s",
+            "result/s",
+            "poll, empty",
+            "poll, +future"
         );
         let dir = tempfile::tempdir().expect("tempdir");
-        let sqlite = SqliteStore::open(&dir.path().join("bench.db")).await.expect("sqlite");
+        let sqlite = SqliteStore::open(&dir.path().join("bench.db"))
+            .await
+            .expect("sqlite");
         run("sqlite", &sqlite, tasks, batch, future).await;
 
         let server = TestPostgres::start(Durability::Full).expect("a durable PostgreSQL cluster");
@@ -71,7 +80,10 @@ async fn run(name: &str, store: &dyn TaskStore, tasks: usize, batch: usize, futu
     let started = Instant::now();
     for _ in 0..tasks.div_ceil(batch) {
         let tasks = (0..batch).map(|_| task()).collect();
-        store.task_insert_many(TaskInsertMany { tasks, now: NOW }).await.expect("insert");
+        store
+            .task_insert_many(TaskInsertMany { tasks, now: NOW })
+            .await
+            .expect("insert");
     }
     let insert = rate(tasks, started);
 
@@ -79,7 +91,11 @@ async fn run(name: &str, store: &dyn TaskStore, tasks: usize, batch: usize, futu
     let mut enqueued = Vec::with_capacity(tasks);
     loop {
         let report = store
-            .task_enqueue_ready(TaskEnqueueReady { now: NOW, limit: batch as u32, enqueue_timeout: LONG })
+            .task_enqueue_ready(TaskEnqueueReady {
+                now: NOW,
+                limit: batch as u32,
+                enqueue_timeout: LONG,
+            })
             .await
             .expect("poll");
         if report.enqueued.is_empty() {
@@ -92,12 +108,24 @@ async fn run(name: &str, store: &dyn TaskStore, tasks: usize, batch: usize, futu
     let started = Instant::now();
     let mut leases = Vec::with_capacity(tasks);
     for chunk in enqueued.chunks(batch) {
-        let claims = chunk.iter().map(|t| (t.id.clone(), t.enqueue_token)).collect();
+        let claims = chunk
+            .iter()
+            .map(|t| (t.id.clone(), t.enqueue_token))
+            .collect();
         let answers = store
-            .task_claim_many(TaskClaimMany { claims, now: NOW, claim_timeout: LONG })
+            .task_claim_many(TaskClaimMany {
+                claims,
+                now: NOW,
+                claim_timeout: LONG,
+            })
             .await
             .expect("claim");
-        leases.extend(answers.into_iter().map(|a| a.expect("claimed")).map(|c| (c.id, c.lease_token)));
+        leases.extend(
+            answers
+                .into_iter()
+                .map(|a| a.expect("claimed"))
+                .map(|c| (c.id, c.lease_token)),
+        );
     }
     let claim = rate(leases.len(), started);
 
@@ -105,10 +133,18 @@ async fn run(name: &str, store: &dyn TaskStore, tasks: usize, batch: usize, futu
     for chunk in leases.chunks(batch) {
         let beats = chunk
             .iter()
-            .map(|(id, lease)| Heartbeat { id: id.clone(), lease_token: *lease, progress: None })
+            .map(|(id, lease)| Heartbeat {
+                id: id.clone(),
+                lease_token: *lease,
+                progress: None,
+            })
             .collect();
         store
-            .task_heartbeat_many(TaskHeartbeatMany { beats, now: NOW, heartbeat_timeout: LONG })
+            .task_heartbeat_many(TaskHeartbeatMany {
+                beats,
+                now: NOW,
+                heartbeat_timeout: LONG,
+            })
             .await
             .expect("heartbeat");
     }
@@ -124,7 +160,10 @@ async fn run(name: &str, store: &dyn TaskStore, tasks: usize, batch: usize, futu
                 outcome: ResultOutcome::Success { output: None },
             })
             .collect();
-        store.task_set_result_many(TaskSetResultMany { results, now: NOW }).await.expect("result");
+        store
+            .task_set_result_many(TaskSetResultMany { results, now: NOW })
+            .await
+            .expect("result");
     }
     let result = rate(leases.len(), started);
 
@@ -133,8 +172,16 @@ async fn run(name: &str, store: &dyn TaskStore, tasks: usize, batch: usize, futu
     let empty = poll_latency(store, &task).await;
     let far = NOW + 365 * 86_400_000;
     for _ in 0..future.div_ceil(10_000) {
-        let tasks = (0..10_000).map(|_| NewTask { run_at: Some(far), ..task() }).collect();
-        store.task_insert_many(TaskInsertMany { tasks, now: NOW }).await.expect("insert future");
+        let tasks = (0..10_000)
+            .map(|_| NewTask {
+                run_at: Some(far),
+                ..task()
+            })
+            .collect();
+        store
+            .task_insert_many(TaskInsertMany { tasks, now: NOW })
+            .await
+            .expect("insert future");
     }
     let crowded = poll_latency(store, &task).await;
     println!(
@@ -153,11 +200,23 @@ async fn poll_latency(store: &dyn TaskStore, task: &dyn Fn() -> NewTask) -> Dura
     let mut samples = Vec::new();
     for round in 0..20 {
         let now = NOW + 1 + round;
-        let tasks = (0..100).map(|_| NewTask { run_at: Some(now), ..task() }).collect();
-        store.task_insert_many(TaskInsertMany { tasks, now: NOW }).await.expect("insert due");
+        let tasks = (0..100)
+            .map(|_| NewTask {
+                run_at: Some(now),
+                ..task()
+            })
+            .collect();
+        store
+            .task_insert_many(TaskInsertMany { tasks, now: NOW })
+            .await
+            .expect("insert due");
         let started = Instant::now();
         let report = store
-            .task_enqueue_ready(TaskEnqueueReady { now, limit: 100, enqueue_timeout: LONG })
+            .task_enqueue_ready(TaskEnqueueReady {
+                now,
+                limit: 100,
+                enqueue_timeout: LONG,
+            })
             .await
             .expect("poll");
         samples.push(started.elapsed());

@@ -435,23 +435,25 @@ macro_rules! sql_task_store {
                 params: TaskClaimMany,
             ) -> Result<Vec<Result<ClaimedTask, Refusal>>> {
                 let mut tx = self.write().await?;
-                // Tasks are matched by id (the primary key, so both databases
-                // look them up by index) and by "id:token", which checks the
-                // token without a per-row lookup in the batch.
                 let claims: Vec<_> = params
                     .claims
                     .iter()
-                    .map(|(id, token)| serde_json::json!({ "id": id, "key": format!("{id}:{token}") }))
+                    .map(|(id, token)| serde_json::json!({ "id": id, "token": token }))
                     .collect();
+                // `(status = ...) = TRUE` keeps SQLite from driving the update
+                // from the status index (a scan of every enqueued task per
+                // batch row); both databases then join on the primary key.
                 let rows = sqlx::query(sql(format!(
                     "UPDATE tasks SET status = 'claimed', lease_token = lease_token + 1, \
                      attempt = attempt + 1, claimed_at = $2, next_trigger_at = $3, progress = NULL \
-                     WHERE id IN (SELECT j.value->>'id' FROM {rows}) AND status = 'enqueued' \
-                     AND (id || ':' || enqueue_token) IN (SELECT j.value->>'key' FROM {rows}) \
+                     FROM (SELECT j.value->>'id' AS claim_id, CAST(j.value->>'token' AS BIGINT) \
+                        AS claim_token FROM {}) AS c \
+                     WHERE tasks.id = c.claim_id AND tasks.enqueue_token = c.claim_token \
+                     AND (tasks.status = 'enqueued') = TRUE \
                      RETURNING id, lambda, collection, priority, payload, attempt, scheduled_at, \
                      lease_token, (SELECT current_version FROM lambdas WHERE name = tasks.lambda) \
                      AS lambda_version",
-                    rows = $json_rows
+                    $json_rows
                 )))
                 .bind(serde_json::Value::Array(claims).to_string())
                 .bind(params.now)
@@ -479,47 +481,26 @@ macro_rules! sql_task_store {
                 params: TaskHeartbeatMany,
             ) -> Result<Vec<Result<(), Refusal>>> {
                 let mut tx = self.write().await?;
-                let trigger = params.now.saturating_add(millis(params.heartbeat_timeout));
-                // Plain heartbeats (the executor's own) in one statement,
-                // matched as claims are; the rarer ones with a progress note
-                // one by one.
-                let (plain, noted): (Vec<_>, Vec<_>) =
-                    params.beats.iter().partition(|b| b.progress.is_none());
-                let keys: Vec<_> = plain
+                let beats: Vec<_> = params
+                    .beats
                     .iter()
-                    .map(|b| serde_json::json!({ "id": b.id, "key": format!("{}:{}", b.id, b.lease_token) }))
+                    .map(|b| serde_json::json!({ "id": b.id, "lease": b.lease_token, "progress": b.progress }))
                     .collect();
-                let mut alive: Vec<String> = sqlx::query_scalar(sql(format!(
-                    "UPDATE tasks SET status = 'processing', heartbeat_at = $2, next_trigger_at = $3 \
-                     WHERE id IN (SELECT j.value->>'id' FROM {rows}) \
-                     AND status IN ('claimed', 'processing') \
-                     AND (id || ':' || lease_token) IN (SELECT j.value->>'key' FROM {rows}) \
-                     RETURNING id",
-                    rows = $json_rows
+                // See the claim for why the status test is written this way.
+                let alive: Vec<String> = sqlx::query_scalar(sql(format!(
+                    "UPDATE tasks SET status = 'processing', heartbeat_at = $2, next_trigger_at = $3, \
+                     progress = COALESCE(b.beat_progress, progress) \
+                     FROM (SELECT j.value->>'id' AS beat_id, CAST(j.value->>'lease' AS BIGINT) \
+                        AS beat_lease, j.value->>'progress' AS beat_progress FROM {}) AS b \
+                     WHERE tasks.id = b.beat_id AND tasks.lease_token = b.beat_lease \
+                     AND (tasks.status IN ('claimed', 'processing')) = TRUE RETURNING id",
+                    $json_rows
                 )))
-                .bind(serde_json::Value::Array(keys).to_string())
+                .bind(serde_json::Value::Array(beats).to_string())
                 .bind(params.now)
-                .bind(trigger)
+                .bind(params.now.saturating_add(millis(params.heartbeat_timeout)))
                 .fetch_all(&mut *tx)
                 .await?;
-                for beat in noted {
-                    let updated = sqlx::query(
-                        "UPDATE tasks SET status = 'processing', heartbeat_at = $3, \
-                         next_trigger_at = $4, progress = $5 \
-                         WHERE id = $1 AND lease_token = $2 AND status IN ('claimed', 'processing')",
-                    )
-                    .bind(&beat.id)
-                    .bind(beat.lease_token)
-                    .bind(params.now)
-                    .bind(trigger)
-                    .bind(&beat.progress)
-                    .execute(&mut *tx)
-                    .await?
-                    .rows_affected();
-                    if updated == 1 {
-                        alive.push(beat.id.clone());
-                    }
-                }
                 let alive: std::collections::HashSet<String> = alive.into_iter().collect();
                 let mut answers = Vec::with_capacity(params.beats.len());
                 for beat in &params.beats {
