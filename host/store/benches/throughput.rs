@@ -10,15 +10,18 @@
 //! Postgres on a cluster of its own with PostgreSQL's default `fsync=on`.
 //! Each phase drives one state transition for every task, in batches:
 //! insert (→ new), poll (→ enqueued), claim (→ claimed), heartbeat
-//! (→ processing), result (→ success). Then it measures the poll's latency
+//! (→ processing), result (→ success), first from one caller, then from two
+//! at once (as several replicas would). Then it measures the poll's latency
 //! with a million future tasks in the table against an empty table.
 
 use std::time::{Duration, Instant};
 
+use futures::future::join_all;
 use waft_core::LambdaConfig;
 use waft_store::{
-    Heartbeat, LambdaDeploy, NewTask, PostgresStore, ResultOutcome, SqliteStore, TaskClaimMany,
-    TaskEnqueueReady, TaskHeartbeatMany, TaskInsertMany, TaskResult, TaskSetResultMany, TaskStore,
+    EnqueuedTask, Heartbeat, LambdaDeploy, NewTask, PostgresStore, ResultOutcome, SqliteStore,
+    TaskClaimMany, TaskEnqueueReady, TaskHeartbeatMany, TaskInsertMany, TaskResult,
+    TaskSetResultMany, TaskStore,
 };
 use waft_testing::{Durability, TestPostgres};
 
@@ -37,15 +40,8 @@ fn main() {
     runtime.block_on(async {
         println!("{tasks} tasks in batches of {batch}; poll latency with {future} future tasks");
         println!(
-            "{:<10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>16} {:>16}",
-            "backend",
-            "insert/s",
-            "poll/s",
-            "claim/s",
-            "beat/s",
-            "result/s",
-            "poll, empty",
-            "poll, +future"
+            "{:<12} {:>10} {:>10} {:>10} {:>10} {:>10}",
+            "backend", "insert/s", "poll/s", "claim/s", "beat/s", "result/s"
         );
         let dir = tempfile::tempdir().expect("tempdir");
         let sqlite = SqliteStore::open(&dir.path().join("bench.db"))
@@ -71,105 +67,16 @@ async fn run(name: &str, store: &dyn TaskStore, tasks: usize, batch: usize, futu
         })
         .await
         .expect("deploy");
-    let task = || NewTask {
-        lambda: "bench".into(),
-        payload: b"{\"n\":1}".to_vec(),
-        ..NewTask::default()
-    };
-
-    let started = Instant::now();
-    for _ in 0..tasks.div_ceil(batch) {
-        let tasks = (0..batch).map(|_| task()).collect();
-        store
-            .task_insert_many(TaskInsertMany { tasks, now: NOW })
-            .await
-            .expect("insert");
-    }
-    let insert = rate(tasks, started);
-
-    let started = Instant::now();
-    let mut enqueued = Vec::with_capacity(tasks);
-    loop {
-        let report = store
-            .task_enqueue_ready(TaskEnqueueReady {
-                now: NOW,
-                limit: batch as u32,
-                enqueue_timeout: LONG,
-            })
-            .await
-            .expect("poll");
-        if report.enqueued.is_empty() {
-            break;
-        }
-        enqueued.extend(report.enqueued);
-    }
-    let poll = rate(enqueued.len(), started);
-
-    let started = Instant::now();
-    let mut leases = Vec::with_capacity(tasks);
-    for chunk in enqueued.chunks(batch) {
-        let claims = chunk
-            .iter()
-            .map(|t| (t.id.clone(), t.enqueue_token))
-            .collect();
-        let answers = store
-            .task_claim_many(TaskClaimMany {
-                claims,
-                now: NOW,
-                claim_timeout: LONG,
-            })
-            .await
-            .expect("claim");
-        leases.extend(
-            answers
-                .into_iter()
-                .map(|a| a.expect("claimed"))
-                .map(|c| (c.id, c.lease_token)),
+    for streams in [1, 2] {
+        let [insert, poll, claim, beat, result] = throughput(store, tasks, batch, streams).await;
+        println!(
+            "{:<12} {insert:>10.0} {poll:>10.0} {claim:>10.0} {beat:>10.0} {result:>10.0}",
+            format!("{name} x{streams}"),
         );
     }
-    let claim = rate(leases.len(), started);
-
-    let started = Instant::now();
-    for chunk in leases.chunks(batch) {
-        let beats = chunk
-            .iter()
-            .map(|(id, lease)| Heartbeat {
-                id: id.clone(),
-                lease_token: *lease,
-                progress: None,
-            })
-            .collect();
-        store
-            .task_heartbeat_many(TaskHeartbeatMany {
-                beats,
-                now: NOW,
-                heartbeat_timeout: LONG,
-            })
-            .await
-            .expect("heartbeat");
-    }
-    let beat = rate(leases.len(), started);
-
-    let started = Instant::now();
-    for chunk in leases.chunks(batch) {
-        let results = chunk
-            .iter()
-            .map(|(id, lease)| TaskResult {
-                id: id.clone(),
-                lease_token: *lease,
-                outcome: ResultOutcome::Success { output: None },
-            })
-            .collect();
-        store
-            .task_set_result_many(TaskSetResultMany { results, now: NOW })
-            .await
-            .expect("result");
-    }
-    let result = rate(leases.len(), started);
-
     // Poll latency: 100 due tasks, first alone, then beside `future` tasks
     // scheduled far ahead.
-    let empty = poll_latency(store, &task).await;
+    let empty = poll_latency(store).await;
     let far = NOW + 365 * 86_400_000;
     for _ in 0..future.div_ceil(10_000) {
         let tasks = (0..10_000)
@@ -183,12 +90,145 @@ async fn run(name: &str, store: &dyn TaskStore, tasks: usize, batch: usize, futu
             .await
             .expect("insert future");
     }
-    let crowded = poll_latency(store, &task).await;
+    let crowded = poll_latency(store).await;
     println!(
-        "{name:<10} {insert:>10.0} {poll:>10.0} {claim:>10.0} {beat:>10.0} {result:>10.0} {:>13.2} ms {:>13.2} ms",
+        "{name:<12} poll of 100 due tasks: {:.2} ms alone, {:.2} ms beside {future} future tasks",
         empty.as_secs_f64() * 1e3,
         crowded.as_secs_f64() * 1e3,
     );
+}
+
+fn task() -> NewTask {
+    NewTask {
+        lambda: "bench".into(),
+        payload: b"{\"n\":1}".to_vec(),
+        ..NewTask::default()
+    }
+}
+
+/// Transitions per second of each phase, `tasks` tasks in all, split over
+/// `streams` concurrent callers (as several consumers, controllers and HSC
+/// replicas would be).
+async fn throughput(store: &dyn TaskStore, tasks: usize, batch: usize, streams: usize) -> [f64; 5] {
+    let share = tasks / streams;
+    let started = Instant::now();
+    join_all((0..streams).map(|_| async {
+        for _ in 0..share.div_ceil(batch) {
+            let tasks = (0..batch).map(|_| task()).collect();
+            store
+                .task_insert_many(TaskInsertMany { tasks, now: NOW })
+                .await
+                .expect("insert");
+        }
+    }))
+    .await;
+    let insert = rate(share * streams, started);
+
+    let started = Instant::now();
+    let enqueued: Vec<EnqueuedTask> = join_all((0..streams).map(|_| async {
+        let mut mine = Vec::new();
+        loop {
+            let report = store
+                .task_enqueue_ready(TaskEnqueueReady {
+                    now: NOW,
+                    limit: batch as u32,
+                    enqueue_timeout: LONG,
+                })
+                .await
+                .expect("poll");
+            if report.enqueued.is_empty() {
+                return mine;
+            }
+            mine.extend(report.enqueued);
+        }
+    }))
+    .await
+    .into_iter()
+    .flatten()
+    .collect();
+    let poll = rate(enqueued.len(), started);
+
+    let slices: Vec<&[EnqueuedTask]> = enqueued
+        .chunks(enqueued.len().div_ceil(streams).max(1))
+        .collect();
+    let started = Instant::now();
+    let leases: Vec<(String, i64)> = join_all(slices.iter().map(|slice| async move {
+        let mut mine = Vec::new();
+        for chunk in slice.chunks(batch) {
+            let claims = chunk
+                .iter()
+                .map(|t| (t.id.clone(), t.enqueue_token))
+                .collect();
+            let answers = store
+                .task_claim_many(TaskClaimMany {
+                    claims,
+                    now: NOW,
+                    claim_timeout: LONG,
+                })
+                .await
+                .expect("claim");
+            mine.extend(
+                answers
+                    .into_iter()
+                    .map(|a| a.expect("claimed"))
+                    .map(|c| (c.id, c.lease_token)),
+            );
+        }
+        mine
+    }))
+    .await
+    .into_iter()
+    .flatten()
+    .collect();
+    let claim = rate(leases.len(), started);
+
+    let slices: Vec<&[(String, i64)]> = leases
+        .chunks(leases.len().div_ceil(streams).max(1))
+        .collect();
+    let started = Instant::now();
+    join_all(slices.iter().map(|slice| async move {
+        for chunk in slice.chunks(batch) {
+            let beats = chunk
+                .iter()
+                .map(|(id, lease)| Heartbeat {
+                    id: id.clone(),
+                    lease_token: *lease,
+                    progress: None,
+                })
+                .collect();
+            store
+                .task_heartbeat_many(TaskHeartbeatMany {
+                    beats,
+                    now: NOW,
+                    heartbeat_timeout: LONG,
+                })
+                .await
+                .expect("heartbeat");
+        }
+    }))
+    .await;
+    let beat = rate(leases.len(), started);
+
+    let started = Instant::now();
+    join_all(slices.iter().map(|slice| async move {
+        for chunk in slice.chunks(batch) {
+            let results = chunk
+                .iter()
+                .map(|(id, lease)| TaskResult {
+                    id: id.clone(),
+                    lease_token: *lease,
+                    outcome: ResultOutcome::Success { output: None },
+                })
+                .collect();
+            store
+                .task_set_result_many(TaskSetResultMany { results, now: NOW })
+                .await
+                .expect("result");
+        }
+    }))
+    .await;
+    let result = rate(leases.len(), started);
+    [insert, poll, claim, beat, result]
 }
 
 fn rate(count: usize, started: Instant) -> f64 {
@@ -196,7 +236,7 @@ fn rate(count: usize, started: Instant) -> f64 {
 }
 
 /// Median time of a poll that finds 100 due tasks, over 20 rounds.
-async fn poll_latency(store: &dyn TaskStore, task: &dyn Fn() -> NewTask) -> Duration {
+async fn poll_latency(store: &dyn TaskStore) -> Duration {
     let mut samples = Vec::new();
     for round in 0..20 {
         let now = NOW + 1 + round;

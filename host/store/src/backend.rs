@@ -27,10 +27,10 @@ macro_rules! sql_task_store {
         use waft_core::{LambdaConfig, TaskStatus};
 
         use $crate::rows::{self, LAMBDA_COLUMNS, RowExt, SCHEDULE_COLUMNS, TASK_COLUMNS};
-        use $crate::support::{ResultPlan, check_run_at, millis, new_id, sql};
+        use $crate::support::{RetryPlan, check_run_at, millis, new_id, sql};
         use $crate::{
             ClaimedTask, DeadRedrive, DeadSelector, EnqueueReport, EnqueuedTask, Gate, GateSet,
-            GateState, Lambda, LambdaDeploy, Millis, NewTask, Refusal, Result, Schedule,
+            GateState, Lambda, LambdaDeploy, Millis, NewTask, Refusal, Result, ResultOutcome, Schedule,
             ScheduleMaterialize, StoreError, Task, TaskClaimMany, TaskEnqueueReady,
             TaskHeartbeatMany, TaskInsertMany, TaskInserted, TaskList, TaskSetResultMany, TaskStore,
         };
@@ -397,7 +397,8 @@ macro_rules! sql_task_store {
                          attempt = CASE WHEN status = 'claimed' THEN attempt - 1 ELSE attempt END, \
                          last_error = CASE WHEN status = 'processing' \
                             THEN 'the executor stopped heartbeating' ELSE last_error END \
-                         WHERE id IN (SELECT j.value->>'id' FROM {}) \
+                         FROM (SELECT j.value->>'id' AS due_id FROM {}) AS d \
+                         WHERE tasks.id = d.due_id \
                          RETURNING id, lambda, priority, enqueue_token",
                         $json_rows
                     )))
@@ -520,81 +521,130 @@ macro_rules! sql_task_store {
             ) -> Result<Vec<Result<TaskStatus, Refusal>>> {
                 let now = params.now;
                 let mut tx = self.write().await?;
-                let ids: Vec<_> = params
-                    .results
-                    .iter()
-                    .map(|r| serde_json::json!({ "id": r.id }))
-                    .collect();
-                let current = sqlx::query(sql(format!(
-                    "SELECT t.id, t.status, t.lease_token, t.attempt, t.max_attempts, \
-                     v.backoff_base_ms, v.backoff_factor, v.backoff_max_ms FROM tasks t \
-                     JOIN lambdas l ON l.name = t.lambda \
-                     JOIN lambda_versions v ON v.lambda = l.name AND v.version = l.current_version \
-                     WHERE t.id IN (SELECT j.value->>'id' FROM {})",
-                    $json_rows
-                )))
-                .bind(serde_json::Value::Array(ids).to_string())
-                .fetch_all(&mut *tx)
-                .await?;
-                let mut by_id = HashMap::with_capacity(current.len());
-                for row in &current {
-                    by_id.insert(row.text("id")?, row);
-                }
-                let mut answers = Vec::with_capacity(params.results.len());
-                let mut updates = Vec::with_capacity(params.results.len());
+                let mut answers: Vec<Option<Result<TaskStatus, Refusal>>> =
+                    vec![None; params.results.len()];
+                let mut finals = Vec::new();
+                let mut retries = Vec::new();
+                // A second result for one task in one batch is judged after
+                // the first has ended it.
+                let mut repeats = Vec::new();
                 let mut seen = std::collections::HashSet::new();
-                for result in params.results {
-                    let Some(row) = by_id.get(&result.id) else {
-                        answers.push(Err(Refusal::NotFound));
-                        continue;
-                    };
-                    let status = rows::status(*row)?;
-                    let lease = row.int("lease_token")?;
-                    if lease != result.lease_token {
-                        answers.push(Err(Refusal::StaleLease { current: lease }));
+                for (index, result) in params.results.into_iter().enumerate() {
+                    if !seen.insert(result.id.clone()) {
+                        repeats.push((index, result.id, result.lease_token));
                         continue;
                     }
-                    if !matches!(status, TaskStatus::Claimed | TaskStatus::Processing)
-                        || !seen.insert(result.id.clone())
-                    {
-                        // A second result for the same task in one batch finds
-                        // it ended by the first.
-                        answers.push(Err(Refusal::WrongState(status)));
-                        continue;
+                    match result.outcome {
+                        ResultOutcome::Success { output } => finals.push((index, result.id, result.lease_token, TaskStatus::Success, output, None)),
+                        ResultOutcome::Fatal { error } => finals.push((index, result.id, result.lease_token, TaskStatus::FatalFailure, None, Some(error))),
+                        ResultOutcome::Retriable { error, retry_after } => {
+                            retries.push((index, result.id, result.lease_token, error, retry_after))
+                        }
                     }
-                    let plan = ResultPlan::new(*row, result.outcome, now)?;
-                    updates.push(serde_json::json!({
-                        "id": result.id,
-                        "lease": result.lease_token,
-                        "status": plan.status.as_str(),
-                        "output": plan.output.as_ref().map(hex::encode),
-                        "error": plan.error,
-                        "next": plan.next_trigger_at,
-                        "finished": plan.finished_at,
-                    }));
-                    answers.push(Ok(plan.status));
                 }
-                if !updates.is_empty() {
-                    sqlx::query(sql(format!(
+
+                // Success and fatal failure need nothing from the task: one
+                // guarded update ends them all.
+                if !finals.is_empty() {
+                    let rows: Vec<_> = finals
+                        .iter()
+                        .map(|(_, id, lease, status, output, error)| serde_json::json!({
+                            "id": id,
+                            "lease": lease,
+                            "status": status.as_str(),
+                            "output": output.as_ref().map(hex::encode),
+                            "error": error,
+                        }))
+                        .collect();
+                    let ended: Vec<String> = sqlx::query_scalar(sql(format!(
                         "UPDATE tasks SET status = r.result_status, output = {output}, \
-                         last_error = r.result_error, next_trigger_at = r.result_next, \
-                         due_at = COALESCE(r.result_next, due_at), finished_at = r.result_finished \
+                         last_error = r.result_error, next_trigger_at = NULL, finished_at = $2 \
                          FROM (SELECT j.value->>'id' AS result_id, \
                             CAST(j.value->>'lease' AS BIGINT) AS result_lease, \
                             j.value->>'status' AS result_status, j.value->>'output' AS result_output, \
-                            j.value->>'error' AS result_error, \
-                            CAST(j.value->>'next' AS BIGINT) AS result_next, \
-                            CAST(j.value->>'finished' AS BIGINT) AS result_finished FROM {rows}) AS r \
-                         WHERE tasks.id = r.result_id AND tasks.lease_token = r.result_lease",
+                            j.value->>'error' AS result_error FROM {rows}) AS r \
+                         WHERE tasks.id = r.result_id AND tasks.lease_token = r.result_lease \
+                         AND (tasks.status IN ('claimed', 'processing')) = TRUE RETURNING id",
                         output = unhex("r.result_output"),
                         rows = $json_rows,
+                    )))
+                    .bind(serde_json::Value::Array(rows).to_string())
+                    .bind(now)
+                    .fetch_all(&mut *tx)
+                    .await?;
+                    let ended: std::collections::HashSet<String> = ended.into_iter().collect();
+                    for (index, id, lease, status, _, _) in finals {
+                        answers[index] = Some(if ended.contains(&id) {
+                            Ok(status)
+                        } else {
+                            Err(lease_refusal(&mut tx, &id, lease).await?)
+                        });
+                    }
+                }
+
+                // Retries depend on the attempts left and the lambda's backoff.
+                let mut updates = Vec::with_capacity(retries.len());
+                for (index, id, lease, error, retry_after) in retries {
+                    let row = sqlx::query(
+                        "SELECT t.status, t.lease_token, t.attempt, t.max_attempts, \
+                         v.backoff_base_ms, v.backoff_factor, v.backoff_max_ms FROM tasks t \
+                         JOIN lambdas l ON l.name = t.lambda \
+                         JOIN lambda_versions v ON v.lambda = l.name AND v.version = l.current_version \
+                         WHERE t.id = $1",
+                    )
+                    .bind(&id)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                    let Some(row) = row else {
+                        answers[index] = Some(Err(Refusal::NotFound));
+                        continue;
+                    };
+                    let status = rows::status(&row)?;
+                    let current = row.int("lease_token")?;
+                    if current != lease {
+                        answers[index] = Some(Err(Refusal::StaleLease { current }));
+                        continue;
+                    }
+                    if !matches!(status, TaskStatus::Claimed | TaskStatus::Processing) {
+                        answers[index] = Some(Err(Refusal::WrongState(status)));
+                        continue;
+                    }
+                    let plan = RetryPlan::new(&row, retry_after, now)?;
+                    updates.push(serde_json::json!({
+                        "id": id,
+                        "lease": lease,
+                        "status": plan.status.as_str(),
+                        "error": error,
+                        "next": plan.next_trigger_at,
+                        "finished": plan.finished_at,
+                    }));
+                    answers[index] = Some(Ok(plan.status));
+                }
+                if !updates.is_empty() {
+                    sqlx::query(sql(format!(
+                        "UPDATE tasks SET status = r.result_status, last_error = r.result_error, \
+                         next_trigger_at = r.result_next, due_at = COALESCE(r.result_next, due_at), \
+                         finished_at = r.result_finished \
+                         FROM (SELECT j.value->>'id' AS result_id, \
+                            CAST(j.value->>'lease' AS BIGINT) AS result_lease, \
+                            j.value->>'status' AS result_status, j.value->>'error' AS result_error, \
+                            CAST(j.value->>'next' AS BIGINT) AS result_next, \
+                            CAST(j.value->>'finished' AS BIGINT) AS result_finished FROM {}) AS r \
+                         WHERE tasks.id = r.result_id AND tasks.lease_token = r.result_lease",
+                        $json_rows,
                     )))
                     .bind(serde_json::Value::Array(updates).to_string())
                     .execute(&mut *tx)
                     .await?;
                 }
+                for (index, id, lease) in repeats {
+                    answers[index] = Some(Err(lease_refusal(&mut tx, &id, lease).await?));
+                }
                 tx.commit().await?;
-                Ok(answers)
+                answers
+                    .into_iter()
+                    .map(|answer| answer.ok_or_else(|| StoreError::Corrupt("a result went unanswered".into())))
+                    .collect()
             }
 
             async fn gate_set(&self, params: GateSet) -> Result<u64> {

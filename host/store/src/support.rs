@@ -5,7 +5,7 @@ use std::time::Duration;
 use waft_core::TaskStatus;
 
 use crate::rows::RowExt;
-use crate::{Millis, Result, ResultOutcome, StoreError};
+use crate::{Millis, Result, StoreError};
 
 /// Earliest and latest times a task may be scheduled at, around `now`:
 /// a year back (clock skew, replays) and ten years ahead.
@@ -32,52 +32,46 @@ pub(crate) fn sql(text: String) -> sqlx::AssertSqlSafe<String> {
     sqlx::AssertSqlSafe(text)
 }
 
-/// What a result does to its task.
-pub(crate) struct ResultPlan {
+/// What a retriable failure does to its task: another attempt after a
+/// delay, or `dead` when the attempts are used up.
+pub(crate) struct RetryPlan {
     pub(crate) status: TaskStatus,
-    pub(crate) output: Option<Vec<u8>>,
-    pub(crate) error: Option<String>,
     pub(crate) next_trigger_at: Option<Millis>,
     pub(crate) finished_at: Option<Millis>,
 }
 
-impl ResultPlan {
+impl RetryPlan {
     /// Decides from the task's attempts and its lambda's backoff (the
-    /// columns of the result query) what `outcome` makes of it.
-    pub(crate) fn new(row: &impl RowExt, outcome: ResultOutcome, now: Millis) -> Result<Self> {
-        let done = |status, output, error| ResultPlan {
-            status,
-            output,
-            error,
-            next_trigger_at: None,
-            finished_at: Some(now),
-        };
-        Ok(match outcome {
-            ResultOutcome::Success { output } => done(TaskStatus::Success, output, None),
-            ResultOutcome::Fatal { error } => done(TaskStatus::FatalFailure, None, Some(error)),
-            ResultOutcome::Retriable { error, retry_after } => {
-                let attempt = row.int("attempt")?;
-                if attempt >= row.int("max_attempts")? {
-                    done(TaskStatus::Dead, None, Some(error))
-                } else {
-                    let delay = match retry_after {
-                        Some(delay) => delay,
-                        None => waft_core::Backoff {
-                            base: Duration::from_millis(row.int("backoff_base_ms")?.max(0) as u64),
-                            factor: row.real("backoff_factor")?,
-                            max: Duration::from_millis(row.int("backoff_max_ms")?.max(0) as u64),
-                        }
-                        .delay(attempt.max(1) as u32, fastrand::f64()),
-                    };
-                    ResultPlan {
-                        status: TaskStatus::RetriableFailure,
-                        output: None,
-                        error: Some(error),
-                        next_trigger_at: Some(now.saturating_add(millis(delay))),
-                        finished_at: None,
-                    }
-                }
+    /// columns of the result query).
+    pub(crate) fn new(
+        row: &impl RowExt,
+        retry_after: Option<Duration>,
+        now: Millis,
+    ) -> Result<Self> {
+        let attempt = row.int("attempt")?;
+        if attempt >= row.int("max_attempts")? {
+            return Ok(Self {
+                status: TaskStatus::Dead,
+                next_trigger_at: None,
+                finished_at: Some(now),
+            });
+        }
+        let delay = match retry_after {
+            Some(delay) => delay,
+            None => waft_core::Backoff {
+                base: Duration::from_millis(row.int("backoff_base_ms")?.max(0) as u64),
+                factor: row.real("backoff_factor")?,
+                max: Duration::from_millis(row.int("backoff_max_ms")?.max(0) as u64),
             }
+            .delay(
+                u32::try_from(attempt.max(1)).unwrap_or(u32::MAX),
+                fastrand::f64(),
+            ),
+        };
+        Ok(Self {
+            status: TaskStatus::RetriableFailure,
+            next_trigger_at: Some(now.saturating_add(millis(delay))),
+            finished_at: None,
         })
     }
 }
