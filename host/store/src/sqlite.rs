@@ -3,8 +3,7 @@
 //! SQLite has one writer at a time, so every writing transaction starts with
 //! `BEGIN IMMEDIATE`: it takes the write lock up front instead of failing
 //! when a read turns into a write. That also makes several consumers in one
-//! process safe without row locks. Batches run as one prepared statement per
-//! row inside one transaction, which SQLite executes in microseconds.
+//! process safe without row locks.
 
 use std::path::Path;
 use std::str::FromStr;
