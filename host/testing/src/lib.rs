@@ -1,13 +1,16 @@
 //! Real backing services for tests, started by the tests themselves.
 //!
-//! A test that needs Postgres asks [`postgres`] for a fresh database. On a
+//! A test that needs Postgres asks [`postgres`] for a fresh database, one
+//! that needs SQS asks [`sqs`] for a server. On a
 //! laptop without PostgreSQL it gets `None` and a printed reason, and may
 //! skip; under `CI=true` the same condition fails the test instead, so CI
 //! never passes by skipping.
 
 mod postgres;
+mod sqs;
 
 pub use postgres::{Durability, TestPostgres, postgres};
+pub use sqs::{TestSqs, sqs};
 
 /// Whether this run is CI's (`CI=true`), where nothing may be skipped.
 pub fn in_ci() -> bool {
@@ -21,4 +24,10 @@ fn unavailable<T>(service: &str, why: &str) -> Option<T> {
     }
     eprintln!("skipping: {service} unavailable: {why}");
     None
+}
+
+/// A loopback port nobody listens on right now.
+fn free_port() -> Option<u16> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").ok()?;
+    Some(listener.local_addr().ok()?.port())
 }

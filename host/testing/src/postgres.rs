@@ -9,7 +9,7 @@
 //!
 //! `WAFT_TEST_DATABASE_URL` points the tests at an existing server instead.
 
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
@@ -143,7 +143,7 @@ fn start(durability: Durability) -> Result<TestPostgres, String> {
             String::from_utf8_lossy(&initdb.stderr)
         ));
     }
-    let port = free_port().ok_or("no free loopback port")?;
+    let port = crate::free_port().ok_or("no free loopback port")?;
     // The watchdog: runs the server, and stops it and removes its files once
     // the test process (our pid) is gone.
     let durability = match durability {
@@ -215,9 +215,4 @@ fn run_output(program: &str, args: &[&str]) -> Option<String> {
         .status
         .success()
         .then(|| String::from_utf8_lossy(&output.stdout).into_owned())
-}
-
-fn free_port() -> Option<u16> {
-    let listener = TcpListener::bind("127.0.0.1:0").ok()?;
-    Some(listener.local_addr().ok()?.port())
 }
