@@ -1,0 +1,185 @@
+//! The Store Consumer: moves due tasks from the store onto their queues.
+//!
+//! Each turn takes up to a batch of due tasks (new, retrying, or whose
+//! enqueue, claim or heartbeat timed out), which the store marks enqueued in
+//! the same transaction, and sends each to the queue of its `<lambda,
+//! priority>`. A turn that fills its batch is followed at once by another;
+//! otherwise the consumer sleeps until the poll interval passes or it is
+//! woken, which the Frontend does when it stores a task due now: immediate
+//! tasks do not wait for a tick.
+//!
+//! If sending fails, the tasks stay enqueued in the store and come due again
+//! after the enqueue timeout: nothing is lost, only delayed.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use waft_queue::{QueueError, QueueKey, QueueMessage, TaskQueue};
+use waft_store::{StoreError, TaskEnqueueReady, TaskStore};
+
+use crate::Clock;
+
+/// Settings of a Store Consumer.
+#[derive(Debug, Clone)]
+pub struct ConsumerConfig {
+    /// The longest a due task waits for a turn when nobody wakes the
+    /// consumer: the delivery-latency lever of delayed tasks (default 1 s).
+    pub poll_interval: Duration,
+    /// Tasks taken per turn (default 1000).
+    pub batch: u32,
+    /// How long an enqueued task may wait to be claimed before it is
+    /// enqueued again (default 60 s).
+    pub enqueue_timeout: Duration,
+}
+
+impl Default for ConsumerConfig {
+    fn default() -> Self {
+        Self {
+            poll_interval: Duration::from_secs(1),
+            batch: 1000,
+            enqueue_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Wakes a consumer for an immediate turn. Cheap to clone.
+#[derive(Debug, Clone, Default)]
+pub struct Wake(Arc<Notify>);
+
+impl Wake {
+    /// Asks for a turn now; several calls before the turn make one turn.
+    pub fn wake(&self) {
+        self.0.notify_one();
+    }
+}
+
+/// What one turn did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PollReport {
+    /// Tasks sent to their queues.
+    pub sent: usize,
+    /// Tasks marked enqueued whose send failed; they come back after the
+    /// enqueue timeout.
+    pub unsent: usize,
+    pub held: u64,
+    pub dropped: u64,
+    pub dead: u64,
+    /// The turn filled its batch: more may be due.
+    pub full: bool,
+}
+
+/// Why a turn failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ConsumerError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// The Store Consumer.
+pub struct StoreConsumer {
+    store: Arc<dyn TaskStore>,
+    queue: Arc<dyn TaskQueue>,
+    clock: Arc<dyn Clock>,
+    config: ConsumerConfig,
+    wake: Wake,
+}
+
+impl StoreConsumer {
+    /// A consumer moving tasks from `store` to `queue`.
+    pub fn new(
+        store: Arc<dyn TaskStore>,
+        queue: Arc<dyn TaskQueue>,
+        clock: Arc<dyn Clock>,
+        config: ConsumerConfig,
+    ) -> Self {
+        Self {
+            store,
+            queue,
+            clock,
+            config,
+            wake: Wake::default(),
+        }
+    }
+
+    /// The handle that wakes this consumer.
+    pub fn waker(&self) -> Wake {
+        self.wake.clone()
+    }
+
+    /// One turn: due tasks from the store onto their queues.
+    pub async fn run_once(&self) -> Result<PollReport, ConsumerError> {
+        let report = self
+            .store
+            .task_enqueue_ready(TaskEnqueueReady {
+                now: self.clock.now(),
+                limit: self.config.batch,
+                enqueue_timeout: self.config.enqueue_timeout,
+            })
+            .await?;
+        let full = report.enqueued.len()
+            + report.held as usize
+            + report.dropped as usize
+            + report.dead as usize
+            >= self.config.batch as usize;
+        let mut by_queue: BTreeMap<QueueKey, Vec<QueueMessage>> = BTreeMap::new();
+        for task in report.enqueued {
+            by_queue
+                .entry(QueueKey::new(task.lambda, task.priority))
+                .or_default()
+                .push(QueueMessage {
+                    task_id: task.id,
+                    enqueue_token: task.enqueue_token,
+                });
+        }
+        let mut sent = 0;
+        let mut unsent = 0;
+        for (key, messages) in by_queue {
+            let count = messages.len();
+            match self.queue.queue_send_many(&key, messages).await {
+                Ok(()) => sent += count,
+                Err(error) => {
+                    unsent += count;
+                    log_send_failure(&key, count, &error);
+                }
+            }
+        }
+        Ok(PollReport {
+            sent,
+            unsent,
+            held: report.held,
+            dropped: report.dropped,
+            dead: report.dead,
+            full,
+        })
+    }
+
+    /// Turns until `shutdown` resolves: at once after a full turn, else
+    /// after the poll interval or when woken. A failed turn is logged and
+    /// retried at the next interval.
+    pub async fn run(&self, shutdown: impl std::future::Future<Output = ()>) {
+        tokio::pin!(shutdown);
+        loop {
+            let full = match self.run_once().await {
+                Ok(report) => report.full,
+                Err(error) => {
+                    tracing::error!(%error, "store consumer turn failed");
+                    false
+                }
+            };
+            if full {
+                continue;
+            }
+            tokio::select! {
+                () = &mut shutdown => return,
+                () = self.wake.0.notified() => {}
+                () = tokio::time::sleep(self.config.poll_interval) => {}
+            }
+        }
+    }
+}
+
+fn log_send_failure(key: &QueueKey, count: usize, error: &QueueError) {
+    tracing::warn!(queue = %key, count, %error, "cannot send to the queue; the tasks come back after the enqueue timeout");
+}
