@@ -159,7 +159,10 @@ macro_rules! sql_task_store {
                 answers.push(TaskInserted { id, created: true });
             }
             if !rows.is_empty() {
-                sqlx::query(sql(format!(
+                // A task with the same idempotency key committed by another
+                // transaction since the lookup above is skipped here (no
+                // error) and answered with that task below.
+                let created: Vec<String> = sqlx::query_scalar(sql(format!(
                     "INSERT INTO tasks (id, lambda, collection, priority, payload, status, \
                      max_attempts, scheduled_at, due_at, next_trigger_at, created_at, parent_id, \
                      idempotency_key, schedule_id) \
@@ -167,15 +170,35 @@ macro_rules! sql_task_store {
                      CAST(j.value->>'priority' AS BIGINT), {payload}, 'new', \
                      CAST(j.value->>'max_attempts' AS BIGINT), CAST(j.value->>'run_at' AS BIGINT), \
                      CAST(j.value->>'run_at' AS BIGINT), CAST(j.value->>'run_at' AS BIGINT), $2, \
-                     j.value->>'parent_id', j.value->>'key', $3 FROM {rows}",
+                     j.value->>'parent_id', j.value->>'key', $3 FROM {rows} WHERE TRUE \
+                     ON CONFLICT (lambda, idempotency_key) WHERE idempotency_key IS NOT NULL \
+                     DO NOTHING RETURNING id",
                     payload = unhex("j.value->>'payload'"),
                     rows = $json_rows,
                 )))
                 .bind(serde_json::Value::Array(rows).to_string())
                 .bind(now)
                 .bind(schedule_id)
-                .execute(&mut *conn)
+                .fetch_all(&mut *conn)
                 .await?;
+                if created.len() != answers.iter().filter(|a| a.created).count() {
+                    let created: std::collections::HashSet<String> = created.into_iter().collect();
+                    for ((lambda, key), id) in &keys {
+                        if created.contains(id) {
+                            continue;
+                        }
+                        let winner: String = sqlx::query_scalar(
+                            "SELECT id FROM tasks WHERE lambda = $1 AND idempotency_key = $2",
+                        )
+                        .bind(lambda)
+                        .bind(key)
+                        .fetch_one(&mut *conn)
+                        .await?;
+                        for answer in answers.iter_mut().filter(|a| &a.id == id) {
+                            *answer = TaskInserted { id: winner.clone(), created: false };
+                        }
+                    }
+                }
             }
             Ok(answers)
         }

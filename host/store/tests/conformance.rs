@@ -70,4 +70,5 @@ conformance!(
     lists_filter_and_page,
     each_occurrence_materialises_once,
     concurrent_consumers_and_claimers_never_double_up,
+    concurrent_inserts_with_one_key_make_one_task,
 );

@@ -1062,3 +1062,37 @@ pub async fn concurrent_consumers_and_claimers_never_double_up(store: &dyn TaskS
         "each task claimed exactly once"
     );
 }
+
+/// Concurrent inserts with one idempotency key make one task, and every
+/// caller gets its id. Many rounds, so that the callers really overlap once
+/// the connection pool is warm.
+pub async fn concurrent_inserts_with_one_key_make_one_task(store: &dyn TaskStore) {
+    deploy(store, "mail").await;
+    for round in 0..30 {
+        let key = format!("order-{round}");
+        let inserts = (0..8).map(|_| {
+            store.task_insert_many(TaskInsertMany {
+                tasks: vec![NewTask {
+                    idempotency_key: Some(key.clone()),
+                    ..new_task("mail")
+                }],
+                now: T0,
+            })
+        });
+        let answers: Vec<_> = futures::future::join_all(inserts)
+            .await
+            .into_iter()
+            .map(|answer| answer.unwrap().remove(0))
+            .collect();
+        assert_eq!(
+            answers.iter().filter(|a| a.created).count(),
+            1,
+            "{answers:?}"
+        );
+        assert!(answers.iter().all(|a| a.id == answers[0].id), "{answers:?}");
+    }
+    assert_eq!(
+        store.task_list(TaskList::default()).await.unwrap().len(),
+        30
+    );
+}
