@@ -1,4 +1,5 @@
-//! The roles of Waft's pipeline, as libraries the binaries wire together.
+//! The roles of Waft's pipeline, as libraries the binaries wire together:
+//! so far the Store Consumer and the executor's heartbeat watchdog.
 //!
 //! Each role talks to the others only through narrow traits (`TaskStore`,
 //! `TaskQueue`), so the embedded mode runs them all in one process on SQLite
@@ -7,6 +8,10 @@
 
 pub mod clock;
 pub mod consumer;
+pub mod watchdog;
 
 pub use clock::{Clock, SystemClock};
 pub use consumer::{ConsumerConfig, ConsumerError, PollReport, StoreConsumer, Wake};
+pub use watchdog::{
+    HeartbeatConfig, HeartbeatFailure, HeartbeatSink, UnsafeHeartbeat, WatchEnd, watch,
+};
