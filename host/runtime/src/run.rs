@@ -321,9 +321,11 @@ fn trapped(
     }
 }
 
+/// Every pooling slot is taken: the host is full, the task is not at fault.
 fn is_allocation_failure(error: &wasmtime::Error) -> bool {
-    let text = error_chain(error);
-    text.contains("maximum concurrent") || text.contains("pooling allocator")
+    error
+        .downcast_ref::<wasmtime::PoolConcurrencyLimitError>()
+        .is_some()
 }
 
 fn truncate(mut text: String, max: usize) -> String {

@@ -603,3 +603,63 @@ async fn compiled_artifacts_are_cached_on_disk_by_content() {
     assert_eq!(execution.outcome.kind(), "success");
     assert!(std::fs::read(&files[0]).unwrap().len() > 1000);
 }
+
+#[tokio::test]
+async fn a_full_pool_is_a_host_error_not_the_lambdas() {
+    let runtime = Runtime::new(RuntimeConfig {
+        max_instances: 1,
+        allocator: waft_runtime::Allocator::Pooling,
+        ..RuntimeConfig::default()
+    })
+    .unwrap();
+    let sleepy = prepare(&runtime, samples::SLEEPY).await;
+    let hello = prepare(&runtime, samples::HELLO).await;
+    let kill = KillSwitch::new();
+    let holder = {
+        let kill = kill.clone();
+        tokio::spawn(async move {
+            let input = task("sleepy", json!({"steps": 1, "step_ms": 60_000}));
+            sleepy
+                .run(
+                    input,
+                    &Limits::default(),
+                    Arc::new(RecordingHost::default()),
+                    &kill,
+                )
+                .await
+        })
+    };
+    // Wait until the sleeper holds the only slot.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let refused = loop {
+        let execution = hello
+            .run(
+                task("hello", Value::Null),
+                &Limits::default(),
+                Arc::new(RecordingHost::default()),
+                &KillSwitch::new(),
+            )
+            .await;
+        if matches!(execution.outcome, Outcome::HostError { .. }) || Instant::now() > deadline {
+            break execution;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    assert!(
+        matches!(refused.outcome, Outcome::HostError { .. }),
+        "{:?}",
+        refused.outcome
+    );
+    kill.kill("test over");
+    assert_eq!(holder.await.unwrap().outcome.kind(), "killed");
+    // The slot is free again.
+    let execution = hello
+        .run(
+            task("hello", Value::Null),
+            &Limits::default(),
+            Arc::new(RecordingHost::default()),
+            &KillSwitch::new(),
+        )
+        .await;
+    assert_eq!(execution.outcome.kind(), "success");
+}
