@@ -58,6 +58,14 @@ async fn run(path: &str, payload: Value, limits: Limits) -> Execution {
     .await
 }
 
+/// Runs `input` with default limits, a local host and a switch nobody pulls.
+async fn run_default(lambda: &PreparedLambda, input: TaskInput) -> Execution {
+    let host = Arc::new(RecordingHost::default());
+    lambda
+        .run(input, &Limits::default(), host, &KillSwitch::new())
+        .await
+}
+
 fn output_json(execution: &Execution) -> Value {
     match &execution.outcome {
         Outcome::Success {
@@ -509,14 +517,7 @@ async fn many_tasks_run_at_once_each_in_its_own_instance() {
     for i in 0..64 {
         let lambda = lambda.clone();
         handles.push(tokio::spawn(async move {
-            lambda
-                .run(
-                    task("hello", json!({"name": format!("n{i}")})),
-                    &Limits::default(),
-                    Arc::new(RecordingHost::default()),
-                    &KillSwitch::new(),
-                )
-                .await
+            run_default(&lambda, task("hello", json!({"name": format!("n{i}")}))).await
         }));
     }
     for (i, handle) in handles.into_iter().enumerate() {
@@ -534,14 +535,7 @@ async fn the_on_demand_allocator_runs_the_same_lambdas() {
     .unwrap();
     assert!(!runtime.is_pooling());
     let lambda = prepare(&runtime, samples::HELLO).await;
-    let execution = lambda
-        .run(
-            task("hello", Value::Null),
-            &Limits::default(),
-            Arc::new(RecordingHost::default()),
-            &KillSwitch::new(),
-        )
-        .await;
+    let execution = run_default(&lambda, task("hello", Value::Null)).await;
     assert_eq!(
         output_json(&execution),
         json!({"greeting": "Hello, world!"})
@@ -578,28 +572,14 @@ async fn compiled_artifacts_are_cached_on_disk_by_content() {
         .await
         .unwrap();
     let load_time = started.elapsed();
-    let execution = cached
-        .run(
-            task("hello", Value::Null),
-            &Limits::default(),
-            Arc::new(RecordingHost::default()),
-            &KillSwitch::new(),
-        )
-        .await;
+    let execution = run_default(&cached, task("hello", Value::Null)).await;
     assert_eq!(execution.outcome.kind(), "success");
     println!("prepared from cache in {load_time:?}");
 
     // A corrupt artifact is replaced, not trusted.
     std::fs::write(&files[0], b"garbage").unwrap();
     let recompiled = Runtime::new(config).unwrap().prepare(&wasm).await.unwrap();
-    let execution = recompiled
-        .run(
-            task("hello", Value::Null),
-            &Limits::default(),
-            Arc::new(RecordingHost::default()),
-            &KillSwitch::new(),
-        )
-        .await;
+    let execution = run_default(&recompiled, task("hello", Value::Null)).await;
     assert_eq!(execution.outcome.kind(), "success");
     assert!(std::fs::read(&files[0]).unwrap().len() > 1000);
 }
@@ -632,14 +612,7 @@ async fn a_full_pool_is_a_host_error_not_the_lambdas() {
     // Wait until the sleeper holds the only slot.
     let deadline = Instant::now() + Duration::from_secs(10);
     let refused = loop {
-        let execution = hello
-            .run(
-                task("hello", Value::Null),
-                &Limits::default(),
-                Arc::new(RecordingHost::default()),
-                &KillSwitch::new(),
-            )
-            .await;
+        let execution = run_default(&hello, task("hello", Value::Null)).await;
         if matches!(execution.outcome, Outcome::HostError { .. }) || Instant::now() > deadline {
             break execution;
         }
@@ -653,13 +626,6 @@ async fn a_full_pool_is_a_host_error_not_the_lambdas() {
     kill.kill("test over");
     assert_eq!(holder.await.unwrap().outcome.kind(), "killed");
     // The slot is free again.
-    let execution = hello
-        .run(
-            task("hello", Value::Null),
-            &Limits::default(),
-            Arc::new(RecordingHost::default()),
-            &KillSwitch::new(),
-        )
-        .await;
+    let execution = run_default(&hello, task("hello", Value::Null)).await;
     assert_eq!(execution.outcome.kind(), "success");
 }
