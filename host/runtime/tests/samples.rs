@@ -595,29 +595,22 @@ async fn a_full_pool_is_a_host_error_not_the_lambdas() {
     let sleepy = prepare(&runtime, samples::SLEEPY).await;
     let hello = prepare(&runtime, samples::HELLO).await;
     let kill = KillSwitch::new();
+    let sleeper_host = Arc::new(RecordingHost::default());
     let holder = {
         let kill = kill.clone();
+        let host = sleeper_host.clone();
         tokio::spawn(async move {
-            let input = task("sleepy", json!({"steps": 1, "step_ms": 60_000}));
-            sleepy
-                .run(
-                    input,
-                    &Limits::default(),
-                    Arc::new(RecordingHost::default()),
-                    &kill,
-                )
-                .await
+            let input = task("sleepy", json!({"steps": 100_000, "step_ms": 20}));
+            sleepy.run(input, &Limits::default(), host, &kill).await
         })
     };
-    // Wait until the sleeper holds the only slot.
+    // Once the sleeper has heartbeaten it is running, so it holds the only slot.
     let deadline = Instant::now() + Duration::from_secs(10);
-    let refused = loop {
-        let execution = run_default(&hello, task("hello", Value::Null)).await;
-        if matches!(execution.outcome, Outcome::HostError { .. }) || Instant::now() > deadline {
-            break execution;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    };
+    while sleeper_host.heartbeats().is_empty() {
+        assert!(Instant::now() < deadline, "the sleeper never started");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let refused = run_default(&hello, task("hello", Value::Null)).await;
     assert!(
         matches!(refused.outcome, Outcome::HostError { .. }),
         "{:?}",
