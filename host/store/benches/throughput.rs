@@ -218,6 +218,7 @@ async fn throughput(store: &dyn TaskStore, tasks: usize, batch: usize, streams: 
                     id: id.clone(),
                     lease_token: *lease,
                     outcome: ResultOutcome::Success { output: None },
+                    log: None,
                 })
                 .collect();
             store

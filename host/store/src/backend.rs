@@ -563,11 +563,12 @@ macro_rules! sql_task_store {
                         repeats.push((index, result.id, result.lease_token));
                         continue;
                     }
+                    let log = result.log;
                     match result.outcome {
-                        ResultOutcome::Success { output } => finals.push((index, result.id, result.lease_token, TaskStatus::Success, output, None)),
-                        ResultOutcome::Fatal { error } => finals.push((index, result.id, result.lease_token, TaskStatus::FatalFailure, None, Some(error))),
+                        ResultOutcome::Success { output } => finals.push((index, result.id, result.lease_token, TaskStatus::Success, output, None, log)),
+                        ResultOutcome::Fatal { error } => finals.push((index, result.id, result.lease_token, TaskStatus::FatalFailure, None, Some(error), log)),
                         ResultOutcome::Retriable { error, retry_after } => {
-                            retries.push((index, result.id, result.lease_token, error, retry_after))
+                            retries.push((index, result.id, result.lease_token, error, retry_after, log))
                         }
                     }
                 }
@@ -577,21 +578,24 @@ macro_rules! sql_task_store {
                 if !finals.is_empty() {
                     let rows: Vec<_> = finals
                         .iter()
-                        .map(|(_, id, lease, status, output, error)| serde_json::json!({
+                        .map(|(_, id, lease, status, output, error, log)| serde_json::json!({
                             "id": id,
                             "lease": lease,
                             "status": status.as_str(),
                             "output": output.as_ref().map(hex::encode),
                             "error": error,
+                            "log": log,
                         }))
                         .collect();
                     let ended: Vec<String> = sqlx::query_scalar(sql(format!(
                         "UPDATE tasks SET status = r.result_status, output = {output}, \
-                         last_error = r.result_error, next_trigger_at = NULL, finished_at = $2 \
+                         last_error = r.result_error, log = r.result_log, next_trigger_at = NULL, \
+                         finished_at = $2 \
                          FROM (SELECT j.value->>'id' AS result_id, \
                             CAST(j.value->>'lease' AS BIGINT) AS result_lease, \
                             j.value->>'status' AS result_status, j.value->>'output' AS result_output, \
-                            j.value->>'error' AS result_error FROM {rows}) AS r \
+                            j.value->>'error' AS result_error, j.value->>'log' AS result_log \
+                            FROM {rows}) AS r \
                          WHERE tasks.id = r.result_id AND tasks.lease_token = r.result_lease \
                          AND (tasks.status IN ('claimed', 'processing')) = TRUE RETURNING id",
                         output = unhex("r.result_output"),
@@ -602,7 +606,7 @@ macro_rules! sql_task_store {
                     .fetch_all(&mut *tx)
                     .await?;
                     let ended: std::collections::HashSet<String> = ended.into_iter().collect();
-                    for (index, id, lease, status, _, _) in finals {
+                    for (index, id, lease, status, ..) in finals {
                         answers[index] = Some(if ended.contains(&id) {
                             Ok(status)
                         } else {
@@ -613,7 +617,7 @@ macro_rules! sql_task_store {
 
                 // Retries depend on the attempts left and the lambda's backoff.
                 let mut updates = Vec::with_capacity(retries.len());
-                for (index, id, lease, error, retry_after) in retries {
+                for (index, id, lease, error, retry_after, log) in retries {
                     let row = sqlx::query(
                         "SELECT t.status, t.lease_token, t.attempt, t.max_attempts, \
                          v.backoff_base_ms, v.backoff_factor, v.backoff_max_ms FROM tasks t \
@@ -644,6 +648,7 @@ macro_rules! sql_task_store {
                         "lease": lease,
                         "status": plan.status.as_str(),
                         "error": error,
+                        "log": log,
                         "next": plan.next_trigger_at,
                         "finished": plan.finished_at,
                     }));
@@ -652,12 +657,12 @@ macro_rules! sql_task_store {
                 if !updates.is_empty() {
                     sqlx::query(sql(format!(
                         "UPDATE tasks SET status = r.result_status, last_error = r.result_error, \
-                         next_trigger_at = r.result_next, due_at = COALESCE(r.result_next, due_at), \
+                         log = r.result_log, next_trigger_at = r.result_next, due_at = COALESCE(r.result_next, due_at), \
                          finished_at = r.result_finished \
                          FROM (SELECT j.value->>'id' AS result_id, \
                             CAST(j.value->>'lease' AS BIGINT) AS result_lease, \
                             j.value->>'status' AS result_status, j.value->>'error' AS result_error, \
-                            CAST(j.value->>'next' AS BIGINT) AS result_next, \
+                            j.value->>'log' AS result_log, CAST(j.value->>'next' AS BIGINT) AS result_next, \
                             CAST(j.value->>'finished' AS BIGINT) AS result_finished FROM {}) AS r \
                          WHERE tasks.id = r.result_id AND tasks.lease_token = r.result_lease",
                         $json_rows,

@@ -40,6 +40,8 @@ pub struct Task {
     /// The latest progress note of a heartbeat.
     pub progress: Option<String>,
     pub last_error: Option<String>,
+    /// What the last execution logged, one record a line.
+    pub log: Option<String>,
     pub output: Option<Vec<u8>>,
     pub parent_id: Option<String>,
     pub idempotency_key: Option<String>,
@@ -196,6 +198,8 @@ pub struct TaskResult {
     pub id: String,
     pub lease_token: i64,
     pub outcome: ResultOutcome,
+    /// What the execution logged, one record a line.
+    pub log: Option<String>,
 }
 
 /// How an execution ended, as far as the store cares.

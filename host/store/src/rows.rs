@@ -62,7 +62,7 @@ fn small<T: TryFrom<i64>>(value: i64, column: &str) -> Result<T, StoreError> {
 /// The columns [`task`] reads, for `SELECT` and `RETURNING` lists.
 pub(crate) const TASK_COLUMNS: &str = "id, lambda, collection, priority, payload, status, attempt, \
     max_attempts, scheduled_at, next_trigger_at, held, enqueue_token, lease_token, created_at, \
-    enqueued_at, claimed_at, heartbeat_at, finished_at, progress, last_error, output, parent_id, \
+    enqueued_at, claimed_at, heartbeat_at, finished_at, progress, last_error, log, output, parent_id, \
     idempotency_key, schedule_id";
 
 pub(crate) fn task(row: &impl RowExt) -> Result<Task, StoreError> {
@@ -90,6 +90,7 @@ pub(crate) fn task(row: &impl RowExt) -> Result<Task, StoreError> {
         finished_at: row.opt_int("finished_at")?,
         progress: row.opt_text("progress")?,
         last_error: row.opt_text("last_error")?,
+        log: row.opt_text("log")?,
         output: row.opt_bytes("output")?,
         parent_id: row.opt_text("parent_id")?,
         idempotency_key: row.opt_text("idempotency_key")?,

@@ -132,6 +132,7 @@ pub async fn finish(
                 id: id.into(),
                 lease_token: lease,
                 outcome,
+                log: Some(format!("the log of lease {lease}")),
             }],
             now,
         })
@@ -273,6 +274,10 @@ pub async fn the_happy_path_follows_the_state_table(store: &dyn TaskStore) {
     assert_eq!(
         (task.output.as_deref(), task.finished_at),
         (Some(&b"out"[..]), Some(T0 + 30))
+    );
+    assert_eq!(
+        task.log,
+        Some(format!("the log of lease {}", claimed.lease_token))
     );
     assert!(poll(store, T0 + 10_000_000).await.enqueued.is_empty());
 }
@@ -483,6 +488,8 @@ pub async fn retriable_failures_back_off_then_die(store: &dyn TaskStore) {
         (TaskStatus::Dead, None)
     );
     assert_eq!(task.last_error.as_deref(), Some("still busy"));
+    // The log kept is the last execution's.
+    assert_eq!(task.log, Some(format!("the log of lease {lease}")));
 }
 
 pub async fn a_fatal_failure_is_final(store: &dyn TaskStore) {
