@@ -1,17 +1,32 @@
 //! The roles of Waft's pipeline, as libraries the binaries wire together:
-//! so far the Store Consumer and the executor's heartbeat watchdog.
+//! Frontend, Store Consumer, Controller, Executor and HSC.
 //!
-//! Each role talks to the others only through narrow traits (`TaskStore`,
-//! `TaskQueue`), so the embedded mode runs them all in one process on SQLite
-//! and in-process queues, and the distributed mode runs each on its own on
-//! Postgres and SQS, through the same code.
+//! Each role reaches the others only through narrow traits: the store and
+//! queues through `TaskStore` and `TaskQueue`, the other roles through
+//! [`FrontendApi`], [`ControllerApi`] and [`HscApi`]. In `waft dev` the
+//! traits are the roles themselves, all in one process on SQLite and
+//! in-process queues; in the distributed mode they are gRPC clients
+//! (`waft-api`) and each role runs on its own on Postgres and SQS — through
+//! the same code.
 
+pub mod api;
 pub mod clock;
 pub mod consumer;
+pub mod controller;
+pub mod error;
+pub mod executor;
+pub mod frontend;
+pub mod hsc;
 pub mod watchdog;
 
+pub use api::{ControllerApi, FrontendApi, HscApi, LambdaSlots, NextWork, RunAt, TaskRequest};
 pub use clock::{Clock, SystemClock};
 pub use consumer::{ConsumerConfig, ConsumerError, PollReport, StoreConsumer, Wake};
+pub use controller::{Controller, ControllerConfig};
+pub use error::{ServiceError, ServiceResult};
+pub use executor::{Executor, ExecutorConfig};
+pub use frontend::{DueSignal, Frontend};
+pub use hsc::Hsc;
 pub use watchdog::{
     HeartbeatConfig, HeartbeatFailure, HeartbeatSink, UnsafeHeartbeat, WatchEnd, watch,
 };

@@ -1,0 +1,117 @@
+//! What each role offers the others, as one narrow trait per role.
+//!
+//! Every trait has two implementations: the role itself (used directly in
+//! `waft dev`, where all roles share a process) and a gRPC client in
+//! `waft-api` (used when each role is its own process). Callers hold an
+//! `Arc<dyn …Api>` and cannot tell which: one code path for both modes.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use waft_core::{LambdaConfig, TaskStatus};
+use waft_store::{
+    ClaimedTask, Heartbeat, Lambda, Millis, Refusal, Task, TaskInserted, TaskList, TaskResult,
+};
+
+use crate::ServiceResult;
+
+/// When a task should run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RunAt {
+    /// As soon as possible.
+    #[default]
+    Now,
+    /// At this Unix time in milliseconds.
+    At(Millis),
+    /// This long after the Frontend receives the request (its clock, not
+    /// the client's).
+    After(Duration),
+}
+
+/// A task a client asks for.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct TaskRequest {
+    pub lambda: String,
+    pub payload: Vec<u8>,
+    /// `default` when absent.
+    pub collection: Option<String>,
+    /// The lambda's default priority when absent.
+    pub priority: Option<u8>,
+    pub run_at: RunAt,
+    /// A second request with the same key (per lambda) returns the first
+    /// task instead of creating another.
+    pub idempotency_key: Option<String>,
+    pub parent_id: Option<String>,
+}
+
+/// The Frontend: scheduling, inspection and deployment.
+#[async_trait]
+pub trait FrontendApi: Send + Sync {
+    /// Stores tasks, all or none; answers their ids in order.
+    async fn task_schedule_many(&self, tasks: Vec<TaskRequest>)
+    -> ServiceResult<Vec<TaskInserted>>;
+    /// One task.
+    async fn task_get(&self, id: &str) -> ServiceResult<Task>;
+    /// Tasks in id order, filtered, one page.
+    async fn task_list(&self, filter: TaskList) -> ServiceResult<Vec<Task>>;
+    /// Cancels a task that has not ended.
+    async fn task_cancel(&self, id: &str) -> ServiceResult<Task>;
+    /// Checks a component and its config, and deploys them as the lambda's
+    /// next version.
+    async fn lambda_deploy(
+        &self,
+        name: &str,
+        component: Vec<u8>,
+        config: LambdaConfig,
+    ) -> ServiceResult<Lambda>;
+    /// A lambda at a version, or at its current one.
+    async fn lambda_get(&self, name: &str, version: Option<u32>) -> ServiceResult<Lambda>;
+    /// Every lambda at its current version.
+    async fn lambda_list(&self) -> ServiceResult<Vec<Lambda>>;
+    /// A component's bytes by digest.
+    async fn component_get(&self, digest: &str) -> ServiceResult<Vec<u8>>;
+}
+
+/// Room for more tasks of one lambda on an executor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LambdaSlots {
+    pub lambda: String,
+    pub free: u32,
+}
+
+/// An executor's request for work.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NextWork {
+    /// Only these lambdas, at most this many of each.
+    pub slots: Vec<LambdaSlots>,
+    /// How long to wait for the first task (long poll).
+    pub wait: Duration,
+}
+
+/// The Controller: hands claimed tasks to executors.
+#[async_trait]
+pub trait ControllerApi: Send + Sync {
+    /// Claimed tasks, highest priority first; empty when none came within
+    /// the wait.
+    async fn next_work(&self, request: NextWork) -> ServiceResult<Vec<ClaimedTask>>;
+}
+
+/// The Heartbeat & Status Controller: the only writer of execution state.
+#[async_trait]
+pub trait HscApi: Send + Sync {
+    /// Claims enqueued tasks, each with the enqueue token of its message.
+    async fn task_claim_many(
+        &self,
+        claims: Vec<(String, i64)>,
+    ) -> ServiceResult<Vec<Result<ClaimedTask, Refusal>>>;
+    /// Heartbeats running tasks; a refusal means the lease is lost.
+    async fn task_heartbeat_many(
+        &self,
+        beats: Vec<Heartbeat>,
+    ) -> ServiceResult<Vec<Result<(), Refusal>>>;
+    /// Records the outcomes of executions; stale leases are refused.
+    async fn task_set_result_many(
+        &self,
+        results: Vec<TaskResult>,
+    ) -> ServiceResult<Vec<Result<TaskStatus, Refusal>>>;
+}

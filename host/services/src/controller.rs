@@ -1,0 +1,348 @@
+//! The Controller: between a host's queues and its executors.
+//!
+//! For every `<lambda, priority>` it serves, a poller long-polls the queue
+//! into a bounded local buffer: a backlog at one priority fills only its own
+//! buffer, so it never stands in front of another priority's tasks. An
+//! executor's `NextWork` takes from the buffers of the lambdas it has room
+//! for, highest priority first, and the Controller claims the tasks at the
+//! HSC before answering: only claimed tasks are handed out. A message whose
+//! claim is refused (a duplicate, a task cancelled meanwhile) is dropped; a
+//! message that could not be claimed at all (HSC unreachable) is left
+//! unacknowledged and the queue delivers it again.
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::sync::{Notify, Semaphore};
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use waft_queue::{Delivery, QueueKey, TaskQueue};
+use waft_store::{ClaimedTask, Refusal};
+
+use crate::{
+    ControllerApi, FrontendApi, HscApi, LambdaSlots, NextWork, ServiceError, ServiceResult,
+};
+
+/// The longest a `NextWork` call may wait.
+pub const MAX_NEXT_WORK_WAIT: Duration = Duration::from_secs(30);
+/// The most tasks one `NextWork` answer carries.
+pub const MAX_NEXT_WORK_TASKS: usize = 1000;
+
+/// Settings of a Controller.
+#[derive(Debug, Clone)]
+pub struct ControllerConfig {
+    /// The lambdas whose queues it polls; every lambda when empty.
+    pub lambdas: Vec<String>,
+    /// Messages buffered per `<lambda, priority>` (default 256).
+    pub buffer: usize,
+    /// Messages asked for per receive (default 10, the most SQS allows).
+    pub receive_batch: usize,
+    /// How long one receive waits for messages (default 1 s; at most 20 s
+    /// on SQS).
+    pub receive_wait: Duration,
+    /// How often it looks for newly deployed lambdas (default 1 s).
+    pub refresh: Duration,
+}
+
+impl Default for ControllerConfig {
+    fn default() -> Self {
+        Self {
+            lambdas: Vec::new(),
+            buffer: 256,
+            receive_batch: 10,
+            receive_wait: Duration::from_secs(1),
+            refresh: Duration::from_secs(1),
+        }
+    }
+}
+
+impl ControllerConfig {
+    /// Refuses settings that cannot work.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.buffer == 0 || self.receive_batch == 0 {
+            return Err("controller buffer and receive batch must be above zero".into());
+        }
+        if self.receive_wait > Duration::from_secs(20) {
+            return Err(format!(
+                "controller receive wait is {:?}; queues long-poll for at most 20 s",
+                self.receive_wait
+            ));
+        }
+        if self.refresh.is_zero() {
+            return Err("controller refresh interval must be above zero".into());
+        }
+        Ok(())
+    }
+}
+
+/// The buffer of one queue, and the room its poller may fill.
+struct Buffer {
+    deliveries: VecDeque<Delivery>,
+    room: Arc<Semaphore>,
+}
+
+/// The Controller role. Cheap to clone.
+#[derive(Clone)]
+pub struct Controller {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    queue: Arc<dyn TaskQueue>,
+    hsc: Arc<dyn HscApi>,
+    frontend: Arc<dyn FrontendApi>,
+    config: ControllerConfig,
+    /// Per lambda, per priority (the index).
+    buffers: Mutex<HashMap<String, Vec<Buffer>>>,
+    /// Messages arrived in some buffer.
+    arrived: Notify,
+    /// An executor asked for a lambda with no poller yet.
+    discover: Notify,
+}
+
+impl Controller {
+    /// A Controller taking messages from `queue`, claiming at `hsc`, and
+    /// learning of lambdas from `frontend`.
+    pub fn new(
+        queue: Arc<dyn TaskQueue>,
+        hsc: Arc<dyn HscApi>,
+        frontend: Arc<dyn FrontendApi>,
+        config: ControllerConfig,
+    ) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                queue,
+                hsc,
+                frontend,
+                config,
+                buffers: Mutex::default(),
+                arrived: Notify::new(),
+                discover: Notify::new(),
+            }),
+        }
+    }
+
+    /// Polls the queues until `shutdown` resolves, starting a poller for
+    /// each `<lambda, priority>` as lambdas are deployed.
+    pub async fn run(&self, shutdown: impl std::future::Future<Output = ()>) {
+        tokio::pin!(shutdown);
+        let mut pollers = JoinSet::new();
+        loop {
+            if let Err(error) = self.discover(&mut pollers).await {
+                tracing::warn!(%error, "controller cannot list lambdas");
+            }
+            tokio::select! {
+                () = &mut shutdown => break,
+                () = self.inner.discover.notified() => {}
+                () = tokio::time::sleep(self.inner.config.refresh) => {}
+            }
+        }
+        pollers.shutdown().await;
+    }
+
+    /// Starts pollers for the queues of lambdas (or priority levels) new
+    /// since the last look.
+    async fn discover(&self, pollers: &mut JoinSet<()>) -> ServiceResult<()> {
+        let lambdas = self.inner.frontend.lambda_list().await?;
+        let served = &self.inner.config.lambdas;
+        let mut new_keys = Vec::new();
+        {
+            let mut buffers = lock(&self.inner.buffers);
+            for lambda in lambdas {
+                if !served.is_empty() && !served.contains(&lambda.name) {
+                    continue;
+                }
+                let levels = buffers.entry(lambda.name.clone()).or_default();
+                while levels.len() < usize::from(lambda.config.priorities) {
+                    let room = Arc::new(Semaphore::new(self.inner.config.buffer));
+                    new_keys.push((
+                        QueueKey::new(&lambda.name, levels.len() as u8),
+                        room.clone(),
+                    ));
+                    levels.push(Buffer {
+                        deliveries: VecDeque::new(),
+                        room,
+                    });
+                }
+            }
+        }
+        for (key, room) in new_keys {
+            tracing::debug!(queue = %key, "polling");
+            let inner = self.inner.clone();
+            pollers.spawn(async move { inner.poll(key, room).await });
+        }
+        Ok(())
+    }
+}
+
+impl Inner {
+    /// Fills one buffer from its queue, forever.
+    async fn poll(&self, key: QueueKey, room: Arc<Semaphore>) {
+        let mut failures = 0u32;
+        loop {
+            // Wait for room for one message, then take what else is free.
+            let Ok(first) = room.acquire().await else {
+                return;
+            };
+            first.forget();
+            let extra = room
+                .available_permits()
+                .min(self.config.receive_batch.saturating_sub(1));
+            if extra > 0
+                && let Ok(permits) = room.try_acquire_many(extra as u32)
+            {
+                permits.forget();
+            }
+            let asked = 1 + extra;
+            match self
+                .queue
+                .queue_receive(&key, asked, self.config.receive_wait)
+                .await
+            {
+                Ok(deliveries) => {
+                    failures = 0;
+                    room.add_permits(asked - deliveries.len());
+                    if deliveries.is_empty() {
+                        continue;
+                    }
+                    let mut buffers = lock(&self.buffers);
+                    if let Some(buffer) = buffers
+                        .get_mut(&key.lambda)
+                        .and_then(|levels| levels.get_mut(usize::from(key.priority)))
+                    {
+                        buffer.deliveries.extend(deliveries);
+                    }
+                    drop(buffers);
+                    self.arrived.notify_waiters();
+                }
+                Err(error) => {
+                    room.add_permits(asked);
+                    failures += 1;
+                    tracing::warn!(queue = %key, %error, "cannot receive from the queue");
+                    let pause = Duration::from_millis(100 << failures.min(5));
+                    tokio::time::sleep(pause).await;
+                }
+            }
+        }
+    }
+
+    /// Takes buffered messages for the slots, highest priority first.
+    fn take(&self, slots: &[LambdaSlots]) -> Vec<(QueueKey, Delivery)> {
+        let mut taken = Vec::new();
+        let mut buffers = lock(&self.buffers);
+        for slot in slots {
+            let Some(levels) = buffers.get_mut(&slot.lambda) else {
+                continue;
+            };
+            let mut free = slot.free as usize;
+            for (priority, buffer) in levels.iter_mut().enumerate().rev() {
+                let count = free
+                    .min(buffer.deliveries.len())
+                    .min(MAX_NEXT_WORK_TASKS - taken.len());
+                if count == 0 {
+                    continue;
+                }
+                buffer.room.add_permits(count);
+                free -= count;
+                let key = QueueKey::new(&slot.lambda, priority as u8);
+                taken.extend(
+                    buffer
+                        .deliveries
+                        .drain(..count)
+                        .map(|delivery| (key.clone(), delivery)),
+                );
+            }
+        }
+        taken
+    }
+
+    /// Claims taken messages at the HSC; acknowledges every message that
+    /// got an answer.
+    async fn claim(&self, taken: Vec<(QueueKey, Delivery)>) -> ServiceResult<Vec<ClaimedTask>> {
+        let claims = taken
+            .iter()
+            .map(|(_, d)| (d.message.task_id.clone(), d.message.enqueue_token))
+            .collect();
+        let answers = self.hsc.task_claim_many(claims).await?;
+        if answers.len() != taken.len() {
+            return Err(ServiceError::Internal(format!(
+                "the HSC answered {} claims with {} answers",
+                taken.len(),
+                answers.len()
+            )));
+        }
+        let mut acks: BTreeMap<QueueKey, Vec<String>> = BTreeMap::new();
+        let mut claimed = Vec::with_capacity(answers.len());
+        for ((key, delivery), answer) in taken.into_iter().zip(answers) {
+            match answer {
+                Ok(task) => claimed.push(task),
+                Err(refusal) => log_refusal(&delivery, &refusal),
+            }
+            acks.entry(key).or_default().push(delivery.receipt);
+        }
+        let queue = self.queue.clone();
+        tokio::spawn(async move {
+            for (key, receipts) in acks {
+                if let Err(error) = queue.queue_ack_many(&key, receipts).await {
+                    tracing::warn!(queue = %key, %error, "cannot acknowledge messages; their claims will be refused when they come back");
+                }
+            }
+        });
+        Ok(claimed)
+    }
+}
+
+fn log_refusal(delivery: &Delivery, refusal: &Refusal) {
+    tracing::debug!(task = %delivery.message.task_id, ?refusal, "claim refused; message dropped");
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+#[async_trait]
+impl ControllerApi for Controller {
+    async fn next_work(&self, request: NextWork) -> ServiceResult<Vec<ClaimedTask>> {
+        let inner = &self.inner;
+        let served = &inner.config.lambdas;
+        let unknown: HashSet<&str> = {
+            let buffers = lock(&inner.buffers);
+            request
+                .slots
+                .iter()
+                .map(|slot| slot.lambda.as_str())
+                .filter(|lambda| !buffers.contains_key(*lambda))
+                .collect()
+        };
+        if let Some(lambda) = unknown
+            .iter()
+            .find(|l| !served.is_empty() && !served.iter().any(|s| s == *l))
+        {
+            return Err(ServiceError::FailedPrecondition(format!(
+                "this controller does not serve lambda {lambda:?}"
+            )));
+        }
+        if !unknown.is_empty() {
+            inner.discover.notify_one();
+        }
+        let deadline = Instant::now() + request.wait.min(MAX_NEXT_WORK_WAIT);
+        loop {
+            let arrived = inner.arrived.notified();
+            tokio::pin!(arrived);
+            arrived.as_mut().enable();
+            let taken = inner.take(&request.slots);
+            if !taken.is_empty() {
+                let claimed = inner.claim(taken).await?;
+                if !claimed.is_empty() {
+                    return Ok(claimed);
+                }
+                continue;
+            }
+            if tokio::time::timeout_at(deadline, arrived).await.is_err() {
+                return Ok(Vec::new());
+            }
+        }
+    }
+}

@@ -1,0 +1,599 @@
+//! The Executor: runs claimed tasks in the sandbox and reports how they
+//! ended.
+//!
+//! It asks its Controller for work only for the lambdas it has room for
+//! (each lambda's `concurrency`, and `max_tasks` in all), runs every task in
+//! its own instance under the limits of the lambda version the task was
+//! claimed with (loading new versions as they appear, without a restart),
+//! and while a task runs the heartbeat watchdog keeps its lease alive — or
+//! stops the instance when the lease is lost or three heartbeats in a row
+//! fail. A stopped execution reports nothing: the store re-enqueues the task
+//! after the heartbeat timeout, by which time the instance is long gone.
+//!
+//! Results are batched: every result ready when the reporter is free goes
+//! to the HSC in one call.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, UNIX_EPOCH};
+
+use async_trait::async_trait;
+use tokio::sync::{Notify, OnceCell, mpsc};
+use tokio::time::Instant;
+use waft_core::LambdaConfig;
+use waft_runtime::{
+    ChildRequest, Execution, KillSwitch, LeaseLost, Limit, Outcome, PreparedLambda, Runtime,
+    ScheduleRejection, TaskHost, TaskInput, TaskLog,
+};
+use waft_store::{ClaimedTask, Heartbeat, Lambda, ResultOutcome, TaskResult};
+
+use crate::{
+    ControllerApi, FrontendApi, HeartbeatConfig, HeartbeatFailure, HeartbeatSink, HscApi,
+    LambdaSlots, NextWork, RunAt, ServiceError, TaskRequest, WatchEnd, watch,
+};
+
+/// Settings of an Executor.
+#[derive(Debug, Clone)]
+pub struct ExecutorConfig {
+    /// The lambdas it runs; every lambda when empty.
+    pub lambdas: Vec<String>,
+    /// Tasks running at once, all lambdas together (default 256).
+    pub max_tasks: usize,
+    /// Heartbeat timing; must match the HSC's.
+    pub heartbeat: HeartbeatConfig,
+    /// How long one `NextWork` call waits for work (default 1 s).
+    pub next_work_wait: Duration,
+    /// How often it re-reads the lambdas' settings (default 1 s).
+    pub refresh: Duration,
+    /// On shutdown, how long running tasks may finish before they are
+    /// stopped (default 10 s). A stopped task runs again elsewhere.
+    pub shutdown_grace: Duration,
+}
+
+impl Default for ExecutorConfig {
+    fn default() -> Self {
+        Self {
+            lambdas: Vec::new(),
+            max_tasks: 256,
+            heartbeat: HeartbeatConfig::default(),
+            next_work_wait: Duration::from_secs(1),
+            refresh: Duration::from_secs(1),
+            shutdown_grace: Duration::from_secs(10),
+        }
+    }
+}
+
+impl ExecutorConfig {
+    /// Refuses settings that cannot work or would let a task run twice at
+    /// once.
+    pub fn validate(&self) -> Result<(), String> {
+        self.heartbeat.validate().map_err(|e| e.to_string())?;
+        if self.max_tasks == 0 {
+            return Err("executor max_tasks must be above zero".into());
+        }
+        if self.refresh.is_zero() {
+            return Err("executor refresh interval must be above zero".into());
+        }
+        Ok(())
+    }
+}
+
+/// Loaded lambda versions by name and version; a failed load leaves its
+/// cell empty, so it is retried.
+type Versions = Mutex<HashMap<(String, u32), Arc<OnceCell<Arc<Loaded>>>>>;
+
+/// A lambda version ready to run.
+struct Loaded {
+    prepared: PreparedLambda,
+    config: LambdaConfig,
+}
+
+/// The Executor role.
+pub struct Executor {
+    runtime: Arc<Runtime>,
+    controller: Arc<dyn ControllerApi>,
+    hsc: Arc<dyn HscApi>,
+    frontend: Arc<dyn FrontendApi>,
+    config: ExecutorConfig,
+    versions: Versions,
+    /// Running tasks per lambda.
+    running: Mutex<HashMap<String, usize>>,
+    running_total: AtomicUsize,
+    /// A task ended: there is room again.
+    freed: Notify,
+}
+
+impl Executor {
+    /// An Executor running tasks from `controller` in `runtime`, reporting to
+    /// `hsc`, loading lambdas and scheduling child tasks through `frontend`.
+    pub fn new(
+        runtime: Arc<Runtime>,
+        controller: Arc<dyn ControllerApi>,
+        hsc: Arc<dyn HscApi>,
+        frontend: Arc<dyn FrontendApi>,
+        config: ExecutorConfig,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            runtime,
+            controller,
+            hsc,
+            frontend,
+            config,
+            versions: Mutex::default(),
+            running: Mutex::default(),
+            running_total: AtomicUsize::new(0),
+            freed: Notify::new(),
+        })
+    }
+
+    /// Tasks running now.
+    pub fn running(&self) -> usize {
+        self.running_total.load(Ordering::Acquire)
+    }
+
+    /// Takes and runs work until `shutdown` resolves, then lets running
+    /// tasks finish within the grace period, stops the rest and delivers
+    /// the last results.
+    pub async fn run(self: Arc<Self>, shutdown: impl std::future::Future<Output = ()>) {
+        tokio::pin!(shutdown);
+        let (results, reporter) = ResultReporter::start(self.hsc.clone(), self.config.heartbeat);
+        let kills = Arc::new(Mutex::new(HashMap::<(String, i64), KillSwitch>::new()));
+        let mut lambdas: Vec<Lambda> = Vec::new();
+        let mut refreshed: Option<Instant> = None;
+        let mut failures = 0u32;
+        loop {
+            if refreshed.is_none_or(|at| at.elapsed() >= self.config.refresh) {
+                match self.frontend.lambda_list().await {
+                    Ok(list) => {
+                        lambdas = list;
+                        refreshed = Some(Instant::now());
+                    }
+                    Err(error) => tracing::warn!(%error, "executor cannot list lambdas"),
+                }
+            }
+            let slots = self.slots(&lambdas);
+            if slots.is_empty() {
+                // Full, or nothing deployed yet.
+                tokio::select! {
+                    () = &mut shutdown => break,
+                    () = self.freed.notified() => {}
+                    () = tokio::time::sleep(self.config.refresh) => {}
+                }
+                continue;
+            }
+            let request = NextWork {
+                slots,
+                wait: self.config.next_work_wait,
+            };
+            let work = tokio::select! {
+                () = &mut shutdown => break,
+                work = self.controller.next_work(request) => work,
+            };
+            let tasks = match work {
+                Ok(tasks) => {
+                    failures = 0;
+                    tasks
+                }
+                Err(error) => {
+                    failures += 1;
+                    tracing::warn!(%error, "cannot get work from the controller");
+                    let pause = Duration::from_millis(50 << failures.min(6));
+                    tokio::select! {
+                        () = &mut shutdown => break,
+                        () = tokio::time::sleep(pause) => continue,
+                    }
+                }
+            };
+            for task in tasks {
+                self.start(task, &results, &kills);
+            }
+        }
+        self.drain(&kills).await;
+        drop(results);
+        let _ = reporter.await;
+    }
+
+    /// Room for each served lambda now.
+    fn slots(&self, lambdas: &[Lambda]) -> Vec<LambdaSlots> {
+        let total_free = self.config.max_tasks.saturating_sub(self.running());
+        if total_free == 0 {
+            return Vec::new();
+        }
+        let running = lock(&self.running);
+        lambdas
+            .iter()
+            .filter(|l| self.config.lambdas.is_empty() || self.config.lambdas.contains(&l.name))
+            .filter_map(|lambda| {
+                let busy = running.get(&lambda.name).copied().unwrap_or(0);
+                let free = (lambda.config.concurrency as usize)
+                    .saturating_sub(busy)
+                    .min(total_free);
+                (free > 0).then(|| LambdaSlots {
+                    lambda: lambda.name.clone(),
+                    free: u32::try_from(free).unwrap_or(u32::MAX),
+                })
+            })
+            .collect()
+    }
+
+    fn start(
+        self: &Arc<Self>,
+        task: ClaimedTask,
+        results: &mpsc::UnboundedSender<TaskResult>,
+        kills: &Arc<Mutex<HashMap<(String, i64), KillSwitch>>>,
+    ) {
+        *lock(&self.running).entry(task.lambda.clone()).or_default() += 1;
+        self.running_total.fetch_add(1, Ordering::AcqRel);
+        let kill = KillSwitch::new();
+        let key = (task.id.clone(), task.lease_token);
+        lock(kills).insert(key.clone(), kill.clone());
+        let this = self.clone();
+        let results = results.clone();
+        let kills = kills.clone();
+        tokio::spawn(async move {
+            let lambda = task.lambda.clone();
+            if let Some(result) = this.execute(task, kill).await {
+                let _ = results.send(result);
+            }
+            lock(&kills).remove(&key);
+            if let Some(count) = lock(&this.running).get_mut(&lambda) {
+                *count = count.saturating_sub(1);
+            }
+            this.running_total.fetch_sub(1, Ordering::AcqRel);
+            this.freed.notify_waiters();
+        });
+    }
+
+    /// Runs one task under its watchdog; the result to report, if any.
+    async fn execute(&self, task: ClaimedTask, kill: KillSwitch) -> Option<TaskResult> {
+        let host = Arc::new(ExecutionHost {
+            frontend: self.frontend.clone(),
+            task_id: task.id.clone(),
+            kill: kill.clone(),
+            progress: Mutex::new(None),
+            children: AtomicUsize::new(0),
+        });
+        let sink: Arc<dyn HeartbeatSink> = Arc::new(HscSink(self.hsc.clone()));
+        let (done, finished) = tokio::sync::oneshot::channel::<()>();
+        let execution = async {
+            let execution = self.run_task(&task, host.clone(), &kill).await;
+            let _ = done.send(());
+            execution
+        };
+        let watchdog = watch(
+            sink,
+            &task.id,
+            task.lease_token,
+            self.config.heartbeat,
+            &kill,
+            || lock(&host.progress).clone(),
+            async {
+                let _ = finished.await;
+            },
+        );
+        let (execution, watched) = tokio::join!(execution, watchdog);
+        if let WatchEnd::Stopped(why) = watched {
+            tracing::warn!(task = %task.id, %why, "execution stopped by its watchdog; reporting nothing");
+            return None;
+        }
+        let outcome = match execution.outcome {
+            Outcome::Success { output } => ResultOutcome::Success { output },
+            Outcome::Retriable {
+                message,
+                retry_after,
+            } => ResultOutcome::Retriable {
+                error: message,
+                retry_after,
+            },
+            Outcome::Fatal { message } => ResultOutcome::Fatal { error: message },
+            // A deadline may be missed under load; the other limits are
+            // the lambda's own doing and would be breached again.
+            Outcome::LimitExceeded {
+                limit: Limit::Deadline,
+                detail,
+            } => ResultOutcome::Retriable {
+                error: format!("limit exceeded: {detail}"),
+                retry_after: None,
+            },
+            Outcome::LimitExceeded { limit, detail } => ResultOutcome::Fatal {
+                error: format!("limit exceeded ({}): {detail}", limit.as_str()),
+            },
+            Outcome::Trapped { message } => ResultOutcome::Retriable {
+                error: format!("the lambda crashed: {message}"),
+                retry_after: None,
+            },
+            Outcome::HostError { message } => ResultOutcome::Retriable {
+                error: format!("the executor could not run the task: {message}"),
+                retry_after: None,
+            },
+            Outcome::Killed { reason } => {
+                tracing::info!(task = %task.id, %reason, "execution stopped; reporting nothing");
+                return None;
+            }
+        };
+        Some(TaskResult {
+            id: task.id,
+            lease_token: task.lease_token,
+            outcome,
+            log: render_log(&execution.log),
+        })
+    }
+
+    async fn run_task(
+        &self,
+        task: &ClaimedTask,
+        host: Arc<ExecutionHost>,
+        kill: &KillSwitch,
+    ) -> Execution {
+        let loaded = match self.load(&task.lambda, task.lambda_version).await {
+            Ok(loaded) => loaded,
+            Err(message) => {
+                return Execution {
+                    outcome: Outcome::HostError { message },
+                    log: TaskLog::default(),
+                    duration: Duration::ZERO,
+                    fuel_consumed: None,
+                    peak_memory: 0,
+                };
+            }
+        };
+        let input = TaskInput {
+            id: task.id.clone(),
+            lambda: task.lambda.clone(),
+            collection: task.collection.clone(),
+            priority: task.priority,
+            attempt: task.attempt,
+            scheduled_at: UNIX_EPOCH
+                + Duration::from_millis(u64::try_from(task.scheduled_at).unwrap_or(0)),
+            payload: task.payload.clone(),
+        };
+        loaded
+            .prepared
+            .run(input, &loaded.config.limits, host, kill)
+            .await
+    }
+
+    /// A lambda version, compiled (or taken from the artifact cache) on
+    /// first use.
+    async fn load(&self, name: &str, version: u32) -> Result<Arc<Loaded>, String> {
+        let cell = lock(&self.versions)
+            .entry((name.to_owned(), version))
+            .or_default()
+            .clone();
+        cell.get_or_try_init(|| async {
+            let lambda = self
+                .frontend
+                .lambda_get(name, Some(version))
+                .await
+                .map_err(|e| format!("cannot load lambda {name} version {version}: {e}"))?;
+            let component = self
+                .frontend
+                .component_get(&lambda.digest)
+                .await
+                .map_err(|e| format!("cannot load lambda {name} version {version}: {e}"))?;
+            let prepared = self
+                .runtime
+                .prepare(&component)
+                .await
+                .map_err(|e| format!("cannot prepare lambda {name} version {version}: {e}"))?;
+            tracing::info!(lambda = name, version, "lambda version loaded");
+            Ok(Arc::new(Loaded {
+                prepared,
+                config: lambda.config,
+            }))
+        })
+        .await
+        .cloned()
+    }
+
+    /// Waits for running tasks within the grace period, then stops the rest.
+    async fn drain(&self, kills: &Mutex<HashMap<(String, i64), KillSwitch>>) {
+        let deadline = Instant::now() + self.config.shutdown_grace;
+        while self.running() > 0 {
+            let freed = self.freed.notified();
+            if tokio::time::timeout_at(deadline, freed).await.is_err() {
+                break;
+            }
+        }
+        let left: Vec<KillSwitch> = lock(kills).values().cloned().collect();
+        if !left.is_empty() {
+            tracing::warn!(
+                tasks = left.len(),
+                "stopping tasks still running at shutdown; they will run again"
+            );
+        }
+        for kill in left {
+            kill.kill("the executor is shutting down");
+        }
+        while self.running() > 0 {
+            self.freed.notified().await;
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A task's log as text, one record a line: `+12ms info message k=v`.
+pub fn render_log(log: &TaskLog) -> Option<String> {
+    use std::fmt::Write;
+    if log.records.is_empty() && !log.truncated() {
+        return None;
+    }
+    let mut text = String::new();
+    for record in &log.records {
+        let _ = write!(
+            text,
+            "+{}ms {} {}",
+            record.at.as_millis(),
+            record.source,
+            record.message
+        );
+        for (key, value) in &record.fields {
+            let _ = write!(text, " {key}={value}");
+        }
+        text.push('\n');
+    }
+    if log.truncated() {
+        let _ = writeln!(
+            text,
+            "[{} records ({} bytes) dropped: the log budget was spent]",
+            log.dropped_records, log.dropped_bytes
+        );
+    }
+    Some(text)
+}
+
+/// Heartbeats go to the HSC.
+struct HscSink(Arc<dyn HscApi>);
+
+#[async_trait]
+impl HeartbeatSink for HscSink {
+    async fn heartbeat(
+        &self,
+        task_id: &str,
+        lease_token: i64,
+        progress: Option<String>,
+    ) -> Result<(), HeartbeatFailure> {
+        let beat = Heartbeat {
+            id: task_id.to_owned(),
+            lease_token,
+            progress,
+        };
+        match self.0.task_heartbeat_many(vec![beat]).await {
+            Ok(answers) => match answers.into_iter().next() {
+                Some(Ok(())) => Ok(()),
+                Some(Err(refusal)) => Err(HeartbeatFailure::LeaseLost(format!("{refusal:?}"))),
+                None => Err(HeartbeatFailure::Unreachable(
+                    "the HSC gave no answer".into(),
+                )),
+            },
+            Err(error) => Err(HeartbeatFailure::Unreachable(error.to_string())),
+        }
+    }
+}
+
+/// What a running lambda's host calls reach.
+///
+/// A heartbeat from the lambda records its progress note; the watchdog
+/// carries it to the HSC with the next heartbeat. So a lambda may call it
+/// as often as it likes, and hears "lease lost" as soon as the watchdog
+/// does.
+struct ExecutionHost {
+    frontend: Arc<dyn FrontendApi>,
+    task_id: String,
+    kill: KillSwitch,
+    progress: Mutex<Option<String>>,
+    /// Children scheduled so far by this execution.
+    children: AtomicUsize,
+}
+
+#[async_trait]
+impl TaskHost for ExecutionHost {
+    async fn heartbeat(&self, progress: Option<String>) -> Result<(), LeaseLost> {
+        if let Some(reason) = self.kill.reason() {
+            return Err(LeaseLost {
+                reason: reason.to_owned(),
+            });
+        }
+        if progress.is_some() {
+            *lock(&self.progress) = progress;
+        }
+        Ok(())
+    }
+
+    async fn schedule(&self, child: ChildRequest) -> Result<String, ScheduleRejection> {
+        if let Some(reason) = self.kill.reason() {
+            return Err(ScheduleRejection::LeaseLost(reason.to_owned()));
+        }
+        // The n-th child of a task has the same key in every attempt: a
+        // retried parent does not schedule its children twice.
+        let index = self.children.fetch_add(1, Ordering::AcqRel);
+        let run_at = match child.not_before {
+            None => RunAt::Now,
+            Some(at) => RunAt::At(
+                at.duration_since(UNIX_EPOCH)
+                    .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
+            ),
+        };
+        let request = TaskRequest {
+            lambda: child.lambda,
+            payload: child.payload,
+            collection: child.collection,
+            priority: child.priority,
+            run_at,
+            idempotency_key: Some(format!("child:{}:{index}", self.task_id)),
+            parent_id: Some(self.task_id.clone()),
+        };
+        match self.frontend.task_schedule_many(vec![request]).await {
+            Ok(mut inserted) if inserted.len() == 1 => Ok(inserted.remove(0).id),
+            Ok(_) => Err(ScheduleRejection::Unavailable(
+                "the Frontend gave no answer".into(),
+            )),
+            Err(ServiceError::Unavailable(message) | ServiceError::Internal(message)) => {
+                Err(ScheduleRejection::Unavailable(message))
+            }
+            Err(error) => Err(ScheduleRejection::Invalid(error.to_string())),
+        }
+    }
+}
+
+/// Delivers results to the HSC in batches, retrying while it is
+/// unreachable. A result that cannot be delivered within the heartbeat
+/// timeout is given up: the task comes due again and runs once more
+/// (at-least-once).
+struct ResultReporter;
+
+impl ResultReporter {
+    const MAX_BATCH: usize = 1000;
+
+    fn start(
+        hsc: Arc<dyn HscApi>,
+        heartbeat: HeartbeatConfig,
+    ) -> (
+        mpsc::UnboundedSender<TaskResult>,
+        tokio::task::JoinHandle<()>,
+    ) {
+        let (sender, mut receiver) = mpsc::unbounded_channel::<TaskResult>();
+        let handle = tokio::spawn(async move {
+            let mut batch = Vec::with_capacity(Self::MAX_BATCH);
+            while receiver.recv_many(&mut batch, Self::MAX_BATCH).await > 0 {
+                Self::deliver(
+                    &*hsc,
+                    std::mem::take(&mut batch),
+                    heartbeat.heartbeat_timeout,
+                )
+                .await;
+            }
+        });
+        (sender, handle)
+    }
+
+    async fn deliver(hsc: &dyn HscApi, results: Vec<TaskResult>, give_up_after: Duration) {
+        let started = Instant::now();
+        let mut pause = Duration::from_millis(50);
+        loop {
+            match hsc.task_set_result_many(results.clone()).await {
+                Ok(answers) => {
+                    for (result, answer) in results.iter().zip(answers) {
+                        if let Err(refusal) = answer {
+                            tracing::warn!(task = %result.id, ?refusal, "result refused: the lease was lost meanwhile");
+                        }
+                    }
+                    return;
+                }
+                Err(error) if started.elapsed() + pause < give_up_after => {
+                    tracing::warn!(%error, results = results.len(), "cannot deliver results; retrying");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_secs(2));
+                }
+                Err(error) => {
+                    tracing::error!(%error, results = results.len(), "giving up on results; the tasks will run again");
+                    return;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,192 @@
+//! The Frontend: where clients schedule tasks and owners deploy lambdas.
+//!
+//! It validates everything before the store sees it and stores each request
+//! in one transaction, so bad input is refused whole. A deploy compiles and
+//! trial-instantiates the component first: a `.wasm` that is not a Waft
+//! lambda is refused at deploy, not discovered at its first task. When a
+//! request stores a task due now, the Frontend signals the Store Consumer
+//! so the task does not wait for the next poll tick.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use waft_core::LambdaConfig;
+use waft_runtime::{Digest, Runtime};
+use waft_store::{
+    Lambda, LambdaDeploy, NewTask, Task, TaskInsertMany, TaskInserted, TaskList, TaskStore,
+};
+
+use crate::{Clock, FrontendApi, RunAt, ServiceError, ServiceResult, TaskRequest};
+
+/// Tasks one request may schedule: one request is one transaction.
+pub const MAX_TASKS_PER_REQUEST: usize = 10_000;
+/// The largest component a lambda may deploy.
+pub const MAX_COMPONENT_BYTES: usize = 64 << 20;
+
+/// Tells the Store Consumer that tasks are due now.
+#[async_trait]
+pub trait DueSignal: Send + Sync {
+    /// Best effort: a lost signal only delays tasks until the next poll.
+    async fn due(&self);
+}
+
+#[async_trait]
+impl DueSignal for crate::Wake {
+    async fn due(&self) {
+        self.wake();
+    }
+}
+
+/// The Frontend role.
+pub struct Frontend {
+    store: Arc<dyn TaskStore>,
+    clock: Arc<dyn Clock>,
+    /// Checks components at deploy.
+    runtime: Arc<Runtime>,
+    due: Arc<dyn DueSignal>,
+}
+
+impl Frontend {
+    /// A Frontend storing into `store`, checking components with `runtime`
+    /// and signalling due tasks through `due`.
+    pub fn new(
+        store: Arc<dyn TaskStore>,
+        clock: Arc<dyn Clock>,
+        runtime: Arc<Runtime>,
+        due: Arc<dyn DueSignal>,
+    ) -> Self {
+        Self {
+            store,
+            clock,
+            runtime,
+            due,
+        }
+    }
+}
+
+#[async_trait]
+impl FrontendApi for Frontend {
+    async fn task_schedule_many(
+        &self,
+        tasks: Vec<TaskRequest>,
+    ) -> ServiceResult<Vec<TaskInserted>> {
+        if tasks.is_empty() {
+            return Err(ServiceError::InvalidArgument("no tasks to schedule".into()));
+        }
+        if tasks.len() > MAX_TASKS_PER_REQUEST {
+            return Err(ServiceError::ResourceExhausted(format!(
+                "{} tasks in one request; send at most {MAX_TASKS_PER_REQUEST}",
+                tasks.len()
+            )));
+        }
+        let now = self.clock.now();
+        let mut due_now = false;
+        let tasks = tasks
+            .into_iter()
+            .map(|task| {
+                let run_at = match task.run_at {
+                    RunAt::Now => None,
+                    RunAt::At(at) => Some(at),
+                    RunAt::After(delay) => {
+                        let delay = i64::try_from(delay.as_millis()).map_err(|_| {
+                            ServiceError::InvalidArgument(format!("delay {delay:?} is too long"))
+                        })?;
+                        Some(now.saturating_add(delay))
+                    }
+                };
+                due_now |= run_at.is_none_or(|at| at <= now);
+                Ok(NewTask {
+                    lambda: task.lambda,
+                    collection: task.collection,
+                    priority: task.priority,
+                    payload: task.payload,
+                    run_at,
+                    idempotency_key: task.idempotency_key,
+                    parent_id: task.parent_id,
+                })
+            })
+            .collect::<ServiceResult<Vec<_>>>()?;
+        let inserted = self
+            .store
+            .task_insert_many(TaskInsertMany { tasks, now })
+            .await?;
+        if due_now {
+            self.due.due().await;
+        }
+        Ok(inserted)
+    }
+
+    async fn task_get(&self, id: &str) -> ServiceResult<Task> {
+        self.store
+            .task_get(id)
+            .await?
+            .ok_or_else(|| ServiceError::NotFound(format!("no task {id}")))
+    }
+
+    async fn task_list(&self, filter: TaskList) -> ServiceResult<Vec<Task>> {
+        Ok(self.store.task_list(filter).await?)
+    }
+
+    async fn task_cancel(&self, id: &str) -> ServiceResult<Task> {
+        Ok(self.store.task_cancel(id, self.clock.now()).await?)
+    }
+
+    async fn lambda_deploy(
+        &self,
+        name: &str,
+        component: Vec<u8>,
+        config: LambdaConfig,
+    ) -> ServiceResult<Lambda> {
+        waft_core::task::check_lambda_name(name)
+            .map_err(|error| ServiceError::InvalidArgument(error.to_string()))?;
+        config
+            .validate()
+            .map_err(|error| ServiceError::InvalidArgument(format!("invalid config: {error}")))?;
+        if component.len() > MAX_COMPONENT_BYTES {
+            return Err(ServiceError::ResourceExhausted(format!(
+                "the component is {} bytes; the limit is {MAX_COMPONENT_BYTES}",
+                component.len()
+            )));
+        }
+        let prepared = self.runtime.prepare(&component).await.map_err(|error| {
+            ServiceError::InvalidArgument(format!("cannot deploy {name:?}: {error}"))
+        })?;
+        drop(prepared);
+        let lambda = self
+            .store
+            .lambda_deploy(LambdaDeploy {
+                name: name.to_owned(),
+                digest: Digest::of(&component).to_string(),
+                component,
+                config,
+                now: self.clock.now(),
+            })
+            .await?;
+        tracing::info!(lambda = name, version = lambda.version, digest = %lambda.digest, "deployed");
+        Ok(lambda)
+    }
+
+    async fn lambda_get(&self, name: &str, version: Option<u32>) -> ServiceResult<Lambda> {
+        let found = match version {
+            None => self.store.lambda_get(name).await?,
+            Some(version) => self.store.lambda_get_version(name, version).await?,
+        };
+        found.ok_or_else(|| {
+            ServiceError::NotFound(match version {
+                None => format!("unknown lambda {name:?}"),
+                Some(version) => format!("lambda {name:?} has no version {version}"),
+            })
+        })
+    }
+
+    async fn lambda_list(&self) -> ServiceResult<Vec<Lambda>> {
+        Ok(self.store.lambda_list().await?)
+    }
+
+    async fn component_get(&self, digest: &str) -> ServiceResult<Vec<u8>> {
+        self.store
+            .component_get(digest)
+            .await?
+            .ok_or_else(|| ServiceError::NotFound(format!("no component with digest {digest}")))
+    }
+}
