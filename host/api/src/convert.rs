@@ -1,0 +1,431 @@
+//! Between the wire (`proto`) and Waft's own types, in both directions.
+//!
+//! Decoding checks what the wire cannot say (a priority is one byte, a
+//! status is known, a required message is present) and answers a precise
+//! `InvalidArgument`; encoding cannot fail.
+
+use std::time::Duration;
+
+use waft_core::{Backoff, ByteSize, LambdaConfig, Limits, TaskStatus};
+use waft_services::{RunAt, ServiceError, ServiceResult, TaskRequest};
+use waft_store::{ClaimedTask, Lambda, Refusal, ResultOutcome, Task, TaskResult};
+
+use crate::proto;
+
+fn invalid(message: impl Into<String>) -> ServiceError {
+    ServiceError::InvalidArgument(message.into())
+}
+
+/// A required message field.
+pub(crate) fn required<T>(field: Option<T>, name: &str) -> ServiceResult<T> {
+    field.ok_or_else(|| invalid(format!("{name} is required")))
+}
+
+pub(crate) fn priority(value: u32) -> ServiceResult<u8> {
+    u8::try_from(value).map_err(|_| invalid(format!("priority {value} is out of range")))
+}
+
+pub(crate) fn status_to_proto(status: TaskStatus) -> proto::TaskStatus {
+    match status {
+        TaskStatus::New => proto::TaskStatus::New,
+        TaskStatus::Enqueued => proto::TaskStatus::Enqueued,
+        TaskStatus::Claimed => proto::TaskStatus::Claimed,
+        TaskStatus::Processing => proto::TaskStatus::Processing,
+        TaskStatus::RetriableFailure => proto::TaskStatus::RetriableFailure,
+        TaskStatus::Success => proto::TaskStatus::Success,
+        TaskStatus::FatalFailure => proto::TaskStatus::FatalFailure,
+        TaskStatus::Dead => proto::TaskStatus::Dead,
+        TaskStatus::Dropped => proto::TaskStatus::Dropped,
+        TaskStatus::Cancelled => proto::TaskStatus::Cancelled,
+    }
+}
+
+pub(crate) fn status_from_proto(value: i32) -> ServiceResult<TaskStatus> {
+    Ok(
+        match proto::TaskStatus::try_from(value)
+            .map_err(|_| invalid(format!("unknown task status {value}")))?
+        {
+            proto::TaskStatus::Unspecified => return Err(invalid("task status is unspecified")),
+            proto::TaskStatus::New => TaskStatus::New,
+            proto::TaskStatus::Enqueued => TaskStatus::Enqueued,
+            proto::TaskStatus::Claimed => TaskStatus::Claimed,
+            proto::TaskStatus::Processing => TaskStatus::Processing,
+            proto::TaskStatus::RetriableFailure => TaskStatus::RetriableFailure,
+            proto::TaskStatus::Success => TaskStatus::Success,
+            proto::TaskStatus::FatalFailure => TaskStatus::FatalFailure,
+            proto::TaskStatus::Dead => TaskStatus::Dead,
+            proto::TaskStatus::Dropped => TaskStatus::Dropped,
+            proto::TaskStatus::Cancelled => TaskStatus::Cancelled,
+        },
+    )
+}
+
+pub(crate) fn task_to_proto(task: Task) -> proto::Task {
+    proto::Task {
+        id: task.id,
+        lambda: task.lambda,
+        collection: task.collection,
+        priority: u32::from(task.priority),
+        payload: task.payload,
+        status: status_to_proto(task.status) as i32,
+        attempt: task.attempt,
+        max_attempts: task.max_attempts,
+        scheduled_at_ms: task.scheduled_at,
+        next_trigger_at_ms: task.next_trigger_at,
+        held: task.held,
+        created_at_ms: task.created_at,
+        enqueued_at_ms: task.enqueued_at,
+        claimed_at_ms: task.claimed_at,
+        heartbeat_at_ms: task.heartbeat_at,
+        finished_at_ms: task.finished_at,
+        progress: task.progress,
+        last_error: task.last_error,
+        output: task.output,
+        parent_id: task.parent_id,
+        idempotency_key: task.idempotency_key,
+        schedule_id: task.schedule_id,
+        log: task.log,
+    }
+}
+
+pub(crate) fn task_from_proto(task: proto::Task) -> ServiceResult<Task> {
+    Ok(Task {
+        status: status_from_proto(task.status)?,
+        priority: priority(task.priority)?,
+        id: task.id,
+        lambda: task.lambda,
+        collection: task.collection,
+        payload: task.payload,
+        attempt: task.attempt,
+        max_attempts: task.max_attempts,
+        scheduled_at: task.scheduled_at_ms,
+        next_trigger_at: task.next_trigger_at_ms,
+        held: task.held,
+        // Internal to the store; never on the wire.
+        enqueue_token: 0,
+        lease_token: 0,
+        created_at: task.created_at_ms,
+        enqueued_at: task.enqueued_at_ms,
+        claimed_at: task.claimed_at_ms,
+        heartbeat_at: task.heartbeat_at_ms,
+        finished_at: task.finished_at_ms,
+        progress: task.progress,
+        last_error: task.last_error,
+        log: task.log,
+        output: task.output,
+        parent_id: task.parent_id,
+        idempotency_key: task.idempotency_key,
+        schedule_id: task.schedule_id,
+    })
+}
+
+pub(crate) fn new_task_from_proto(task: proto::NewTask) -> ServiceResult<TaskRequest> {
+    let run_at = match task.when {
+        None => RunAt::Now,
+        Some(proto::new_task::When::RunAtMs(at)) => RunAt::At(at),
+        Some(proto::new_task::When::DelayMs(delay)) => RunAt::After(Duration::from_millis(delay)),
+    };
+    Ok(TaskRequest {
+        priority: task.priority.map(priority).transpose()?,
+        lambda: task.lambda,
+        payload: task.payload,
+        collection: task.collection,
+        run_at,
+        idempotency_key: task.idempotency_key,
+        parent_id: task.parent_id,
+    })
+}
+
+pub(crate) fn new_task_to_proto(task: TaskRequest) -> proto::NewTask {
+    proto::NewTask {
+        lambda: task.lambda,
+        payload: task.payload,
+        collection: task.collection,
+        priority: task.priority.map(u32::from),
+        when: match task.run_at {
+            RunAt::Now => None,
+            RunAt::At(at) => Some(proto::new_task::When::RunAtMs(at)),
+            RunAt::After(delay) => Some(proto::new_task::When::DelayMs(
+                u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+            )),
+        },
+        idempotency_key: task.idempotency_key,
+        parent_id: task.parent_id,
+    }
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Every field set, so a reader sees the whole effective config.
+pub(crate) fn config_to_proto(config: &LambdaConfig) -> proto::LambdaConfig {
+    proto::LambdaConfig {
+        max_memory_bytes: Some(config.limits.max_memory.bytes()),
+        timeout_ms: Some(millis(config.limits.timeout)),
+        fuel: Some(config.limits.fuel.unwrap_or(0)),
+        max_output_bytes: Some(config.limits.max_output.bytes()),
+        max_log_bytes: Some(config.limits.max_log.bytes()),
+        max_attempts: Some(config.max_attempts),
+        backoff_base_ms: Some(millis(config.backoff.base)),
+        backoff_factor: Some(config.backoff.factor),
+        backoff_max_ms: Some(millis(config.backoff.max)),
+        priorities: Some(u32::from(config.priorities)),
+        default_priority: Some(u32::from(config.default_priority)),
+        max_payload_bytes: Some(config.max_payload.bytes()),
+        concurrency: Some(config.concurrency),
+        quota_per_sec: config.quota_per_sec,
+    }
+}
+
+/// Absent fields take their defaults; the result is not yet validated.
+pub(crate) fn config_from_proto(
+    config: Option<proto::LambdaConfig>,
+) -> ServiceResult<LambdaConfig> {
+    let config = config.unwrap_or_default();
+    let defaults = LambdaConfig::default();
+    let small = |value: Option<u32>, name: &str, default: u8| -> ServiceResult<u8> {
+        value.map_or(Ok(default), |v| {
+            u8::try_from(v).map_err(|_| invalid(format!("{name} {v} is out of range")))
+        })
+    };
+    Ok(LambdaConfig {
+        limits: Limits {
+            max_memory: config
+                .max_memory_bytes
+                .map_or(defaults.limits.max_memory, ByteSize::b),
+            timeout: config
+                .timeout_ms
+                .map_or(defaults.limits.timeout, Duration::from_millis),
+            fuel: config.fuel.filter(|fuel| *fuel > 0),
+            max_output: config
+                .max_output_bytes
+                .map_or(defaults.limits.max_output, ByteSize::b),
+            max_log: config
+                .max_log_bytes
+                .map_or(defaults.limits.max_log, ByteSize::b),
+        },
+        max_attempts: config.max_attempts.unwrap_or(defaults.max_attempts),
+        backoff: Backoff {
+            base: config
+                .backoff_base_ms
+                .map_or(defaults.backoff.base, Duration::from_millis),
+            factor: config.backoff_factor.unwrap_or(defaults.backoff.factor),
+            max: config
+                .backoff_max_ms
+                .map_or(defaults.backoff.max, Duration::from_millis),
+        },
+        priorities: small(config.priorities, "priorities", defaults.priorities)?,
+        default_priority: small(
+            config.default_priority,
+            "default_priority",
+            defaults.default_priority,
+        )?,
+        max_payload: config
+            .max_payload_bytes
+            .map_or(defaults.max_payload, ByteSize::b),
+        concurrency: config.concurrency.unwrap_or(defaults.concurrency),
+        quota_per_sec: config.quota_per_sec,
+    })
+}
+
+pub(crate) fn lambda_to_proto(lambda: Lambda) -> proto::Lambda {
+    proto::Lambda {
+        config: Some(config_to_proto(&lambda.config)),
+        name: lambda.name,
+        version: lambda.version,
+        digest: lambda.digest,
+        created_at_ms: lambda.created_at,
+    }
+}
+
+pub(crate) fn lambda_from_proto(lambda: proto::Lambda) -> ServiceResult<Lambda> {
+    Ok(Lambda {
+        config: config_from_proto(Some(required(lambda.config, "lambda.config")?))?,
+        name: lambda.name,
+        version: lambda.version,
+        digest: lambda.digest,
+        created_at: lambda.created_at_ms,
+    })
+}
+
+pub(crate) fn claimed_to_proto(task: ClaimedTask) -> proto::ClaimedTask {
+    proto::ClaimedTask {
+        id: task.id,
+        lambda: task.lambda,
+        lambda_version: task.lambda_version,
+        collection: task.collection,
+        priority: u32::from(task.priority),
+        payload: task.payload,
+        attempt: task.attempt,
+        scheduled_at_ms: task.scheduled_at,
+        lease_token: task.lease_token,
+    }
+}
+
+pub(crate) fn claimed_from_proto(task: proto::ClaimedTask) -> ServiceResult<ClaimedTask> {
+    Ok(ClaimedTask {
+        priority: priority(task.priority)?,
+        id: task.id,
+        lambda: task.lambda,
+        lambda_version: task.lambda_version,
+        collection: task.collection,
+        payload: task.payload,
+        attempt: task.attempt,
+        scheduled_at: task.scheduled_at_ms,
+        lease_token: task.lease_token,
+    })
+}
+
+pub(crate) fn refusal_to_proto(refusal: Refusal) -> proto::Refusal {
+    use proto::refusal::Reason;
+    proto::Refusal {
+        reason: Some(match refusal {
+            Refusal::NotFound => Reason::NotFound(true),
+            Refusal::WrongState(status) => Reason::WrongState(status_to_proto(status) as i32),
+            Refusal::StaleEnqueueToken { current } => Reason::StaleEnqueueToken(current),
+            Refusal::StaleLease { current } => Reason::StaleLease(current),
+        }),
+    }
+}
+
+pub(crate) fn refusal_from_proto(refusal: proto::Refusal) -> ServiceResult<Refusal> {
+    use proto::refusal::Reason;
+    Ok(match required(refusal.reason, "refusal.reason")? {
+        Reason::NotFound(_) => Refusal::NotFound,
+        Reason::WrongState(status) => Refusal::WrongState(status_from_proto(status)?),
+        Reason::StaleEnqueueToken(current) => Refusal::StaleEnqueueToken { current },
+        Reason::StaleLease(current) => Refusal::StaleLease { current },
+    })
+}
+
+pub(crate) fn result_to_proto(result: TaskResult) -> proto::Result {
+    use proto::result::Outcome;
+    proto::Result {
+        task_id: result.id,
+        lease_token: result.lease_token,
+        outcome: Some(match result.outcome {
+            ResultOutcome::Success { output } => Outcome::Success(proto::Success { output }),
+            ResultOutcome::Retriable { error, retry_after } => Outcome::Retriable(proto::Failure {
+                error,
+                retry_after_ms: retry_after.map(millis),
+            }),
+            ResultOutcome::Fatal { error } => Outcome::Fatal(proto::Failure {
+                error,
+                retry_after_ms: None,
+            }),
+        }),
+        log: result.log,
+    }
+}
+
+pub(crate) fn result_from_proto(result: proto::Result) -> ServiceResult<TaskResult> {
+    use proto::result::Outcome;
+    Ok(TaskResult {
+        outcome: match required(result.outcome, "result.outcome")? {
+            Outcome::Success(success) => ResultOutcome::Success {
+                output: success.output,
+            },
+            Outcome::Retriable(failure) => ResultOutcome::Retriable {
+                error: failure.error,
+                retry_after: failure.retry_after_ms.map(Duration::from_millis),
+            },
+            Outcome::Fatal(failure) => ResultOutcome::Fatal {
+                error: failure.error,
+            },
+        },
+        id: result.task_id,
+        lease_token: result.lease_token,
+        log: result.log,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn configs_round_trip_and_absent_fields_take_defaults() {
+        let config = LambdaConfig {
+            max_attempts: 7,
+            quota_per_sec: Some(2.5),
+            ..LambdaConfig::default()
+        };
+        assert_eq!(
+            config_from_proto(Some(config_to_proto(&config))).unwrap(),
+            config
+        );
+        assert_eq!(config_from_proto(None).unwrap(), LambdaConfig::default());
+        let too_many = proto::LambdaConfig {
+            priorities: Some(300),
+            ..Default::default()
+        };
+        assert!(matches!(
+            config_from_proto(Some(too_many)),
+            Err(ServiceError::InvalidArgument(_))
+        ));
+    }
+
+    #[test]
+    fn every_status_and_refusal_round_trips() {
+        for status in TaskStatus::ALL {
+            assert_eq!(
+                status_from_proto(status_to_proto(status) as i32).unwrap(),
+                status
+            );
+        }
+        assert!(status_from_proto(0).is_err());
+        assert!(status_from_proto(99).is_err());
+        for refusal in [
+            Refusal::NotFound,
+            Refusal::WrongState(TaskStatus::Dead),
+            Refusal::StaleEnqueueToken { current: 4 },
+            Refusal::StaleLease { current: 9 },
+        ] {
+            assert_eq!(
+                refusal_from_proto(refusal_to_proto(refusal.clone())).unwrap(),
+                refusal
+            );
+        }
+    }
+
+    #[test]
+    fn requests_and_results_round_trip() {
+        for run_at in [
+            RunAt::Now,
+            RunAt::At(1_700_000_000_000),
+            RunAt::After(Duration::from_secs(5)),
+        ] {
+            let request = TaskRequest {
+                lambda: "hello".into(),
+                payload: b"{}".to_vec(),
+                priority: Some(2),
+                run_at,
+                ..TaskRequest::default()
+            };
+            assert_eq!(
+                new_task_from_proto(new_task_to_proto(request.clone())).unwrap(),
+                request
+            );
+        }
+        let result = TaskResult {
+            id: "t".into(),
+            lease_token: 3,
+            outcome: ResultOutcome::Retriable {
+                error: "busy".into(),
+                retry_after: Some(Duration::from_millis(1500)),
+            },
+            log: Some("+0ms info hi\n".into()),
+        };
+        assert_eq!(
+            result_from_proto(result_to_proto(result.clone())).unwrap(),
+            result
+        );
+        let high = proto::NewTask {
+            lambda: "hello".into(),
+            priority: Some(256),
+            ..Default::default()
+        };
+        assert!(new_task_from_proto(high).is_err());
+    }
+}

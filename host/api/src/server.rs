@@ -1,0 +1,375 @@
+//! gRPC servers over the roles: each adapter decodes a request, calls the
+//! role through its trait, and encodes the answer or the error's status.
+//!
+//! [`serve`] puts any set of roles on one listener with the standard health
+//! and reflection services beside them, so `grpcurl` and load balancers work
+//! without Waft-specific knowledge. A role not served answers
+//! `UNIMPLEMENTED`: a request sent to the wrong role fails plainly.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tonic::transport::server::TcpIncoming;
+use tonic::{Request, Response, Status};
+use waft_services::{ControllerApi, FrontendApi, HscApi, LambdaSlots, NextWork};
+use waft_store::TaskList;
+
+use crate::convert::*;
+use crate::proto;
+use crate::proto::controller_server::ControllerServer;
+use crate::proto::frontend_server::FrontendServer;
+use crate::proto::hsc_server::HscServer;
+use crate::status::to_status;
+
+/// The largest request the Frontend accepts: room for a component at its
+/// limit or a large batch of tasks.
+pub const MAX_FRONTEND_REQUEST: usize = 80 << 20;
+/// The largest request the Controller and HSC accept.
+pub const MAX_INTERNAL_REQUEST: usize = 16 << 20;
+
+/// The roles one server serves; `None` ones answer `UNIMPLEMENTED`.
+#[derive(Clone, Default)]
+pub struct Roles {
+    pub frontend: Option<Arc<dyn FrontendApi>>,
+    pub controller: Option<Arc<dyn ControllerApi>>,
+    pub hsc: Option<Arc<dyn HscApi>>,
+}
+
+/// Why a server stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("cannot build the reflection service: {0}")]
+    Reflection(#[from] tonic_reflection::server::Error),
+    #[error("the gRPC server failed: {0}")]
+    Transport(#[from] tonic::transport::Error),
+}
+
+/// Serves `roles` on `listener` (with `TCP_NODELAY`) until `shutdown`
+/// resolves, then drains the calls in flight.
+pub async fn serve(
+    listener: TcpListener,
+    roles: Roles,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), ServeError> {
+    let (health, health_service) = tonic_health::server::health_reporter();
+    let reflection = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(proto::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1()?;
+    let frontend = match roles.frontend {
+        Some(role) => {
+            health
+                .set_serving::<FrontendServer<FrontendService>>()
+                .await;
+            Some(
+                FrontendServer::new(FrontendService(role))
+                    .max_decoding_message_size(MAX_FRONTEND_REQUEST),
+            )
+        }
+        None => None,
+    };
+    let controller = match roles.controller {
+        Some(role) => {
+            health
+                .set_serving::<ControllerServer<ControllerService>>()
+                .await;
+            Some(
+                ControllerServer::new(ControllerService(role))
+                    .max_decoding_message_size(MAX_INTERNAL_REQUEST),
+            )
+        }
+        None => None,
+    };
+    let hsc = match roles.hsc {
+        Some(role) => {
+            health.set_serving::<HscServer<HscService>>().await;
+            Some(HscServer::new(HscService(role)).max_decoding_message_size(MAX_INTERNAL_REQUEST))
+        }
+        None => None,
+    };
+    let incoming = TcpIncoming::from(listener)
+        .with_nodelay(Some(true))
+        .with_keepalive(Some(Duration::from_secs(60)));
+    tonic::transport::Server::builder()
+        .add_service(health_service)
+        .add_service(reflection)
+        .add_optional_service(frontend)
+        .add_optional_service(controller)
+        .add_optional_service(hsc)
+        .serve_with_incoming_shutdown(incoming, shutdown)
+        .await?;
+    Ok(())
+}
+
+/// The Frontend over gRPC.
+pub struct FrontendService(pub Arc<dyn FrontendApi>);
+
+#[tonic::async_trait]
+impl proto::frontend_server::Frontend for FrontendService {
+    async fn schedule(
+        &self,
+        request: Request<proto::ScheduleRequest>,
+    ) -> Result<Response<proto::ScheduleResponse>, Status> {
+        let task = required(request.into_inner().task, "task").map_err(to_status)?;
+        let task = new_task_from_proto(task).map_err(to_status)?;
+        let mut inserted = self
+            .0
+            .task_schedule_many(vec![task])
+            .await
+            .map_err(to_status)?;
+        let inserted = inserted
+            .pop()
+            .ok_or_else(|| Status::internal("the store answered no task"))?;
+        Ok(Response::new(proto::ScheduleResponse {
+            id: inserted.id,
+            created: inserted.created,
+        }))
+    }
+
+    async fn schedule_batch(
+        &self,
+        request: Request<proto::ScheduleBatchRequest>,
+    ) -> Result<Response<proto::ScheduleBatchResponse>, Status> {
+        let tasks = request
+            .into_inner()
+            .tasks
+            .into_iter()
+            .map(new_task_from_proto)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(to_status)?;
+        let inserted = self.0.task_schedule_many(tasks).await.map_err(to_status)?;
+        Ok(Response::new(proto::ScheduleBatchResponse {
+            tasks: inserted
+                .into_iter()
+                .map(|t| proto::ScheduleResponse {
+                    id: t.id,
+                    created: t.created,
+                })
+                .collect(),
+        }))
+    }
+
+    async fn get_task(
+        &self,
+        request: Request<proto::GetTaskRequest>,
+    ) -> Result<Response<proto::GetTaskResponse>, Status> {
+        let task = self
+            .0
+            .task_get(&request.into_inner().id)
+            .await
+            .map_err(to_status)?;
+        Ok(Response::new(proto::GetTaskResponse {
+            task: Some(task_to_proto(task)),
+        }))
+    }
+
+    async fn list_tasks(
+        &self,
+        request: Request<proto::ListTasksRequest>,
+    ) -> Result<Response<proto::ListTasksResponse>, Status> {
+        let request = request.into_inner();
+        let filter = TaskList {
+            status: request
+                .status
+                .map(status_from_proto)
+                .transpose()
+                .map_err(to_status)?,
+            lambda: request.lambda,
+            collection: request.collection,
+            parent_id: request.parent_id,
+            after: request.after,
+            limit: request.limit,
+        };
+        let tasks = self.0.task_list(filter).await.map_err(to_status)?;
+        Ok(Response::new(proto::ListTasksResponse {
+            tasks: tasks.into_iter().map(task_to_proto).collect(),
+        }))
+    }
+
+    async fn cancel_task(
+        &self,
+        request: Request<proto::CancelTaskRequest>,
+    ) -> Result<Response<proto::CancelTaskResponse>, Status> {
+        let task = self
+            .0
+            .task_cancel(&request.into_inner().id)
+            .await
+            .map_err(to_status)?;
+        Ok(Response::new(proto::CancelTaskResponse {
+            task: Some(task_to_proto(task)),
+        }))
+    }
+
+    async fn deploy_lambda(
+        &self,
+        request: Request<proto::DeployLambdaRequest>,
+    ) -> Result<Response<proto::DeployLambdaResponse>, Status> {
+        let request = request.into_inner();
+        let config = config_from_proto(request.config).map_err(to_status)?;
+        let lambda = self
+            .0
+            .lambda_deploy(&request.name, request.component, config)
+            .await
+            .map_err(to_status)?;
+        Ok(Response::new(proto::DeployLambdaResponse {
+            lambda: Some(lambda_to_proto(lambda)),
+        }))
+    }
+
+    async fn get_lambda(
+        &self,
+        request: Request<proto::GetLambdaRequest>,
+    ) -> Result<Response<proto::GetLambdaResponse>, Status> {
+        let request = request.into_inner();
+        let lambda = self
+            .0
+            .lambda_get(&request.name, request.version)
+            .await
+            .map_err(to_status)?;
+        Ok(Response::new(proto::GetLambdaResponse {
+            lambda: Some(lambda_to_proto(lambda)),
+        }))
+    }
+
+    async fn list_lambdas(
+        &self,
+        _request: Request<proto::ListLambdasRequest>,
+    ) -> Result<Response<proto::ListLambdasResponse>, Status> {
+        let lambdas = self.0.lambda_list().await.map_err(to_status)?;
+        Ok(Response::new(proto::ListLambdasResponse {
+            lambdas: lambdas.into_iter().map(lambda_to_proto).collect(),
+        }))
+    }
+
+    async fn get_component(
+        &self,
+        request: Request<proto::GetComponentRequest>,
+    ) -> Result<Response<proto::GetComponentResponse>, Status> {
+        let component = self
+            .0
+            .component_get(&request.into_inner().digest)
+            .await
+            .map_err(to_status)?;
+        Ok(Response::new(proto::GetComponentResponse { component }))
+    }
+}
+
+/// The Controller over gRPC.
+pub struct ControllerService(pub Arc<dyn ControllerApi>);
+
+#[tonic::async_trait]
+impl proto::controller_server::Controller for ControllerService {
+    async fn next_work(
+        &self,
+        request: Request<proto::NextWorkRequest>,
+    ) -> Result<Response<proto::NextWorkResponse>, Status> {
+        let request = request.into_inner();
+        let work = NextWork {
+            slots: request
+                .slots
+                .into_iter()
+                .map(|slot| LambdaSlots {
+                    lambda: slot.lambda,
+                    free: slot.free,
+                })
+                .collect(),
+            wait: Duration::from_millis(u64::from(request.wait_ms)),
+        };
+        let tasks = self.0.next_work(work).await.map_err(to_status)?;
+        Ok(Response::new(proto::NextWorkResponse {
+            tasks: tasks.into_iter().map(claimed_to_proto).collect(),
+        }))
+    }
+}
+
+/// The HSC over gRPC.
+pub struct HscService(pub Arc<dyn HscApi>);
+
+#[tonic::async_trait]
+impl proto::hsc_server::Hsc for HscService {
+    async fn claim_tasks(
+        &self,
+        request: Request<proto::ClaimTasksRequest>,
+    ) -> Result<Response<proto::ClaimTasksResponse>, Status> {
+        let claims = request
+            .into_inner()
+            .claims
+            .into_iter()
+            .map(|claim| (claim.task_id, claim.enqueue_token))
+            .collect();
+        let answers = self.0.task_claim_many(claims).await.map_err(to_status)?;
+        Ok(Response::new(proto::ClaimTasksResponse {
+            answers: answers
+                .into_iter()
+                .map(|answer| proto::ClaimAnswer {
+                    answer: Some(match answer {
+                        Ok(task) => proto::claim_answer::Answer::Task(claimed_to_proto(task)),
+                        Err(refusal) => {
+                            proto::claim_answer::Answer::Refused(refusal_to_proto(refusal))
+                        }
+                    }),
+                })
+                .collect(),
+        }))
+    }
+
+    async fn heartbeat(
+        &self,
+        request: Request<proto::HeartbeatRequest>,
+    ) -> Result<Response<proto::HeartbeatResponse>, Status> {
+        let beats = request
+            .into_inner()
+            .beats
+            .into_iter()
+            .map(|beat| waft_store::Heartbeat {
+                id: beat.task_id,
+                lease_token: beat.lease_token,
+                progress: beat.progress,
+            })
+            .collect();
+        let answers = self.0.task_heartbeat_many(beats).await.map_err(to_status)?;
+        Ok(Response::new(proto::HeartbeatResponse {
+            answers: answers
+                .into_iter()
+                .map(|answer| proto::BeatAnswer {
+                    refused: answer.err().map(refusal_to_proto),
+                })
+                .collect(),
+        }))
+    }
+
+    async fn set_results(
+        &self,
+        request: Request<proto::SetResultsRequest>,
+    ) -> Result<Response<proto::SetResultsResponse>, Status> {
+        let results = request
+            .into_inner()
+            .results
+            .into_iter()
+            .map(result_from_proto)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(to_status)?;
+        let answers = self
+            .0
+            .task_set_result_many(results)
+            .await
+            .map_err(to_status)?;
+        Ok(Response::new(proto::SetResultsResponse {
+            answers: answers
+                .into_iter()
+                .map(|answer| proto::ResultAnswer {
+                    answer: Some(match answer {
+                        Ok(status) => {
+                            proto::result_answer::Answer::Status(status_to_proto(status) as i32)
+                        }
+                        Err(refusal) => {
+                            proto::result_answer::Answer::Refused(refusal_to_proto(refusal))
+                        }
+                    }),
+                })
+                .collect(),
+        }))
+    }
+}
