@@ -8,7 +8,10 @@
 //! one succeeds.
 
 use sqlx::PgPool;
-use sqlx::postgres::{PgConnection, PgPoolOptions, PgRow};
+use sqlx::postgres::{PgConnection, PgListener, PgPoolOptions, PgRow};
+
+/// The channel of due-task notifications.
+const DUE_CHANNEL: &str = "waft_due";
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
 
@@ -28,6 +31,26 @@ impl PostgresStore {
             .await?;
         MIGRATOR.run(&pool).await?;
         Ok(Self { pool })
+    }
+
+    /// Tells every process listening (see [`PostgresStore::listen_due`])
+    /// that tasks are due now: how a Frontend wakes Store Consumers in other
+    /// processes.
+    pub async fn notify_due(&self) -> crate::Result<()> {
+        sqlx::query("SELECT pg_notify($1, '')")
+            .bind(DUE_CHANNEL)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// A listener that hears every [`PostgresStore::notify_due`]. It
+    /// reconnects by itself; a notification sent while it was disconnected
+    /// is lost, which only delays tasks until the next poll.
+    pub async fn listen_due(&self) -> crate::Result<PgListener> {
+        let mut listener = PgListener::connect_with(&self.pool).await?;
+        listener.listen(DUE_CHANNEL).await?;
+        Ok(listener)
     }
 
     async fn write(&self) -> crate::Result<sqlx::Transaction<'static, sqlx::Postgres>> {

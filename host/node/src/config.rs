@@ -1,0 +1,526 @@
+//! The configuration of a Waft process: one typed struct, read from a TOML
+//! file and `WAFT_*` environment variables, validated before anything
+//! starts.
+//!
+//! Every key has a default, so an empty file is a valid configuration for
+//! the roles that need no address. An environment variable overrides the
+//! key it names: `WAFT_<SECTION>_<KEY>` (`WAFT_HEARTBEAT_INTERVAL=2s`,
+//! `WAFT_STORE_URL=postgres://…`), or `WAFT_LISTEN` for the top-level key.
+//! Unknown keys in the file are errors: a typo must not silently fall back
+//! to a default.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer};
+use waft_queue::SqsConfig;
+use waft_services::{ConsumerConfig, ControllerConfig, ExecutorConfig, HeartbeatConfig};
+
+/// One role of the distributed mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Frontend,
+    Consumer,
+    Controller,
+    Executor,
+    Hsc,
+}
+
+impl Role {
+    /// The role's name on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Frontend => "frontend",
+            Role::Consumer => "consumer",
+            Role::Controller => "controller",
+            Role::Executor => "executor",
+            Role::Hsc => "hsc",
+        }
+    }
+}
+
+/// Everything a Waft process may be configured with.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Where the gRPC server listens (default `127.0.0.1:7070`; port 0
+    /// picks a free one).
+    pub listen: SocketAddr,
+    pub store: StoreSection,
+    pub queue: QueueSection,
+    pub peers: PeersSection,
+    pub heartbeat: HeartbeatSection,
+    pub consumer: ConsumerSection,
+    pub controller: ControllerSection,
+    pub executor: ExecutorSection,
+    pub runtime: RuntimeSection,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 7070)),
+            store: StoreSection::default(),
+            queue: QueueSection::default(),
+            peers: PeersSection::default(),
+            heartbeat: HeartbeatSection::default(),
+            consumer: ConsumerSection::default(),
+            controller: ControllerSection::default(),
+            executor: ExecutorSection::default(),
+            runtime: RuntimeSection::default(),
+        }
+    }
+}
+
+/// The task store.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StoreSection {
+    /// `postgres://user@host/db` (required by frontend, consumer and hsc).
+    pub url: Option<String>,
+    /// Connections in the pool (default 16).
+    pub max_connections: u32,
+}
+
+impl Default for StoreSection {
+    fn default() -> Self {
+        Self {
+            url: None,
+            max_connections: 16,
+        }
+    }
+}
+
+/// The SQS queues.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct QueueSection {
+    /// An SQS-compatible endpoint; AWS itself when absent.
+    pub endpoint_url: Option<String>,
+    /// Default `us-east-1`.
+    pub region: String,
+    /// Queue names start with it (default `waft`).
+    pub prefix: String,
+    /// A received message comes back after it unless acknowledged
+    /// (default 30s).
+    #[serde(deserialize_with = "duration")]
+    pub visibility_timeout: Duration,
+}
+
+impl Default for QueueSection {
+    fn default() -> Self {
+        let sqs = SqsConfig::default();
+        Self {
+            endpoint_url: sqs.endpoint_url,
+            region: sqs.region,
+            prefix: sqs.prefix,
+            visibility_timeout: sqs.visibility_timeout,
+        }
+    }
+}
+
+impl QueueSection {
+    pub fn sqs(&self) -> SqsConfig {
+        SqsConfig {
+            endpoint_url: self.endpoint_url.clone(),
+            region: self.region.clone(),
+            prefix: self.prefix.clone(),
+            visibility_timeout: self.visibility_timeout,
+        }
+    }
+}
+
+/// Where the other roles listen (`host:port`).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PeersSection {
+    /// Needed by controller and executor.
+    pub frontend: Option<String>,
+    /// Needed by executor.
+    pub controller: Option<String>,
+    /// Needed by controller and executor.
+    pub hsc: Option<String>,
+}
+
+/// Heartbeat timing: the HSC's and the executors' must agree.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HeartbeatSection {
+    /// Between heartbeats of a running task (default 2s).
+    #[serde(deserialize_with = "duration")]
+    pub interval: Duration,
+    /// A heartbeat slower than this failed (default 1s).
+    #[serde(deserialize_with = "duration")]
+    pub rpc_timeout: Duration,
+    /// A task silent this long is re-enqueued (default 10s).
+    #[serde(deserialize_with = "duration")]
+    pub timeout: Duration,
+}
+
+impl Default for HeartbeatSection {
+    fn default() -> Self {
+        let defaults = HeartbeatConfig::default();
+        Self {
+            interval: defaults.interval,
+            rpc_timeout: defaults.rpc_timeout,
+            timeout: defaults.heartbeat_timeout,
+        }
+    }
+}
+
+impl HeartbeatSection {
+    pub fn config(&self) -> HeartbeatConfig {
+        HeartbeatConfig {
+            interval: self.interval,
+            rpc_timeout: self.rpc_timeout,
+            heartbeat_timeout: self.timeout,
+        }
+    }
+}
+
+/// The Store Consumer.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ConsumerSection {
+    /// Longest wait of a delayed task past its time (default 1s).
+    #[serde(deserialize_with = "duration")]
+    pub poll_interval: Duration,
+    /// Tasks per poll (default 1000).
+    pub batch: u32,
+    /// An enqueued task not claimed within it is enqueued again
+    /// (default 60s).
+    #[serde(deserialize_with = "duration")]
+    pub enqueue_timeout: Duration,
+}
+
+impl Default for ConsumerSection {
+    fn default() -> Self {
+        let defaults = ConsumerConfig::default();
+        Self {
+            poll_interval: defaults.poll_interval,
+            batch: defaults.batch,
+            enqueue_timeout: defaults.enqueue_timeout,
+        }
+    }
+}
+
+impl ConsumerSection {
+    pub fn config(&self) -> ConsumerConfig {
+        ConsumerConfig {
+            poll_interval: self.poll_interval,
+            batch: self.batch,
+            enqueue_timeout: self.enqueue_timeout,
+        }
+    }
+}
+
+/// The Controller.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ControllerSection {
+    /// Lambdas served; all when empty.
+    pub lambdas: Vec<String>,
+    /// Messages buffered per `<lambda, priority>` (default 256).
+    pub buffer: usize,
+    /// One long poll of a queue (default 1s).
+    #[serde(deserialize_with = "duration")]
+    pub receive_wait: Duration,
+    /// How often to look for new lambdas (default 1s).
+    #[serde(deserialize_with = "duration")]
+    pub refresh: Duration,
+}
+
+impl Default for ControllerSection {
+    fn default() -> Self {
+        let defaults = ControllerConfig::default();
+        Self {
+            lambdas: defaults.lambdas,
+            buffer: defaults.buffer,
+            receive_wait: defaults.receive_wait,
+            refresh: defaults.refresh,
+        }
+    }
+}
+
+impl ControllerSection {
+    pub fn config(&self) -> ControllerConfig {
+        ControllerConfig {
+            lambdas: self.lambdas.clone(),
+            buffer: self.buffer,
+            receive_batch: ControllerConfig::default().receive_batch,
+            receive_wait: self.receive_wait,
+            refresh: self.refresh,
+        }
+    }
+}
+
+/// The Executor.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ExecutorSection {
+    /// Lambdas run; all when empty.
+    pub lambdas: Vec<String>,
+    /// Tasks at once, all lambdas together (default 256).
+    pub max_tasks: usize,
+    /// One `NextWork` long poll (default 1s).
+    #[serde(deserialize_with = "duration")]
+    pub next_work_wait: Duration,
+    /// How often lambda settings are re-read (default 1s).
+    #[serde(deserialize_with = "duration")]
+    pub refresh: Duration,
+    /// Time running tasks get to finish at shutdown (default 10s).
+    #[serde(deserialize_with = "duration")]
+    pub shutdown_grace: Duration,
+}
+
+impl Default for ExecutorSection {
+    fn default() -> Self {
+        let defaults = ExecutorConfig::default();
+        Self {
+            lambdas: defaults.lambdas,
+            max_tasks: defaults.max_tasks,
+            next_work_wait: defaults.next_work_wait,
+            refresh: defaults.refresh,
+            shutdown_grace: defaults.shutdown_grace,
+        }
+    }
+}
+
+impl ExecutorSection {
+    pub fn config(&self, heartbeat: HeartbeatConfig) -> ExecutorConfig {
+        ExecutorConfig {
+            lambdas: self.lambdas.clone(),
+            max_tasks: self.max_tasks,
+            heartbeat,
+            next_work_wait: self.next_work_wait,
+            refresh: self.refresh,
+            shutdown_grace: self.shutdown_grace,
+        }
+    }
+}
+
+/// The WebAssembly runtime (executors, and the Frontend's deploy checks).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RuntimeSection {
+    /// Compiled components are cached here across restarts.
+    pub cache_dir: Option<PathBuf>,
+}
+
+fn duration<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
+    let text = String::deserialize(deserializer)?;
+    waft_core::parse_duration(&text).map_err(serde::de::Error::custom)
+}
+
+/// A configuration that cannot run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ConfigError(pub String);
+
+/// Keys an environment variable may set: `WAFT_<SECTION>_<KEY>`.
+const ENV_KEYS: &[(&str, &[&str])] = &[
+    ("", &["listen"]),
+    ("store", &["url", "max_connections"]),
+    (
+        "queue",
+        &["endpoint_url", "region", "prefix", "visibility_timeout"],
+    ),
+    ("peers", &["frontend", "controller", "hsc"]),
+    ("heartbeat", &["interval", "rpc_timeout", "timeout"]),
+    ("consumer", &["poll_interval", "batch", "enqueue_timeout"]),
+    (
+        "controller",
+        &["lambdas", "buffer", "receive_wait", "refresh"],
+    ),
+    (
+        "executor",
+        &[
+            "lambdas",
+            "max_tasks",
+            "next_work_wait",
+            "refresh",
+            "shutdown_grace",
+        ],
+    ),
+    ("runtime", &["cache_dir"]),
+];
+
+impl Config {
+    /// Reads `file` (TOML; none: defaults only), then applies the `WAFT_*`
+    /// variables among `env`.
+    pub fn load(
+        file: Option<&str>,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Self, ConfigError> {
+        let mut table: toml::Table = match file {
+            Some(text) => text
+                .parse()
+                .map_err(|e| ConfigError(format!("invalid configuration file: {e}")))?,
+            None => toml::Table::new(),
+        };
+        for (name, value) in env {
+            let Some(rest) = name.strip_prefix("WAFT_") else {
+                continue;
+            };
+            let rest = rest.to_ascii_lowercase();
+            for (section, keys) in ENV_KEYS {
+                for key in *keys {
+                    let matches = if section.is_empty() {
+                        rest == *key
+                    } else {
+                        rest == format!("{section}_{key}")
+                    };
+                    if !matches {
+                        continue;
+                    }
+                    let value = env_value(key, &value);
+                    if section.is_empty() {
+                        table.insert((*key).to_owned(), value);
+                    } else {
+                        let entry = table
+                            .entry((*section).to_owned())
+                            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+                        let toml::Value::Table(section_table) = entry else {
+                            return Err(ConfigError(format!("{section} must be a table")));
+                        };
+                        section_table.insert((*key).to_owned(), value);
+                    }
+                }
+            }
+        }
+        toml::Value::Table(table)
+            .try_into()
+            .map_err(|e: toml::de::Error| ConfigError(format!("invalid configuration: {e}")))
+    }
+
+    /// Checks what `role` needs (`None`: every role in one process, as
+    /// `waft dev` runs them).
+    pub fn validate(&self, role: Option<Role>) -> Result<(), ConfigError> {
+        let need = |field: &Option<String>, name: &str, role: Role| {
+            field.as_ref().map(|_| ()).ok_or_else(|| {
+                ConfigError(format!(
+                    "the {} role needs {name} (in the file, or WAFT_{})",
+                    role.as_str(),
+                    name.replace('.', "_").to_ascii_uppercase()
+                ))
+            })
+        };
+        let heartbeat = self.heartbeat.config();
+        let fail = |e: String| ConfigError(e);
+        match role {
+            Some(role @ (Role::Frontend | Role::Hsc)) => need(&self.store.url, "store.url", role)?,
+            Some(Role::Consumer) => {
+                need(&self.store.url, "store.url", Role::Consumer)?;
+            }
+            Some(Role::Controller) => {
+                need(&self.peers.frontend, "peers.frontend", Role::Controller)?;
+                need(&self.peers.hsc, "peers.hsc", Role::Controller)?;
+            }
+            Some(Role::Executor) => {
+                need(&self.peers.frontend, "peers.frontend", Role::Executor)?;
+                need(&self.peers.controller, "peers.controller", Role::Executor)?;
+                need(&self.peers.hsc, "peers.hsc", Role::Executor)?;
+            }
+            None => {}
+        }
+        heartbeat.validate().map_err(|e| fail(e.to_string()))?;
+        self.controller.config().validate().map_err(fail)?;
+        self.executor.config(heartbeat).validate().map_err(fail)?;
+        let consumer = self.consumer.config();
+        if consumer.batch == 0 || consumer.poll_interval.is_zero() {
+            return Err(fail(
+                "consumer batch and poll interval must be above zero".into(),
+            ));
+        }
+        if consumer.enqueue_timeout <= self.queue.visibility_timeout {
+            return Err(fail(format!(
+                "consumer enqueue_timeout ({:?}) must exceed the queue's visibility_timeout \
+                 ({:?}): a message a controller received but did not claim must become visible \
+                 again before the store enqueues its task anew",
+                consumer.enqueue_timeout, self.queue.visibility_timeout
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// An environment value as TOML: numbers as integers, `lambdas` as a
+/// comma-separated list, the rest as strings.
+fn env_value(key: &str, value: &str) -> toml::Value {
+    if key == "lambdas" {
+        return toml::Value::Array(
+            value
+                .split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(|s| toml::Value::String(s.to_owned()))
+                .collect(),
+        );
+    }
+    match value.parse::<i64>() {
+        Ok(number) => toml::Value::Integer(number),
+        Err(_) => toml::Value::String(value.to_owned()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn the_file_and_the_environment_combine_and_the_environment_wins() {
+        let file = "listen = \"127.0.0.1:9000\"\n[heartbeat]\ninterval = \"1s\"\n[store]\nurl = \"postgres://file\"\n";
+        let config = Config::load(
+            Some(file),
+            env(&[
+                ("WAFT_STORE_URL", "postgres://env"),
+                ("WAFT_CONSUMER_BATCH", "50"),
+                ("WAFT_EXECUTOR_LAMBDAS", "hello, chain"),
+                ("WAFT_LOG", "debug"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(config.listen.port(), 9000);
+        assert_eq!(config.heartbeat.interval, Duration::from_secs(1));
+        assert_eq!(config.store.url.as_deref(), Some("postgres://env"));
+        assert_eq!(config.consumer.batch, 50);
+        assert_eq!(config.executor.lambdas, vec!["hello", "chain"]);
+        config.validate(Some(Role::Hsc)).unwrap();
+    }
+
+    #[test]
+    fn typos_and_bad_values_are_refused_with_their_place() {
+        let typo = Config::load(Some("[heartbeat]\nintervall = \"1s\"\n"), []).unwrap_err();
+        assert!(typo.0.contains("intervall"), "{typo}");
+        let bad = Config::load(None, env(&[("WAFT_HEARTBEAT_TIMEOUT", "soon")])).unwrap_err();
+        assert!(bad.0.contains("soon"), "{bad}");
+    }
+
+    #[test]
+    fn unsafe_heartbeats_and_missing_addresses_are_refused_before_start() {
+        let config = Config::load(
+            Some("[heartbeat]\ninterval = \"3s\"\nrpc_timeout = \"1s\"\ntimeout = \"10s\"\n"),
+            [],
+        )
+        .unwrap();
+        let error = config.validate(None).unwrap_err();
+        assert!(error.0.contains("3 × heartbeat interval"), "{error}");
+
+        let error = Config::default()
+            .validate(Some(Role::Executor))
+            .unwrap_err();
+        assert!(error.0.contains("WAFT_PEERS_FRONTEND"), "{error}");
+        let error = Config::default()
+            .validate(Some(Role::Frontend))
+            .unwrap_err();
+        assert!(error.0.contains("WAFT_STORE_URL"), "{error}");
+    }
+}

@@ -1,0 +1,336 @@
+//! Waft's processes: the roles of `waft-services` wired to their stores,
+//! queues and peers, and put on the network.
+//!
+//! [`start_dev`] runs every role in one process on the embedded stack — a
+//! SQLite file and in-process queues — and the roles call each other
+//! directly. [`start_role`] runs one role on Postgres and SQS, reaching the
+//! other roles through gRPC clients that implement the same traits. Both
+//! validate the whole configuration before binding a port.
+
+pub mod config;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use tokio::net::TcpListener;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+use waft_api::{ControllerClient, FrontendClient, HscClient, Roles};
+use waft_queue::{MemoryQueue, SqsQueue, TaskQueue};
+use waft_runtime::{Allocator, Runtime, RuntimeConfig};
+use waft_services::{
+    Clock, Controller, DueSignal, Executor, Frontend, Hsc, ServiceError, StoreConsumer,
+    SystemClock, Wake,
+};
+use waft_store::{PostgresStore, SqliteStore, TaskStore};
+
+pub use config::{Config, ConfigError, Role};
+
+/// Why a process could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("cannot open the task store: {0}")]
+    Store(#[from] waft_store::StoreError),
+    #[error("cannot start the WebAssembly runtime: {0}")]
+    Runtime(#[from] waft_runtime::RuntimeError),
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("cannot create {path}: {source}")]
+    DataDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("invalid peer address: {0}")]
+    Peer(ServiceError),
+}
+
+/// A running Waft process.
+pub struct Node {
+    /// Where its gRPC server listens.
+    pub addr: SocketAddr,
+    stop: CancellationToken,
+    tasks: JoinSet<()>,
+}
+
+impl Node {
+    /// Stops it: the server stops taking calls, executors let running tasks
+    /// finish within their grace period, loops end.
+    pub fn stop(&self) {
+        self.stop.cancel();
+    }
+
+    /// Waits until everything has stopped.
+    pub async fn wait(mut self) {
+        while let Some(result) = self.tasks.join_next().await {
+            if let Err(error) = result
+                && error.is_panic()
+            {
+                tracing::error!(%error, "a part of the process panicked");
+                self.stop.cancel();
+            }
+        }
+    }
+
+    /// Stops it and waits.
+    pub async fn shutdown(self) {
+        self.stop();
+        self.wait().await;
+    }
+}
+
+/// What `waft dev` runs: every role in one process.
+#[derive(Debug, Clone)]
+pub struct DevOptions {
+    /// The SQLite file and the compiled-component cache live here.
+    pub data_dir: PathBuf,
+    pub config: Config,
+}
+
+/// Starts every role in one process on SQLite and in-process queues.
+pub async fn start_dev(options: DevOptions) -> Result<Node, NodeError> {
+    let config = &options.config;
+    config.validate(None)?;
+    std::fs::create_dir_all(&options.data_dir).map_err(|source| NodeError::DataDir {
+        path: options.data_dir.clone(),
+        source,
+    })?;
+    let store: Arc<dyn TaskStore> =
+        Arc::new(SqliteStore::open(&options.data_dir.join("waft.db")).await?);
+    let queue: Arc<dyn TaskQueue> = Arc::new(MemoryQueue::new(config.queue.visibility_timeout));
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let runtime = Arc::new(Runtime::new(RuntimeConfig {
+        cache_dir: Some(
+            config
+                .runtime
+                .cache_dir
+                .clone()
+                .unwrap_or_else(|| options.data_dir.join("cache")),
+        ),
+        max_instances: instances_for(config),
+        ..RuntimeConfig::default()
+    })?);
+    let consumer = StoreConsumer::new(
+        store.clone(),
+        queue.clone(),
+        clock.clone(),
+        config.consumer.config(),
+    );
+    let heartbeat = config.heartbeat.config();
+    let frontend = Arc::new(Frontend::new(
+        store.clone(),
+        clock.clone(),
+        runtime.clone(),
+        Arc::new(consumer.waker()),
+    ));
+    let hsc = Arc::new(Hsc::new(store, clock, heartbeat));
+    let controller = Controller::new(
+        queue,
+        hsc.clone(),
+        frontend.clone(),
+        config.controller.config(),
+    );
+    let executor = Executor::new(
+        runtime,
+        Arc::new(controller.clone()),
+        hsc.clone(),
+        frontend.clone(),
+        config.executor.config(heartbeat),
+    );
+    let listener = bind(config.listen).await?;
+    let mut node = Node {
+        addr: local_addr(&listener, config.listen)?,
+        stop: CancellationToken::new(),
+        tasks: JoinSet::new(),
+    };
+    let stop = node.stop.clone();
+    node.tasks
+        .spawn(async move { consumer.run(stop.cancelled_owned()).await });
+    let stop = node.stop.clone();
+    let polling = controller.clone();
+    node.tasks
+        .spawn(async move { polling.run(stop.cancelled_owned()).await });
+    let stop = node.stop.clone();
+    node.tasks.spawn(executor.run(stop.cancelled_owned()));
+    let roles = Roles {
+        frontend: Some(frontend),
+        controller: Some(Arc::new(controller)),
+        hsc: Some(hsc),
+    };
+    spawn_server(&mut node, listener, roles);
+    Ok(node)
+}
+
+/// Starts one role on Postgres and SQS.
+pub async fn start_role(role: Role, config: Config) -> Result<Node, NodeError> {
+    config.validate(Some(role))?;
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let heartbeat = config.heartbeat.config();
+    let mut node = Node {
+        addr: config.listen,
+        stop: CancellationToken::new(),
+        tasks: JoinSet::new(),
+    };
+    let mut roles = Roles::default();
+    match role {
+        Role::Frontend => {
+            let store = postgres(&config).await?;
+            // Only checks components at deploy: no pool of instances.
+            let runtime = Arc::new(Runtime::new(RuntimeConfig {
+                allocator: Allocator::OnDemand,
+                cache_dir: config.runtime.cache_dir.clone(),
+                ..RuntimeConfig::default()
+            })?);
+            let due = Arc::new(PostgresDue(store.clone()));
+            roles.frontend = Some(Arc::new(Frontend::new(
+                Arc::new(store),
+                clock,
+                runtime,
+                due,
+            )));
+        }
+        Role::Hsc => {
+            let store = postgres(&config).await?;
+            roles.hsc = Some(Arc::new(Hsc::new(Arc::new(store), clock, heartbeat)));
+        }
+        Role::Consumer => {
+            let store = postgres(&config).await?;
+            let queue = Arc::new(SqsQueue::new(config.queue.sqs()).await);
+            let consumer = StoreConsumer::new(
+                Arc::new(store.clone()),
+                queue,
+                clock,
+                config.consumer.config(),
+            );
+            let wake = consumer.waker();
+            let stop = node.stop.clone();
+            node.tasks
+                .spawn(async move { consumer.run(stop.cancelled_owned()).await });
+            let stop = node.stop.clone();
+            node.tasks.spawn(async move {
+                tokio::select! {
+                    () = stop.cancelled() => {}
+                    () = relay_due(store, wake) => {}
+                }
+            });
+        }
+        Role::Controller => {
+            let queue = Arc::new(SqsQueue::new(config.queue.sqs()).await);
+            let controller = Controller::new(
+                queue,
+                Arc::new(HscClient::new(peer(&config.peers.hsc)?)),
+                Arc::new(FrontendClient::new(peer(&config.peers.frontend)?)),
+                config.controller.config(),
+            );
+            let stop = node.stop.clone();
+            let polling = controller.clone();
+            node.tasks
+                .spawn(async move { polling.run(stop.cancelled_owned()).await });
+            roles.controller = Some(Arc::new(controller));
+        }
+        Role::Executor => {
+            let runtime = Arc::new(Runtime::new(RuntimeConfig {
+                cache_dir: config.runtime.cache_dir.clone(),
+                max_instances: instances_for(&config),
+                ..RuntimeConfig::default()
+            })?);
+            let executor = Executor::new(
+                runtime,
+                Arc::new(ControllerClient::new(peer(&config.peers.controller)?)),
+                Arc::new(HscClient::new(peer(&config.peers.hsc)?)),
+                Arc::new(FrontendClient::new(peer(&config.peers.frontend)?)),
+                config.executor.config(heartbeat),
+            );
+            let stop = node.stop.clone();
+            node.tasks.spawn(executor.run(stop.cancelled_owned()));
+        }
+    }
+    let listener = bind(config.listen).await?;
+    node.addr = local_addr(&listener, config.listen)?;
+    spawn_server(&mut node, listener, roles);
+    Ok(node)
+}
+
+/// Instance slots: one per task at once, and room for deploy checks.
+fn instances_for(config: &Config) -> u32 {
+    u32::try_from(config.executor.max_tasks)
+        .unwrap_or(u32::MAX)
+        .saturating_add(16)
+}
+
+async fn postgres(config: &Config) -> Result<PostgresStore, NodeError> {
+    let url = config
+        .store
+        .url
+        .as_deref()
+        .ok_or_else(|| ConfigError("store.url is required".into()))?;
+    Ok(PostgresStore::connect(url, config.store.max_connections).await?)
+}
+
+fn peer(address: &Option<String>) -> Result<tonic::transport::Channel, NodeError> {
+    let address = address
+        .as_deref()
+        .ok_or_else(|| ConfigError("a peer address is missing".into()))?;
+    waft_api::channel(address).map_err(NodeError::Peer)
+}
+
+async fn bind(addr: SocketAddr) -> Result<TcpListener, NodeError> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|source| NodeError::Bind { addr, source })
+}
+
+fn local_addr(listener: &TcpListener, addr: SocketAddr) -> Result<SocketAddr, NodeError> {
+    listener
+        .local_addr()
+        .map_err(|source| NodeError::Bind { addr, source })
+}
+
+fn spawn_server(node: &mut Node, listener: TcpListener, roles: Roles) {
+    let stop = node.stop.clone();
+    node.tasks.spawn(async move {
+        if let Err(error) = waft_api::serve(listener, roles, stop.clone().cancelled_owned()).await {
+            tracing::error!(%error, "the gRPC server stopped");
+            stop.cancel();
+        }
+    });
+}
+
+/// The Frontend's due signal across processes: a Postgres notification.
+struct PostgresDue(PostgresStore);
+
+#[async_trait]
+impl DueSignal for PostgresDue {
+    async fn due(&self) {
+        if let Err(error) = self.0.notify_due().await {
+            tracing::warn!(%error, "cannot notify consumers; due tasks wait for the next poll");
+        }
+    }
+}
+
+/// Wakes the consumer on every due notification, reconnecting as needed.
+async fn relay_due(store: PostgresStore, wake: Wake) {
+    loop {
+        match store.listen_due().await {
+            Ok(mut listener) => loop {
+                match listener.recv().await {
+                    Ok(_) => wake.wake(),
+                    Err(error) => {
+                        tracing::warn!(%error, "lost the due-task notifications; reconnecting");
+                        break;
+                    }
+                }
+            },
+            Err(error) => {
+                tracing::warn!(%error, "cannot listen for due-task notifications; polling only");
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    }
+}
