@@ -6,6 +6,10 @@
 //! | 1  | Waft itself failed (I/O, engine) |
 //! | 2  | bad usage or input: arguments, payload, limits |
 //! | 3  | the file is not a Waft lambda |
+//! | 4  | not found: no such task or lambda |
+//! | 5  | refused: the server cannot do it in this state (e.g. cancel an ended task) |
+//! | 6  | the server is unreachable or unavailable |
+//! | 7  | `task wait` timed out |
 //! | 10 | the lambda failed, retriable |
 //! | 11 | the lambda failed, fatal |
 //! | 12 | the lambda crashed (trap: panic, unreachable, stack overflow) |
@@ -15,6 +19,10 @@
 //! | 16 | output limit exceeded |
 //! | 17 | killed (e.g. interrupted with Ctrl-C) |
 //! | 18 | the host could not run the instance |
+//! | 20 | `task wait`: the task ended in fatal failure |
+//! | 21 | `task wait`: the task is dead (attempts used up) |
+//! | 22 | `task wait`: the task was dropped by a gate |
+//! | 23 | `task wait`: the task was cancelled |
 
 use waft_runtime::{Limit, Outcome};
 
@@ -22,6 +30,10 @@ pub const SUCCESS: u8 = 0;
 pub const INTERNAL: u8 = 1;
 pub const USAGE: u8 = 2;
 pub const NOT_A_LAMBDA: u8 = 3;
+pub const NOT_FOUND: u8 = 4;
+pub const REFUSED: u8 = 5;
+pub const UNAVAILABLE: u8 = 6;
+pub const TIMED_OUT: u8 = 7;
 pub const RETRIABLE: u8 = 10;
 pub const FATAL: u8 = 11;
 pub const TRAPPED: u8 = 12;
@@ -31,6 +43,10 @@ pub const DEADLINE: u8 = 15;
 pub const OUTPUT: u8 = 16;
 pub const KILLED: u8 = 17;
 pub const HOST_ERROR: u8 = 18;
+pub const TASK_FATAL: u8 = 20;
+pub const TASK_DEAD: u8 = 21;
+pub const TASK_DROPPED: u8 = 22;
+pub const TASK_CANCELLED: u8 = 23;
 
 /// The exit code that reports `outcome`.
 pub fn for_outcome(outcome: &Outcome) -> u8 {

@@ -25,6 +25,15 @@ pub enum Command {
     /// Run one task of a lambda locally, without a server, and print the
     /// outcome, output and log.
     Invoke(commands::invoke::InvokeArgs),
+    /// Run every role in one process: SQLite store, in-process queues,
+    /// gRPC on a loopback port.
+    Dev(commands::serve::DevArgs),
+    /// Run one role of the distributed mode (Postgres and SQS).
+    Serve(commands::serve::ServeArgs),
+    /// Deploy and inspect lambdas.
+    Lambda(commands::lambda::LambdaArgs),
+    /// Schedule, inspect, cancel and wait for tasks.
+    Task(commands::task::TaskArgs),
     /// Measure the runtime: per-task overhead of instantiate + call + drop.
     Bench(commands::bench::BenchArgs),
 }
@@ -42,6 +51,10 @@ pub fn main() -> ExitCode {
         .init();
     let result = match cli.command {
         Command::Invoke(args) => commands::invoke::run(args),
+        Command::Dev(args) => commands::serve::dev(args),
+        Command::Serve(args) => commands::serve::serve(args),
+        Command::Lambda(args) => commands::lambda::run(args),
+        Command::Task(args) => commands::task::run(args),
         Command::Bench(args) => commands::bench::run(args),
     };
     match result {

@@ -272,7 +272,10 @@ impl Executor {
                 let _ = finished.await;
             },
         );
+        tracing::info!(task = %task.id, lease = task.lease_token, attempt = task.attempt, "execution started");
         let (execution, watched) = tokio::join!(execution, watchdog);
+        // The instance is gone by now: this line bounds its lifetime.
+        tracing::info!(task = %task.id, lease = task.lease_token, outcome = execution.outcome.kind(), "execution ended");
         if let WatchEnd::Stopped(why) = watched {
             tracing::warn!(task = %task.id, %why, "execution stopped by its watchdog; reporting nothing");
             return None;

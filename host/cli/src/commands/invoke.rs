@@ -98,12 +98,12 @@ impl LimitArgs {
     }
 }
 
-fn parse_size(text: &str) -> Result<ByteSize, String> {
+pub(crate) fn parse_size(text: &str) -> Result<ByteSize, String> {
     text.parse()
         .map_err(|e: waft_core::ParseError| e.to_string())
 }
 
-fn parse_duration_arg(text: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration_arg(text: &str) -> Result<Duration, String> {
     parse_duration(text).map_err(|e| e.to_string())
 }
 
@@ -194,7 +194,7 @@ fn read_payload(args: &InvokeArgs) -> Result<Vec<u8>, Failure> {
 
 /// Reads at most `max + 1` bytes, so an oversized (or endless) input is
 /// refused without reading it all.
-fn read_limited(path: &Path, max: u64) -> Result<Vec<u8>, Failure> {
+pub(crate) fn read_limited(path: &Path, max: u64) -> Result<Vec<u8>, Failure> {
     use std::io::Read;
     let cannot = |e: std::io::Error| Failure::usage(format!("cannot read {}: {e}", path.display()));
     let mut bytes = Vec::new();

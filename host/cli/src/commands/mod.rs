@@ -1,4 +1,8 @@
 //! One module per subcommand.
 
 pub mod bench;
+pub mod client;
 pub mod invoke;
+pub mod lambda;
+pub mod serve;
+pub mod task;

@@ -1,0 +1,181 @@
+//! `waft lambda …`: deploy lambdas and look at them.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+use serde_json::json;
+use waft_core::{Backoff, ByteSize, LambdaConfig};
+use waft_services::FrontendApi;
+use waft_store::Lambda;
+
+use crate::commands::client::{ClientArgs, block_on, time};
+use crate::commands::invoke::{LimitArgs, parse_duration_arg, parse_size, read_wasm};
+use crate::exit::Failure;
+
+/// Arguments of `waft lambda`.
+#[derive(Debug, Args)]
+pub struct LambdaArgs {
+    #[command(subcommand)]
+    pub command: LambdaCommand,
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum LambdaCommand {
+    /// Deploy a `.wasm` component as the lambda's next version. The server
+    /// checks it is a Waft lambda first.
+    Deploy(DeployArgs),
+    /// Every lambda at its current version.
+    List,
+    /// One lambda and its configuration.
+    Get {
+        name: String,
+        /// A past version; the current one when absent.
+        #[arg(long)]
+        version: Option<u32>,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct DeployArgs {
+    /// The lambda's name (letters, digits, `-`, `_`, `.`).
+    pub name: String,
+    /// The component, built for wasm32-wasip2.
+    pub file: PathBuf,
+    #[command(flatten)]
+    pub limits: LimitArgs,
+    /// Executions a task gets before it becomes a dead letter.
+    #[arg(long, default_value_t = 5)]
+    pub max_attempts: u32,
+    /// Delay after the first failure.
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration_arg)]
+    pub backoff_base: Duration,
+    /// Growth of the delay per further failure.
+    #[arg(long, default_value_t = 2.0)]
+    pub backoff_factor: f64,
+    /// Longest delay between attempts.
+    #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = parse_duration_arg)]
+    pub backoff_max: Duration,
+    /// Priority levels (tasks take 0..N, higher first).
+    #[arg(long, default_value_t = 3)]
+    pub priorities: u8,
+    /// Priority of tasks scheduled without one.
+    #[arg(long, default_value_t = 0)]
+    pub default_priority: u8,
+    /// Largest payload a task may carry.
+    #[arg(long, value_name = "SIZE", default_value = "256KiB", value_parser = parse_size)]
+    pub max_payload: ByteSize,
+    /// Tasks of this lambda one executor runs at once.
+    #[arg(long, default_value_t = 64)]
+    pub concurrency: u32,
+}
+
+impl DeployArgs {
+    fn config(&self) -> Result<LambdaConfig, Failure> {
+        let config = LambdaConfig {
+            limits: self.limits.limits()?,
+            max_attempts: self.max_attempts,
+            backoff: Backoff {
+                base: self.backoff_base,
+                factor: self.backoff_factor,
+                max: self.backoff_max,
+            },
+            priorities: self.priorities,
+            default_priority: self.default_priority,
+            max_payload: self.max_payload,
+            concurrency: self.concurrency,
+            quota_per_sec: None,
+        };
+        config
+            .validate()
+            .map_err(|e| Failure::usage(format!("invalid lambda configuration: {e}")))?;
+        Ok(config)
+    }
+}
+
+/// Runs `waft lambda …`.
+pub fn run(args: LambdaArgs) -> Result<ExitCode, Failure> {
+    let client = args.client;
+    block_on(async move {
+        let frontend = client.frontend()?;
+        match args.command {
+            LambdaCommand::Deploy(deploy) => {
+                let config = deploy.config()?;
+                let component = read_wasm(&deploy.file)?;
+                let lambda = frontend
+                    .lambda_deploy(&deploy.name, component, config)
+                    .await
+                    .map_err(|e| client.failure(e))?;
+                if client.json {
+                    println!("{}", lambda_json(&lambda));
+                } else {
+                    println!(
+                        "deployed {} version {} ({})",
+                        lambda.name, lambda.version, lambda.digest
+                    );
+                }
+            }
+            LambdaCommand::List => {
+                let lambdas = frontend
+                    .lambda_list()
+                    .await
+                    .map_err(|e| client.failure(e))?;
+                if client.json {
+                    let list: Vec<_> = lambdas.iter().map(lambda_json).collect();
+                    println!("{}", serde_json::Value::Array(list));
+                } else {
+                    for lambda in &lambdas {
+                        println!(
+                            "{:<24} v{:<4} {}  deployed {}",
+                            lambda.name,
+                            lambda.version,
+                            &lambda.digest[..12.min(lambda.digest.len())],
+                            time(lambda.created_at)
+                        );
+                    }
+                }
+            }
+            LambdaCommand::Get { name, version } => {
+                let lambda = frontend
+                    .lambda_get(&name, version)
+                    .await
+                    .map_err(|e| client.failure(e))?;
+                if client.json {
+                    println!("{}", lambda_json(&lambda));
+                } else {
+                    println!("{:#}", lambda_json(&lambda));
+                }
+            }
+        }
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+fn lambda_json(lambda: &Lambda) -> serde_json::Value {
+    let config = &lambda.config;
+    json!({
+        "name": lambda.name,
+        "version": lambda.version,
+        "digest": lambda.digest,
+        "deployed_at": time(lambda.created_at),
+        "config": {
+            "max_memory": config.limits.max_memory.to_string(),
+            "timeout": humantime::format_duration(config.limits.timeout).to_string(),
+            "fuel": config.limits.fuel,
+            "max_output": config.limits.max_output.to_string(),
+            "max_log": config.limits.max_log.to_string(),
+            "max_attempts": config.max_attempts,
+            "backoff_base": humantime::format_duration(config.backoff.base).to_string(),
+            "backoff_factor": config.backoff.factor,
+            "backoff_max": humantime::format_duration(config.backoff.max).to_string(),
+            "priorities": config.priorities,
+            "default_priority": config.default_priority,
+            "max_payload": config.max_payload.to_string(),
+            "concurrency": config.concurrency,
+            "quota_per_sec": config.quota_per_sec,
+        },
+    })
+}

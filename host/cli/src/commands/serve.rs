@@ -1,0 +1,125 @@
+//! `waft dev` and `waft serve ROLE`: run the platform.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, ValueEnum};
+use waft_node::{Config, DevOptions, Node, Role};
+
+use crate::exit::Failure;
+
+/// Arguments of `waft dev`.
+#[derive(Debug, Args)]
+pub struct DevArgs {
+    /// Where the SQLite store and the compiled-component cache live.
+    #[arg(long, env = "WAFT_DATA_DIR", default_value = ".waft")]
+    pub data_dir: PathBuf,
+    /// Where the gRPC server listens (overrides the file's `listen`).
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<std::net::SocketAddr>,
+    /// A configuration file (TOML); see README.md, "Configuration".
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+}
+
+/// Arguments of `waft serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The role this process plays.
+    pub role: RoleArg,
+    /// A configuration file (TOML); `WAFT_*` variables override it.
+    #[arg(long, value_name = "FILE", env = "WAFT_CONFIG")]
+    pub config: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum RoleArg {
+    Frontend,
+    Consumer,
+    Controller,
+    Executor,
+    Hsc,
+}
+
+impl From<RoleArg> for Role {
+    fn from(role: RoleArg) -> Self {
+        match role {
+            RoleArg::Frontend => Role::Frontend,
+            RoleArg::Consumer => Role::Consumer,
+            RoleArg::Controller => Role::Controller,
+            RoleArg::Executor => Role::Executor,
+            RoleArg::Hsc => Role::Hsc,
+        }
+    }
+}
+
+fn load_config(file: Option<&PathBuf>) -> Result<Config, Failure> {
+    let text = file
+        .map(|path| {
+            std::fs::read_to_string(path)
+                .map_err(|e| Failure::usage(format!("cannot read {}: {e}", path.display())))
+        })
+        .transpose()?;
+    Config::load(text.as_deref(), std::env::vars()).map_err(|e| Failure::usage(e.to_string()))
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::internal(format!("cannot start the async runtime: {e}")))
+}
+
+/// Runs `waft dev` until Ctrl-C or SIGTERM.
+pub fn dev(args: DevArgs) -> Result<ExitCode, Failure> {
+    let mut config = load_config(args.config.as_ref())?;
+    if let Some(listen) = args.listen {
+        config.listen = listen;
+    }
+    config
+        .validate(None)
+        .map_err(|e| Failure::usage(e.to_string()))?;
+    runtime()?.block_on(async move {
+        let node = waft_node::start_dev(DevOptions {
+            data_dir: args.data_dir.clone(),
+            config,
+        })
+        .await
+        .map_err(|e| Failure::internal(e.to_string()))?;
+        println!(
+            "waft dev: listening on {} (Frontend, Controller and HSC); tasks in {} (SQLite), \
+             in-process queues. Ctrl-C stops.",
+            node.addr,
+            args.data_dir.join("waft.db").display()
+        );
+        run_until_signal(node).await
+    })
+}
+
+/// Runs `waft serve ROLE` until Ctrl-C or SIGTERM.
+pub fn serve(args: ServeArgs) -> Result<ExitCode, Failure> {
+    let role = Role::from(args.role);
+    let config = load_config(args.config.as_ref())?;
+    config
+        .validate(Some(role))
+        .map_err(|e| Failure::usage(e.to_string()))?;
+    runtime()?.block_on(async move {
+        let node = waft_node::start_role(role, config)
+            .await
+            .map_err(|e| Failure::internal(e.to_string()))?;
+        println!("waft serve {}: listening on {}", role.as_str(), node.addr);
+        run_until_signal(node).await
+    })
+}
+
+async fn run_until_signal(node: Node) -> Result<ExitCode, Failure> {
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|e| Failure::internal(format!("cannot watch for SIGTERM: {e}")))?;
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = terminate.recv() => {}
+    }
+    eprintln!("stopping…");
+    node.shutdown().await;
+    Ok(ExitCode::SUCCESS)
+}

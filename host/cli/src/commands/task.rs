@@ -1,0 +1,314 @@
+//! `waft task …`: schedule tasks and follow them.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+use serde_json::json;
+use waft_core::TaskStatus;
+use waft_services::{FrontendApi, RunAt, TaskRequest};
+use waft_store::{Task, TaskList};
+
+use crate::commands::client::{ClientArgs, block_on, json_bytes, parse_time, show_bytes, time};
+use crate::commands::invoke::{parse_duration_arg, read_limited};
+use crate::exit::{self, Failure};
+
+/// Arguments of `waft task`.
+#[derive(Debug, Args)]
+pub struct TaskArgs {
+    #[command(subcommand)]
+    pub command: TaskCommand,
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TaskCommand {
+    /// Schedule a task; prints its id.
+    Schedule(ScheduleArgs),
+    /// Show a task: status, attempts, times, output, last error, log.
+    Get { id: String },
+    /// List tasks, oldest first.
+    List(ListArgs),
+    /// Cancel a task that has not ended.
+    Cancel { id: String },
+    /// Wait until a task ends; the exit code says how it ended (0 success,
+    /// 20 fatal failure, 21 dead, 22 dropped, 23 cancelled, 7 timed out).
+    Wait {
+        id: String,
+        /// Give up after this long.
+        #[arg(long, value_name = "DURATION", value_parser = parse_duration_arg)]
+        timeout: Option<Duration>,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct ScheduleArgs {
+    /// The lambda to run.
+    pub lambda: String,
+    /// The payload, as JSON.
+    #[arg(long, value_name = "JSON", conflicts_with = "payload_file")]
+    pub payload: Option<String>,
+    /// Read the payload (any bytes) from a file; `-` for stdin.
+    #[arg(long, value_name = "FILE")]
+    pub payload_file: Option<PathBuf>,
+    /// Run at this time (RFC 3339, or Unix milliseconds).
+    #[arg(long, value_name = "TIME", value_parser = parse_time, conflicts_with = "delay")]
+    pub at: Option<i64>,
+    /// Run after this delay (`30s`, `5m`).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_arg)]
+    pub delay: Option<Duration>,
+    /// Priority level (higher runs first); the lambda's default when absent.
+    #[arg(long)]
+    pub priority: Option<u8>,
+    /// Collection (`default` when absent).
+    #[arg(long)]
+    pub collection: Option<String>,
+    /// Schedule at most one task per key and lambda; repeats return it.
+    #[arg(long, value_name = "KEY")]
+    pub idempotency_key: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    #[arg(long)]
+    pub lambda: Option<String>,
+    #[arg(long)]
+    pub collection: Option<String>,
+    /// new, enqueued, claimed, processing, retriable_failure, success,
+    /// fatal_failure, dead, dropped or cancelled.
+    #[arg(long, value_parser = parse_status)]
+    pub status: Option<TaskStatus>,
+    /// Children of this task.
+    #[arg(long, value_name = "ID")]
+    pub parent: Option<String>,
+    /// Tasks after this id (the last of the previous page).
+    #[arg(long, value_name = "ID")]
+    pub after: Option<String>,
+    /// At most this many (up to 1000).
+    #[arg(long, default_value_t = 100)]
+    pub limit: u32,
+}
+
+fn parse_status(text: &str) -> Result<TaskStatus, String> {
+    TaskStatus::ALL
+        .into_iter()
+        .find(|s| s.as_str() == text)
+        .ok_or_else(|| {
+            let names: Vec<&str> = TaskStatus::ALL.iter().map(|s| s.as_str()).collect();
+            format!("unknown status {text:?}; one of {}", names.join(", "))
+        })
+}
+
+/// Runs `waft task …`.
+pub fn run(args: TaskArgs) -> Result<ExitCode, Failure> {
+    let client = args.client;
+    block_on(async move {
+        let frontend = client.frontend()?;
+        match args.command {
+            TaskCommand::Schedule(schedule) => {
+                let payload = payload(&schedule)?;
+                let run_at = match (schedule.at, schedule.delay) {
+                    (Some(at), _) => RunAt::At(at),
+                    (None, Some(delay)) => RunAt::After(delay),
+                    (None, None) => RunAt::Now,
+                };
+                let request = TaskRequest {
+                    lambda: schedule.lambda,
+                    payload,
+                    collection: schedule.collection,
+                    priority: schedule.priority,
+                    run_at,
+                    idempotency_key: schedule.idempotency_key,
+                    parent_id: None,
+                };
+                let inserted = frontend
+                    .task_schedule_many(vec![request])
+                    .await
+                    .map_err(|e| client.failure(e))?;
+                let inserted = inserted
+                    .into_iter()
+                    .next()
+                    .ok_or_else(|| Failure::internal("the server answered no task"))?;
+                if client.json {
+                    println!(
+                        "{}",
+                        json!({ "id": inserted.id, "created": inserted.created })
+                    );
+                } else {
+                    println!("{}", inserted.id);
+                }
+            }
+            TaskCommand::Get { id } => {
+                let task = frontend
+                    .task_get(&id)
+                    .await
+                    .map_err(|e| client.failure(e))?;
+                print_task(&task, client.json);
+            }
+            TaskCommand::List(list) => {
+                let filter = TaskList {
+                    lambda: list.lambda,
+                    collection: list.collection,
+                    status: list.status,
+                    parent_id: list.parent,
+                    after: list.after,
+                    limit: list.limit,
+                };
+                let tasks = frontend
+                    .task_list(filter)
+                    .await
+                    .map_err(|e| client.failure(e))?;
+                if client.json {
+                    let tasks: Vec<_> = tasks.iter().map(task_json).collect();
+                    println!("{}", serde_json::Value::Array(tasks));
+                } else {
+                    for task in &tasks {
+                        println!(
+                            "{}  {:<17}  {}  attempt {}/{}  created {}",
+                            task.id,
+                            task.status.as_str(),
+                            task.lambda,
+                            task.attempt,
+                            task.max_attempts,
+                            time(task.created_at)
+                        );
+                    }
+                }
+            }
+            TaskCommand::Cancel { id } => {
+                let task = frontend
+                    .task_cancel(&id)
+                    .await
+                    .map_err(|e| client.failure(e))?;
+                print_task(&task, client.json);
+            }
+            TaskCommand::Wait { id, timeout } => {
+                let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
+                let mut pause = Duration::from_millis(20);
+                loop {
+                    let task = frontend
+                        .task_get(&id)
+                        .await
+                        .map_err(|e| client.failure(e))?;
+                    if task.status.is_terminal() {
+                        print_task(&task, client.json);
+                        return Ok(ExitCode::from(match task.status {
+                            TaskStatus::Success => exit::SUCCESS,
+                            TaskStatus::FatalFailure => exit::TASK_FATAL,
+                            TaskStatus::Dead => exit::TASK_DEAD,
+                            TaskStatus::Dropped => exit::TASK_DROPPED,
+                            _ => exit::TASK_CANCELLED,
+                        }));
+                    }
+                    if deadline.is_some_and(|d| tokio::time::Instant::now() + pause > d) {
+                        return Err(Failure {
+                            code: exit::TIMED_OUT,
+                            message: format!(
+                                "task {id} is still {} after {:?}",
+                                task.status.as_str(),
+                                timeout.unwrap_or_default()
+                            ),
+                        });
+                    }
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_millis(500));
+                }
+            }
+        }
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+fn payload(args: &ScheduleArgs) -> Result<Vec<u8>, Failure> {
+    if let Some(json) = &args.payload {
+        if let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(json) {
+            return Err(Failure::usage(format!(
+                "--payload is not valid JSON ({e}); pass raw bytes with --payload-file instead"
+            )));
+        }
+        return Ok(json.clone().into_bytes());
+    }
+    match &args.payload_file {
+        // The server enforces each lambda's own limit; this only bounds
+        // what is read.
+        Some(path) => read_limited(path, waft_core::LambdaConfig::MAX_PAYLOAD.bytes()),
+        None => Ok(Vec::new()),
+    }
+}
+
+fn task_json(task: &Task) -> serde_json::Value {
+    json!({
+        "id": task.id,
+        "lambda": task.lambda,
+        "collection": task.collection,
+        "priority": task.priority,
+        "status": task.status.as_str(),
+        "attempt": task.attempt,
+        "max_attempts": task.max_attempts,
+        "scheduled_at": time(task.scheduled_at),
+        "created_at": time(task.created_at),
+        "next_trigger_at": task.next_trigger_at.map(time),
+        "enqueued_at": task.enqueued_at.map(time),
+        "claimed_at": task.claimed_at.map(time),
+        "heartbeat_at": task.heartbeat_at.map(time),
+        "finished_at": task.finished_at.map(time),
+        "held": task.held,
+        "progress": task.progress,
+        "last_error": task.last_error,
+        "payload": json_bytes(&task.payload),
+        "output": task.output.as_deref().map(json_bytes),
+        "log": task.log,
+        "parent_id": task.parent_id,
+        "idempotency_key": task.idempotency_key,
+    })
+}
+
+fn print_task(task: &Task, as_json: bool) {
+    if as_json {
+        println!("{}", task_json(task));
+        return;
+    }
+    let mut lines = vec![
+        ("id", task.id.clone()),
+        ("lambda", task.lambda.clone()),
+        ("collection", task.collection.clone()),
+        ("priority", task.priority.to_string()),
+        ("status", task.status.as_str().to_owned()),
+        (
+            "attempts",
+            format!("{} of {}", task.attempt, task.max_attempts),
+        ),
+        ("scheduled", time(task.scheduled_at)),
+        ("created", time(task.created_at)),
+    ];
+    let times = [
+        ("enqueued", task.enqueued_at),
+        ("claimed", task.claimed_at),
+        ("heartbeat", task.heartbeat_at),
+        ("finished", task.finished_at),
+        ("next trigger", task.next_trigger_at),
+    ];
+    lines.extend(
+        times
+            .into_iter()
+            .filter_map(|(k, v)| v.map(|v| (k, time(v)))),
+    );
+    let optional = [
+        ("progress", task.progress.clone()),
+        ("last error", task.last_error.clone()),
+        ("parent", task.parent_id.clone()),
+        ("output", task.output.as_deref().map(show_bytes)),
+    ];
+    lines.extend(optional.into_iter().filter_map(|(k, v)| v.map(|v| (k, v))));
+    for (key, value) in lines {
+        println!("{key:<13}{value}");
+    }
+    if let Some(log) = &task.log {
+        println!("log:");
+        for line in log.lines() {
+            println!("  {line}");
+        }
+    }
+}
