@@ -237,6 +237,7 @@ impl ControllerApi for ControllerClient {
                 })
                 .collect(),
             wait_ms: u32::try_from(request.wait.as_millis()).unwrap_or(u32::MAX),
+            max_tasks: request.max_tasks,
         };
         let response = self
             .0

@@ -275,6 +275,11 @@ impl proto::controller_server::Controller for ControllerService {
                     free: slot.free,
                 })
                 .collect(),
+            max_tasks: if request.max_tasks == 0 {
+                u32::MAX
+            } else {
+                request.max_tasks
+            },
             wait: Duration::from_millis(u64::from(request.wait_ms)),
         };
         let tasks = self.0.next_work(work).await.map_err(to_status)?;

@@ -84,6 +84,8 @@ pub struct LambdaSlots {
 pub struct NextWork {
     /// Only these lambdas, at most this many of each.
     pub slots: Vec<LambdaSlots>,
+    /// At most this many tasks in all, whatever the slots.
+    pub max_tasks: u32,
     /// How long to wait for the first task (long poll).
     pub wait: Duration,
 }

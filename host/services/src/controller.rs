@@ -229,7 +229,8 @@ impl Inner {
     }
 
     /// Takes buffered messages for the slots, highest priority first.
-    fn take(&self, slots: &[LambdaSlots]) -> Vec<(QueueKey, Delivery)> {
+    fn take(&self, slots: &[LambdaSlots], max: usize) -> Vec<(QueueKey, Delivery)> {
+        let max = max.min(MAX_NEXT_WORK_TASKS);
         let mut taken = Vec::new();
         let mut buffers = lock(&self.buffers);
         for slot in slots {
@@ -238,9 +239,7 @@ impl Inner {
             };
             let mut free = slot.free as usize;
             for (priority, buffer) in levels.iter_mut().enumerate().rev() {
-                let count = free
-                    .min(buffer.deliveries.len())
-                    .min(MAX_NEXT_WORK_TASKS - taken.len());
+                let count = free.min(buffer.deliveries.len()).min(max - taken.len());
                 if count == 0 {
                     continue;
                 }
@@ -332,7 +331,7 @@ impl ControllerApi for Controller {
             let arrived = inner.arrived.notified();
             tokio::pin!(arrived);
             arrived.as_mut().enable();
-            let taken = inner.take(&request.slots);
+            let taken = inner.take(&request.slots, request.max_tasks as usize);
             if !taken.is_empty() {
                 let claimed = inner.claim(taken).await?;
                 if !claimed.is_empty() {

@@ -20,6 +20,7 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use tokio::sync::{Notify, OnceCell, mpsc};
+use tokio::task::JoinSet;
 use tokio::time::Instant;
 use waft_core::LambdaConfig;
 use waft_runtime::{
@@ -79,6 +80,44 @@ impl ExecutorConfig {
     }
 }
 
+/// `NextWork` polls out at once, at most.
+const MAX_POLLS: usize = 4;
+
+/// Room held by outstanding `NextWork` polls, per poll.
+#[derive(Default)]
+struct Reserved {
+    polls: HashMap<tokio::task::Id, NextWork>,
+}
+
+impl Reserved {
+    fn add(&mut self, id: tokio::task::Id, poll: NextWork) {
+        self.polls.insert(id, poll);
+    }
+
+    fn remove(&mut self, id: tokio::task::Id) {
+        self.polls.remove(&id);
+    }
+
+    /// Slots of one lambda held.
+    fn of(&self, lambda: &str) -> usize {
+        self.polls
+            .values()
+            .flat_map(|poll| &poll.slots)
+            .filter(|slot| slot.lambda == lambda)
+            .map(|slot| slot.free as usize)
+            .sum()
+    }
+
+    /// The most tasks the outstanding polls may bring, all lambdas
+    /// together, against the executor's `max_tasks`.
+    fn total(&self) -> usize {
+        self.polls
+            .values()
+            .map(|poll| poll.max_tasks as usize)
+            .sum()
+    }
+}
+
 /// Loaded lambda versions by name and version; a failed load leaves its
 /// cell empty, so it is retried.
 type Versions = Mutex<HashMap<(String, u32), Arc<OnceCell<Arc<Loaded>>>>>;
@@ -135,13 +174,21 @@ impl Executor {
     /// Takes and runs work until `shutdown` resolves, then lets running
     /// tasks finish within the grace period, stops the rest and delivers
     /// the last results.
+    ///
+    /// Several `NextWork` long polls may be out at once, each for slots no
+    /// other holds: when a task ends while a poll waits for other lambdas'
+    /// work, the freed slot is asked for at once instead of after that
+    /// poll's wait.
     pub async fn run(self: Arc<Self>, shutdown: impl std::future::Future<Output = ()>) {
         tokio::pin!(shutdown);
         let (results, reporter) = ResultReporter::start(self.hsc.clone(), self.config.heartbeat);
         let kills = Arc::new(Mutex::new(HashMap::<(String, i64), KillSwitch>::new()));
         let mut lambdas: Vec<Lambda> = Vec::new();
         let mut refreshed: Option<Instant> = None;
+        let mut polls = JoinSet::new();
+        let mut reserved = Reserved::default();
         let mut failures = 0u32;
+        let mut retry_at = Instant::now();
         loop {
             if refreshed.is_none_or(|at| at.elapsed() >= self.config.refresh) {
                 match self.frontend.lambda_list().await {
@@ -152,69 +199,97 @@ impl Executor {
                     Err(error) => tracing::warn!(%error, "executor cannot list lambdas"),
                 }
             }
-            let slots = self.slots(&lambdas);
-            if slots.is_empty() {
-                // Full, or nothing deployed yet.
-                tokio::select! {
-                    () = &mut shutdown => break,
-                    () = self.freed.notified() => {}
-                    () = tokio::time::sleep(self.config.refresh) => {}
+            if polls.len() < MAX_POLLS && Instant::now() >= retry_at {
+                let (slots, max_tasks) = self.slots(&lambdas, &reserved);
+                if !slots.is_empty() {
+                    let request = NextWork {
+                        slots,
+                        max_tasks,
+                        wait: self.config.next_work_wait,
+                    };
+                    let controller = self.controller.clone();
+                    let held = request.clone();
+                    let handle = polls.spawn(async move { controller.next_work(request).await });
+                    reserved.add(handle.id(), held);
+                    continue;
                 }
-                continue;
             }
-            let request = NextWork {
-                slots,
-                wait: self.config.next_work_wait,
+            // Wake for a retry, a refresh, a freed slot or an answer.
+            let wake_at = if Instant::now() < retry_at {
+                retry_at
+            } else {
+                Instant::now() + self.config.refresh
             };
-            let work = tokio::select! {
+            tokio::select! {
                 () = &mut shutdown => break,
-                work = self.controller.next_work(request) => work,
-            };
-            let tasks = match work {
-                Ok(tasks) => {
-                    failures = 0;
-                    tasks
-                }
-                Err(error) => {
-                    failures += 1;
-                    tracing::warn!(%error, "cannot get work from the controller");
-                    let pause = Duration::from_millis(50 << failures.min(6));
-                    tokio::select! {
-                        () = &mut shutdown => break,
-                        () = tokio::time::sleep(pause) => continue,
+                () = self.freed.notified() => {}
+                () = tokio::time::sleep_until(wake_at) => {}
+                Some(joined) = polls.join_next_with_id(), if !polls.is_empty() => {
+                    let answer = match joined {
+                        Ok((id, answer)) => {
+                            reserved.remove(id);
+                            answer
+                        }
+                        Err(error) => {
+                            reserved.remove(error.id());
+                            tracing::error!(%error, "a work request failed");
+                            continue;
+                        }
+                    };
+                    match answer {
+                        Ok(tasks) => {
+                            failures = 0;
+                            for task in tasks {
+                                self.start(task, &results, &kills);
+                            }
+                        }
+                        Err(error) => {
+                            failures += 1;
+                            tracing::warn!(%error, "cannot get work from the controller");
+                            retry_at = Instant::now() + Duration::from_millis(50 << failures.min(6));
+                        }
                     }
                 }
-            };
-            for task in tasks {
-                self.start(task, &results, &kills);
             }
         }
+        // A poll cut short may have claimed tasks nobody will run: they
+        // come back after the claim timeout.
+        polls.abort_all();
         self.drain(&kills).await;
         drop(results);
         let _ = reporter.await;
     }
 
-    /// Room for each served lambda now.
-    fn slots(&self, lambdas: &[Lambda]) -> Vec<LambdaSlots> {
-        let total_free = self.config.max_tasks.saturating_sub(self.running());
+    /// Room for each served lambda now, beyond what running tasks and
+    /// outstanding polls hold, and the most one poll may ask for: half the
+    /// free room (at least one), so a slot freed while a poll waits can
+    /// always be asked for by another.
+    fn slots(&self, lambdas: &[Lambda], reserved: &Reserved) -> (Vec<LambdaSlots>, u32) {
+        let total_free = self
+            .config
+            .max_tasks
+            .saturating_sub(self.running() + reserved.total());
         if total_free == 0 {
-            return Vec::new();
+            return (Vec::new(), 0);
         }
+        let max_tasks = total_free.div_ceil(2);
         let running = lock(&self.running);
-        lambdas
+        let slots = lambdas
             .iter()
             .filter(|l| self.config.lambdas.is_empty() || self.config.lambdas.contains(&l.name))
             .filter_map(|lambda| {
-                let busy = running.get(&lambda.name).copied().unwrap_or(0);
+                let busy =
+                    running.get(&lambda.name).copied().unwrap_or(0) + reserved.of(&lambda.name);
                 let free = (lambda.config.concurrency as usize)
                     .saturating_sub(busy)
-                    .min(total_free);
+                    .min(max_tasks);
                 (free > 0).then(|| LambdaSlots {
                     lambda: lambda.name.clone(),
                     free: u32::try_from(free).unwrap_or(u32::MAX),
                 })
             })
-            .collect()
+            .collect();
+        (slots, u32::try_from(max_tasks).unwrap_or(u32::MAX))
     }
 
     fn start(
@@ -241,7 +316,9 @@ impl Executor {
                 *count = count.saturating_sub(1);
             }
             this.running_total.fetch_sub(1, Ordering::AcqRel);
-            this.freed.notify_waiters();
+            // One stored permit: a wake-up is never lost, even when nobody
+            // waits yet.
+            this.freed.notify_one();
         });
     }
 

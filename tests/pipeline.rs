@@ -1,0 +1,287 @@
+//! The pipeline end to end, in both modes: a client schedules over gRPC and
+//! real `waft` processes run the sample lambdas to a terminal state.
+//!
+//! Every scenario runs against `waft dev` (one process, SQLite, in-process
+//! queues) and against the distributed mode (a `waft serve` process per
+//! role, Postgres, an SQS-compatible server).
+
+mod support;
+
+use std::time::Duration;
+
+use serde_json::json;
+use support::Cluster;
+use waft_core::{ByteSize, TaskStatus};
+use waft_sample_artifacts as samples;
+use waft_services::{FrontendApi, RunAt, ServiceError, TaskRequest};
+use waft_store::TaskList;
+
+const WITHIN: Duration = Duration::from_secs(30);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dev_mode_runs_every_scenario() {
+    let cluster = Cluster::dev().await;
+    scenarios(&cluster).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn distributed_mode_runs_every_scenario() {
+    let Some(cluster) = Cluster::distributed(1).await else {
+        return;
+    };
+    scenarios(&cluster).await;
+}
+
+async fn scenarios(cluster: &Cluster) {
+    cluster.deploy("hello", samples::HELLO, |_| {}).await;
+    cluster.deploy("flaky", samples::FLAKY, |_| {}).await;
+    cluster
+        .deploy("flaky2", samples::FLAKY, |c| c.max_attempts = 2)
+        .await;
+    cluster.deploy("fatal", samples::FATAL, |_| {}).await;
+    cluster.deploy("chain", samples::CHAIN, |_| {}).await;
+    cluster
+        .deploy("hog", samples::HOG, |c| {
+            c.limits.max_memory = ByteSize::mib(2)
+        })
+        .await;
+    cluster
+        .deploy("one-at-a-time", samples::HELLO, |c| c.concurrency = 1)
+        .await;
+
+    success(cluster).await;
+    retry_then_success(cluster).await;
+    fatal(cluster).await;
+    dead_letter(cluster).await;
+    over_its_limit(cluster).await;
+    chaining(cluster).await;
+    cancel(cluster).await;
+    bad_input_stores_nothing(cluster).await;
+    priorities(cluster).await;
+}
+
+async fn success(cluster: &Cluster) {
+    let id = cluster
+        .schedule("hello", json!({"name": "Ada"}), None)
+        .await;
+    let task = cluster.finished(&id, WITHIN).await;
+    assert_eq!(task.status, TaskStatus::Success, "{task:#?}");
+    assert_eq!(task.attempt, 1);
+    let output: serde_json::Value =
+        serde_json::from_slice(task.output.as_deref().unwrap()).unwrap();
+    assert_eq!(output, json!({"greeting": "Hello, Ada!"}));
+    assert!(task.log.unwrap().contains("greeted on attempt 1"));
+}
+
+async fn retry_then_success(cluster: &Cluster) {
+    let id = cluster
+        .schedule("flaky", json!({"succeed_on": 3}), None)
+        .await;
+    let task = cluster.finished(&id, WITHIN).await;
+    assert_eq!(
+        (task.status, task.attempt),
+        (TaskStatus::Success, 3),
+        "{task:#?}"
+    );
+    // Two backoffs of at least half of 50 ms and 100 ms (equal jitter).
+    let took = task.finished_at.unwrap() - task.created_at;
+    assert!(took >= 75, "retried after {took} ms only");
+}
+
+async fn fatal(cluster: &Cluster) {
+    let id = cluster.schedule("fatal", json!({}), None).await;
+    let task = cluster.finished(&id, WITHIN).await;
+    assert_eq!((task.status, task.attempt), (TaskStatus::FatalFailure, 1));
+    assert!(task.last_error.unwrap().contains("no such account"));
+}
+
+async fn dead_letter(cluster: &Cluster) {
+    let id = cluster
+        .schedule("flaky2", json!({"succeed_on": 10}), None)
+        .await;
+    let task = cluster.finished(&id, WITHIN).await;
+    assert_eq!(
+        (task.status, task.attempt),
+        (TaskStatus::Dead, 2),
+        "{task:#?}"
+    );
+    assert!(task.last_error.is_some());
+}
+
+async fn over_its_limit(cluster: &Cluster) {
+    let id = cluster.schedule("hog", json!({}), None).await;
+    let task = cluster.finished(&id, WITHIN).await;
+    assert_eq!(task.status, TaskStatus::FatalFailure, "{task:#?}");
+    let error = task.last_error.unwrap();
+    assert!(error.contains("limit exceeded (memory)"), "{error}");
+}
+
+async fn chaining(cluster: &Cluster) {
+    let id = cluster
+        .schedule(
+            "chain",
+            json!({"lambda": "hello", "names": ["x", "y"]}),
+            None,
+        )
+        .await;
+    let parent = cluster.finished(&id, WITHIN).await;
+    assert_eq!(parent.status, TaskStatus::Success, "{parent:#?}");
+    let children = cluster
+        .frontend
+        .task_list(TaskList {
+            parent_id: Some(id.clone()),
+            ..TaskList::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(children.len(), 2);
+    for child in children {
+        let child = cluster.finished(&child.id, WITHIN).await;
+        assert_eq!(child.status, TaskStatus::Success);
+        assert_eq!(child.parent_id.as_deref(), Some(id.as_str()));
+    }
+}
+
+async fn cancel(cluster: &Cluster) {
+    let request = TaskRequest {
+        lambda: "hello".into(),
+        run_at: RunAt::After(Duration::from_secs(3600)),
+        ..TaskRequest::default()
+    };
+    let id = cluster
+        .frontend
+        .task_schedule_many(vec![request])
+        .await
+        .unwrap()[0]
+        .id
+        .clone();
+    let task = cluster.frontend.task_cancel(&id).await.unwrap();
+    assert_eq!(task.status, TaskStatus::Cancelled);
+    let again = cluster.frontend.task_cancel(&id).await.unwrap_err();
+    assert!(
+        matches!(again, ServiceError::FailedPrecondition(_)),
+        "{again:?}"
+    );
+}
+
+async fn bad_input_stores_nothing(cluster: &Cluster) {
+    let before = cluster
+        .frontend
+        .task_list(TaskList::default())
+        .await
+        .unwrap()
+        .len();
+    let good = TaskRequest {
+        lambda: "hello".into(),
+        ..TaskRequest::default()
+    };
+    let cases = [
+        (
+            TaskRequest {
+                priority: Some(9),
+                ..good.clone()
+            },
+            "priority",
+        ),
+        (
+            TaskRequest {
+                lambda: "nope".into(),
+                ..good.clone()
+            },
+            "unknown lambda",
+        ),
+        (
+            TaskRequest {
+                payload: vec![b'x'; 300 * 1024],
+                ..good.clone()
+            },
+            "over lambda",
+        ),
+        (
+            TaskRequest {
+                run_at: RunAt::At(1),
+                ..good.clone()
+            },
+            "too far",
+        ),
+    ];
+    for (bad, expected) in cases {
+        // The bad task rides with a good one: all or nothing.
+        let error = cluster
+            .frontend
+            .task_schedule_many(vec![good.clone(), bad])
+            .await
+            .unwrap_err();
+        assert!(error.to_string().contains(expected), "{error:?}");
+    }
+    let error = cluster
+        .frontend
+        .lambda_deploy("broken", b"\0asm garbage".to_vec(), Default::default())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, ServiceError::InvalidArgument(_)),
+        "{error:?}"
+    );
+    let after = cluster
+        .frontend
+        .task_list(TaskList::default())
+        .await
+        .unwrap()
+        .len();
+    assert_eq!(before, after, "a refused request stored tasks");
+    assert!(cluster.frontend.lambda_get("broken", None).await.is_err());
+}
+
+/// A backlog at low priority does not delay a high-priority task: with one
+/// task at a time, the high one runs next, not after the backlog.
+async fn priorities(cluster: &Cluster) {
+    const BACKLOG: usize = 100;
+    let low: Vec<TaskRequest> = (0..BACKLOG)
+        .map(|i| TaskRequest {
+            lambda: "one-at-a-time".into(),
+            payload: json!({"name": format!("low {i}")}).to_string().into_bytes(),
+            priority: Some(0),
+            ..TaskRequest::default()
+        })
+        .collect();
+    let low_ids: Vec<String> = cluster
+        .frontend
+        .task_schedule_many(low)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.id)
+        .collect();
+    // Let the backlog reach the queues and start running.
+    cluster
+        .until(&low_ids[0], WITHIN, |t| t.status == TaskStatus::Success)
+        .await;
+    let high = cluster
+        .schedule("one-at-a-time", json!({"name": "vip"}), Some(2))
+        .await;
+    let high = cluster.finished(&high, WITHIN).await;
+    assert_eq!(high.status, TaskStatus::Success);
+    let done_before = cluster
+        .frontend
+        .task_list(TaskList {
+            lambda: Some("one-at-a-time".into()),
+            status: Some(TaskStatus::Success),
+            limit: 1000,
+            ..TaskList::default()
+        })
+        .await
+        .unwrap()
+        .iter()
+        .filter(|t| t.priority == 0 && t.finished_at <= high.finished_at)
+        .count();
+    assert!(
+        done_before < BACKLOG / 2,
+        "{done_before} of {BACKLOG} low-priority tasks finished before the high-priority one"
+    );
+    let last = cluster
+        .finished(low_ids.last().unwrap(), Duration::from_secs(120))
+        .await;
+    assert_eq!(last.status, TaskStatus::Success);
+    assert!(last.finished_at > high.finished_at);
+}

@@ -1,0 +1,384 @@
+//! A Waft installation for end-to-end tests: real `waft` processes, in
+//! either mode, and what the tests need to drive and observe them.
+//!
+//! - [`Cluster::dev`]: one `waft dev` process (SQLite, in-process queues).
+//! - [`Cluster::distributed`]: `waft serve` processes for every role, on a
+//!   fresh database of the test PostgreSQL cluster and the test SQS server
+//!   (`None` on a laptop without them; a failure under `CI=true`).
+//!
+//! Timings are shortened (heartbeat every 300 ms, timeout 2 s) so failure
+//! cases recover within seconds; the safety rule still holds.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime};
+
+use tempfile::TempDir;
+use waft_api::FrontendClient;
+use waft_core::{Backoff, LambdaConfig};
+use waft_services::{FrontendApi, RunAt, TaskRequest};
+use waft_store::{Lambda, Task};
+
+/// Settings every process of a test cluster gets, as `WAFT_*` variables.
+const FAST: &[(&str, &str)] = &[
+    ("WAFT_HEARTBEAT_INTERVAL", "300ms"),
+    ("WAFT_HEARTBEAT_RPC_TIMEOUT", "200ms"),
+    ("WAFT_HEARTBEAT_TIMEOUT", "2s"),
+    ("WAFT_CONSUMER_POLL_INTERVAL", "100ms"),
+    ("WAFT_CONSUMER_ENQUEUE_TIMEOUT", "10s"),
+    ("WAFT_QUEUE_VISIBILITY_TIMEOUT", "5s"),
+    ("WAFT_CONTROLLER_RECEIVE_WAIT", "1s"),
+    ("WAFT_CONTROLLER_REFRESH", "200ms"),
+    ("WAFT_EXECUTOR_REFRESH", "200ms"),
+    ("WAFT_EXECUTOR_NEXT_WORK_WAIT", "500ms"),
+    ("WAFT_EXECUTOR_SHUTDOWN_GRACE", "1s"),
+    ("WAFT_LOG", "info"),
+];
+
+/// One `waft` process and its log.
+pub struct Process {
+    pub name: String,
+    args: Vec<String>,
+    env: Vec<(String, String)>,
+    child: Option<Child>,
+    log: PathBuf,
+    /// When each incarnation was killed, for intervals left open.
+    pub killed_at: Vec<SystemTime>,
+}
+
+impl Process {
+    fn start(&mut self) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .expect("log file");
+        let child = Command::new(env!("CARGO_BIN_EXE_waft"))
+            .args(&self.args)
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .env_remove("RUST_BACKTRACE")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log file"))
+            .stderr(log)
+            .spawn()
+            .expect("waft starts");
+        self.child = Some(child);
+    }
+
+    /// Kills it at once (SIGKILL): a crash.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+            self.killed_at.push(SystemTime::now());
+        }
+    }
+
+    /// Starts it again, same arguments.
+    pub fn restart(&mut self) {
+        self.kill();
+        self.start();
+    }
+
+    /// Everything it printed, every incarnation.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// A running installation.
+pub struct Cluster {
+    pub frontend: FrontendClient,
+    pub processes: BTreeMap<String, Process>,
+    /// The queues and the HSC's address, in distributed mode.
+    pub sqs: Option<waft_queue::SqsConfig>,
+    pub hsc: Option<String>,
+    dir: TempDir,
+}
+
+fn port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn fast_env() -> Vec<(String, String)> {
+    FAST.iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+impl Cluster {
+    /// `waft dev`, every role in one process.
+    pub async fn dev() -> Self {
+        let dir = TempDir::new().unwrap();
+        let addr = format!("127.0.0.1:{}", port());
+        let mut process = Process {
+            name: "dev".into(),
+            args: vec![
+                "dev".into(),
+                "--data-dir".into(),
+                dir.path().join("data").display().to_string(),
+                "--listen".into(),
+                addr.clone(),
+            ],
+            env: fast_env(),
+            child: None,
+            log: dir.path().join("dev.log"),
+            killed_at: Vec::new(),
+        };
+        process.start();
+        let cluster = Self {
+            frontend: FrontendClient::new(waft_api::channel(&addr).unwrap()),
+            processes: BTreeMap::from([("dev".to_owned(), process)]),
+            sqs: None,
+            hsc: None,
+            dir,
+        };
+        cluster.ready().await;
+        cluster
+    }
+
+    /// Every role its own `waft serve` process, with `executors`
+    /// executors; `None` when Postgres or SQS is unavailable (never in CI).
+    pub async fn distributed(executors: usize) -> Option<Self> {
+        let database = waft_testing::postgres()?.fresh_database().await;
+        let sqs = waft_testing::sqs()?;
+        let dir = TempDir::new().unwrap();
+        let addr = |_: &str| format!("127.0.0.1:{}", port());
+        let (frontend, controller, hsc) = (addr("frontend"), addr("controller"), addr("hsc"));
+        let prefix = format!("t{}x{}", std::process::id(), port());
+        let mut base = fast_env();
+        base.extend(
+            [
+                ("WAFT_STORE_URL", database.as_str()),
+                ("WAFT_STORE_MAX_CONNECTIONS", "4"),
+                ("WAFT_QUEUE_ENDPOINT_URL", sqs.endpoint.as_str()),
+                ("WAFT_QUEUE_PREFIX", prefix.as_str()),
+                ("WAFT_PEERS_FRONTEND", frontend.as_str()),
+                ("WAFT_PEERS_CONTROLLER", controller.as_str()),
+                ("WAFT_PEERS_HSC", hsc.as_str()),
+            ]
+            .map(|(k, v)| (k.to_owned(), v.to_owned())),
+        );
+        let mut roles = vec![
+            ("hsc".to_owned(), "hsc", hsc.clone()),
+            ("frontend".to_owned(), "frontend", frontend.clone()),
+            ("consumer".to_owned(), "consumer", addr("consumer")),
+            ("controller".to_owned(), "controller", controller),
+        ];
+        for n in 1..=executors {
+            roles.push((format!("executor{n}"), "executor", addr("executor")));
+        }
+        let mut processes = BTreeMap::new();
+        for (name, role, listen) in roles {
+            let mut env = base.clone();
+            env.push(("WAFT_LISTEN".into(), listen));
+            let mut process = Process {
+                name: name.clone(),
+                args: vec!["serve".into(), role.into()],
+                env,
+                child: None,
+                log: dir.path().join(format!("{name}.log")),
+                killed_at: Vec::new(),
+            };
+            process.start();
+            processes.insert(name, process);
+        }
+        let cluster = Self {
+            frontend: FrontendClient::new(waft_api::channel(&frontend).unwrap()),
+            processes,
+            sqs: Some(waft_queue::SqsConfig {
+                endpoint_url: Some(sqs.endpoint.clone()),
+                prefix,
+                visibility_timeout: Duration::from_secs(5),
+                ..waft_queue::SqsConfig::default()
+            }),
+            hsc: Some(hsc),
+            dir,
+        };
+        cluster.ready().await;
+        Some(cluster)
+    }
+
+    async fn ready(&self) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while self.frontend.lambda_list().await.is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "the cluster did not start:\n{}",
+                self.logs()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    pub fn process(&mut self, name: &str) -> &mut Process {
+        self.processes
+            .get_mut(name)
+            .expect("a process of that name")
+    }
+
+    /// Every process's log, for failure messages.
+    pub fn logs(&self) -> String {
+        self.processes
+            .values()
+            .map(|p| format!("===== {} =====\n{}", p.name, p.log()))
+            .collect()
+    }
+
+    /// Deploys a sample with quick retries.
+    pub async fn deploy(
+        &self,
+        name: &str,
+        file: &str,
+        tune: impl FnOnce(&mut LambdaConfig),
+    ) -> Lambda {
+        let mut config = LambdaConfig {
+            backoff: Backoff {
+                base: Duration::from_millis(50),
+                factor: 2.0,
+                max: Duration::from_millis(200),
+            },
+            ..LambdaConfig::default()
+        };
+        tune(&mut config);
+        let wasm = std::fs::read(file).unwrap();
+        self.frontend
+            .lambda_deploy(name, wasm, config)
+            .await
+            .unwrap_or_else(|e| panic!("deploy {name}: {e}"))
+    }
+
+    /// Schedules one task now; its id.
+    pub async fn schedule(
+        &self,
+        lambda: &str,
+        payload: serde_json::Value,
+        priority: Option<u8>,
+    ) -> String {
+        let request = TaskRequest {
+            lambda: lambda.into(),
+            payload: payload.to_string().into_bytes(),
+            priority,
+            run_at: RunAt::Now,
+            ..TaskRequest::default()
+        };
+        self.frontend
+            .task_schedule_many(vec![request])
+            .await
+            .unwrap()
+            .remove(0)
+            .id
+    }
+
+    /// Waits until a task ends.
+    pub async fn finished(&self, id: &str, within: Duration) -> Task {
+        self.until(id, within, |t| t.status.is_terminal()).await
+    }
+
+    /// Waits until a task satisfies `done`.
+    pub async fn until(&self, id: &str, within: Duration, done: impl Fn(&Task) -> bool) -> Task {
+        let deadline = Instant::now() + within;
+        loop {
+            let task = self.frontend.task_get(id).await.unwrap();
+            if done(&task) {
+                return task;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "task {id} still {:?} after {within:?}: {task:#?}\n{}",
+                task.status,
+                self.logs()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// The execution intervals of `task` across every executor process,
+    /// from their "execution started/ended" lines; an execution cut short
+    /// by a kill ends when its process was killed.
+    pub fn executions(&self, task: &str) -> Vec<(SystemTime, SystemTime)> {
+        let mut intervals = Vec::new();
+        for process in self.processes.values() {
+            let log = process.log();
+            let mut open: BTreeMap<String, SystemTime> = BTreeMap::new();
+            for line in log.lines() {
+                if !line.contains(&format!("task={task}")) {
+                    continue;
+                }
+                let Some(at) = line
+                    .split_whitespace()
+                    .next()
+                    .and_then(|t| humantime::parse_rfc3339(strip_ansi(t).as_str()).ok())
+                else {
+                    continue;
+                };
+                let lease = line
+                    .split_whitespace()
+                    .find_map(|w| w.strip_prefix("lease="))
+                    .unwrap_or("?")
+                    .to_owned();
+                if line.contains("execution started") {
+                    open.insert(lease, at);
+                } else if line.contains("execution ended")
+                    && let Some(start) = open.remove(&lease)
+                {
+                    intervals.push((start, at));
+                }
+            }
+            for (_, start) in open {
+                let end = process
+                    .killed_at
+                    .iter()
+                    .copied()
+                    .find(|k| *k >= start)
+                    .unwrap_or_else(SystemTime::now);
+                intervals.push((start, end));
+            }
+        }
+        intervals.sort();
+        intervals
+    }
+
+    /// Asserts that no two executions of `task` overlapped in time.
+    pub fn assert_no_overlap(&self, task: &str) -> usize {
+        let intervals = self.executions(task);
+        for pair in intervals.windows(2) {
+            assert!(
+                pair[0].1 <= pair[1].0,
+                "two executions of {task} overlapped: {intervals:?}\n{}",
+                self.logs()
+            );
+        }
+        intervals.len()
+    }
+}
+
+fn strip_ansi(text: &str) -> String {
+    let mut out = String::new();
+    let mut escape = false;
+    for c in text.chars() {
+        match (escape, c) {
+            (false, '\u{1b}') => escape = true,
+            (true, 'm') => escape = false,
+            (true, _) => {}
+            (false, c) => out.push(c),
+        }
+    }
+    out
+}
