@@ -104,7 +104,11 @@ async fn take_message(queue: &SqsQueue, key: &QueueKey, task: &str) -> i64 {
     let deadline = Instant::now() + WITHIN;
     loop {
         assert!(Instant::now() < deadline, "no message for {task}");
-        for delivery in queue.queue_receive(key, 10, Duration::from_secs(1)).await.unwrap() {
+        for delivery in queue
+            .queue_receive(key, 10, Duration::from_secs(1))
+            .await
+            .unwrap()
+        {
             if delivery.message.task_id == task {
                 queue
                     .queue_ack_many(key, vec![delivery.receipt])
@@ -124,7 +128,9 @@ async fn a_lost_queue_message_is_enqueued_again() {
     // No controller takes messages while the test loses one.
     cluster.process("controller").kill();
     let queue = SqsQueue::new(cluster.sqs.clone().unwrap()).await;
-    let id = cluster.schedule("hello", json!({"name": "lost"}), None).await;
+    let id = cluster
+        .schedule("hello", json!({"name": "lost"}), None)
+        .await;
     take_message(&queue, &QueueKey::new("hello", 0), &id).await;
     cluster.process("controller").restart();
 
@@ -141,11 +147,16 @@ async fn a_controller_killed_after_its_claim_loses_no_task() {
     };
     cluster.process("controller").kill();
     let queue = SqsQueue::new(cluster.sqs.clone().unwrap()).await;
-    let id = cluster.schedule("hello", json!({"name": "orphan"}), None).await;
+    let id = cluster
+        .schedule("hello", json!({"name": "orphan"}), None)
+        .await;
     // Do what a controller does up to its claim, then die.
     let token = take_message(&queue, &QueueKey::new("hello", 0), &id).await;
     let hsc = waft_api::HscClient::new(waft_api::channel(cluster.hsc.as_ref().unwrap()).unwrap());
-    let claimed = hsc.task_claim_many(vec![(id.clone(), token)]).await.unwrap();
+    let claimed = hsc
+        .task_claim_many(vec![(id.clone(), token)])
+        .await
+        .unwrap();
     assert!(claimed[0].is_ok(), "{claimed:?}");
     assert_eq!(
         cluster.frontend.task_get(&id).await.unwrap().status,

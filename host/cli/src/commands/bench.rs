@@ -29,6 +29,9 @@ pub struct BenchArgs {
 pub enum BenchTarget {
     /// Per-task overhead of running a lambda: instantiate + call + drop.
     Invoke(InvokeBenchArgs),
+    /// End to end: tasks/s from schedule to terminal, and schedule→start
+    /// latency at half that load.
+    Pipeline(crate::commands::bench_pipeline::PipelineBenchArgs),
 }
 
 #[derive(Debug, Args)]
@@ -63,6 +66,7 @@ const SETUPS: &[(&str, Allocator, bool)] = &[
 pub fn run(args: BenchArgs) -> Result<ExitCode, Failure> {
     match args.target {
         BenchTarget::Invoke(args) => invoke(args),
+        BenchTarget::Pipeline(args) => crate::commands::bench_pipeline::run(args),
     }
 }
 

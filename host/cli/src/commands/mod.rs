@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod bench;
+pub mod bench_pipeline;
 pub mod client;
 pub mod invoke;
 pub mod lambda;

@@ -1,0 +1,261 @@
+//! `waft bench pipeline FILE`: end-to-end throughput and latency.
+//!
+//! Deploys the lambda, schedules tasks through the Frontend's gRPC API in
+//! batches and measures, from the store's own timestamps:
+//! - throughput: tasks from the first schedule to the last terminal state,
+//!   with every task scheduled at once;
+//! - latency: schedule → claim percentiles of immediate tasks scheduled at
+//!   half the measured throughput.
+//!
+//! Without `--server` it starts `waft dev` in-process on a fresh data
+//! directory (durable SQLite); with it, it measures whatever installation
+//! listens there (e.g. the distributed mode).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use waft_api::FrontendClient;
+use waft_core::{LambdaConfig, TaskStatus};
+use waft_services::{FrontendApi, TaskRequest};
+use waft_store::TaskList;
+
+use crate::commands::invoke::read_wasm;
+use crate::exit::Failure;
+
+#[derive(Debug, Args)]
+pub struct PipelineBenchArgs {
+    /// The lambda to run (e.g. the `hello` sample).
+    pub file: std::path::PathBuf,
+    /// An installation to measure; an in-process `waft dev` when absent.
+    #[arg(long, value_name = "ADDR")]
+    pub server: Option<String>,
+    /// Tasks of the throughput run (the latency run schedules half as many).
+    #[arg(long, default_value_t = 20_000)]
+    pub tasks: usize,
+    /// Tasks per schedule request.
+    #[arg(long, default_value_t = 500)]
+    pub batch: usize,
+    /// Requests in flight at once.
+    #[arg(long, default_value_t = 4)]
+    pub senders: usize,
+    /// Tasks one executor runs at once.
+    #[arg(long, default_value_t = 256)]
+    pub concurrency: u32,
+}
+
+fn failed(what: &str) -> impl Fn(waft_services::ServiceError) -> Failure + '_ {
+    move |e| Failure::internal(format!("{what}: {e}"))
+}
+
+/// Runs the benchmark.
+pub fn run(args: PipelineBenchArgs) -> Result<std::process::ExitCode, Failure> {
+    let wasm = read_wasm(&args.file)?;
+    let tokio = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::internal(e.to_string()))?;
+    tokio.block_on(async move {
+        let data = tempfile::TempDir::new().map_err(|e| Failure::internal(e.to_string()))?;
+        let (address, node) = match &args.server {
+            Some(address) => (address.clone(), None),
+            None => {
+                let mut config = waft_node::Config::default();
+                config.listen = "127.0.0.1:0".parse().expect("a socket address");
+                config.executor.max_tasks = args.concurrency as usize;
+                let node = waft_node::start_dev(waft_node::DevOptions {
+                    data_dir: data.path().to_owned(),
+                    config,
+                })
+                .await
+                .map_err(|e| Failure::internal(e.to_string()))?;
+                (node.addr.to_string(), Some(node))
+            }
+        };
+        let frontend = Arc::new(FrontendClient::new(
+            waft_api::channel(&address).map_err(|e| Failure::usage(e.to_string()))?,
+        ));
+        let lambda = format!("bench-{}", std::process::id());
+        let config = LambdaConfig {
+            concurrency: args.concurrency,
+            ..LambdaConfig::default()
+        };
+        frontend
+            .lambda_deploy(&lambda, wasm, config)
+            .await
+            .map_err(failed("deploy"))?;
+        println!(
+            "waft bench pipeline: {} tasks of {} against {}",
+            args.tasks,
+            args.file.display(),
+            args.server.as_deref().unwrap_or("an in-process waft dev (SQLite, durable)")
+        );
+
+        // Warm up: load the lambda in the executor.
+        schedule(&frontend, &lambda, "warmup", 10, 10, 1, None).await?;
+        wait_all(&frontend, &lambda, "warmup", 10, None).await?;
+
+        let started = Instant::now();
+        let bar = progress(args.tasks);
+        schedule(&frontend, &lambda, "throughput", args.tasks, args.batch, args.senders, None)
+            .await?;
+        let scheduled_in = started.elapsed();
+        wait_all(&frontend, &lambda, "throughput", args.tasks, Some(&bar)).await?;
+        let took = started.elapsed();
+        bar.finish_and_clear();
+        let throughput = args.tasks as f64 / took.as_secs_f64();
+        println!(
+            "throughput: {throughput:.0} tasks/s ({} tasks in {took:.2?}; scheduling took {scheduled_in:.2?})",
+            args.tasks
+        );
+
+        let half = (throughput / 2.0).max(1.0);
+        let count = (args.tasks / 2).max(1);
+        let bar = progress(count);
+        schedule(&frontend, &lambda, "latency", count, args.batch.min(50), 1, Some(half)).await?;
+        wait_all(&frontend, &lambda, "latency", count, Some(&bar)).await?;
+        bar.finish_and_clear();
+        let tasks = list_all(&frontend, &lambda, "latency").await?;
+        let mut latencies: Vec<i64> = tasks
+            .iter()
+            .filter_map(|t| t.claimed_at.map(|c| c - t.scheduled_at))
+            .collect();
+        latencies.sort_unstable();
+        let at = |q: f64| latencies[((latencies.len() as f64 - 1.0) * q).round() as usize];
+        println!(
+            "schedule→start at {half:.0} tasks/s (half of peak), {} tasks: p50 {} ms, p95 {} ms, p99 {} ms, max {} ms",
+            latencies.len(),
+            at(0.5),
+            at(0.95),
+            at(0.99),
+            at(1.0)
+        );
+        if let Some(node) = node {
+            node.shutdown().await;
+        }
+        Ok(std::process::ExitCode::SUCCESS)
+    })
+}
+
+fn progress(total: usize) -> ProgressBar {
+    let bar = ProgressBar::new(total as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{bar:40} {pos}/{len} tasks done, {per_sec}")
+            .expect("a valid template"),
+    );
+    bar
+}
+
+/// Schedules `count` tasks in `batch`es from `senders` concurrent callers,
+/// paced at `rate` tasks/s when given.
+async fn schedule(
+    frontend: &Arc<FrontendClient>,
+    lambda: &str,
+    collection: &str,
+    count: usize,
+    batch: usize,
+    senders: usize,
+    rate: Option<f64>,
+) -> Result<(), Failure> {
+    let batches: Vec<usize> = (0..count)
+        .step_by(batch.max(1))
+        .map(|start| batch.min(count - start))
+        .collect();
+    let per_sender = batches.len().div_ceil(senders.max(1));
+    let started = Instant::now();
+    let mut handles = Vec::new();
+    for (sender, chunk) in batches.chunks(per_sender.max(1)).enumerate() {
+        let frontend = frontend.clone();
+        let lambda = lambda.to_owned();
+        let collection = collection.to_owned();
+        let chunk = chunk.to_vec();
+        handles.push(tokio::spawn(async move {
+            let mut sent = 0usize;
+            for size in chunk {
+                if let Some(rate) = rate {
+                    let due = Duration::from_secs_f64((sender * per_sender + sent) as f64 / rate);
+                    tokio::time::sleep_until((started + due).into()).await;
+                }
+                let tasks = (0..size)
+                    .map(|_| TaskRequest {
+                        lambda: lambda.clone(),
+                        payload: br#"{"name":"bench"}"#.to_vec(),
+                        collection: Some(collection.clone()),
+                        ..TaskRequest::default()
+                    })
+                    .collect();
+                frontend.task_schedule_many(tasks).await?;
+                sent += size;
+            }
+            Ok::<_, waft_services::ServiceError>(())
+        }));
+    }
+    for handle in handles {
+        handle
+            .await
+            .map_err(|e| Failure::internal(e.to_string()))?
+            .map_err(failed("schedule"))?;
+    }
+    Ok(())
+}
+
+/// Every task of a collection, by pages.
+async fn list_all(
+    frontend: &FrontendClient,
+    lambda: &str,
+    collection: &str,
+) -> Result<Vec<waft_store::Task>, Failure> {
+    let mut all = Vec::new();
+    let mut after = None;
+    loop {
+        let page = frontend
+            .task_list(TaskList {
+                lambda: Some(lambda.to_owned()),
+                collection: Some(collection.to_owned()),
+                after: after.clone(),
+                limit: 1000,
+                ..TaskList::default()
+            })
+            .await
+            .map_err(failed("list"))?;
+        let done = page.len() < 1000;
+        after = page.last().map(|t| t.id.clone());
+        all.extend(page);
+        if done {
+            return Ok(all);
+        }
+    }
+}
+
+/// Waits until `count` tasks of the collection have ended.
+async fn wait_all(
+    frontend: &FrontendClient,
+    lambda: &str,
+    collection: &str,
+    count: usize,
+    bar: Option<&ProgressBar>,
+) -> Result<(), Failure> {
+    loop {
+        let tasks = list_all(frontend, lambda, collection).await?;
+        let ended = tasks.iter().filter(|t| t.status.is_terminal()).count();
+        if let Some(bar) = bar {
+            bar.set_position(ended as u64);
+        }
+        if let Some(failed) = tasks
+            .iter()
+            .find(|t| t.status != TaskStatus::Success && t.status.is_terminal())
+        {
+            return Err(Failure::internal(format!(
+                "task {} ended {}: {}",
+                failed.id,
+                failed.status.as_str(),
+                failed.last_error.as_deref().unwrap_or("")
+            )));
+        }
+        if ended >= count {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
