@@ -61,8 +61,10 @@ pub fn run(args: PipelineBenchArgs) -> Result<std::process::ExitCode, Failure> {
         let (address, node) = match &args.server {
             Some(address) => (address.clone(), None),
             None => {
-                let mut config = waft_node::Config::default();
-                config.listen = "127.0.0.1:0".parse().expect("a socket address");
+                let mut config = waft_node::Config {
+                    listen: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+                    ..waft_node::Config::default()
+                };
                 config.executor.max_tasks = args.concurrency as usize;
                 let node = waft_node::start_dev(waft_node::DevOptions {
                     data_dir: data.path().to_owned(),
