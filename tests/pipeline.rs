@@ -30,6 +30,68 @@ async fn distributed_mode_runs_every_scenario() {
         return;
     };
     scenarios(&cluster).await;
+    wrong_role_and_health(&cluster).await;
+}
+
+/// Generic gRPC tools work, and a call to a role a server does not run
+/// fails plainly.
+async fn wrong_role_and_health(cluster: &Cluster) {
+    let frontend = cluster.frontend_addr.clone();
+    let channel = waft_api::channel(&frontend).unwrap();
+    let mut health = tonic_health::pb::health_client::HealthClient::new(channel.clone());
+    let serving = health
+        .check(tonic_health::pb::HealthCheckRequest {
+            service: "waft.v1.Frontend".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        serving.status,
+        tonic_health::pb::health_check_response::ServingStatus::Serving as i32
+    );
+    let controller = waft_api::ControllerClient::new(channel);
+    let error = waft_services::ControllerApi::next_work(
+        &controller,
+        waft_services::NextWork {
+            slots: Vec::new(),
+            max_tasks: 1,
+            wait: Duration::ZERO,
+        },
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(&error, ServiceError::FailedPrecondition(m) if m.contains("Controller")),
+        "{error:?}"
+    );
+}
+
+#[test]
+fn serve_refuses_an_incomplete_or_unsafe_configuration_before_binding() {
+    let run = |role: &str, env: &[(&str, &str)]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_waft"))
+            .args(["serve", role])
+            .env("WAFT_LISTEN", "127.0.0.1:1")
+            .envs(env.iter().copied())
+            .output()
+            .unwrap()
+    };
+    let output = run("executor", &[]);
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("WAFT_PEERS_FRONTEND"), "{stderr}");
+
+    let output = run(
+        "hsc",
+        &[
+            ("WAFT_STORE_URL", "postgres://nowhere/db"),
+            ("WAFT_HEARTBEAT_INTERVAL", "4s"),
+        ],
+    );
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("3 × heartbeat interval"), "{stderr}");
 }
 
 async fn scenarios(cluster: &Cluster) {
@@ -57,6 +119,7 @@ async fn scenarios(cluster: &Cluster) {
     chaining(cluster).await;
     cancel(cluster).await;
     bad_input_stores_nothing(cluster).await;
+    new_versions_apply_without_restart(cluster).await;
     priorities(cluster).await;
 }
 
@@ -214,6 +277,16 @@ async fn bad_input_stores_nothing(cluster: &Cluster) {
             .unwrap_err();
         assert!(error.to_string().contains(expected), "{error:?}");
     }
+    let too_many = vec![good.clone(); 10_001];
+    let error = cluster
+        .frontend
+        .task_schedule_many(too_many)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, ServiceError::ResourceExhausted(_)),
+        "{error:?}"
+    );
     let error = cluster
         .frontend
         .lambda_deploy("broken", b"\0asm garbage".to_vec(), Default::default())
@@ -231,6 +304,20 @@ async fn bad_input_stores_nothing(cluster: &Cluster) {
         .len();
     assert_eq!(before, after, "a refused request stored tasks");
     assert!(cluster.frontend.lambda_get("broken", None).await.is_err());
+}
+
+async fn new_versions_apply_without_restart(cluster: &Cluster) {
+    cluster.deploy("swap", samples::HELLO, |_| {}).await;
+    let id = cluster.schedule("swap", json!({"name": "v1"}), None).await;
+    assert_eq!(
+        cluster.finished(&id, WITHIN).await.status,
+        TaskStatus::Success
+    );
+    let v2 = cluster.deploy("swap", samples::FATAL, |_| {}).await;
+    assert_eq!(v2.version, 2);
+    let id = cluster.schedule("swap", json!({}), None).await;
+    let task = cluster.finished(&id, WITHIN).await;
+    assert_eq!(task.status, TaskStatus::FatalFailure, "{task:#?}");
 }
 
 /// A backlog at low priority does not delay a high-priority task: with one

@@ -101,6 +101,7 @@ impl Drop for Process {
 /// A running installation.
 pub struct Cluster {
     pub frontend: FrontendClient,
+    pub frontend_addr: String,
     pub processes: BTreeMap<String, Process>,
     /// The queues and the HSC's address, in distributed mode.
     pub sqs: Option<waft_queue::SqsConfig>,
@@ -144,6 +145,7 @@ impl Cluster {
         process.start();
         let cluster = Self {
             frontend: FrontendClient::new(waft_api::channel(&addr).unwrap()),
+            frontend_addr: addr.clone(),
             processes: BTreeMap::from([("dev".to_owned(), process)]),
             sqs: None,
             hsc: None,
@@ -201,6 +203,7 @@ impl Cluster {
         }
         let cluster = Self {
             frontend: FrontendClient::new(waft_api::channel(&frontend).unwrap()),
+            frontend_addr: frontend.clone(),
             processes,
             sqs: Some(waft_queue::SqsConfig {
                 endpoint_url: Some(sqs.endpoint.clone()),
