@@ -1,0 +1,229 @@
+//! The Controller on the embedded backends (a SQLite file, in-process
+//! queues, the real HSC): highest priority first from bounded per-priority
+//! buffers, claims before handing out, refused claims never handed out.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
+use waft_core::LambdaConfig;
+use waft_queue::{MemoryQueue, QueueKey, TaskQueue};
+use waft_runtime::{Allocator, Runtime, RuntimeConfig};
+use waft_services::{
+    Clock, ConsumerConfig, Controller, ControllerApi, ControllerConfig, Frontend, FrontendApi,
+    HeartbeatConfig, Hsc, LambdaSlots, NextWork, ServiceError, StoreConsumer, SystemClock, Wake,
+};
+use waft_store::{LambdaDeploy, NewTask, SqliteStore, TaskInsertMany, TaskStore};
+
+struct Setup {
+    store: Arc<dyn TaskStore>,
+    queue: Arc<MemoryQueue>,
+    consumer: StoreConsumer,
+    controller: Controller,
+    stop: CancellationToken,
+    _dir: tempfile::TempDir,
+}
+
+async fn setup(served: Vec<String>) -> Setup {
+    let dir = tempfile::TempDir::new().unwrap();
+    let store: Arc<dyn TaskStore> = Arc::new(
+        SqliteStore::open(&dir.path().join("waft.db"))
+            .await
+            .unwrap(),
+    );
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    store
+        .lambda_deploy(LambdaDeploy {
+            name: "mail".into(),
+            digest: "d".into(),
+            component: vec![],
+            config: LambdaConfig::default(),
+            now: clock.now(),
+        })
+        .await
+        .unwrap();
+    let queue = Arc::new(MemoryQueue::new(Duration::from_millis(300)));
+    let runtime = Arc::new(
+        Runtime::new(RuntimeConfig {
+            allocator: Allocator::OnDemand,
+            ..RuntimeConfig::default()
+        })
+        .unwrap(),
+    );
+    let frontend: Arc<dyn FrontendApi> = Arc::new(Frontend::new(
+        store.clone(),
+        clock.clone(),
+        runtime,
+        Arc::new(Wake::default()),
+    ));
+    let hsc = Arc::new(Hsc::new(
+        store.clone(),
+        clock.clone(),
+        HeartbeatConfig::default(),
+    ));
+    let consumer = StoreConsumer::new(
+        store.clone(),
+        queue.clone(),
+        clock,
+        ConsumerConfig::default(),
+    );
+    let controller = Controller::new(
+        queue.clone(),
+        hsc,
+        frontend,
+        ControllerConfig {
+            lambdas: served,
+            buffer: 8,
+            ..ControllerConfig::default()
+        },
+    );
+    let stop = CancellationToken::new();
+    let polling = controller.clone();
+    let until = stop.clone().cancelled_owned();
+    tokio::spawn(async move { polling.run(until).await });
+    Setup {
+        store,
+        queue,
+        consumer,
+        controller,
+        stop,
+        _dir: dir,
+    }
+}
+
+async fn insert(setup: &Setup, count: usize, priority: u8) -> Vec<String> {
+    let tasks = (0..count)
+        .map(|_| NewTask {
+            lambda: "mail".into(),
+            priority: Some(priority),
+            ..NewTask::default()
+        })
+        .collect();
+    let ids = setup
+        .store
+        .task_insert_many(TaskInsertMany {
+            tasks,
+            now: SystemClock.now(),
+        })
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.id)
+        .collect();
+    setup.consumer.run_once().await.unwrap();
+    ids
+}
+
+fn one(lambda: &str) -> NextWork {
+    NextWork {
+        slots: vec![LambdaSlots {
+            lambda: lambda.into(),
+            free: 1,
+        }],
+        max_tasks: 1,
+        wait: Duration::from_secs(2),
+    }
+}
+
+/// Waits until the controller has taken every message of a queue into its
+/// buffer.
+async fn buffered(queue: &MemoryQueue, key: &QueueKey) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while queue.queue_depth(key).await.unwrap() > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the controller never polled {key}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backlog_does_not_delay_a_higher_priority() {
+    let setup = setup(Vec::new()).await;
+    let low = insert(&setup, 50, 0).await;
+    let high = insert(&setup, 1, 2).await;
+    buffered(&setup.queue, &QueueKey::new("mail", 2)).await;
+
+    let first = setup.controller.next_work(one("mail")).await.unwrap();
+    assert_eq!(first.len(), 1);
+    assert_eq!(first[0].id, high[0], "the high-priority task comes first");
+    assert_eq!(first[0].priority, 2);
+    let task = setup.store.task_get(&high[0]).await.unwrap().unwrap();
+    assert_eq!(
+        task.status,
+        waft_core::TaskStatus::Claimed,
+        "claimed before handed out"
+    );
+
+    // The low backlog fills only its own bounded buffer (8 here) and drains
+    // in full, in order of arrival per queue.
+    let mut seen = Vec::new();
+    while seen.len() < low.len() {
+        let work = setup.controller.next_work(one("mail")).await.unwrap();
+        assert!(
+            !work.is_empty(),
+            "{} of {} low tasks came",
+            seen.len(),
+            low.len()
+        );
+        seen.extend(work.into_iter().map(|t| t.id));
+    }
+    seen.sort();
+    let mut expected = low.clone();
+    expected.sort();
+    assert_eq!(seen, expected);
+    setup.stop.cancel();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_claim_is_not_handed_out() {
+    let setup = setup(Vec::new()).await;
+    let ids = insert(&setup, 2, 0).await;
+    setup
+        .store
+        .task_cancel(&ids[0], SystemClock.now())
+        .await
+        .unwrap();
+    let key = QueueKey::new("mail", 0);
+    buffered(&setup.queue, &key).await;
+
+    let work = setup
+        .controller
+        .next_work(NextWork {
+            slots: vec![LambdaSlots {
+                lambda: "mail".into(),
+                free: 10,
+            }],
+            max_tasks: 10,
+            wait: Duration::from_secs(2),
+        })
+        .await
+        .unwrap();
+    let handed: Vec<&str> = work.iter().map(|t| t.id.as_str()).collect();
+    assert_eq!(
+        handed,
+        vec![ids[1].as_str()],
+        "the cancelled task is not handed out"
+    );
+
+    // Nor later, when its message may have come back.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let again = setup.controller.next_work(NextWork {
+        wait: Duration::from_millis(300),
+        ..one("mail")
+    });
+    assert!(again.await.unwrap().is_empty());
+    setup.stop.cancel();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lambda_it_does_not_serve_is_refused() {
+    let setup = setup(vec!["mail".into()]).await;
+    let error = setup.controller.next_work(one("other")).await.unwrap_err();
+    assert!(
+        matches!(error, ServiceError::FailedPrecondition(_)),
+        "{error:?}"
+    );
+    setup.stop.cancel();
+}
