@@ -8,7 +8,7 @@
 //!   half the measured throughput.
 //!
 //! Without `--server` it starts `waft dev` in-process on a fresh data
-//! directory (durable SQLite); with it, it measures whatever installation
+//! directory (durable SQLite; `WAFT_*` settings apply); with it, it measures whatever installation
 //! listens there (e.g. the distributed mode).
 
 use std::sync::Arc;
@@ -61,10 +61,10 @@ pub fn run(args: PipelineBenchArgs) -> Result<std::process::ExitCode, Failure> {
         let (address, node) = match &args.server {
             Some(address) => (address.clone(), None),
             None => {
-                let mut config = waft_node::Config {
-                    listen: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
-                    ..waft_node::Config::default()
-                };
+                // WAFT_* settings apply, as they do to `waft dev`.
+                let mut config = waft_node::Config::load(None, std::env::vars())
+                    .map_err(|e| Failure::usage(e.to_string()))?;
+                config.listen = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
                 config.executor.max_tasks = args.concurrency as usize;
                 let node = waft_node::start_dev(waft_node::DevOptions {
                     data_dir: data.path().to_owned(),
