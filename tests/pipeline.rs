@@ -14,7 +14,7 @@ use support::Cluster;
 use waft_core::{ByteSize, TaskStatus};
 use waft_sample_artifacts as samples;
 use waft_services::{FrontendApi, RunAt, ServiceError, TaskRequest};
-use waft_store::TaskList;
+use waft_store::{DeadSelector, GateState, TaskList};
 
 const WITHIN: Duration = Duration::from_secs(30);
 
@@ -121,6 +121,66 @@ async fn scenarios(cluster: &Cluster) {
     bad_input_stores_nothing(cluster).await;
     new_versions_apply_without_restart(cluster).await;
     priorities(cluster).await;
+    gates(cluster).await;
+}
+
+/// A paused lambda's tasks wait in the store until it resumes; a dropped
+/// collection's tasks end as dropped.
+async fn gates(cluster: &Cluster) {
+    cluster
+        .frontend
+        .gate_set("hello", None, GateState::Paused)
+        .await
+        .unwrap();
+    let id = cluster
+        .schedule("hello", json!({"name": "later"}), None)
+        .await;
+    let held = cluster.until(&id, WITHIN, |t| t.held).await;
+    assert_eq!(held.status, TaskStatus::New);
+    let gates = cluster.frontend.gate_list().await.unwrap();
+    assert!(
+        gates
+            .iter()
+            .any(|g| g.lambda == "hello" && g.state == GateState::Paused)
+    );
+    let released = cluster
+        .frontend
+        .gate_set("hello", None, GateState::Open)
+        .await
+        .unwrap();
+    assert_eq!(released, 1);
+    assert_eq!(
+        cluster.finished(&id, WITHIN).await.status,
+        TaskStatus::Success
+    );
+
+    cluster
+        .frontend
+        .gate_set("hello", Some("promo"), GateState::Dropped)
+        .await
+        .unwrap();
+    let request = TaskRequest {
+        lambda: "hello".into(),
+        collection: Some("promo".into()),
+        ..TaskRequest::default()
+    };
+    let id = cluster
+        .frontend
+        .task_schedule_many(vec![request])
+        .await
+        .unwrap()[0]
+        .id
+        .clone();
+    assert_eq!(
+        cluster.finished(&id, WITHIN).await.status,
+        TaskStatus::Dropped
+    );
+    let unknown = cluster
+        .frontend
+        .gate_set("nope", None, GateState::Paused)
+        .await
+        .unwrap_err();
+    assert!(matches!(unknown, ServiceError::NotFound(_)), "{unknown:?}");
 }
 
 async fn success(cluster: &Cluster) {
@@ -169,6 +229,35 @@ async fn dead_letter(cluster: &Cluster) {
         "{task:#?}"
     );
     assert!(task.last_error.is_some());
+
+    // Fix, redeploy, redrive: the dead task runs again on the new version.
+    let not_dead = cluster
+        .frontend
+        .dead_redrive(DeadSelector::Ids(vec![id.clone(), "no-such-task".into()]))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(not_dead, ServiceError::NotFound(_)),
+        "{not_dead:?}"
+    );
+    cluster
+        .deploy("flaky2", samples::HELLO, |c| c.max_attempts = 2)
+        .await;
+    let redriven = cluster
+        .frontend
+        .dead_redrive(DeadSelector::Filter {
+            lambda: "flaky2".into(),
+            collection: None,
+        })
+        .await
+        .unwrap();
+    assert_eq!(redriven, 1);
+    let task = cluster.finished(&id, WITHIN).await;
+    assert_eq!(
+        (task.status, task.attempt),
+        (TaskStatus::Success, 1),
+        "{task:#?}"
+    );
 }
 
 async fn over_its_limit(cluster: &Cluster) {

@@ -14,7 +14,8 @@ use waft_services::{
     ControllerApi, FrontendApi, HscApi, NextWork, ServiceError, ServiceResult, TaskRequest,
 };
 use waft_store::{
-    ClaimedTask, Heartbeat, Lambda, Refusal, Task, TaskInserted, TaskList, TaskResult,
+    ClaimedTask, DeadSelector, Gate, GateState, Heartbeat, Lambda, Refusal, Task, TaskInserted,
+    TaskList, TaskResult,
 };
 
 use crate::convert::*;
@@ -207,6 +208,62 @@ impl FrontendApi for FrontendClient {
             .await
             .map_err(Self::error)?;
         Ok(response.into_inner().component)
+    }
+
+    async fn gate_set(
+        &self,
+        lambda: &str,
+        collection: Option<&str>,
+        state: GateState,
+    ) -> ServiceResult<u64> {
+        let request = proto::SetGateRequest {
+            lambda: lambda.to_owned(),
+            collection: collection.map(str::to_owned),
+            state: gate_state_to_proto(state) as i32,
+        };
+        let response = self
+            .0
+            .clone()
+            .set_gate(request)
+            .await
+            .map_err(Self::error)?;
+        Ok(response.into_inner().released)
+    }
+
+    async fn gate_list(&self) -> ServiceResult<Vec<Gate>> {
+        let response = self
+            .0
+            .clone()
+            .list_gates(proto::ListGatesRequest {})
+            .await
+            .map_err(Self::error)?;
+        response
+            .into_inner()
+            .gates
+            .into_iter()
+            .map(gate_from_proto)
+            .collect()
+    }
+
+    async fn dead_redrive(&self, selector: DeadSelector) -> ServiceResult<u64> {
+        let request = match selector {
+            DeadSelector::Ids(ids) => proto::RedriveDeadRequest {
+                ids,
+                ..Default::default()
+            },
+            DeadSelector::Filter { lambda, collection } => proto::RedriveDeadRequest {
+                ids: Vec::new(),
+                lambda: Some(lambda),
+                collection,
+            },
+        };
+        let response = self
+            .0
+            .clone()
+            .redrive_dead(request)
+            .await
+            .map_err(Self::error)?;
+        Ok(response.into_inner().redriven)
     }
 }
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use waft_core::{Backoff, ByteSize, LambdaConfig, Limits, TaskStatus};
 use waft_services::{RunAt, ServiceError, ServiceResult, TaskRequest};
-use waft_store::{ClaimedTask, Lambda, Refusal, ResultOutcome, Task, TaskResult};
+use waft_store::{ClaimedTask, Gate, GateState, Lambda, Refusal, ResultOutcome, Task, TaskResult};
 
 use crate::proto;
 
@@ -246,6 +246,43 @@ pub(crate) fn lambda_from_proto(lambda: proto::Lambda) -> ServiceResult<Lambda> 
         version: lambda.version,
         digest: lambda.digest,
         created_at: lambda.created_at_ms,
+    })
+}
+
+pub(crate) fn gate_state_to_proto(state: GateState) -> proto::GateState {
+    match state {
+        GateState::Open => proto::GateState::Open,
+        GateState::Paused => proto::GateState::Paused,
+        GateState::Dropped => proto::GateState::Dropped,
+    }
+}
+
+pub(crate) fn gate_state_from_proto(value: i32) -> ServiceResult<GateState> {
+    match proto::GateState::try_from(value) {
+        Ok(proto::GateState::Open) => Ok(GateState::Open),
+        Ok(proto::GateState::Paused) => Ok(GateState::Paused),
+        Ok(proto::GateState::Dropped) => Ok(GateState::Dropped),
+        _ => Err(invalid(format!(
+            "gate state {value} is not one of open, paused, dropped"
+        ))),
+    }
+}
+
+pub(crate) fn gate_to_proto(gate: Gate) -> proto::Gate {
+    proto::Gate {
+        state: gate_state_to_proto(gate.state) as i32,
+        lambda: gate.lambda,
+        collection: gate.collection,
+        updated_at_ms: gate.updated_at,
+    }
+}
+
+pub(crate) fn gate_from_proto(gate: proto::Gate) -> ServiceResult<Gate> {
+    Ok(Gate {
+        state: gate_state_from_proto(gate.state)?,
+        lambda: gate.lambda,
+        collection: gate.collection,
+        updated_at: gate.updated_at_ms,
     })
 }
 

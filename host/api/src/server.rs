@@ -14,7 +14,7 @@ use tokio::net::TcpListener;
 use tonic::transport::server::TcpIncoming;
 use tonic::{Request, Response, Status};
 use waft_services::{ControllerApi, FrontendApi, HscApi, LambdaSlots, NextWork};
-use waft_store::TaskList;
+use waft_store::{DeadSelector, TaskList};
 
 use crate::convert::*;
 use crate::proto;
@@ -253,6 +253,53 @@ impl proto::frontend_server::Frontend for FrontendService {
             .await
             .map_err(to_status)?;
         Ok(Response::new(proto::GetComponentResponse { component }))
+    }
+
+    async fn set_gate(
+        &self,
+        request: Request<proto::SetGateRequest>,
+    ) -> Result<Response<proto::SetGateResponse>, Status> {
+        let request = request.into_inner();
+        let state = gate_state_from_proto(request.state).map_err(to_status)?;
+        let released = self
+            .0
+            .gate_set(&request.lambda, request.collection.as_deref(), state)
+            .await
+            .map_err(to_status)?;
+        Ok(Response::new(proto::SetGateResponse { released }))
+    }
+
+    async fn list_gates(
+        &self,
+        _request: Request<proto::ListGatesRequest>,
+    ) -> Result<Response<proto::ListGatesResponse>, Status> {
+        let gates = self.0.gate_list().await.map_err(to_status)?;
+        Ok(Response::new(proto::ListGatesResponse {
+            gates: gates.into_iter().map(gate_to_proto).collect(),
+        }))
+    }
+
+    async fn redrive_dead(
+        &self,
+        request: Request<proto::RedriveDeadRequest>,
+    ) -> Result<Response<proto::RedriveDeadResponse>, Status> {
+        let selector = dead_selector(request.into_inner())?;
+        let redriven = self.0.dead_redrive(selector).await.map_err(to_status)?;
+        Ok(Response::new(proto::RedriveDeadResponse { redriven }))
+    }
+}
+
+/// Decodes a redrive request: ids, or a lambda (and collection).
+fn dead_selector(request: proto::RedriveDeadRequest) -> Result<DeadSelector, Status> {
+    match (request.ids.is_empty(), request.lambda) {
+        (false, None) if request.collection.is_none() => Ok(DeadSelector::Ids(request.ids)),
+        (true, Some(lambda)) => Ok(DeadSelector::Filter {
+            lambda,
+            collection: request.collection,
+        }),
+        _ => Err(Status::invalid_argument(
+            "name either dead task ids, or a lambda (and optionally a collection), not both",
+        )),
     }
 }
 

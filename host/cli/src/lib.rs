@@ -34,6 +34,10 @@ pub enum Command {
     Lambda(commands::lambda::LambdaArgs),
     /// Schedule, inspect, cancel and wait for tasks.
     Task(commands::task::TaskArgs),
+    /// Pause, resume or drop a lambda's tasks (or one collection's).
+    Gate(commands::gate::GateArgs),
+    /// Dead letters: list them, redrive them.
+    Dlq(commands::gate::DlqArgs),
     /// Measure the runtime: per-task overhead of instantiate + call + drop.
     Bench(commands::bench::BenchArgs),
 }
@@ -55,6 +59,8 @@ pub fn main() -> ExitCode {
         Command::Serve(args) => commands::serve::serve(args),
         Command::Lambda(args) => commands::lambda::run(args),
         Command::Task(args) => commands::task::run(args),
+        Command::Gate(args) => commands::gate::run(args),
+        Command::Dlq(args) => commands::gate::run_dlq(args),
         Command::Bench(args) => commands::bench::run(args),
     };
     match result {

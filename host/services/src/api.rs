@@ -10,7 +10,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use waft_core::{LambdaConfig, TaskStatus};
 use waft_store::{
-    ClaimedTask, Heartbeat, Lambda, Millis, Refusal, Task, TaskInserted, TaskList, TaskResult,
+    ClaimedTask, DeadSelector, Gate, GateState, Heartbeat, Lambda, Millis, Refusal, Task,
+    TaskInserted, TaskList, TaskResult,
 };
 
 use crate::ServiceResult;
@@ -70,6 +71,18 @@ pub trait FrontendApi: Send + Sync {
     async fn lambda_list(&self) -> ServiceResult<Vec<Lambda>>;
     /// A component's bytes by digest.
     async fn component_get(&self, digest: &str) -> ServiceResult<Vec<u8>>;
+    /// Sets a lambda's (or one collection's) gate; answers how many held
+    /// tasks opening it released.
+    async fn gate_set(
+        &self,
+        lambda: &str,
+        collection: Option<&str>,
+        state: GateState,
+    ) -> ServiceResult<u64>;
+    /// Every gate that is not open.
+    async fn gate_list(&self) -> ServiceResult<Vec<Gate>>;
+    /// Redrives dead tasks; answers how many.
+    async fn dead_redrive(&self, selector: DeadSelector) -> ServiceResult<u64>;
 }
 
 /// Room for more tasks of one lambda on an executor.

@@ -13,7 +13,8 @@ use async_trait::async_trait;
 use waft_core::LambdaConfig;
 use waft_runtime::{Digest, Runtime};
 use waft_store::{
-    Lambda, LambdaDeploy, NewTask, Task, TaskInsertMany, TaskInserted, TaskList, TaskStore,
+    DeadRedrive, DeadSelector, Gate, GateSet, GateState, Lambda, LambdaDeploy, NewTask, Task,
+    TaskInsertMany, TaskInserted, TaskList, TaskStore,
 };
 
 use crate::{Clock, FrontendApi, RunAt, ServiceError, ServiceResult, TaskRequest};
@@ -181,6 +182,57 @@ impl FrontendApi for Frontend {
 
     async fn lambda_list(&self) -> ServiceResult<Vec<Lambda>> {
         Ok(self.store.lambda_list().await?)
+    }
+
+    async fn gate_set(
+        &self,
+        lambda: &str,
+        collection: Option<&str>,
+        state: GateState,
+    ) -> ServiceResult<u64> {
+        let released = self
+            .store
+            .gate_set(GateSet {
+                lambda: lambda.to_owned(),
+                collection: collection.map(str::to_owned),
+                state,
+                now: self.clock.now(),
+            })
+            .await?;
+        if released > 0 {
+            self.due.due().await;
+        }
+        tracing::info!(
+            lambda,
+            ?collection,
+            state = state.as_str(),
+            released,
+            "gate set"
+        );
+        Ok(released)
+    }
+
+    async fn gate_list(&self) -> ServiceResult<Vec<Gate>> {
+        Ok(self.store.gate_list().await?)
+    }
+
+    async fn dead_redrive(&self, selector: DeadSelector) -> ServiceResult<u64> {
+        if matches!(&selector, DeadSelector::Ids(ids) if ids.is_empty()) {
+            return Err(ServiceError::InvalidArgument(
+                "name the dead tasks to redrive, or a lambda".into(),
+            ));
+        }
+        let redriven = self
+            .store
+            .dead_redrive(DeadRedrive {
+                selector,
+                now: self.clock.now(),
+            })
+            .await?;
+        if redriven > 0 {
+            self.due.due().await;
+        }
+        Ok(redriven)
     }
 
     async fn component_get(&self, digest: &str) -> ServiceResult<Vec<u8>> {
