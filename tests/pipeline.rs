@@ -292,6 +292,16 @@ async fn chaining(cluster: &Cluster) {
         assert_eq!(child.status, TaskStatus::Success);
         assert_eq!(child.parent_id.as_deref(), Some(id.as_str()));
     }
+
+    // The CLI shows the chain and the parent's log.
+    let tree = cluster.cli(&["task", "tree", &id, "--json"]);
+    let tree: serde_json::Value = serde_json::from_str(&tree).unwrap();
+    assert_eq!(tree["status"], "success");
+    let children = tree["children"].as_array().unwrap();
+    assert_eq!(children.len(), 2);
+    assert!(children.iter().all(|c| c["status"] == "success"));
+    let logs = cluster.cli(&["task", "logs", &id]);
+    assert!(logs.contains("scheduled 2 children"), "{logs}");
 }
 
 async fn cancel(cluster: &Cluster) {

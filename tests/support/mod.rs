@@ -289,6 +289,21 @@ impl Cluster {
             .id
     }
 
+    /// Runs a client command against this cluster; its standard output.
+    pub fn cli(&self, args: &[&str]) -> String {
+        let output = Command::new(env!("CARGO_BIN_EXE_waft"))
+            .args(args)
+            .env("WAFT_SERVER", &self.frontend_addr)
+            .output()
+            .expect("waft runs");
+        assert!(
+            output.status.success(),
+            "waft {args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8(output.stdout).unwrap()
+    }
+
     /// Waits until a task ends.
     pub async fn finished(&self, id: &str, within: Duration) -> Task {
         self.until(id, within, |t| t.status.is_terminal()).await

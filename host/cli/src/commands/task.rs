@@ -33,6 +33,10 @@ pub enum TaskCommand {
     List(ListArgs),
     /// Cancel a task that has not ended.
     Cancel { id: String },
+    /// Print what the task's last execution logged.
+    Logs { id: String },
+    /// Show a task and its descendants (child tasks), with statuses.
+    Tree { id: String },
     /// Wait until a task ends; the exit code says how it ended (0 success,
     /// 20 fatal failure, 21 dead, 22 dropped, 23 cancelled, 7 timed out).
     Wait {
@@ -184,6 +188,31 @@ pub fn run(args: TaskArgs) -> Result<ExitCode, Failure> {
                     .map_err(|e| client.failure(e))?;
                 print_task(&task, client.json);
             }
+            TaskCommand::Logs { id } => {
+                let task = frontend
+                    .task_get(&id)
+                    .await
+                    .map_err(|e| client.failure(e))?;
+                if client.json {
+                    println!("{}", json!({ "id": task.id, "log": task.log }));
+                } else {
+                    print!("{}", task.log.unwrap_or_default());
+                }
+            }
+            TaskCommand::Tree { id } => {
+                let root = frontend
+                    .task_get(&id)
+                    .await
+                    .map_err(|e| client.failure(e))?;
+                let tree = descendants(&frontend, root)
+                    .await
+                    .map_err(|e| client.failure(e))?;
+                if client.json {
+                    println!("{}", tree.to_json());
+                } else {
+                    tree.print(0);
+                }
+            }
             TaskCommand::Wait { id, timeout } => {
                 let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
                 let mut pause = Duration::from_millis(20);
@@ -219,6 +248,66 @@ pub fn run(args: TaskArgs) -> Result<ExitCode, Failure> {
         }
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// A task and its children, recursively.
+struct TaskTree {
+    task: Task,
+    children: Vec<TaskTree>,
+}
+
+impl TaskTree {
+    fn print(&self, depth: usize) {
+        println!(
+            "{:indent$}{}  {}  {}  attempt {}/{}",
+            "",
+            self.task.id,
+            self.task.lambda,
+            self.task.status.as_str(),
+            self.task.attempt,
+            self.task.max_attempts,
+            indent = depth * 2
+        );
+        for child in &self.children {
+            child.print(depth + 1);
+        }
+    }
+
+    fn to_json(&self) -> serde_json::Value {
+        let mut value = task_json(&self.task);
+        value["children"] = self.children.iter().map(TaskTree::to_json).collect();
+        value
+    }
+}
+
+/// Walks the children of `root` breadth-first, a page at a time.
+async fn descendants(
+    frontend: &impl FrontendApi,
+    root: Task,
+) -> Result<TaskTree, waft_services::ServiceError> {
+    let mut children = Vec::new();
+    let mut after = None;
+    loop {
+        let page = frontend
+            .task_list(TaskList {
+                parent_id: Some(root.id.clone()),
+                after: after.clone(),
+                limit: 1000,
+                ..TaskList::default()
+            })
+            .await?;
+        let full = page.len() == 1000;
+        after = page.last().map(|t| t.id.clone());
+        for child in page {
+            children.push(Box::pin(descendants(frontend, child)).await?);
+        }
+        if !full {
+            return Ok(TaskTree {
+                task: root,
+                children,
+            });
+        }
+    }
 }
 
 fn payload(args: &ScheduleArgs) -> Result<Vec<u8>, Failure> {
