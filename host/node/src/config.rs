@@ -409,9 +409,8 @@ impl Config {
         let heartbeat = self.heartbeat.config();
         let fail = |e: String| ConfigError(e);
         match role {
-            Some(role @ (Role::Frontend | Role::Hsc)) => need(&self.store.url, "store.url", role)?,
-            Some(Role::Consumer) => {
-                need(&self.store.url, "store.url", Role::Consumer)?;
+            Some(role @ (Role::Frontend | Role::Hsc | Role::Consumer)) => {
+                need(&self.store.url, "store.url", role)?;
             }
             Some(Role::Controller) => {
                 need(&self.peers.frontend, "peers.frontend", Role::Controller)?;

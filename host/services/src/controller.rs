@@ -11,7 +11,7 @@
 //! unacknowledged and the queue delivers it again.
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -22,7 +22,7 @@ use waft_queue::{Delivery, QueueKey, TaskQueue};
 use waft_store::{ClaimedTask, Refusal};
 
 use crate::{
-    ControllerApi, FrontendApi, HscApi, LambdaSlots, NextWork, ServiceError, ServiceResult,
+    ControllerApi, FrontendApi, HscApi, LambdaSlots, NextWork, ServiceError, ServiceResult, lock,
 };
 
 /// The longest a `NextWork` call may wait.
@@ -295,10 +295,6 @@ impl Inner {
 
 fn log_refusal(delivery: &Delivery, refusal: &Refusal) {
     tracing::debug!(task = %delivery.message.task_id, ?refusal, "claim refused; message dropped");
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 #[async_trait]

@@ -15,7 +15,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, UNIX_EPOCH};
 
 use async_trait::async_trait;
@@ -31,7 +31,7 @@ use waft_store::{ClaimedTask, Heartbeat, Lambda, ResultOutcome, TaskResult};
 
 use crate::{
     ControllerApi, FrontendApi, HeartbeatConfig, HeartbeatFailure, HeartbeatSink, HscApi,
-    LambdaSlots, NextWork, RunAt, ServiceError, TaskRequest, WatchEnd, watch,
+    LambdaSlots, NextWork, RunAt, ServiceError, TaskRequest, WatchEnd, lock, watch,
 };
 
 /// Settings of an Executor.
@@ -490,10 +490,6 @@ impl Executor {
             self.freed.notified().await;
         }
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// A task's log as text, one record a line: `+12ms info message k=v`.

@@ -27,6 +27,14 @@ pub use error::{ServiceError, ServiceResult};
 pub use executor::{Executor, ExecutorConfig};
 pub use frontend::{DueSignal, Frontend};
 pub use hsc::Hsc;
+/// Locks a mutex, taking over a poisoned one: every value the roles keep
+/// behind a mutex stays valid when a holder panics.
+pub(crate) fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 pub use watchdog::{
     HeartbeatConfig, HeartbeatFailure, HeartbeatSink, UnsafeHeartbeat, WatchEnd, watch,
 };
