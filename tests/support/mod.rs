@@ -180,7 +180,9 @@ impl Cluster {
         let mut roles = vec![
             ("hsc".to_owned(), "hsc", hsc.clone()),
             ("frontend".to_owned(), "frontend", frontend.clone()),
+            // Two consumers: polls and periodic schedules must not double up.
             ("consumer".to_owned(), "consumer", addr("consumer")),
+            ("consumer2".to_owned(), "consumer", addr("consumer")),
             ("controller".to_owned(), "controller", controller),
         ];
         for n in 1..=executors {

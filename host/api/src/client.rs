@@ -11,11 +11,12 @@ use async_trait::async_trait;
 use tonic::transport::{Channel, Endpoint};
 use waft_core::{LambdaConfig, TaskStatus};
 use waft_services::{
-    ControllerApi, FrontendApi, HscApi, NextWork, ServiceError, ServiceResult, TaskRequest,
+    ControllerApi, FrontendApi, HscApi, NextWork, ScheduleRequest, ServiceError, ServiceResult,
+    TaskRequest,
 };
 use waft_store::{
-    ClaimedTask, DeadSelector, Gate, GateState, Heartbeat, Lambda, Refusal, Task, TaskInserted,
-    TaskList, TaskResult,
+    ClaimedTask, DeadSelector, Gate, GateState, Heartbeat, Lambda, Refusal, Schedule, Task,
+    TaskInserted, TaskList, TaskResult,
 };
 
 use crate::convert::*;
@@ -264,6 +265,40 @@ impl FrontendApi for FrontendClient {
             .await
             .map_err(Self::error)?;
         Ok(response.into_inner().redriven)
+    }
+
+    async fn schedule_create(&self, request: ScheduleRequest) -> ServiceResult<Schedule> {
+        let response = self
+            .0
+            .clone()
+            .create_cron(cron_request_to_proto(request))
+            .await
+            .map_err(Self::error)?;
+        cron_from_proto(required(response.into_inner().cron, "cron")?)
+    }
+
+    async fn schedule_list(&self) -> ServiceResult<Vec<Schedule>> {
+        let response = self
+            .0
+            .clone()
+            .list_crons(proto::ListCronsRequest {})
+            .await
+            .map_err(Self::error)?;
+        response
+            .into_inner()
+            .crons
+            .into_iter()
+            .map(cron_from_proto)
+            .collect()
+    }
+
+    async fn schedule_delete(&self, id: &str) -> ServiceResult<()> {
+        self.0
+            .clone()
+            .delete_cron(proto::DeleteCronRequest { id: id.to_owned() })
+            .await
+            .map_err(Self::error)?;
+        Ok(())
     }
 }
 

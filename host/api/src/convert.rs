@@ -7,8 +7,11 @@
 use std::time::Duration;
 
 use waft_core::{Backoff, ByteSize, LambdaConfig, Limits, TaskStatus};
-use waft_services::{RunAt, ServiceError, ServiceResult, TaskRequest};
-use waft_store::{ClaimedTask, Gate, GateState, Lambda, Refusal, ResultOutcome, Task, TaskResult};
+use waft_services::{RunAt, ScheduleRequest, ServiceError, ServiceResult, TaskRequest};
+use waft_store::{
+    ClaimedTask, Gate, GateState, Lambda, Millis, Refusal, ResultOutcome, Schedule, Task,
+    TaskResult,
+};
 
 use crate::proto;
 
@@ -377,6 +380,62 @@ pub(crate) fn result_from_proto(result: proto::Result) -> ServiceResult<TaskResu
     })
 }
 
+pub(crate) fn cron_to_proto(schedule: Schedule) -> proto::Cron {
+    proto::Cron {
+        id: schedule.id,
+        lambda: schedule.lambda,
+        expression: schedule.cron,
+        timezone: schedule.timezone,
+        payload: schedule.payload,
+        collection: schedule.collection,
+        priority: schedule.priority.map(u32::from),
+        catch_up: schedule.catch_up,
+        next_at_ms: (schedule.next_at != Millis::MAX).then_some(schedule.next_at),
+        created_at_ms: schedule.created_at,
+    }
+}
+
+pub(crate) fn cron_from_proto(cron: proto::Cron) -> ServiceResult<Schedule> {
+    Ok(Schedule {
+        id: cron.id,
+        lambda: cron.lambda,
+        cron: cron.expression,
+        timezone: cron.timezone,
+        payload: cron.payload,
+        collection: cron.collection,
+        priority: cron.priority.map(priority).transpose()?,
+        catch_up: cron.catch_up,
+        next_at: cron.next_at_ms.unwrap_or(Millis::MAX),
+        created_at: cron.created_at_ms,
+    })
+}
+
+pub(crate) fn cron_request_to_proto(request: ScheduleRequest) -> proto::CreateCronRequest {
+    proto::CreateCronRequest {
+        lambda: request.lambda,
+        expression: request.cron,
+        timezone: request.timezone,
+        payload: request.payload,
+        collection: request.collection,
+        priority: request.priority.map(u32::from),
+        catch_up: request.catch_up,
+    }
+}
+
+pub(crate) fn cron_request_from_proto(
+    request: proto::CreateCronRequest,
+) -> ServiceResult<ScheduleRequest> {
+    Ok(ScheduleRequest {
+        lambda: request.lambda,
+        cron: request.expression,
+        timezone: request.timezone,
+        payload: request.payload,
+        collection: request.collection,
+        priority: request.priority.map(priority).transpose()?,
+        catch_up: request.catch_up,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -424,6 +483,38 @@ mod tests {
                 refusal
             );
         }
+    }
+
+    #[test]
+    fn periodic_schedules_round_trip_and_never_is_absent() {
+        let request = ScheduleRequest {
+            lambda: "report".into(),
+            cron: "0 3 * * *".into(),
+            timezone: Some("Europe/Paris".into()),
+            payload: b"{}".to_vec(),
+            collection: Some("eu".into()),
+            priority: Some(1),
+            catch_up: true,
+        };
+        assert_eq!(
+            cron_request_from_proto(cron_request_to_proto(request.clone())).unwrap(),
+            request
+        );
+        let schedule = Schedule {
+            id: "01J".into(),
+            lambda: "report".into(),
+            cron: "0 3 * * *".into(),
+            timezone: "UTC".into(),
+            payload: Vec::new(),
+            collection: None,
+            priority: None,
+            catch_up: false,
+            next_at: Millis::MAX,
+            created_at: 5,
+        };
+        let wire = cron_to_proto(schedule.clone());
+        assert_eq!(wire.next_at_ms, None);
+        assert_eq!(cron_from_proto(wire).unwrap(), schedule);
     }
 
     #[test]

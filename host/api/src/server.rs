@@ -287,6 +287,38 @@ impl proto::frontend_server::Frontend for FrontendService {
         let redriven = self.0.dead_redrive(selector).await.map_err(to_status)?;
         Ok(Response::new(proto::RedriveDeadResponse { redriven }))
     }
+
+    async fn create_cron(
+        &self,
+        request: Request<proto::CreateCronRequest>,
+    ) -> Result<Response<proto::CreateCronResponse>, Status> {
+        let request = cron_request_from_proto(request.into_inner()).map_err(to_status)?;
+        let schedule = self.0.schedule_create(request).await.map_err(to_status)?;
+        Ok(Response::new(proto::CreateCronResponse {
+            cron: Some(cron_to_proto(schedule)),
+        }))
+    }
+
+    async fn list_crons(
+        &self,
+        _request: Request<proto::ListCronsRequest>,
+    ) -> Result<Response<proto::ListCronsResponse>, Status> {
+        let schedules = self.0.schedule_list().await.map_err(to_status)?;
+        Ok(Response::new(proto::ListCronsResponse {
+            crons: schedules.into_iter().map(cron_to_proto).collect(),
+        }))
+    }
+
+    async fn delete_cron(
+        &self,
+        request: Request<proto::DeleteCronRequest>,
+    ) -> Result<Response<proto::DeleteCronResponse>, Status> {
+        self.0
+            .schedule_delete(&request.into_inner().id)
+            .await
+            .map_err(to_status)?;
+        Ok(Response::new(proto::DeleteCronResponse {}))
+    }
 }
 
 /// Decodes a redrive request: ids, or a lambda (and collection).

@@ -38,6 +38,8 @@ pub enum Command {
     Gate(commands::gate::GateArgs),
     /// Dead letters: list them, redrive them.
     Dlq(commands::gate::DlqArgs),
+    /// Periodic tasks: add, list and remove cron schedules.
+    Cron(commands::cron::CronArgs),
     /// Measure the runtime: per-task overhead of instantiate + call + drop.
     Bench(commands::bench::BenchArgs),
 }
@@ -61,6 +63,7 @@ pub fn main() -> ExitCode {
         Command::Task(args) => commands::task::run(args),
         Command::Gate(args) => commands::gate::run(args),
         Command::Dlq(args) => commands::gate::run_dlq(args),
+        Command::Cron(args) => commands::cron::run(args),
         Command::Bench(args) => commands::bench::run(args),
     };
     match result {

@@ -6,12 +6,14 @@
 //! these.
 
 pub mod backoff;
+pub mod cron;
 pub mod lambda;
 pub mod limits;
 pub mod task;
 pub mod units;
 
 pub use backoff::Backoff;
+pub use cron::{CronError, CronSchedule};
 pub use lambda::{ConfigError, LambdaConfig};
 pub use limits::{Limits, LimitsError};
 pub use task::{NameError, TaskStatus};

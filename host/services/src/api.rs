@@ -10,7 +10,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use waft_core::{LambdaConfig, TaskStatus};
 use waft_store::{
-    ClaimedTask, DeadSelector, Gate, GateState, Heartbeat, Lambda, Millis, Refusal, Task,
+    ClaimedTask, DeadSelector, Gate, GateState, Heartbeat, Lambda, Millis, Refusal, Schedule, Task,
     TaskInserted, TaskList, TaskResult,
 };
 
@@ -43,6 +43,23 @@ pub struct TaskRequest {
     /// task instead of creating another.
     pub idempotency_key: Option<String>,
     pub parent_id: Option<String>,
+}
+
+/// A periodic schedule a client asks for: a task of `lambda` at every
+/// occurrence of `cron`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ScheduleRequest {
+    pub lambda: String,
+    /// Five fields (minute first) or six (seconds first).
+    pub cron: String,
+    /// An IANA time zone; UTC when absent.
+    pub timezone: Option<String>,
+    pub payload: Vec<u8>,
+    pub collection: Option<String>,
+    pub priority: Option<u8>,
+    /// After downtime: run every missed occurrence (true), or only the most
+    /// recent one (false).
+    pub catch_up: bool,
 }
 
 /// The Frontend: scheduling, inspection and deployment.
@@ -83,6 +100,13 @@ pub trait FrontendApi: Send + Sync {
     async fn gate_list(&self) -> ServiceResult<Vec<Gate>>;
     /// Redrives dead tasks; answers how many.
     async fn dead_redrive(&self, selector: DeadSelector) -> ServiceResult<u64>;
+    /// Checks and stores a periodic schedule; answers it with its first
+    /// occurrence.
+    async fn schedule_create(&self, request: ScheduleRequest) -> ServiceResult<Schedule>;
+    /// Every periodic schedule, by id.
+    async fn schedule_list(&self) -> ServiceResult<Vec<Schedule>>;
+    /// Deletes a periodic schedule; its tasks already created stay.
+    async fn schedule_delete(&self, id: &str) -> ServiceResult<()>;
 }
 
 /// Room for more tasks of one lambda on an executor.

@@ -10,16 +10,20 @@
 //!
 //! If sending fails, the tasks stay enqueued in the store and come due again
 //! after the enqueue timeout: nothing is lost, only delayed.
+//!
+//! Beside its turns, every consumer materialises periodic schedules
+//! ([`Periodic`]) on the same interval.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
 use waft_queue::{QueueError, QueueKey, QueueMessage, TaskQueue};
 use waft_store::{StoreError, TaskEnqueueReady, TaskStore};
 
-use crate::Clock;
+use crate::{Clock, Periodic};
 
 /// Settings of a Store Consumer.
 #[derive(Debug, Clone)]
@@ -84,6 +88,7 @@ pub struct StoreConsumer {
     clock: Arc<dyn Clock>,
     config: ConsumerConfig,
     wake: Wake,
+    periodic: Periodic,
 }
 
 impl StoreConsumer {
@@ -94,12 +99,20 @@ impl StoreConsumer {
         clock: Arc<dyn Clock>,
         config: ConsumerConfig,
     ) -> Self {
+        let wake = Wake::default();
+        let periodic = Periodic::new(
+            store.clone(),
+            clock.clone(),
+            Arc::new(wake.clone()),
+            config.poll_interval,
+        );
         Self {
             store,
             queue,
             clock,
             config,
-            wake: Wake::default(),
+            wake,
+            periodic,
         }
     }
 
@@ -157,8 +170,21 @@ impl StoreConsumer {
 
     /// Turns until `shutdown` resolves: at once after a full turn, else
     /// after the poll interval or when woken. A failed turn is logged and
-    /// retried at the next interval.
+    /// retried at the next interval. Periodic schedules are materialised
+    /// alongside.
     pub async fn run(&self, shutdown: impl std::future::Future<Output = ()>) {
+        let stop = CancellationToken::new();
+        tokio::join!(
+            async {
+                shutdown.await;
+                stop.cancel();
+            },
+            self.turns(stop.cancelled()),
+            self.periodic.run(stop.cancelled()),
+        );
+    }
+
+    async fn turns(&self, shutdown: impl std::future::Future<Output = ()>) {
         tokio::pin!(shutdown);
         loop {
             let full = match self.run_once().await {

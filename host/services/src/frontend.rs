@@ -10,14 +10,15 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use waft_core::LambdaConfig;
+use waft_core::cron::DEFAULT_TIMEZONE;
+use waft_core::{CronSchedule, LambdaConfig};
 use waft_runtime::{Digest, Runtime};
 use waft_store::{
-    DeadRedrive, DeadSelector, Gate, GateSet, GateState, Lambda, LambdaDeploy, NewTask, Task,
-    TaskInsertMany, TaskInserted, TaskList, TaskStore,
+    DeadRedrive, DeadSelector, Gate, GateSet, GateState, Lambda, LambdaDeploy, NewTask, Schedule,
+    Task, TaskInsertMany, TaskInserted, TaskList, TaskStore,
 };
 
-use crate::{Clock, FrontendApi, RunAt, ServiceError, ServiceResult, TaskRequest};
+use crate::{Clock, FrontendApi, RunAt, ScheduleRequest, ServiceError, ServiceResult, TaskRequest};
 
 /// Tasks one request may schedule: one request is one transaction.
 pub const MAX_TASKS_PER_REQUEST: usize = 10_000;
@@ -233,6 +234,43 @@ impl FrontendApi for Frontend {
             self.due.due().await;
         }
         Ok(redriven)
+    }
+
+    async fn schedule_create(&self, request: ScheduleRequest) -> ServiceResult<Schedule> {
+        let timezone = request
+            .timezone
+            .unwrap_or_else(|| DEFAULT_TIMEZONE.to_owned());
+        let now = self.clock.now();
+        let next_at = CronSchedule::parse(&request.cron, &timezone)
+            .and_then(|cron| cron.first_after(now))
+            .map_err(|error| ServiceError::InvalidArgument(error.to_string()))?;
+        let schedule = Schedule {
+            id: waft_store::new_id(),
+            lambda: request.lambda,
+            cron: request.cron,
+            timezone,
+            payload: request.payload,
+            collection: request.collection,
+            priority: request.priority,
+            catch_up: request.catch_up,
+            next_at,
+            created_at: now,
+        };
+        self.store.schedule_create(schedule.clone()).await?;
+        tracing::info!(schedule = %schedule.id, lambda = %schedule.lambda, cron = %schedule.cron, timezone = %schedule.timezone, "periodic schedule created");
+        Ok(schedule)
+    }
+
+    async fn schedule_list(&self) -> ServiceResult<Vec<Schedule>> {
+        Ok(self.store.schedule_list().await?)
+    }
+
+    async fn schedule_delete(&self, id: &str) -> ServiceResult<()> {
+        if !self.store.schedule_delete(id).await? {
+            return Err(ServiceError::NotFound(format!("no periodic schedule {id}")));
+        }
+        tracing::info!(schedule = id, "periodic schedule deleted");
+        Ok(())
     }
 
     async fn component_get(&self, digest: &str) -> ServiceResult<Vec<u8>> {

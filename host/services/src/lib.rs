@@ -17,9 +17,12 @@ pub mod error;
 pub mod executor;
 pub mod frontend;
 pub mod hsc;
+pub mod periodic;
 pub mod watchdog;
 
-pub use api::{ControllerApi, FrontendApi, HscApi, LambdaSlots, NextWork, RunAt, TaskRequest};
+pub use api::{
+    ControllerApi, FrontendApi, HscApi, LambdaSlots, NextWork, RunAt, ScheduleRequest, TaskRequest,
+};
 pub use clock::{Clock, SystemClock};
 pub use consumer::{ConsumerConfig, ConsumerError, PollReport, StoreConsumer, Wake};
 pub use controller::{Controller, ControllerConfig};
@@ -27,6 +30,7 @@ pub use error::{ServiceError, ServiceResult};
 pub use executor::{Executor, ExecutorConfig};
 pub use frontend::{DueSignal, Frontend};
 pub use hsc::Hsc;
+pub use periodic::{Periodic, PeriodicReport};
 /// Locks a mutex, taking over a poisoned one: every value the roles keep
 /// behind a mutex stays valid when a holder panics.
 pub(crate) fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {

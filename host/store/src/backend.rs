@@ -825,6 +825,13 @@ macro_rules! sql_task_store {
                         max: lambda.config.priorities - 1,
                     });
                 }
+                if schedule.payload.len() as u64 > lambda.config.max_payload.bytes() {
+                    return Err(StoreError::PayloadTooLarge {
+                        lambda: lambda.name,
+                        size: schedule.payload.len(),
+                        max: lambda.config.max_payload.bytes(),
+                    });
+                }
                 sqlx::query(
                     "INSERT INTO schedules (id, lambda, cron, timezone, payload, collection, priority, \
                      catch_up, next_at, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
@@ -881,7 +888,7 @@ macro_rules! sql_task_store {
                      RETURNING {SCHEDULE_COLUMNS}"
                 )))
                 .bind(&params.schedule_id)
-                .bind(params.occurrence)
+                .bind(params.expected)
                 .bind(params.next_at)
                 .fetch_optional(&mut *tx)
                 .await?;

@@ -28,6 +28,7 @@ pub use error::StoreError;
 pub use model::*;
 pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
+pub use support::new_id;
 
 /// Result of a store operation.
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;

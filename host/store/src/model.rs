@@ -310,7 +310,8 @@ pub struct Schedule {
     pub payload: Vec<u8>,
     pub collection: Option<String>,
     pub priority: Option<u8>,
-    /// After downtime: run every missed occurrence (true) or only the next.
+    /// After downtime: run every missed occurrence (true), or only the most
+    /// recent one (false).
     pub catch_up: bool,
     /// The next occurrence not yet materialised.
     pub next_at: Millis,
@@ -318,11 +319,14 @@ pub struct Schedule {
 }
 
 /// Materialises one occurrence of a schedule, exactly once: succeeds only if
-/// the schedule's next occurrence is still `occurrence`, and moves it to
-/// `next_at` in the same transaction as the task insert.
+/// the schedule's next occurrence is still `expected` (as the caller read
+/// it), and moves it to `next_at` in the same transaction as the insert of
+/// the task for `occurrence`. The two differ when missed occurrences are
+/// skipped: `expected` is the oldest missed, `occurrence` the latest.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScheduleMaterialize {
     pub schedule_id: String,
+    pub expected: Millis,
     pub occurrence: Millis,
     pub next_at: Millis,
     pub now: Millis,

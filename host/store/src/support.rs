@@ -17,8 +17,8 @@ pub(crate) fn check_run_at(run_at: Millis, now: Millis) -> Result<()> {
     Ok(())
 }
 
-/// A new task id: a ULID, sortable by creation time.
-pub(crate) fn new_id() -> String {
+/// A new id for a task or schedule: a ULID, sortable by creation time.
+pub fn new_id() -> String {
     ulid::Ulid::new().to_string()
 }
 

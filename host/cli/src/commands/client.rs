@@ -103,3 +103,37 @@ pub fn json_bytes(bytes: &[u8]) -> serde_json::Value {
         Err(_) => serde_json::json!({ "hex": hex::encode(bytes) }),
     }
 }
+
+/// A task's payload on the command line: JSON, or any bytes from a file.
+#[derive(Debug, clap::Args)]
+pub struct PayloadArgs {
+    /// The payload, as JSON.
+    #[arg(long, value_name = "JSON", conflicts_with = "payload_file")]
+    pub payload: Option<String>,
+    /// Read the payload (any bytes) from a file; `-` for stdin.
+    #[arg(long, value_name = "FILE")]
+    pub payload_file: Option<std::path::PathBuf>,
+}
+
+impl PayloadArgs {
+    /// The payload's bytes; empty when none was given.
+    pub fn read(&self) -> Result<Vec<u8>, Failure> {
+        if let Some(json) = &self.payload {
+            if let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(json) {
+                return Err(Failure::usage(format!(
+                    "--payload is not valid JSON ({e}); pass raw bytes with --payload-file instead"
+                )));
+            }
+            return Ok(json.clone().into_bytes());
+        }
+        match &self.payload_file {
+            // The server enforces each lambda's own limit; this only bounds
+            // what is read.
+            Some(path) => crate::commands::invoke::read_limited(
+                path,
+                waft_core::LambdaConfig::MAX_PAYLOAD.bytes(),
+            ),
+            None => Ok(Vec::new()),
+        }
+    }
+}

@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod bench_pipeline;
 pub mod client;
+pub mod cron;
 pub mod gate;
 pub mod invoke;
 pub mod lambda;

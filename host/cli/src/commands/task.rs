@@ -1,6 +1,5 @@
 //! `waft task …`: schedule tasks and follow them.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -10,8 +9,10 @@ use waft_core::TaskStatus;
 use waft_services::{FrontendApi, RunAt, TaskRequest};
 use waft_store::{Task, TaskList};
 
-use crate::commands::client::{ClientArgs, block_on, json_bytes, parse_time, show_bytes, time};
-use crate::commands::invoke::{parse_duration_arg, read_limited};
+use crate::commands::client::{
+    ClientArgs, PayloadArgs, block_on, json_bytes, parse_time, show_bytes, time,
+};
+use crate::commands::invoke::parse_duration_arg;
 use crate::exit::{self, Failure};
 
 /// Arguments of `waft task`.
@@ -51,12 +52,8 @@ pub enum TaskCommand {
 pub struct ScheduleArgs {
     /// The lambda to run.
     pub lambda: String,
-    /// The payload, as JSON.
-    #[arg(long, value_name = "JSON", conflicts_with = "payload_file")]
-    pub payload: Option<String>,
-    /// Read the payload (any bytes) from a file; `-` for stdin.
-    #[arg(long, value_name = "FILE")]
-    pub payload_file: Option<PathBuf>,
+    #[command(flatten)]
+    pub payload: PayloadArgs,
     /// Run at this time (RFC 3339, or Unix milliseconds).
     #[arg(long, value_name = "TIME", value_parser = parse_time, conflicts_with = "delay")]
     pub at: Option<i64>,
@@ -112,7 +109,7 @@ pub fn run(args: TaskArgs) -> Result<ExitCode, Failure> {
         let frontend = client.frontend()?;
         match args.command {
             TaskCommand::Schedule(schedule) => {
-                let payload = payload(&schedule)?;
+                let payload = schedule.payload.read()?;
                 let run_at = match (schedule.at, schedule.delay) {
                     (Some(at), _) => RunAt::At(at),
                     (None, Some(delay)) => RunAt::After(delay),
@@ -307,23 +304,6 @@ async fn descendants(
                 children,
             });
         }
-    }
-}
-
-fn payload(args: &ScheduleArgs) -> Result<Vec<u8>, Failure> {
-    if let Some(json) = &args.payload {
-        if let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(json) {
-            return Err(Failure::usage(format!(
-                "--payload is not valid JSON ({e}); pass raw bytes with --payload-file instead"
-            )));
-        }
-        return Ok(json.clone().into_bytes());
-    }
-    match &args.payload_file {
-        // The server enforces each lambda's own limit; this only bounds
-        // what is read.
-        Some(path) => read_limited(path, waft_core::LambdaConfig::MAX_PAYLOAD.bytes()),
-        None => Ok(Vec::new()),
     }
 }
 

@@ -928,6 +928,7 @@ pub async fn each_occurrence_materialises_once(store: &dyn TaskStore) {
 
     let occurrence = |now| ScheduleMaterialize {
         schedule_id: "nightly".into(),
+        expected: T0,
         occurrence: T0,
         next_at: T0 + 86_400_000,
         now,
@@ -957,6 +958,41 @@ pub async fn each_occurrence_materialises_once(store: &dyn TaskStore) {
     assert_eq!(
         store.schedule_list().await.unwrap()[0].next_at,
         T0 + 86_400_000
+    );
+
+    // Eight consumers race for the next occurrence: one task, once.
+    const DAY: i64 = 86_400_000;
+    let racers = (0..8).map(|_| {
+        store.schedule_materialize(ScheduleMaterialize {
+            expected: T0 + DAY,
+            occurrence: T0 + DAY,
+            next_at: T0 + 2 * DAY,
+            ..occurrence(T0 + DAY)
+        })
+    });
+    let won: Vec<String> = futures::future::join_all(racers)
+        .await
+        .into_iter()
+        .filter_map(|answer| answer.unwrap())
+        .collect();
+    assert_eq!(won.len(), 1, "{won:?}");
+
+    // Skipping missed occurrences: the oldest is expected, the latest runs.
+    let skipped = store
+        .schedule_materialize(ScheduleMaterialize {
+            expected: T0 + 2 * DAY,
+            occurrence: T0 + 5 * DAY,
+            next_at: T0 + 6 * DAY,
+            ..occurrence(T0 + 5 * DAY)
+        })
+        .await
+        .unwrap()
+        .expect("the latest occurrence");
+    let skipped = store.task_get(&skipped).await.unwrap().unwrap();
+    assert_eq!(skipped.scheduled_at, T0 + 5 * DAY);
+    assert_eq!(
+        store.schedule_list().await.unwrap()[0].next_at,
+        T0 + 6 * DAY
     );
 
     let missing = store
