@@ -123,6 +123,115 @@ async fn scenarios(cluster: &Cluster) {
     priorities(cluster).await;
     gates(cluster).await;
     periodic(cluster).await;
+    quotas(cluster).await;
+}
+
+/// Schedule→claim latency of one task of `lambda` scheduled now, in ms.
+async fn start_latency(cluster: &Cluster, lambda: &str) -> i64 {
+    let id = cluster
+        .schedule(lambda, json!({"name": "calm"}), None)
+        .await;
+    let task = cluster.finished(&id, WITHIN).await;
+    assert_eq!(task.status, TaskStatus::Success);
+    task.claimed_at.unwrap() - task.created_at
+}
+
+fn median(mut values: Vec<i64>) -> i64 {
+    values.sort_unstable();
+    values[values.len() / 2]
+}
+
+/// Isolation: flooding lambda A at 100× its quota is refused at the
+/// Frontend beyond the quota and leaves lambda B's schedule→start latency
+/// within a stated bound (median at most 250 ms, none over 1 s); a backlog
+/// of A that came due at once starts at A's rate, not all at once.
+async fn quotas(cluster: &Cluster) {
+    const QUOTA: f64 = 20.0;
+    cluster
+        .deploy("flood", samples::HELLO, |c| c.quota_per_sec = Some(QUOTA))
+        .await;
+    cluster.deploy("calm", samples::HELLO, |_| {}).await;
+    let mut baseline = Vec::new();
+    for _ in 0..5 {
+        baseline.push(start_latency(cluster, "calm").await);
+    }
+
+    // 100× the quota for three seconds: batches of 20 every 10 ms.
+    let flooding = Duration::from_secs(3);
+    let frontend = cluster.frontend.clone();
+    let flood = tokio::spawn(async move {
+        let (mut admitted, mut refused) = (0, 0);
+        let until = Instant::now() + flooding;
+        while Instant::now() < until {
+            let batch = vec![
+                TaskRequest {
+                    lambda: "flood".into(),
+                    ..TaskRequest::default()
+                };
+                20
+            ];
+            match frontend.task_schedule_many(batch).await {
+                Ok(tasks) => admitted += tasks.len(),
+                Err(ServiceError::ResourceExhausted(_)) => refused += 20,
+                Err(error) => panic!("{error:?}"),
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        (admitted, refused)
+    });
+    let mut during = Vec::new();
+    while !flood.is_finished() {
+        during.push(start_latency(cluster, "calm").await);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (admitted, refused) = flood.await.unwrap();
+    let most = (QUOTA * (flooding.as_secs_f64() + 1.0)) as usize + 20;
+    assert!(
+        admitted <= most && refused > admitted * 10,
+        "admitted {admitted}, refused {refused}"
+    );
+    eprintln!(
+        "calm lambda schedule→start: baseline median {} ms; during the flood median {} ms, \
+         max {} ms over {} tasks",
+        median(baseline.clone()),
+        median(during.clone()),
+        during.iter().max().unwrap(),
+        during.len()
+    );
+    assert!(
+        median(during.clone()) <= 250 && during.iter().all(|&ms| ms <= 1000),
+        "calm latencies during the flood: {during:?} (baseline {baseline:?})"
+    );
+
+    // A backlog that predates the quota: 100 tasks due at once, then the
+    // quota is deployed; they start at 20 a second.
+    cluster.deploy("backlog", samples::HELLO, |_| {}).await;
+    let due = cluster.frontend.task_schedule_many(
+        (0..100)
+            .map(|_| TaskRequest {
+                lambda: "backlog".into(),
+                run_at: RunAt::After(Duration::from_secs(2)),
+                ..TaskRequest::default()
+            })
+            .collect(),
+    );
+    let ids: Vec<String> = due.await.unwrap().into_iter().map(|t| t.id).collect();
+    cluster
+        .deploy("backlog", samples::HELLO, |c| c.quota_per_sec = Some(QUOTA))
+        .await;
+    let mut claims = Vec::new();
+    for id in &ids {
+        let task = cluster.finished(id, Duration::from_secs(60)).await;
+        assert_eq!(task.status, TaskStatus::Success);
+        claims.push(task.claimed_at.unwrap());
+    }
+    claims.sort_unstable();
+    let first_second = claims.iter().filter(|&&at| at < claims[0] + 1000).count();
+    let span = claims[99] - claims[0];
+    assert!(
+        first_second <= 2 * QUOTA as usize + 5 && span >= 3000,
+        "{first_second} started in the first second; all within {span} ms"
+    );
 }
 
 /// A cron schedule makes one task per occurrence, even with two consumers

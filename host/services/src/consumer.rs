@@ -6,7 +6,9 @@
 //! priority>`. A turn that fills its batch is followed at once by another;
 //! otherwise the consumer sleeps until the poll interval passes or it is
 //! woken, which the Frontend does when it stores a task due now: immediate
-//! tasks do not wait for a tick.
+//! tasks do not wait for a tick. A lambda with a scheduling quota is paced
+//! in the same transaction: its due tasks beyond the quota's rate wait in
+//! the store for their own slots, so its backlog never crowds the queues.
 //!
 //! If sending fails, the tasks stay enqueued in the store and come due again
 //! after the enqueue timeout: nothing is lost, only delayed.
@@ -70,6 +72,8 @@ pub struct PollReport {
     pub held: u64,
     pub dropped: u64,
     pub dead: u64,
+    /// Held back by their lambda's scheduling quota until their slot.
+    pub paced: u64,
     /// The turn filled its batch: more may be due.
     pub full: bool,
 }
@@ -135,6 +139,7 @@ impl StoreConsumer {
             + report.held as usize
             + report.dropped as usize
             + report.dead as usize
+            + report.paced as usize
             >= self.config.batch as usize;
         let mut by_queue: BTreeMap<QueueKey, Vec<QueueMessage>> = BTreeMap::new();
         for task in report.enqueued {
@@ -164,6 +169,7 @@ impl StoreConsumer {
             held: report.held,
             dropped: report.dropped,
             dead: report.dead,
+            paced: report.paced,
             full,
         })
     }

@@ -5,8 +5,10 @@
 //! trial-instantiates the component first: a `.wasm` that is not a Waft
 //! lambda is refused at deploy, not discovered at its first task. When a
 //! request stores a task due now, the Frontend signals the Store Consumer
-//! so the task does not wait for the next poll tick.
+//! so the task does not wait for the next poll tick. Lambdas with a
+//! scheduling quota are held to it here ([`crate::quota`]).
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -18,6 +20,7 @@ use waft_store::{
     Task, TaskInsertMany, TaskInserted, TaskList, TaskStore,
 };
 
+use crate::quota::Quotas;
 use crate::{Clock, FrontendApi, RunAt, ScheduleRequest, ServiceError, ServiceResult, TaskRequest};
 
 /// Tasks one request may schedule: one request is one transaction.
@@ -46,6 +49,7 @@ pub struct Frontend {
     /// Checks components at deploy.
     runtime: Arc<Runtime>,
     due: Arc<dyn DueSignal>,
+    quotas: Quotas,
 }
 
 impl Frontend {
@@ -58,6 +62,7 @@ impl Frontend {
         due: Arc<dyn DueSignal>,
     ) -> Self {
         Self {
+            quotas: Quotas::new(store.clone(), clock.clone()),
             store,
             clock,
             runtime,
@@ -108,10 +113,22 @@ impl FrontendApi for Frontend {
                 })
             })
             .collect::<ServiceResult<Vec<_>>>()?;
-        let inserted = self
+        let mut wanted = BTreeMap::new();
+        for task in &tasks {
+            *wanted.entry(task.lambda.clone()).or_insert(0) += 1;
+        }
+        let admitted = self.quotas.admit(wanted).await?;
+        let inserted = match self
             .store
             .task_insert_many(TaskInsertMany { tasks, now })
-            .await?;
+            .await
+        {
+            Ok(inserted) => inserted,
+            Err(error) => {
+                self.quotas.refund(admitted);
+                return Err(error.into());
+            }
+        };
         if due_now {
             self.due.due().await;
         }

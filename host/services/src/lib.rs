@@ -18,6 +18,7 @@ pub mod executor;
 pub mod frontend;
 pub mod hsc;
 pub mod periodic;
+pub mod quota;
 pub mod watchdog;
 
 pub use api::{

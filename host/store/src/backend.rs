@@ -20,6 +20,9 @@ macro_rules! sql_task_store {
         // Appended to the poll's SELECT: Postgres's `FOR UPDATE ... SKIP
         // LOCKED`, so concurrent consumers take different tasks.
         poll_lock: $poll_lock:expr,
+        // Appended to a SELECT of one row the transaction will update:
+        // Postgres's `FOR UPDATE`, so concurrent consumers take turns.
+        row_lock: $row_lock:expr,
         // The rows of the JSON array bound as `$1`, as a table `j` with a
         // column `value` holding each element.
         json_rows: $json_rows:expr,
@@ -363,7 +366,8 @@ macro_rules! sql_task_store {
                 let now = params.now;
                 let mut tx = self.write().await?;
                 let due = sqlx::query(sql(format!(
-                    "SELECT t.id, t.status, t.attempt, t.max_attempts, {GATE_OF_TASK} AS gate \
+                    "SELECT t.id, t.lambda, t.status, t.attempt, t.max_attempts, t.paced, \
+                     {GATE_OF_TASK} AS gate \
                      FROM tasks t WHERE t.next_trigger_at IS NOT NULL AND t.next_trigger_at <= $1 \
                      ORDER BY t.next_trigger_at LIMIT $2 {}",
                     $poll_lock
@@ -391,8 +395,8 @@ macro_rules! sql_task_store {
                         report.dropped += 1;
                     } else if gate == 1 {
                         sqlx::query(
-                            "UPDATE tasks SET held = TRUE, due_at = next_trigger_at, next_trigger_at = NULL \
-                             WHERE id = $1",
+                            "UPDATE tasks SET held = TRUE, due_at = next_trigger_at, next_trigger_at = NULL, \
+                             paced = FALSE WHERE id = $1",
                         )
                         .bind(&id)
                         .execute(&mut *tx)
@@ -412,9 +416,10 @@ macro_rules! sql_task_store {
                         .await?;
                         report.dead += 1;
                     } else {
-                        to_enqueue.push(id);
+                        to_enqueue.push((id, row.text("lambda")?, row.flag("paced")?));
                     }
                 }
+                let to_enqueue = pace(&mut tx, to_enqueue, now, &mut report).await?;
                 if !to_enqueue.is_empty() {
                     // One statement for the common case. A claimed task whose
                     // claim expired never ran: that attempt does not count. A
@@ -422,7 +427,7 @@ macro_rules! sql_task_store {
                     let ids: Vec<_> = to_enqueue.iter().map(|id| serde_json::json!({ "id": id })).collect();
                     let rows = sqlx::query(sql(format!(
                         "UPDATE tasks SET status = 'enqueued', enqueue_token = enqueue_token + 1, \
-                         enqueued_at = $2, next_trigger_at = $3, \
+                         enqueued_at = $2, next_trigger_at = $3, paced = FALSE, \
                          attempt = CASE WHEN status = 'claimed' THEN attempt - 1 ELSE attempt END, \
                          last_error = CASE WHEN status = 'processing' \
                             THEN 'the executor stopped heartbeating' ELSE last_error END \
@@ -962,6 +967,100 @@ macro_rules! sql_task_store {
             .execute(&mut *conn)
             .await?;
             Ok(())
+        }
+
+        /// Paces lambdas with a scheduling quota. Of `due` (id, lambda,
+        /// already paced), answers the ids to enqueue now, in order; every
+        /// other task of a paced lambda waits for its own slot, given in
+        /// turn from the lambda's next free one at `1 / quota` apart. A
+        /// lambda idle for a second has a second's worth of slots at once.
+        async fn pace(
+            conn: &mut $conn,
+            due: Vec<(String, String, bool)>,
+            now: Millis,
+            report: &mut EnqueueReport,
+        ) -> Result<Vec<String>> {
+            if due.is_empty() {
+                return Ok(Vec::new());
+            }
+            let quotas: HashMap<String, f64> = sqlx::query(
+                "SELECT l.name, v.quota_per_sec FROM lambdas l JOIN lambda_versions v \
+                 ON v.lambda = l.name AND v.version = l.current_version \
+                 WHERE v.quota_per_sec IS NOT NULL",
+            )
+            .fetch_all(&mut *conn)
+            .await?
+            .iter()
+            .map(|row| Ok((row.text("name")?, row.real("quota_per_sec")?)))
+            .collect::<Result<_>>()?;
+            let mut paced: Vec<&str> = due
+                .iter()
+                .filter(|(_, lambda, already)| !already && quotas.contains_key(lambda))
+                .map(|(_, lambda, _)| lambda.as_str())
+                .collect();
+            if paced.is_empty() {
+                return Ok(due.into_iter().map(|(id, _, _)| id).collect());
+            }
+            // One lock order for every consumer: by name.
+            paced.sort_unstable();
+            paced.dedup();
+            let mut slots: HashMap<String, f64> = HashMap::with_capacity(paced.len());
+            for lambda in paced {
+                sqlx::query(
+                    "INSERT INTO lambda_pace (lambda, next_slot_at) VALUES ($1, $2) \
+                     ON CONFLICT (lambda) DO NOTHING",
+                )
+                .bind(lambda)
+                .bind((now - 1000) as f64)
+                .execute(&mut *conn)
+                .await?;
+                let next: f64 = sqlx::query_scalar(sql(format!(
+                    "SELECT next_slot_at FROM lambda_pace WHERE lambda = $1 {}",
+                    $row_lock
+                )))
+                .bind(lambda)
+                .fetch_one(&mut *conn)
+                .await?;
+                slots.insert(lambda.to_owned(), next.max((now - 1000) as f64));
+            }
+            let mut now_ids = Vec::with_capacity(due.len());
+            let mut later = Vec::new();
+            for (id, lambda, already) in due {
+                let slot = match slots.get_mut(&lambda) {
+                    Some(slot) if !already => slot,
+                    _ => {
+                        now_ids.push(id);
+                        continue;
+                    }
+                };
+                let at = *slot;
+                *slot += 1000.0 / quotas[&lambda];
+                if at < now as f64 {
+                    now_ids.push(id);
+                } else {
+                    later.push(serde_json::json!({ "id": id, "at": at.ceil() as i64 }));
+                }
+            }
+            for (lambda, next) in &slots {
+                sqlx::query("UPDATE lambda_pace SET next_slot_at = $2 WHERE lambda = $1")
+                    .bind(lambda)
+                    .bind(*next)
+                    .execute(&mut *conn)
+                    .await?;
+            }
+            if !later.is_empty() {
+                report.paced = later.len() as u64;
+                sqlx::query(sql(format!(
+                    "UPDATE tasks SET next_trigger_at = d.at, paced = TRUE \
+                     FROM (SELECT j.value->>'id' AS paced_id, CAST(j.value->>'at' AS BIGINT) AS at \
+                     FROM {}) AS d WHERE tasks.id = d.paced_id",
+                    $json_rows
+                )))
+                .bind(serde_json::Value::Array(later).to_string())
+                .execute(&mut *conn)
+                .await?;
+            }
+            Ok(now_ids)
         }
 
         fn claimed(row: &$row) -> Result<ClaimedTask> {

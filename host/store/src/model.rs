@@ -126,6 +126,8 @@ pub struct EnqueueReport {
     pub dropped: u64,
     /// Dead: their executor stopped heartbeating on their last attempt.
     pub dead: u64,
+    /// Held back by their lambda's scheduling quota, each until its slot.
+    pub paced: u64,
 }
 
 /// Claims of enqueued tasks, each with the enqueue token it was queued with.

@@ -63,6 +63,7 @@ crate::backend::sql_task_store! {
     connection: PgConnection,
     row: PgRow,
     poll_lock: "FOR UPDATE OF t SKIP LOCKED",
+    row_lock: "FOR UPDATE",
     json_rows: "jsonb_array_elements(CAST($1 AS jsonb)) AS j(value)",
     unhex: "decode({}, 'hex')",
 }

@@ -66,6 +66,7 @@ crate::backend::sql_task_store! {
     row: SqliteRow,
     // One writer at a time: `BEGIN IMMEDIATE` already serialises consumers.
     poll_lock: "",
+    row_lock: "",
     json_rows: "json_each($1) AS j",
     unhex: "unhex({})",
 }

@@ -71,6 +71,11 @@ pub struct DeployArgs {
     /// Tasks of this lambda one executor runs at once.
     #[arg(long, default_value_t = 64)]
     pub concurrency: u32,
+    /// Scheduling quota, tasks a second: the Frontend refuses more (with a
+    /// burst of one second's worth) and the Store Consumer starts a backlog
+    /// no faster. No quota when absent.
+    #[arg(long, value_name = "PER_SEC")]
+    pub quota: Option<f64>,
 }
 
 impl DeployArgs {
@@ -87,7 +92,7 @@ impl DeployArgs {
             default_priority: self.default_priority,
             max_payload: self.max_payload,
             concurrency: self.concurrency,
-            quota_per_sec: None,
+            quota_per_sec: self.quota,
         };
         config
             .validate()
