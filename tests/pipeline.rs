@@ -14,7 +14,7 @@ use support::Cluster;
 use waft_core::{ByteSize, TaskStatus};
 use waft_sample_artifacts as samples;
 use waft_services::{FrontendApi, RunAt, ScheduleRequest, ServiceError, TaskRequest};
-use waft_store::{DeadSelector, GateState, TaskList};
+use waft_store::{AttemptOutcome, DeadSelector, GateState, TaskList};
 
 const WITHIN: Duration = Duration::from_secs(30);
 
@@ -421,6 +421,19 @@ async fn dead_letter(cluster: &Cluster) {
         "{task:#?}"
     );
     assert!(task.last_error.is_some());
+    // Inspect it: both executions, each with its own error and log.
+    let shown: serde_json::Value =
+        serde_json::from_str(&cluster.cli(&["dlq", "show", &id, "--json"])).unwrap();
+    assert_eq!(shown["task"]["status"], "dead");
+    let attempts = shown["attempts"].as_array().unwrap();
+    assert_eq!(attempts.len(), 2, "{shown:#}");
+    for (n, attempt) in attempts.iter().enumerate() {
+        assert_eq!(attempt["attempt"], n + 1);
+        assert_eq!(attempt["outcome"], "retriable");
+        assert!(attempt["error"].as_str().is_some_and(|e| !e.is_empty()));
+        let log = attempt["log"].as_str().unwrap_or_default();
+        assert!(log.contains(&format!("attempt {}", n + 1)), "{attempt:#}");
+    }
 
     // Fix, redeploy, redrive: the dead task runs again on the new version.
     let not_dead = cluster
@@ -450,6 +463,19 @@ async fn dead_letter(cluster: &Cluster) {
         (TaskStatus::Success, 1),
         "{task:#?}"
     );
+    // The history keeps the dead attempts before the redriven one.
+    let attempts = cluster.frontend.task_attempts(&id).await.unwrap();
+    let outcomes: Vec<_> = attempts.iter().map(|a| (a.attempt, a.outcome)).collect();
+    assert_eq!(
+        outcomes,
+        [
+            (1, AttemptOutcome::Retriable),
+            (2, AttemptOutcome::Retriable),
+            (1, AttemptOutcome::Success)
+        ]
+    );
+    let unknown = cluster.frontend.task_attempts("nope").await.unwrap_err();
+    assert!(matches!(unknown, ServiceError::NotFound(_)), "{unknown:?}");
 }
 
 async fn over_its_limit(cluster: &Cluster) {

@@ -15,8 +15,8 @@ use waft_services::{
     TaskRequest,
 };
 use waft_store::{
-    ClaimedTask, DeadSelector, Gate, GateState, Heartbeat, Lambda, Refusal, Schedule, Task,
-    TaskInserted, TaskList, TaskResult,
+    Attempt, ClaimedTask, DeadSelector, Gate, GateState, Heartbeat, Lambda, Refusal, Schedule,
+    Task, TaskInserted, TaskList, TaskResult,
 };
 
 use crate::convert::*;
@@ -265,6 +265,21 @@ impl FrontendApi for FrontendClient {
             .await
             .map_err(Self::error)?;
         Ok(response.into_inner().redriven)
+    }
+
+    async fn task_attempts(&self, id: &str) -> ServiceResult<Vec<Attempt>> {
+        let response = self
+            .0
+            .clone()
+            .list_attempts(proto::ListAttemptsRequest { id: id.to_owned() })
+            .await
+            .map_err(Self::error)?;
+        response
+            .into_inner()
+            .attempts
+            .into_iter()
+            .map(attempt_from_proto)
+            .collect()
     }
 
     async fn schedule_create(&self, request: ScheduleRequest) -> ServiceResult<Schedule> {

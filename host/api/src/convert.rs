@@ -9,8 +9,8 @@ use std::time::Duration;
 use waft_core::{Backoff, ByteSize, LambdaConfig, Limits, TaskStatus};
 use waft_services::{RunAt, ScheduleRequest, ServiceError, ServiceResult, TaskRequest};
 use waft_store::{
-    ClaimedTask, Gate, GateState, Lambda, Millis, Refusal, ResultOutcome, Schedule, Task,
-    TaskResult,
+    Attempt, AttemptOutcome, ClaimedTask, Gate, GateState, Lambda, Millis, Refusal, ResultOutcome,
+    Schedule, Task, TaskResult,
 };
 
 use crate::proto;
@@ -436,6 +436,48 @@ pub(crate) fn cron_request_from_proto(
     })
 }
 
+pub(crate) fn attempt_to_proto(attempt: Attempt) -> proto::Attempt {
+    let outcome = match attempt.outcome {
+        AttemptOutcome::Success => proto::AttemptOutcome::Success,
+        AttemptOutcome::Retriable => proto::AttemptOutcome::Retriable,
+        AttemptOutcome::Fatal => proto::AttemptOutcome::Fatal,
+        AttemptOutcome::Lost => proto::AttemptOutcome::Lost,
+    };
+    proto::Attempt {
+        attempt: attempt.attempt,
+        lease_token: attempt.lease_token,
+        outcome: outcome as i32,
+        error: attempt.error,
+        log: attempt.log,
+        started_at_ms: attempt.started_at,
+        ended_at_ms: attempt.ended_at,
+    }
+}
+
+pub(crate) fn attempt_from_proto(attempt: proto::Attempt) -> ServiceResult<Attempt> {
+    let outcome = match proto::AttemptOutcome::try_from(attempt.outcome) {
+        Ok(proto::AttemptOutcome::Success) => AttemptOutcome::Success,
+        Ok(proto::AttemptOutcome::Retriable) => AttemptOutcome::Retriable,
+        Ok(proto::AttemptOutcome::Fatal) => AttemptOutcome::Fatal,
+        Ok(proto::AttemptOutcome::Lost) => AttemptOutcome::Lost,
+        _ => {
+            return Err(invalid(format!(
+                "attempt outcome {} is unknown",
+                attempt.outcome
+            )));
+        }
+    };
+    Ok(Attempt {
+        attempt: attempt.attempt,
+        lease_token: attempt.lease_token,
+        outcome,
+        error: attempt.error,
+        log: attempt.log,
+        started_at: attempt.started_at_ms,
+        ended_at: attempt.ended_at_ms,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -481,6 +523,30 @@ mod tests {
             assert_eq!(
                 refusal_from_proto(refusal_to_proto(refusal.clone())).unwrap(),
                 refusal
+            );
+        }
+    }
+
+    #[test]
+    fn attempts_round_trip() {
+        for outcome in [
+            AttemptOutcome::Success,
+            AttemptOutcome::Retriable,
+            AttemptOutcome::Fatal,
+            AttemptOutcome::Lost,
+        ] {
+            let attempt = Attempt {
+                attempt: 2,
+                lease_token: 7,
+                outcome,
+                error: Some("busy".into()),
+                log: None,
+                started_at: Some(1),
+                ended_at: 2,
+            };
+            assert_eq!(
+                attempt_from_proto(attempt_to_proto(attempt.clone())).unwrap(),
+                attempt
             );
         }
     }

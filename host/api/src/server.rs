@@ -288,6 +288,20 @@ impl proto::frontend_server::Frontend for FrontendService {
         Ok(Response::new(proto::RedriveDeadResponse { redriven }))
     }
 
+    async fn list_attempts(
+        &self,
+        request: Request<proto::ListAttemptsRequest>,
+    ) -> Result<Response<proto::ListAttemptsResponse>, Status> {
+        let attempts = self
+            .0
+            .task_attempts(&request.into_inner().id)
+            .await
+            .map_err(to_status)?;
+        Ok(Response::new(proto::ListAttemptsResponse {
+            attempts: attempts.into_iter().map(attempt_to_proto).collect(),
+        }))
+    }
+
     async fn create_cron(
         &self,
         request: Request<proto::CreateCronRequest>,

@@ -10,8 +10,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use waft_core::{LambdaConfig, TaskStatus};
 use waft_store::{
-    ClaimedTask, DeadSelector, Gate, GateState, Heartbeat, Lambda, Millis, Refusal, Schedule, Task,
-    TaskInserted, TaskList, TaskResult,
+    Attempt, ClaimedTask, DeadSelector, Gate, GateState, Heartbeat, Lambda, Millis, Refusal,
+    Schedule, Task, TaskInserted, TaskList, TaskResult,
 };
 
 use crate::ServiceResult;
@@ -74,6 +74,9 @@ pub trait FrontendApi: Send + Sync {
     async fn task_list(&self, filter: TaskList) -> ServiceResult<Vec<Task>>;
     /// Cancels a task that has not ended.
     async fn task_cancel(&self, id: &str) -> ServiceResult<Task>;
+    /// A task's ended executions, oldest first: how each ended, its error
+    /// and its log.
+    async fn task_attempts(&self, id: &str) -> ServiceResult<Vec<Attempt>>;
     /// Checks a component and its config, and deploys them as the lambda's
     /// next version.
     async fn lambda_deploy(

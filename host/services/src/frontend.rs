@@ -16,8 +16,8 @@ use waft_core::cron::DEFAULT_TIMEZONE;
 use waft_core::{CronSchedule, LambdaConfig};
 use waft_runtime::{Digest, Runtime};
 use waft_store::{
-    DeadRedrive, DeadSelector, Gate, GateSet, GateState, Lambda, LambdaDeploy, NewTask, Schedule,
-    Task, TaskInsertMany, TaskInserted, TaskList, TaskStore,
+    Attempt, DeadRedrive, DeadSelector, Gate, GateSet, GateState, Lambda, LambdaDeploy, NewTask,
+    Schedule, Task, TaskInsertMany, TaskInserted, TaskList, TaskStore,
 };
 
 use crate::quota::Quotas;
@@ -148,6 +148,14 @@ impl FrontendApi for Frontend {
 
     async fn task_cancel(&self, id: &str) -> ServiceResult<Task> {
         Ok(self.store.task_cancel(id, self.clock.now()).await?)
+    }
+
+    async fn task_attempts(&self, id: &str) -> ServiceResult<Vec<Attempt>> {
+        let attempts = self.store.attempt_list(id).await?;
+        if attempts.is_empty() && self.store.task_get(id).await?.is_none() {
+            return Err(ServiceError::NotFound(format!("no task {id}")));
+        }
+        Ok(attempts)
     }
 
     async fn lambda_deploy(

@@ -38,7 +38,7 @@ macro_rules! sql_task_store {
         use $crate::rows::{self, LAMBDA_COLUMNS, RowExt, SCHEDULE_COLUMNS, TASK_COLUMNS};
         use $crate::support::{RetryPlan, check_run_at, millis, new_id, sql};
         use $crate::{
-            ClaimedTask, DeadRedrive, DeadSelector, EnqueueReport, EnqueuedTask, Gate, GateSet,
+            Attempt, ClaimedTask, DeadRedrive, DeadSelector, EnqueueReport, EnqueuedTask, Gate, GateSet,
             GateState, Lambda, LambdaDeploy, Millis, NewTask, Refusal, Result, ResultOutcome, Schedule,
             ScheduleMaterialize, StoreError, Task, TaskClaimMany, TaskEnqueueReady,
             TaskHeartbeatMany, TaskInsertMany, TaskInserted, TaskList, TaskSetResultMany, TaskStore,
@@ -378,6 +378,7 @@ macro_rules! sql_task_store {
                 .await?;
                 let mut report = EnqueueReport::default();
                 let mut to_enqueue = Vec::with_capacity(due.len());
+                let mut lost = Vec::new();
                 for row in &due {
                     let id = row.text("id")?;
                     let status = rows::status(row)?;
@@ -403,22 +404,30 @@ macro_rules! sql_task_store {
                         .await?;
                         report.held += 1;
                     } else if status == TaskStatus::Processing && attempt >= row.int("max_attempts")? {
+                        let error = format!(
+                            "the executor stopped heartbeating on attempt {attempt}, the last one"
+                        );
+                        lost.push(serde_json::json!({ "id": id, "outcome": "lost", "error": error }));
                         sqlx::query(
                             "UPDATE tasks SET status = 'dead', next_trigger_at = NULL, finished_at = $2, \
                              last_error = $3 WHERE id = $1",
                         )
                         .bind(&id)
                         .bind(now)
-                        .bind(format!(
-                            "the executor stopped heartbeating on attempt {attempt}, the last one"
-                        ))
+                        .bind(error)
                         .execute(&mut *tx)
                         .await?;
                         report.dead += 1;
                     } else {
+                        if status == TaskStatus::Processing {
+                            lost.push(serde_json::json!({
+                                "id": id, "outcome": "lost", "error": "the executor stopped heartbeating",
+                            }));
+                        }
                         to_enqueue.push((id, row.text("lambda")?, row.flag("paced")?));
                     }
                 }
+                record_attempts(&mut tx, lost, now).await?;
                 let to_enqueue = pace(&mut tx, to_enqueue, now, &mut report).await?;
                 if !to_enqueue.is_empty() {
                     // One statement for the common case. A claimed task whose
@@ -563,6 +572,8 @@ macro_rules! sql_task_store {
                 // the first has ended it.
                 let mut repeats = Vec::new();
                 let mut seen = std::collections::HashSet::new();
+                // The executions that ended, for the attempts table.
+                let mut history = Vec::new();
                 for (index, result) in params.results.into_iter().enumerate() {
                     if !seen.insert(result.id.clone()) {
                         repeats.push((index, result.id, result.lease_token));
@@ -611,8 +622,12 @@ macro_rules! sql_task_store {
                     .fetch_all(&mut *tx)
                     .await?;
                     let ended: std::collections::HashSet<String> = ended.into_iter().collect();
-                    for (index, id, lease, status, ..) in finals {
+                    for (index, id, lease, status, _, error, log) in finals {
                         answers[index] = Some(if ended.contains(&id) {
+                            let outcome = if status == TaskStatus::Success { "success" } else { "fatal" };
+                            history.push(serde_json::json!({
+                                "id": id, "outcome": outcome, "error": error, "log": log,
+                            }));
                             Ok(status)
                         } else {
                             Err(lease_refusal(&mut tx, &id, lease).await?)
@@ -648,6 +663,9 @@ macro_rules! sql_task_store {
                         continue;
                     }
                     let plan = RetryPlan::new(&row, retry_after, now)?;
+                    history.push(serde_json::json!({
+                        "id": id, "outcome": "retriable", "error": error, "log": log,
+                    }));
                     updates.push(serde_json::json!({
                         "id": id,
                         "lease": lease,
@@ -676,6 +694,7 @@ macro_rules! sql_task_store {
                     .execute(&mut *tx)
                     .await?;
                 }
+                record_attempts(&mut tx, history, now).await?;
                 for (index, id, lease) in repeats {
                     answers[index] = Some(Err(lease_refusal(&mut tx, &id, lease).await?));
                 }
@@ -684,6 +703,17 @@ macro_rules! sql_task_store {
                     .into_iter()
                     .map(|answer| answer.ok_or_else(|| StoreError::Corrupt("a result went unanswered".into())))
                     .collect()
+            }
+
+            async fn attempt_list(&self, task_id: &str) -> Result<Vec<Attempt>> {
+                let rows = sqlx::query(
+                    "SELECT attempt, lease_token, outcome, error, log, started_at, ended_at \
+                     FROM attempts WHERE task_id = $1 ORDER BY lease_token",
+                )
+                .bind(task_id)
+                .fetch_all(&self.pool)
+                .await?;
+                rows.iter().map(rows::attempt).collect()
             }
 
             async fn gate_set(&self, params: GateSet) -> Result<u64> {
@@ -964,6 +994,34 @@ macro_rules! sql_task_store {
             .bind(i64::from(*concurrency))
             .bind(*quota_per_sec)
             .bind(params.now)
+            .execute(&mut *conn)
+            .await?;
+            Ok(())
+        }
+
+        /// Records ended executions (`{id, outcome, error, log}` each) at
+        /// their task's current attempt and lease. An execution already
+        /// recorded (a paced task polled again) is kept as it was.
+        async fn record_attempts(
+            conn: &mut $conn,
+            ended: Vec<serde_json::Value>,
+            now: Millis,
+        ) -> Result<()> {
+            if ended.is_empty() {
+                return Ok(());
+            }
+            sqlx::query(sql(format!(
+                "INSERT INTO attempts (task_id, lease_token, attempt, outcome, error, log, \
+                 started_at, ended_at) \
+                 SELECT t.id, t.lease_token, t.attempt, a.outcome, a.error, a.log, t.claimed_at, $2 \
+                 FROM (SELECT j.value->>'id' AS attempt_task, j.value->>'outcome' AS outcome, \
+                    j.value->>'error' AS error, j.value->>'log' AS log FROM {}) AS a \
+                 JOIN tasks t ON t.id = a.attempt_task WHERE TRUE \
+                 ON CONFLICT (task_id, lease_token) DO NOTHING",
+                $json_rows
+            )))
+            .bind(serde_json::Value::Array(ended).to_string())
+            .bind(now)
             .execute(&mut *conn)
             .await?;
             Ok(())

@@ -77,6 +77,9 @@ pub trait TaskStore: Send + Sync {
         params: TaskSetResultMany,
     ) -> Result<Vec<Result<waft_core::TaskStatus, Refusal>>>;
 
+    /// The ended executions of a task, oldest first.
+    async fn attempt_list(&self, task_id: &str) -> Result<Vec<Attempt>>;
+
     /// Opens, pauses or drops a lambda or collection. Opening releases the
     /// tasks the gate held, in their due order. Returns how many.
     async fn gate_set(&self, params: GateSet) -> Result<u64>;

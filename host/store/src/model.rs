@@ -333,3 +333,56 @@ pub struct ScheduleMaterialize {
     pub next_at: Millis,
     pub now: Millis,
 }
+
+/// One execution of a task that ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attempt {
+    /// Its number within the task's attempt budget (from 1 again after a
+    /// redrive).
+    pub attempt: u32,
+    /// The claim's lease: unique per execution of a task, increasing.
+    pub lease_token: i64,
+    pub outcome: AttemptOutcome,
+    pub error: Option<String>,
+    /// What the execution logged, one record a line.
+    pub log: Option<String>,
+    /// When it was claimed.
+    pub started_at: Option<Millis>,
+    /// When its end was recorded.
+    pub ended_at: Millis,
+}
+
+/// How an execution ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttemptOutcome {
+    Success,
+    Retriable,
+    Fatal,
+    /// Its executor stopped heartbeating; the store noticed the timeout.
+    Lost,
+}
+
+impl AttemptOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AttemptOutcome::Success => "success",
+            AttemptOutcome::Retriable => "retriable",
+            AttemptOutcome::Fatal => "fatal",
+            AttemptOutcome::Lost => "lost",
+        }
+    }
+}
+
+impl std::str::FromStr for AttemptOutcome {
+    type Err = ();
+
+    fn from_str(text: &str) -> Result<Self, ()> {
+        match text {
+            "success" => Ok(AttemptOutcome::Success),
+            "retriable" => Ok(AttemptOutcome::Retriable),
+            "fatal" => Ok(AttemptOutcome::Fatal),
+            "lost" => Ok(AttemptOutcome::Lost),
+            _ => Err(()),
+        }
+    }
+}

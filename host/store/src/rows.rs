@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use waft_core::{Backoff, ByteSize, LambdaConfig, Limits, TaskStatus};
 
-use crate::{Lambda, Schedule, StoreError, Task};
+use crate::{Attempt, Lambda, Schedule, StoreError, Task};
 
 /// Typed column access shared by the backends' row types.
 pub(crate) trait RowExt {
@@ -170,5 +170,20 @@ pub(crate) fn schedule(row: &impl RowExt) -> Result<Schedule, StoreError> {
         catch_up: row.flag("catch_up")?,
         next_at: row.int("next_at")?,
         created_at: row.int("created_at")?,
+    })
+}
+
+pub(crate) fn attempt(row: &impl RowExt) -> Result<Attempt, StoreError> {
+    let outcome = row.text("outcome")?;
+    Ok(Attempt {
+        attempt: small(row.int("attempt")?, "attempt")?,
+        lease_token: row.int("lease_token")?,
+        outcome: outcome
+            .parse()
+            .map_err(|_| StoreError::Corrupt(format!("attempt outcome {outcome:?}")))?,
+        error: row.opt_text("error")?,
+        log: row.opt_text("log")?,
+        started_at: row.opt_int("started_at")?,
+        ended_at: row.int("ended_at")?,
     })
 }

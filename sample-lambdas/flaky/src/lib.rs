@@ -20,6 +20,7 @@ fn flaky(task: Task) -> Result<Outcome, Error> {
         task.json()?
     };
     let succeed_on = input.succeed_on.unwrap_or(3);
+    waft_sdk::info!("attempt {}, succeeding on {succeed_on}", task.attempt());
     if task.attempt() < succeed_on {
         let message = format!("attempt {} of {succeed_on}: not yet", task.attempt());
         return Ok(match input.retry_after_ms {

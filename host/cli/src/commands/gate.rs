@@ -1,5 +1,5 @@
-//! `waft gate …` and `waft dlq …`: hold a lambda's tasks back, and bring
-//! dead ones back.
+//! `waft gate …` and `waft dlq …`: hold a lambda's tasks back, and inspect
+//! dead ones and bring them back.
 
 use std::process::ExitCode;
 
@@ -7,9 +7,10 @@ use clap::{Args, Subcommand};
 use serde_json::json;
 use waft_core::TaskStatus;
 use waft_services::FrontendApi;
-use waft_store::{DeadSelector, GateState, TaskList};
+use waft_store::{Attempt, DeadSelector, GateState, Task, TaskList};
 
-use crate::commands::client::{ClientArgs, block_on, time};
+use crate::commands::client::{ClientArgs, block_on, show_bytes, time};
+use crate::commands::task::task_json;
 use crate::exit::Failure;
 
 /// Arguments of `waft gate`.
@@ -116,6 +117,9 @@ pub enum DlqCommand {
         #[arg(long, default_value_t = 100)]
         limit: u32,
     },
+    /// A task and every execution it had: how each ended, its error and
+    /// its log.
+    Show { id: String },
     /// Give dead tasks a fresh attempt budget and run them again: the ids
     /// given (all must be dead, or none is redriven), or every dead task of
     /// a lambda.
@@ -168,6 +172,25 @@ pub fn run_dlq(args: DlqArgs) -> Result<ExitCode, Failure> {
                     }
                 }
             }
+            DlqCommand::Show { id } => {
+                let task = frontend
+                    .task_get(&id)
+                    .await
+                    .map_err(|e| client.failure(e))?;
+                let attempts = frontend
+                    .task_attempts(&id)
+                    .await
+                    .map_err(|e| client.failure(e))?;
+                if client.json {
+                    let attempts: Vec<_> = attempts.iter().map(attempt_json).collect();
+                    println!(
+                        "{}",
+                        json!({ "task": task_json(&task), "attempts": attempts })
+                    );
+                } else {
+                    print_attempts(&task, &attempts);
+                }
+            }
             DlqCommand::Redrive {
                 ids,
                 lambda,
@@ -195,4 +218,40 @@ pub fn run_dlq(args: DlqArgs) -> Result<ExitCode, Failure> {
         }
         Ok(ExitCode::SUCCESS)
     })
+}
+
+fn attempt_json(a: &Attempt) -> serde_json::Value {
+    json!({
+        "attempt": a.attempt,
+        "lease_token": a.lease_token,
+        "outcome": a.outcome.as_str(),
+        "error": a.error,
+        "log": a.log,
+        "started_at": a.started_at.map(time),
+        "ended_at": time(a.ended_at),
+    })
+}
+
+fn print_attempts(task: &Task, attempts: &[Attempt]) {
+    println!("{}  {}  {}", task.id, task.lambda, task.status);
+    println!("  payload   {}", show_bytes(&task.payload));
+    if let Some(error) = &task.last_error {
+        println!("  error     {error}");
+    }
+    for a in attempts {
+        let took = a
+            .started_at
+            .map(|at| format!(" after {} ms", a.ended_at - at))
+            .unwrap_or_default();
+        println!(
+            "attempt {} ({}) at {}{took}: {}",
+            a.attempt,
+            a.outcome.as_str(),
+            time(a.ended_at),
+            a.error.as_deref().unwrap_or("")
+        );
+        for line in a.log.as_deref().unwrap_or("").lines() {
+            println!("    {line}");
+        }
+    }
 }

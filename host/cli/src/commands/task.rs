@@ -307,7 +307,7 @@ async fn descendants(
     }
 }
 
-fn task_json(task: &Task) -> serde_json::Value {
+pub(crate) fn task_json(task: &Task) -> serde_json::Value {
     json!({
         "id": task.id,
         "lambda": task.lambda,

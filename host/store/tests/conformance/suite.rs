@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use waft_core::{Backoff, ByteSize, LambdaConfig, TaskStatus};
 use waft_store::{
-    DeadRedrive, DeadSelector, GateSet, GateState, Heartbeat, LambdaDeploy, Millis, NewTask,
-    Refusal, ResultOutcome, Schedule, ScheduleMaterialize, StoreError, TaskClaimMany,
+    AttemptOutcome, DeadRedrive, DeadSelector, GateSet, GateState, Heartbeat, LambdaDeploy, Millis,
+    NewTask, Refusal, ResultOutcome, Schedule, ScheduleMaterialize, StoreError, TaskClaimMany,
     TaskEnqueueReady, TaskHeartbeatMany, TaskInsertMany, TaskList, TaskResult, TaskSetResultMany,
     TaskStore,
 };
@@ -442,6 +442,24 @@ pub async fn a_dead_executor_costs_an_attempt_and_the_last_one_is_dead(store: &d
         (TaskStatus::Dead, None)
     );
     assert!(task.last_error.unwrap().contains("stopped heartbeating"));
+    // Each lost execution is in the history, the last one said to be last.
+    let attempts = store.attempt_list(&id).await.unwrap();
+    let summary: Vec<_> = attempts.iter().map(|a| (a.attempt, a.outcome)).collect();
+    assert_eq!(
+        summary,
+        [
+            (1, AttemptOutcome::Lost),
+            (2, AttemptOutcome::Lost),
+            (3, AttemptOutcome::Lost)
+        ]
+    );
+    assert!(
+        attempts[2]
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("the last one")
+    );
 }
 
 pub async fn retriable_failures_back_off_then_die(store: &dyn TaskStore) {
@@ -490,6 +508,26 @@ pub async fn retriable_failures_back_off_then_die(store: &dyn TaskStore) {
     assert_eq!(task.last_error.as_deref(), Some("still busy"));
     // The log kept is the last execution's.
     assert_eq!(task.log, Some(format!("the log of lease {lease}")));
+    // Every execution is in the history with its own error and log.
+    let attempts = store.attempt_list(&id).await.unwrap();
+    let summary: Vec<_> = attempts
+        .iter()
+        .map(|a| (a.attempt, a.outcome, a.error.as_deref().unwrap()))
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            (1, AttemptOutcome::Retriable, "busy"),
+            (2, AttemptOutcome::Retriable, "rate limited"),
+            (3, AttemptOutcome::Retriable, "still busy"),
+        ]
+    );
+    assert_eq!(
+        attempts[2].log,
+        Some(format!("the log of lease {}", attempts[2].lease_token))
+    );
+    assert_eq!(attempts[2].started_at, Some(retry_at));
+    assert!(store.attempt_list("nope").await.unwrap().is_empty());
 }
 
 pub async fn a_fatal_failure_is_final(store: &dyn TaskStore) {
