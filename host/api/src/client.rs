@@ -184,6 +184,36 @@ impl FrontendApi for FrontendClient {
         lambda_from_proto(answer(response.into_inner().lambda, Self::ROLE)?)
     }
 
+    async fn lambda_rollback(&self, name: &str, to: Option<u32>) -> ServiceResult<Lambda> {
+        let response = self
+            .0
+            .clone()
+            .rollback_lambda(proto::RollbackLambdaRequest {
+                name: name.to_owned(),
+                version: to,
+            })
+            .await
+            .map_err(Self::error)?;
+        lambda_from_proto(answer(response.into_inner().lambda, Self::ROLE)?)
+    }
+
+    async fn lambda_versions(&self, name: &str) -> ServiceResult<Vec<Lambda>> {
+        let response = self
+            .0
+            .clone()
+            .list_versions(proto::ListVersionsRequest {
+                name: name.to_owned(),
+            })
+            .await
+            .map_err(Self::error)?;
+        response
+            .into_inner()
+            .versions
+            .into_iter()
+            .map(lambda_from_proto)
+            .collect()
+    }
+
     async fn lambda_list(&self) -> ServiceResult<Vec<Lambda>> {
         let response = self
             .0

@@ -88,6 +88,7 @@ pub(crate) fn task_to_proto(task: Task) -> proto::Task {
         idempotency_key: task.idempotency_key,
         schedule_id: task.schedule_id,
         log: task.log,
+        version: task.version,
     }
 }
 
@@ -119,6 +120,7 @@ pub(crate) fn task_from_proto(task: proto::Task) -> ServiceResult<Task> {
         parent_id: task.parent_id,
         idempotency_key: task.idempotency_key,
         schedule_id: task.schedule_id,
+        version: task.version,
     })
 }
 
@@ -136,6 +138,7 @@ pub(crate) fn new_task_from_proto(task: proto::NewTask) -> ServiceResult<TaskReq
         run_at,
         idempotency_key: task.idempotency_key,
         parent_id: task.parent_id,
+        version: task.version,
     })
 }
 
@@ -154,6 +157,7 @@ pub(crate) fn new_task_to_proto(task: TaskRequest) -> proto::NewTask {
         },
         idempotency_key: task.idempotency_key,
         parent_id: task.parent_id,
+        version: task.version,
     }
 }
 

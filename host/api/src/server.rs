@@ -243,6 +243,35 @@ impl proto::frontend_server::Frontend for FrontendService {
         }))
     }
 
+    async fn rollback_lambda(
+        &self,
+        request: Request<proto::RollbackLambdaRequest>,
+    ) -> Result<Response<proto::RollbackLambdaResponse>, Status> {
+        let request = request.into_inner();
+        let lambda = self
+            .0
+            .lambda_rollback(&request.name, request.version)
+            .await
+            .map_err(to_status)?;
+        Ok(Response::new(proto::RollbackLambdaResponse {
+            lambda: Some(lambda_to_proto(lambda)),
+        }))
+    }
+
+    async fn list_versions(
+        &self,
+        request: Request<proto::ListVersionsRequest>,
+    ) -> Result<Response<proto::ListVersionsResponse>, Status> {
+        let versions = self
+            .0
+            .lambda_versions(&request.into_inner().name)
+            .await
+            .map_err(to_status)?;
+        Ok(Response::new(proto::ListVersionsResponse {
+            versions: versions.into_iter().map(lambda_to_proto).collect(),
+        }))
+    }
+
     async fn get_component(
         &self,
         request: Request<proto::GetComponentRequest>,

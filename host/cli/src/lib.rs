@@ -14,7 +14,7 @@ use clap::{Parser, Subcommand};
 
 /// Waft runs asynchronous tasks as sandboxed WebAssembly lambdas.
 #[derive(Debug, Parser)]
-#[command(name = "waft", version, propagate_version = true)]
+#[command(name = "waft", version)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -72,5 +72,17 @@ pub fn main() -> ExitCode {
             eprintln!("error: {}", failure.message);
             ExitCode::from(failure.code)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// Clap checks a subcommand's definition only when it is used; this
+    /// checks every one (duplicate names, bad defaults) at once.
+    #[test]
+    fn every_command_is_well_formed() {
+        super::Cli::command().debug_assert();
     }
 }

@@ -81,6 +81,10 @@ pub struct StoreSection {
     pub url: Option<String>,
     /// Connections in the pool (default 16).
     pub max_connections: u32,
+    /// Versions of each lambda kept after a deploy or rollback, the current
+    /// one included (default 10, at least 1); older ones and components no
+    /// version uses are deleted, except versions pinned by unfinished tasks.
+    pub keep_versions: u32,
 }
 
 impl Default for StoreSection {
@@ -88,6 +92,7 @@ impl Default for StoreSection {
         Self {
             url: None,
             max_connections: 16,
+            keep_versions: 10,
         }
     }
 }
@@ -321,7 +326,7 @@ pub struct ConfigError(pub String);
 /// Keys an environment variable may set: `WAFT_<SECTION>_<KEY>`.
 const ENV_KEYS: &[(&str, &[&str])] = &[
     ("", &["listen"]),
-    ("store", &["url", "max_connections"]),
+    ("store", &["url", "max_connections", "keep_versions"]),
     (
         "queue",
         &["endpoint_url", "region", "prefix", "visibility_timeout"],

@@ -123,12 +123,15 @@ pub async fn start_dev(options: DevOptions) -> Result<Node, NodeError> {
         config.consumer.config(),
     );
     let heartbeat = config.heartbeat.config();
-    let frontend = Arc::new(Frontend::new(
-        store.clone(),
-        clock.clone(),
-        runtime.clone(),
-        Arc::new(consumer.waker()),
-    ));
+    let frontend = Arc::new(
+        Frontend::new(
+            store.clone(),
+            clock.clone(),
+            runtime.clone(),
+            Arc::new(consumer.waker()),
+        )
+        .keep_versions(config.store.keep_versions),
+    );
     let hsc = Arc::new(Hsc::new(store, clock, heartbeat));
     let controller = Controller::new(
         queue,
@@ -188,12 +191,10 @@ pub async fn start_role(role: Role, config: Config) -> Result<Node, NodeError> {
                 ..RuntimeConfig::default()
             })?);
             let due = Arc::new(PostgresDue(store.clone()));
-            roles.frontend = Some(Arc::new(Frontend::new(
-                Arc::new(store),
-                clock,
-                runtime,
-                due,
-            )));
+            roles.frontend = Some(Arc::new(
+                Frontend::new(Arc::new(store), clock, runtime, due)
+                    .keep_versions(config.store.keep_versions),
+            ));
         }
         Role::Hsc => {
             let store = postgres(&config).await?;

@@ -43,6 +43,8 @@ pub struct TaskRequest {
     /// task instead of creating another.
     pub idempotency_key: Option<String>,
     pub parent_id: Option<String>,
+    /// Run this version of the lambda, not the one current when it starts.
+    pub version: Option<u32>,
 }
 
 /// A periodic schedule a client asks for: a task of `lambda` at every
@@ -89,6 +91,11 @@ pub trait FrontendApi: Send + Sync {
     async fn lambda_get(&self, name: &str, version: Option<u32>) -> ServiceResult<Lambda>;
     /// Every lambda at its current version.
     async fn lambda_list(&self) -> ServiceResult<Vec<Lambda>>;
+    /// Makes an earlier version (the previous one when absent) current
+    /// again, as a new version with its component and configuration.
+    async fn lambda_rollback(&self, name: &str, to: Option<u32>) -> ServiceResult<Lambda>;
+    /// Every kept version of a lambda, oldest first.
+    async fn lambda_versions(&self, name: &str) -> ServiceResult<Vec<Lambda>>;
     /// A component's bytes by digest.
     async fn component_get(&self, digest: &str) -> ServiceResult<Vec<u8>>;
     /// Sets a lambda's (or one collection's) gate; answers how many held

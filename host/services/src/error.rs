@@ -35,9 +35,9 @@ impl From<StoreError> for ServiceError {
             StoreError::UnknownLambda(name) => ServiceError::NotFound(format!(
                 "unknown lambda {name:?}: deploy it first (waft lambda deploy {name} FILE.wasm)"
             )),
-            StoreError::TaskNotFound(_) | StoreError::ScheduleNotFound(_) => {
-                ServiceError::NotFound(error.to_string())
-            }
+            StoreError::TaskNotFound(_)
+            | StoreError::ScheduleNotFound(_)
+            | StoreError::UnknownVersion { .. } => ServiceError::NotFound(error.to_string()),
             StoreError::InvalidName(_)
             | StoreError::InvalidConfig(_)
             | StoreError::InvalidPriority { .. }

@@ -602,6 +602,7 @@ impl TaskHost for ExecutionHost {
             run_at,
             idempotency_key: Some(format!("child:{}:{index}", self.task_id)),
             parent_id: Some(self.task_id.clone()),
+            version: None,
         };
         match self.frontend.task_schedule_many(vec![request]).await {
             Ok(mut inserted) if inserted.len() == 1 => Ok(inserted.remove(0).id),

@@ -16,8 +16,9 @@ use waft_core::cron::DEFAULT_TIMEZONE;
 use waft_core::{CronSchedule, LambdaConfig};
 use waft_runtime::{Digest, Runtime};
 use waft_store::{
-    Attempt, DeadRedrive, DeadSelector, Gate, GateSet, GateState, Lambda, LambdaDeploy, NewTask,
-    Schedule, Task, TaskInsertMany, TaskInserted, TaskList, TaskStore,
+    Attempt, DeadRedrive, DeadSelector, Gate, GateSet, GateState, GcReport, Lambda, LambdaDeploy,
+    LambdaGc, LambdaRollback, NewTask, Schedule, Task, TaskInsertMany, TaskInserted, TaskList,
+    TaskStore,
 };
 
 use crate::quota::Quotas;
@@ -27,6 +28,8 @@ use crate::{Clock, FrontendApi, RunAt, ScheduleRequest, ServiceError, ServiceRes
 pub const MAX_TASKS_PER_REQUEST: usize = 10_000;
 /// The largest component a lambda may deploy.
 pub const MAX_COMPONENT_BYTES: usize = 64 << 20;
+/// Versions of a lambda kept after a deploy or rollback, by default.
+pub const KEEP_VERSIONS: u32 = 10;
 
 /// Tells the Store Consumer that tasks are due now.
 #[async_trait]
@@ -50,6 +53,7 @@ pub struct Frontend {
     runtime: Arc<Runtime>,
     due: Arc<dyn DueSignal>,
     quotas: Quotas,
+    keep_versions: u32,
 }
 
 impl Frontend {
@@ -67,6 +71,35 @@ impl Frontend {
             clock,
             runtime,
             due,
+            keep_versions: KEEP_VERSIONS,
+        }
+    }
+
+    /// Keeps this many versions of each lambda (at least 1, the current);
+    /// older ones and the components nothing uses any more are deleted
+    /// after each deploy and rollback, except versions pinned by tasks that
+    /// may still run.
+    pub fn keep_versions(mut self, keep: u32) -> Self {
+        self.keep_versions = keep.max(1);
+        self
+    }
+
+    /// Collects the lambda's old versions; a failure only delays it to the
+    /// next deploy.
+    async fn collect_versions(&self, lambda: &str) {
+        let gc = LambdaGc {
+            lambda: lambda.to_owned(),
+            keep: self.keep_versions,
+        };
+        match self.store.lambda_gc(gc).await {
+            Ok(report) if report != GcReport::default() => tracing::info!(
+                lambda,
+                versions = report.versions,
+                components = report.components,
+                "old versions collected"
+            ),
+            Ok(_) => {}
+            Err(error) => tracing::warn!(lambda, %error, "cannot collect old versions"),
         }
     }
 }
@@ -110,6 +143,7 @@ impl FrontendApi for Frontend {
                     run_at,
                     idempotency_key: task.idempotency_key,
                     parent_id: task.parent_id,
+                    version: task.version,
                 })
             })
             .collect::<ServiceResult<Vec<_>>>()?;
@@ -190,7 +224,26 @@ impl FrontendApi for Frontend {
             })
             .await?;
         tracing::info!(lambda = name, version = lambda.version, digest = %lambda.digest, "deployed");
+        self.collect_versions(name).await;
         Ok(lambda)
+    }
+
+    async fn lambda_rollback(&self, name: &str, to: Option<u32>) -> ServiceResult<Lambda> {
+        let lambda = self
+            .store
+            .lambda_rollback(LambdaRollback {
+                name: name.to_owned(),
+                to,
+                now: self.clock.now(),
+            })
+            .await?;
+        tracing::info!(lambda = name, version = lambda.version, digest = %lambda.digest, "rolled back");
+        self.collect_versions(name).await;
+        Ok(lambda)
+    }
+
+    async fn lambda_versions(&self, name: &str) -> ServiceResult<Vec<Lambda>> {
+        Ok(self.store.lambda_versions(name).await?)
     }
 
     async fn lambda_get(&self, name: &str, version: Option<u32>) -> ServiceResult<Lambda> {

@@ -39,7 +39,7 @@ macro_rules! sql_task_store {
         use $crate::support::{RetryPlan, check_run_at, millis, new_id, sql};
         use $crate::{
             Attempt, ClaimedTask, DeadRedrive, DeadSelector, EnqueueReport, EnqueuedTask, Gate, GateSet,
-            GateState, Lambda, LambdaDeploy, Millis, NewTask, Refusal, Result, ResultOutcome, Schedule,
+            GateState, GcReport, Lambda, LambdaDeploy, LambdaGc, LambdaRollback, Millis, NewTask, Refusal, Result, ResultOutcome, Schedule,
             ScheduleMaterialize, StoreError, Task, TaskClaimMany, TaskEnqueueReady,
             TaskHeartbeatMany, TaskInsertMany, TaskInserted, TaskList, TaskSetResultMany, TaskStore,
         };
@@ -111,6 +111,18 @@ macro_rules! sql_task_store {
                 }
                 let run_at = task.run_at.unwrap_or(now);
                 check_run_at(run_at, now)?;
+                if let Some(version) = task.version {
+                    let found: Option<i64> = sqlx::query_scalar(
+                        "SELECT version FROM lambda_versions WHERE lambda = $1 AND version = $2",
+                    )
+                    .bind(&task.lambda)
+                    .bind(i64::from(version))
+                    .fetch_optional(&mut *conn)
+                    .await?;
+                    if found.is_none() {
+                        return Err(StoreError::UnknownVersion { lambda: lambda.name, version });
+                    }
+                }
                 if let Some(key) = &task.idempotency_key {
                     if key.is_empty() || key.len() > 255 {
                         return Err(StoreError::Invalid(
@@ -158,6 +170,7 @@ macro_rules! sql_task_store {
                     "run_at": run_at,
                     "parent_id": task.parent_id,
                     "key": task.idempotency_key,
+                    "version": task.version,
                 }));
                 answers.push(TaskInserted { id, created: true });
             }
@@ -168,12 +181,13 @@ macro_rules! sql_task_store {
                 let created: Vec<String> = sqlx::query_scalar(sql(format!(
                     "INSERT INTO tasks (id, lambda, collection, priority, payload, status, \
                      max_attempts, scheduled_at, due_at, next_trigger_at, created_at, parent_id, \
-                     idempotency_key, schedule_id) \
+                     idempotency_key, schedule_id, version) \
                      SELECT j.value->>'id', j.value->>'lambda', j.value->>'collection', \
                      CAST(j.value->>'priority' AS BIGINT), {payload}, 'new', \
                      CAST(j.value->>'max_attempts' AS BIGINT), CAST(j.value->>'run_at' AS BIGINT), \
                      CAST(j.value->>'run_at' AS BIGINT), CAST(j.value->>'run_at' AS BIGINT), $2, \
-                     j.value->>'parent_id', j.value->>'key', $3 FROM {rows} WHERE TRUE \
+                     j.value->>'parent_id', j.value->>'key', $3, CAST(j.value->>'version' AS BIGINT) \
+                     FROM {rows} WHERE TRUE \
                      ON CONFLICT (lambda, idempotency_key) WHERE idempotency_key IS NOT NULL \
                      DO NOTHING RETURNING id",
                     payload = unhex("j.value->>'payload'"),
@@ -285,6 +299,91 @@ macro_rules! sql_task_store {
                 .fetch_all(&self.pool)
                 .await?;
                 rows.iter().map(rows::lambda).collect()
+            }
+
+            async fn lambda_versions(&self, name: &str) -> Result<Vec<Lambda>> {
+                let rows = sqlx::query(sql(format!(
+                    "SELECT {LAMBDA_COLUMNS} FROM lambdas l JOIN lambda_versions v \
+                     ON v.lambda = l.name WHERE l.name = $1 ORDER BY v.version"
+                )))
+                .bind(name)
+                .fetch_all(&self.pool)
+                .await?;
+                if rows.is_empty() {
+                    return Err(StoreError::UnknownLambda(name.to_owned()));
+                }
+                rows.iter().map(rows::lambda).collect()
+            }
+
+            async fn lambda_rollback(&self, params: LambdaRollback) -> Result<Lambda> {
+                check_lambda_name(&params.name)?;
+                let mut tx = self.write().await?;
+                let current = require_lambda(&mut tx, &params.name).await?;
+                let to = params.to.unwrap_or(current.version.saturating_sub(1));
+                if to == current.version {
+                    return Err(StoreError::Invalid(format!(
+                        "version {to} of {:?} is already current", params.name
+                    )));
+                }
+                let row = sqlx::query(sql(format!(
+                    "SELECT {LAMBDA_COLUMNS} FROM lambdas l JOIN lambda_versions v \
+                     ON v.lambda = l.name WHERE l.name = $1 AND v.version = $2"
+                )))
+                .bind(&params.name)
+                .bind(i64::from(to))
+                .fetch_optional(&mut *tx)
+                .await?;
+                let target = row
+                    .as_ref()
+                    .map(rows::lambda)
+                    .transpose()?
+                    .ok_or_else(|| StoreError::UnknownVersion { lambda: params.name.clone(), version: to })?;
+                let version: i64 = sqlx::query_scalar(
+                    "UPDATE lambdas SET current_version = current_version + 1 WHERE name = $1 \
+                     RETURNING current_version",
+                )
+                .bind(&params.name)
+                .fetch_one(&mut *tx)
+                .await?;
+                let copy = LambdaDeploy {
+                    name: params.name.clone(),
+                    digest: target.digest,
+                    component: Vec::new(),
+                    config: target.config,
+                    now: params.now,
+                };
+                insert_version(&mut tx, &copy, version).await?;
+                let lambda = require_lambda(&mut tx, &params.name).await?;
+                tx.commit().await?;
+                Ok(lambda)
+            }
+
+            async fn lambda_gc(&self, params: LambdaGc) -> Result<GcReport> {
+                let keep = i64::from(params.keep.max(1));
+                let mut tx = self.write().await?;
+                // Older than the newest `keep`, not current, and not pinned
+                // by a task that may still run (a dead one may be redriven).
+                let versions = sqlx::query(
+                    "DELETE FROM lambda_versions WHERE lambda = $1 \
+                     AND version <= (SELECT current_version FROM lambdas WHERE name = $1) - $2 \
+                     AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.lambda = lambda_versions.lambda \
+                        AND t.version = lambda_versions.version \
+                        AND t.status NOT IN ('success', 'fatal_failure', 'dropped', 'cancelled'))",
+                )
+                .bind(&params.lambda)
+                .bind(keep)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+                let components = sqlx::query(
+                    "DELETE FROM components WHERE NOT EXISTS \
+                     (SELECT 1 FROM lambda_versions v WHERE v.digest = components.digest)",
+                )
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+                tx.commit().await?;
+                Ok(GcReport { versions, components })
             }
 
             async fn component_get(&self, digest: &str) -> Result<Option<Vec<u8>>> {
@@ -495,8 +594,8 @@ macro_rules! sql_task_store {
                      WHERE tasks.id = c.claim_id AND tasks.enqueue_token = c.claim_token \
                      AND (tasks.status = 'enqueued') = TRUE \
                      RETURNING id, lambda, collection, priority, payload, attempt, scheduled_at, \
-                     lease_token, (SELECT current_version FROM lambdas WHERE name = tasks.lambda) \
-                     AS lambda_version",
+                     lease_token, COALESCE(tasks.version, \
+                        (SELECT current_version FROM lambdas WHERE name = tasks.lambda)) AS lambda_version",
                     $json_rows
                 )))
                 .bind(serde_json::Value::Array(claims).to_string())
@@ -802,7 +901,7 @@ macro_rules! sql_task_store {
                 const REDRIVE: &str = "UPDATE tasks SET status = 'new', attempt = 0, \
                     max_attempts = (SELECT v.max_attempts FROM lambdas l JOIN lambda_versions v \
                         ON v.lambda = l.name AND v.version = l.current_version WHERE l.name = tasks.lambda), \
-                    due_at = $2, next_trigger_at = $2, finished_at = NULL";
+                    due_at = $2, next_trigger_at = $2, finished_at = NULL, version = NULL";
                 let mut tx = self.write().await?;
                 let count = match params.selector {
                     DeadSelector::Ids(ids) => {
@@ -946,6 +1045,7 @@ macro_rules! sql_task_store {
                     run_at: Some(params.occurrence),
                     idempotency_key: Some(format!("schedule:{}:{}", schedule.id, params.occurrence)),
                     parent_id: None,
+                    version: None,
                 };
                 let inserted = insert_tasks(&mut tx, vec![task], Some(&schedule.id), params.now)
                     .await?

@@ -8,6 +8,8 @@ use waft_core::{ConfigError, NameError, TaskStatus};
 pub enum StoreError {
     #[error("unknown lambda {0:?}")]
     UnknownLambda(String),
+    #[error("lambda {lambda:?} has no version {version}")]
+    UnknownVersion { lambda: String, version: u32 },
     #[error("no task {0}")]
     TaskNotFound(String),
     #[error("no schedule {0}")]

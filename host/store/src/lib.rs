@@ -45,6 +45,12 @@ pub trait TaskStore: Send + Sync {
     async fn lambda_get_version(&self, name: &str, version: u32) -> Result<Option<Lambda>>;
     /// Every lambda at its current version, by name.
     async fn lambda_list(&self) -> Result<Vec<Lambda>>;
+    /// Every version of a lambda, oldest first.
+    async fn lambda_versions(&self, name: &str) -> Result<Vec<Lambda>>;
+    /// Makes an earlier version current again, as a new version; returns it.
+    async fn lambda_rollback(&self, params: LambdaRollback) -> Result<Lambda>;
+    /// Deletes a lambda's old versions and the components nothing uses.
+    async fn lambda_gc(&self, params: LambdaGc) -> Result<GcReport>;
     /// A component's bytes by digest.
     async fn component_get(&self, digest: &str) -> Result<Option<Vec<u8>>>;
 

@@ -47,6 +47,9 @@ pub struct Task {
     pub idempotency_key: Option<String>,
     /// The periodic schedule that created the task, if any.
     pub schedule_id: Option<String>,
+    /// The lambda version the task is pinned to; `None` runs the version
+    /// current when it is claimed.
+    pub version: Option<u32>,
 }
 
 /// A task to insert.
@@ -64,6 +67,8 @@ pub struct NewTask {
     /// task instead of creating another.
     pub idempotency_key: Option<String>,
     pub parent_id: Option<String>,
+    /// Run this version of the lambda, not the one current at the claim.
+    pub version: Option<u32>,
 }
 
 /// Inserts tasks, all or none.
@@ -241,6 +246,32 @@ pub struct LambdaDeploy {
     pub component: Vec<u8>,
     pub config: LambdaConfig,
     pub now: Millis,
+}
+
+/// Makes an earlier version of a lambda current again, as a new version
+/// with its component and configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LambdaRollback {
+    pub name: String,
+    /// The version to restore; the one before the current when absent.
+    pub to: Option<u32>,
+    pub now: Millis,
+}
+
+/// Deletes a lambda's old versions and every component no version uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LambdaGc {
+    pub lambda: String,
+    /// Versions kept, the current one included (at least 1). Older ones go
+    /// unless a task that may still run is pinned to them.
+    pub keep: u32,
+}
+
+/// What a garbage collection deleted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct GcReport {
+    pub versions: u64,
+    pub components: u64,
 }
 
 /// Whether a gate lets tasks through.

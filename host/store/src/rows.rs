@@ -63,7 +63,7 @@ fn small<T: TryFrom<i64>>(value: i64, column: &str) -> Result<T, StoreError> {
 pub(crate) const TASK_COLUMNS: &str = "id, lambda, collection, priority, payload, status, attempt, \
     max_attempts, scheduled_at, next_trigger_at, held, enqueue_token, lease_token, created_at, \
     enqueued_at, claimed_at, heartbeat_at, finished_at, progress, last_error, log, output, parent_id, \
-    idempotency_key, schedule_id";
+    idempotency_key, schedule_id, version";
 
 pub(crate) fn task(row: &impl RowExt) -> Result<Task, StoreError> {
     let status = row.text("status")?;
@@ -95,6 +95,10 @@ pub(crate) fn task(row: &impl RowExt) -> Result<Task, StoreError> {
         parent_id: row.opt_text("parent_id")?,
         idempotency_key: row.opt_text("idempotency_key")?,
         schedule_id: row.opt_text("schedule_id")?,
+        version: row
+            .opt_int("version")?
+            .map(|v| small(v, "version"))
+            .transpose()?,
     })
 }
 

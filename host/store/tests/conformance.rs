@@ -69,6 +69,7 @@ conformance!(
     idempotency_keys_deduplicate,
     lists_filter_and_page,
     each_occurrence_materialises_once,
+    versions_pin_roll_back_and_are_collected,
     a_quota_paces_a_backlog_and_spares_other_lambdas,
     concurrent_consumers_share_one_pace,
     concurrent_consumers_and_claimers_never_double_up,

@@ -30,6 +30,12 @@ pub enum LambdaCommand {
     Deploy(DeployArgs),
     /// Every lambda at its current version.
     List,
+    /// Make an earlier version current again (the previous one unless
+    /// VERSION is given), as a new version with its component and
+    /// configuration.
+    Rollback { name: String, version: Option<u32> },
+    /// Every kept version of a lambda, oldest first.
+    Versions { name: String },
     /// One lambda and its configuration.
     Get {
         name: String,
@@ -136,6 +142,39 @@ pub fn run(args: LambdaArgs) -> Result<ExitCode, Failure> {
                         println!(
                             "{:<24} v{:<4} {}  deployed {}",
                             lambda.name,
+                            lambda.version,
+                            &lambda.digest[..12.min(lambda.digest.len())],
+                            time(lambda.created_at)
+                        );
+                    }
+                }
+            }
+            LambdaCommand::Rollback { name, version } => {
+                let lambda = frontend
+                    .lambda_rollback(&name, version)
+                    .await
+                    .map_err(|e| client.failure(e))?;
+                if client.json {
+                    println!("{}", lambda_json(&lambda));
+                } else {
+                    println!(
+                        "{} is now version {} ({})",
+                        lambda.name, lambda.version, lambda.digest
+                    );
+                }
+            }
+            LambdaCommand::Versions { name } => {
+                let versions = frontend
+                    .lambda_versions(&name)
+                    .await
+                    .map_err(|e| client.failure(e))?;
+                if client.json {
+                    let list: Vec<_> = versions.iter().map(lambda_json).collect();
+                    println!("{}", serde_json::Value::Array(list));
+                } else {
+                    for lambda in &versions {
+                        println!(
+                            "v{:<4} {}  deployed {}",
                             lambda.version,
                             &lambda.digest[..12.min(lambda.digest.len())],
                             time(lambda.created_at)

@@ -69,6 +69,9 @@ pub struct ScheduleArgs {
     /// Schedule at most one task per key and lambda; repeats return it.
     #[arg(long, value_name = "KEY")]
     pub idempotency_key: Option<String>,
+    /// Run this version of the lambda, not the one current when it starts.
+    #[arg(long, value_name = "VERSION")]
+    pub pin_version: Option<u32>,
 }
 
 #[derive(Debug, Args)]
@@ -123,6 +126,7 @@ pub fn run(args: TaskArgs) -> Result<ExitCode, Failure> {
                     run_at,
                     idempotency_key: schedule.idempotency_key,
                     parent_id: None,
+                    version: schedule.pin_version,
                 };
                 let inserted = frontend
                     .task_schedule_many(vec![request])
