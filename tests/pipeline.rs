@@ -520,6 +520,30 @@ async fn chaining(cluster: &Cluster) {
     assert!(children.iter().all(|c| c["status"] == "success"));
     let logs = cluster.cli(&["task", "logs", &id]);
     assert!(logs.contains("scheduled 2 children"), "{logs}");
+
+    // A continuation declared at schedule time runs with the output.
+    let first = cluster.cli(&[
+        "task",
+        "schedule",
+        "hello",
+        "--payload",
+        r#"{"name": "Ada"}"#,
+        "--then",
+        "hello",
+    ]);
+    let first = cluster.finished(first.trim(), WITHIN).await;
+    assert_eq!(first.status, TaskStatus::Success);
+    let shown: serde_json::Value =
+        serde_json::from_str(&cluster.cli(&["task", "get", &first.id, "--json"])).unwrap();
+    assert_eq!(shown["then"]["lambda"], "hello");
+    let children = shown["children"].as_array().unwrap();
+    assert_eq!(children.len(), 1, "{shown:#}");
+    let next = cluster
+        .finished(children[0].as_str().unwrap(), WITHIN)
+        .await;
+    assert_eq!(next.status, TaskStatus::Success, "{next:#?}");
+    assert_eq!(Some(next.payload), first.output);
+    assert_eq!(next.parent_id, Some(first.id));
 }
 
 async fn cancel(cluster: &Cluster) {

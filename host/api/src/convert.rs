@@ -9,8 +9,8 @@ use std::time::Duration;
 use waft_core::{Backoff, ByteSize, LambdaConfig, Limits, TaskStatus};
 use waft_services::{RunAt, ScheduleRequest, ServiceError, ServiceResult, TaskRequest};
 use waft_store::{
-    Attempt, AttemptOutcome, ClaimedTask, Gate, GateState, Lambda, Millis, Refusal, ResultOutcome,
-    Schedule, Task, TaskResult,
+    Attempt, AttemptOutcome, ClaimedTask, Continuation, Gate, GateState, Lambda, Millis, Refusal,
+    ResultOutcome, Schedule, Task, TaskResult,
 };
 
 use crate::proto;
@@ -89,6 +89,7 @@ pub(crate) fn task_to_proto(task: Task) -> proto::Task {
         schedule_id: task.schedule_id,
         log: task.log,
         version: task.version,
+        then: task.continuation.map(continuation_to_proto),
     }
 }
 
@@ -121,6 +122,7 @@ pub(crate) fn task_from_proto(task: proto::Task) -> ServiceResult<Task> {
         idempotency_key: task.idempotency_key,
         schedule_id: task.schedule_id,
         version: task.version,
+        continuation: task.then.map(continuation_from_proto).transpose()?,
     })
 }
 
@@ -139,6 +141,8 @@ pub(crate) fn new_task_from_proto(task: proto::NewTask) -> ServiceResult<TaskReq
         idempotency_key: task.idempotency_key,
         parent_id: task.parent_id,
         version: task.version,
+        parent_lease: task.parent_lease,
+        then: task.then.map(continuation_from_proto).transpose()?,
     })
 }
 
@@ -158,7 +162,25 @@ pub(crate) fn new_task_to_proto(task: TaskRequest) -> proto::NewTask {
         idempotency_key: task.idempotency_key,
         parent_id: task.parent_id,
         version: task.version,
+        parent_lease: task.parent_lease,
+        then: task.then.map(continuation_to_proto),
     }
+}
+
+pub(crate) fn continuation_to_proto(then: Continuation) -> proto::Continuation {
+    proto::Continuation {
+        lambda: then.lambda,
+        collection: then.collection,
+        priority: then.priority.map(u32::from),
+    }
+}
+
+pub(crate) fn continuation_from_proto(then: proto::Continuation) -> ServiceResult<Continuation> {
+    Ok(Continuation {
+        priority: then.priority.map(priority).transpose()?,
+        lambda: then.lambda,
+        collection: then.collection,
+    })
 }
 
 fn millis(duration: Duration) -> u64 {

@@ -10,8 +10,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use waft_core::{LambdaConfig, TaskStatus};
 use waft_store::{
-    Attempt, ClaimedTask, DeadSelector, Gate, GateState, Heartbeat, Lambda, Millis, Refusal,
-    Schedule, Task, TaskInserted, TaskList, TaskResult,
+    Attempt, ClaimedTask, Continuation, DeadSelector, Gate, GateState, Heartbeat, Lambda, Millis,
+    Refusal, Schedule, Task, TaskInserted, TaskList, TaskResult,
 };
 
 use crate::ServiceResult;
@@ -45,6 +45,11 @@ pub struct TaskRequest {
     pub parent_id: Option<String>,
     /// Run this version of the lambda, not the one current when it starts.
     pub version: Option<u32>,
+    /// The parent's lease, when a running execution schedules the task:
+    /// refused (`FailedPrecondition`) unless the parent still holds it.
+    pub parent_lease: Option<i64>,
+    /// On success, a task of another lambda with this one's output.
+    pub then: Option<Continuation>,
 }
 
 /// A periodic schedule a client asks for: a task of `lambda` at every

@@ -46,7 +46,9 @@ impl From<StoreError> for ServiceError {
             StoreError::PayloadTooLarge { .. } => {
                 ServiceError::ResourceExhausted(error.to_string())
             }
-            StoreError::AlreadyEnded { .. } | StoreError::NotDead { .. } => {
+            StoreError::AlreadyEnded { .. }
+            | StoreError::NotDead { .. }
+            | StoreError::ParentLeaseLost { .. } => {
                 ServiceError::FailedPrecondition(error.to_string())
             }
             StoreError::Database(_) => {

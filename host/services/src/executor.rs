@@ -327,6 +327,7 @@ impl Executor {
         let host = Arc::new(ExecutionHost {
             frontend: self.frontend.clone(),
             task_id: task.id.clone(),
+            lease_token: task.lease_token,
             kill: kill.clone(),
             progress: Mutex::new(None),
             children: AtomicUsize::new(0),
@@ -560,6 +561,9 @@ impl HeartbeatSink for HscSink {
 struct ExecutionHost {
     frontend: Arc<dyn FrontendApi>,
     task_id: String,
+    /// Children carry it: the store creates them only while this execution
+    /// still holds the task (fencing).
+    lease_token: i64,
     kill: KillSwitch,
     progress: Mutex<Option<String>>,
     /// Children scheduled so far by this execution.
@@ -602,7 +606,8 @@ impl TaskHost for ExecutionHost {
             run_at,
             idempotency_key: Some(format!("child:{}:{index}", self.task_id)),
             parent_id: Some(self.task_id.clone()),
-            version: None,
+            parent_lease: Some(self.lease_token),
+            ..TaskRequest::default()
         };
         match self.frontend.task_schedule_many(vec![request]).await {
             Ok(mut inserted) if inserted.len() == 1 => Ok(inserted.remove(0).id),
@@ -611,6 +616,10 @@ impl TaskHost for ExecutionHost {
             )),
             Err(ServiceError::Unavailable(message) | ServiceError::Internal(message)) => {
                 Err(ScheduleRejection::Unavailable(message))
+            }
+            // The only precondition of a child insert: the parent's lease.
+            Err(ServiceError::FailedPrecondition(message)) => {
+                Err(ScheduleRejection::LeaseLost(message))
             }
             Err(error) => Err(ScheduleRejection::Invalid(error.to_string())),
         }

@@ -144,6 +144,8 @@ impl FrontendApi for Frontend {
                     idempotency_key: task.idempotency_key,
                     parent_id: task.parent_id,
                     version: task.version,
+                    parent_lease: task.parent_lease,
+                    continuation: task.then,
                 })
             })
             .collect::<ServiceResult<Vec<_>>>()?;

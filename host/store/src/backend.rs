@@ -147,15 +147,43 @@ macro_rules! sql_task_store {
                     }
                 }
                 if let Some(parent) = &task.parent_id {
-                    let found: Option<String> =
-                        sqlx::query_scalar("SELECT id FROM tasks WHERE id = $1")
-                            .bind(parent)
-                            .fetch_optional(&mut *conn)
-                            .await?;
-                    if found.is_none() {
-                        return Err(StoreError::Invalid(format!("unknown parent task {parent}")));
+                    let row = sqlx::query("SELECT status, lease_token FROM tasks WHERE id = $1")
+                        .bind(parent)
+                        .fetch_optional(&mut *conn)
+                        .await?
+                        .ok_or_else(|| StoreError::Invalid(format!("unknown parent task {parent}")))?;
+                    if let Some(lease) = task.parent_lease {
+                        let running = matches!(
+                            rows::status(&row)?,
+                            TaskStatus::Claimed | TaskStatus::Processing
+                        );
+                        if !running || row.int("lease_token")? != lease {
+                            return Err(StoreError::ParentLeaseLost { parent: parent.clone(), lease });
+                        }
                     }
+                } else if task.parent_lease.is_some() {
+                    return Err(StoreError::Invalid("a parent lease needs a parent task".into()));
                 }
+                let continuation = match &task.continuation {
+                    None => None,
+                    Some(then) => {
+                        check_lambda_name(&then.lambda)?;
+                        if let Some(collection) = &then.collection {
+                            check_collection_name(collection)?;
+                        }
+                        let next = require_lambda(conn, &then.lambda).await?;
+                        if let Some(priority) = then.priority
+                            && priority >= next.config.priorities
+                        {
+                            return Err(StoreError::InvalidPriority {
+                                lambda: next.name,
+                                priority,
+                                max: next.config.priorities - 1,
+                            });
+                        }
+                        Some(serde_json::to_string(then).map_err(|e| StoreError::Invalid(e.to_string()))?)
+                    }
+                };
                 let id = new_id();
                 if let Some(key) = &task.idempotency_key {
                     keys.insert((task.lambda.clone(), key.clone()), id.clone());
@@ -171,6 +199,7 @@ macro_rules! sql_task_store {
                     "parent_id": task.parent_id,
                     "key": task.idempotency_key,
                     "version": task.version,
+                    "continuation": continuation,
                 }));
                 answers.push(TaskInserted { id, created: true });
             }
@@ -181,13 +210,13 @@ macro_rules! sql_task_store {
                 let created: Vec<String> = sqlx::query_scalar(sql(format!(
                     "INSERT INTO tasks (id, lambda, collection, priority, payload, status, \
                      max_attempts, scheduled_at, due_at, next_trigger_at, created_at, parent_id, \
-                     idempotency_key, schedule_id, version) \
+                     idempotency_key, schedule_id, version, continuation) \
                      SELECT j.value->>'id', j.value->>'lambda', j.value->>'collection', \
                      CAST(j.value->>'priority' AS BIGINT), {payload}, 'new', \
                      CAST(j.value->>'max_attempts' AS BIGINT), CAST(j.value->>'run_at' AS BIGINT), \
                      CAST(j.value->>'run_at' AS BIGINT), CAST(j.value->>'run_at' AS BIGINT), $2, \
-                     j.value->>'parent_id', j.value->>'key', $3, CAST(j.value->>'version' AS BIGINT) \
-                     FROM {rows} WHERE TRUE \
+                     j.value->>'parent_id', j.value->>'key', $3, CAST(j.value->>'version' AS BIGINT), \
+                     j.value->>'continuation' FROM {rows} WHERE TRUE \
                      ON CONFLICT (lambda, idempotency_key) WHERE idempotency_key IS NOT NULL \
                      DO NOTHING RETURNING id",
                     payload = unhex("j.value->>'payload'"),
@@ -721,6 +750,7 @@ macro_rules! sql_task_store {
                     .fetch_all(&mut *tx)
                     .await?;
                     let ended: std::collections::HashSet<String> = ended.into_iter().collect();
+                    continue_successes(&mut tx, &finals, &ended, now).await?;
                     for (index, id, lease, status, _, error, log) in finals {
                         answers[index] = Some(if ended.contains(&id) {
                             let outcome = if status == TaskStatus::Success { "success" } else { "fatal" };
@@ -1046,6 +1076,8 @@ macro_rules! sql_task_store {
                     idempotency_key: Some(format!("schedule:{}:{}", schedule.id, params.occurrence)),
                     parent_id: None,
                     version: None,
+                    parent_lease: None,
+                    continuation: None,
                 };
                 let inserted = insert_tasks(&mut tx, vec![task], Some(&schedule.id), params.now)
                     .await?
@@ -1096,6 +1128,64 @@ macro_rules! sql_task_store {
             .bind(params.now)
             .execute(&mut *conn)
             .await?;
+            Ok(())
+        }
+
+        /// Creates the continuations of the tasks that just succeeded: a
+        /// task of the declared lambda with the output as payload, as the
+        /// succeeded task's child, at most once (its idempotency key). A
+        /// continuation the store cannot create (the output over the next
+        /// lambda's payload limit, a priority it no longer has) is recorded
+        /// as the succeeded task's `last_error`; the success stands.
+        async fn continue_successes<T>(
+            conn: &mut $conn,
+            finals: &[(usize, String, i64, TaskStatus, T, Option<String>, Option<String>)],
+            ended: &std::collections::HashSet<String>,
+            now: Millis,
+        ) -> Result<()> {
+            let succeeded: Vec<_> = finals
+                .iter()
+                .filter(|f| f.3 == TaskStatus::Success && ended.contains(&f.1))
+                .map(|f| serde_json::json!({ "id": f.1 }))
+                .collect();
+            if succeeded.is_empty() {
+                return Ok(());
+            }
+            let rows = sqlx::query(sql(format!(
+                "SELECT t.id, t.continuation, t.output FROM tasks t \
+                 JOIN (SELECT j.value->>'id' AS done_id FROM {}) AS d ON t.id = d.done_id \
+                 WHERE t.continuation IS NOT NULL",
+                $json_rows
+            )))
+            .bind(serde_json::Value::Array(succeeded).to_string())
+            .fetch_all(&mut *conn)
+            .await?;
+            for row in rows {
+                let id = row.text("id")?;
+                let json = row.text("continuation")?;
+                let then: $crate::Continuation = serde_json::from_str(&json)
+                    .map_err(|e| StoreError::Corrupt(format!("continuation {json:?}: {e}")))?;
+                let next = NewTask {
+                    lambda: then.lambda,
+                    collection: then.collection,
+                    priority: then.priority,
+                    payload: row.opt_bytes("output")?.unwrap_or_default(),
+                    idempotency_key: Some(format!("then:{id}")),
+                    parent_id: Some(id.clone()),
+                    ..NewTask::default()
+                };
+                match insert_tasks(conn, vec![next], None, now).await {
+                    Ok(_) => {}
+                    Err(StoreError::Database(error)) => return Err(StoreError::Database(error)),
+                    Err(error) => {
+                        sqlx::query("UPDATE tasks SET last_error = $2 WHERE id = $1")
+                            .bind(&id)
+                            .bind(format!("the continuation was not created: {error}"))
+                            .execute(&mut *conn)
+                            .await?;
+                    }
+                }
+            }
             Ok(())
         }
 

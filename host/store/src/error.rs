@@ -10,6 +10,10 @@ pub enum StoreError {
     UnknownLambda(String),
     #[error("lambda {lambda:?} has no version {version}")]
     UnknownVersion { lambda: String, version: u32 },
+    #[error(
+        "parent task {parent} no longer holds lease {lease}: its execution was superseded, so its children are not created"
+    )]
+    ParentLeaseLost { parent: String, lease: i64 },
     #[error("no task {0}")]
     TaskNotFound(String),
     #[error("no schedule {0}")]

@@ -50,6 +50,17 @@ pub struct Task {
     /// The lambda version the task is pinned to; `None` runs the version
     /// current when it is claimed.
     pub version: Option<u32>,
+    /// The task created with this one's output when it succeeds.
+    pub continuation: Option<Continuation>,
+}
+
+/// On a task's success, a task of `lambda` with the output as its payload,
+/// created in the same transaction as the success, as the task's child.
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+pub struct Continuation {
+    pub lambda: String,
+    pub collection: Option<String>,
+    pub priority: Option<u8>,
 }
 
 /// A task to insert.
@@ -69,6 +80,10 @@ pub struct NewTask {
     pub parent_id: Option<String>,
     /// Run this version of the lambda, not the one current at the claim.
     pub version: Option<u32>,
+    /// The parent's lease, when a running execution schedules the task:
+    /// refused unless the parent still holds it (fencing).
+    pub parent_lease: Option<i64>,
+    pub continuation: Option<Continuation>,
 }
 
 /// Inserts tasks, all or none.

@@ -63,7 +63,7 @@ fn small<T: TryFrom<i64>>(value: i64, column: &str) -> Result<T, StoreError> {
 pub(crate) const TASK_COLUMNS: &str = "id, lambda, collection, priority, payload, status, attempt, \
     max_attempts, scheduled_at, next_trigger_at, held, enqueue_token, lease_token, created_at, \
     enqueued_at, claimed_at, heartbeat_at, finished_at, progress, last_error, log, output, parent_id, \
-    idempotency_key, schedule_id, version";
+    idempotency_key, schedule_id, version, continuation";
 
 pub(crate) fn task(row: &impl RowExt) -> Result<Task, StoreError> {
     let status = row.text("status")?;
@@ -98,6 +98,13 @@ pub(crate) fn task(row: &impl RowExt) -> Result<Task, StoreError> {
         version: row
             .opt_int("version")?
             .map(|v| small(v, "version"))
+            .transpose()?,
+        continuation: row
+            .opt_text("continuation")?
+            .map(|json| {
+                serde_json::from_str(&json)
+                    .map_err(|e| StoreError::Corrupt(format!("continuation {json:?}: {e}")))
+            })
             .transpose()?,
     })
 }

@@ -69,6 +69,8 @@ conformance!(
     idempotency_keys_deduplicate,
     lists_filter_and_page,
     each_occurrence_materialises_once,
+    children_of_a_superseded_execution_are_not_created,
+    a_continuation_runs_once_on_success_with_the_output,
     versions_pin_roll_back_and_are_collected,
     a_quota_paces_a_backlog_and_spares_other_lambdas,
     concurrent_consumers_share_one_pace,

@@ -7,7 +7,7 @@ use clap::{Args, Subcommand};
 use serde_json::json;
 use waft_core::TaskStatus;
 use waft_services::{FrontendApi, RunAt, TaskRequest};
-use waft_store::{Task, TaskList};
+use waft_store::{Continuation, Task, TaskList};
 
 use crate::commands::client::{
     ClientArgs, PayloadArgs, block_on, json_bytes, parse_time, show_bytes, time,
@@ -72,6 +72,15 @@ pub struct ScheduleArgs {
     /// Run this version of the lambda, not the one current when it starts.
     #[arg(long, value_name = "VERSION")]
     pub pin_version: Option<u32>,
+    /// On success, run a task of this lambda with the output as payload.
+    #[arg(long, value_name = "LAMBDA")]
+    pub then: Option<String>,
+    /// The continuation's collection.
+    #[arg(long, value_name = "C", requires = "then")]
+    pub then_collection: Option<String>,
+    /// The continuation's priority.
+    #[arg(long, value_name = "P", requires = "then")]
+    pub then_priority: Option<u8>,
 }
 
 #[derive(Debug, Args)]
@@ -127,6 +136,12 @@ pub fn run(args: TaskArgs) -> Result<ExitCode, Failure> {
                     idempotency_key: schedule.idempotency_key,
                     parent_id: None,
                     version: schedule.pin_version,
+                    parent_lease: None,
+                    then: schedule.then.map(|lambda| Continuation {
+                        lambda,
+                        collection: schedule.then_collection,
+                        priority: schedule.then_priority,
+                    }),
                 };
                 let inserted = frontend
                     .task_schedule_many(vec![request])
@@ -150,7 +165,27 @@ pub fn run(args: TaskArgs) -> Result<ExitCode, Failure> {
                     .task_get(&id)
                     .await
                     .map_err(|e| client.failure(e))?;
-                print_task(&task, client.json);
+                let children = frontend
+                    .task_list(TaskList {
+                        parent_id: Some(id),
+                        limit: 1000,
+                        ..TaskList::default()
+                    })
+                    .await
+                    .map_err(|e| client.failure(e))?;
+                if client.json {
+                    let mut shown = task_json(&task);
+                    shown["children"] = children.iter().map(|c| json!(c.id)).collect();
+                    println!("{shown}");
+                } else {
+                    print_task(&task, false);
+                    for child in &children {
+                        println!(
+                            "{:<13}{} {} {}",
+                            "child", child.id, child.lambda, child.status
+                        );
+                    }
+                }
             }
             TaskCommand::List(list) => {
                 let filter = TaskList {
@@ -335,6 +370,12 @@ pub(crate) fn task_json(task: &Task) -> serde_json::Value {
         "log": task.log,
         "parent_id": task.parent_id,
         "idempotency_key": task.idempotency_key,
+        "version": task.version,
+        "then": task.continuation.as_ref().map(|then| json!({
+            "lambda": then.lambda,
+            "collection": then.collection,
+            "priority": then.priority,
+        })),
     })
 }
 
