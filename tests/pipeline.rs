@@ -124,6 +124,51 @@ async fn scenarios(cluster: &Cluster) {
     gates(cluster).await;
     periodic(cluster).await;
     quotas(cluster).await;
+    metrics(cluster).await;
+}
+
+/// Every role's metrics are served for Prometheus, labelled by lambda.
+async fn metrics(cluster: &Cluster) {
+    let (frontend, consumer, executor) = if cluster.processes.contains_key("dev") {
+        ("dev", "dev", "dev")
+    } else {
+        ("frontend", "consumer", "executor1")
+    };
+    let frontend = cluster.metrics(frontend).await;
+    let consumer = cluster.metrics(consumer).await;
+    let executor = cluster.metrics(executor).await;
+    for (text, expected) in [
+        (&frontend, r#"waft_tasks_scheduled_total{lambda="hello"}"#),
+        (
+            &frontend,
+            r#"waft_tasks_refused_by_quota_total{lambda="flood"}"#,
+        ),
+        (
+            &consumer,
+            r#"waft_tasks_enqueued_total{lambda="hello",priority="0"}"#,
+        ),
+        (&consumer, r#"waft_queue_depth{lambda="#),
+        (&consumer, r#"waft_oldest_ready_task_age_seconds{lambda="#),
+        (
+            &executor,
+            r#"waft_executions_started_total{lambda="hello"}"#,
+        ),
+        (
+            &executor,
+            r#"waft_executions_ended_total{lambda="flaky",outcome="retriable"}"#,
+        ),
+        (
+            &executor,
+            r#"waft_limit_breaches_total{lambda="hog",limit="memory"}"#,
+        ),
+        (
+            &executor,
+            r#"waft_schedule_to_start_seconds_count{lambda="hello"}"#,
+        ),
+        (&executor, r#"waft_execution_seconds_count{lambda="hello"}"#),
+    ] {
+        assert!(text.contains(expected), "no {expected} in:\n{text}");
+    }
 }
 
 /// Schedule→claim latency of one task of `lambda` scheduled now, in ms.

@@ -137,7 +137,14 @@ impl Cluster {
                 "--listen".into(),
                 addr.clone(),
             ],
-            env: fast_env(),
+            env: {
+                let mut env = fast_env();
+                env.push((
+                    "WAFT_METRICS_LISTEN".into(),
+                    format!("127.0.0.1:{}", port()),
+                ));
+                env
+            },
             child: None,
             log: dir.path().join("dev.log"),
             killed_at: Vec::new(),
@@ -192,6 +199,7 @@ impl Cluster {
         for (name, role, listen) in roles {
             let mut env = base.clone();
             env.push(("WAFT_LISTEN".into(), listen));
+            env.push(("WAFT_METRICS_LISTEN".into(), addr("metrics")));
             let mut process = Process {
                 name: name.clone(),
                 args: vec!["serve".into(), role.into()],
@@ -289,6 +297,27 @@ impl Cluster {
             .unwrap()
             .remove(0)
             .id
+    }
+
+    /// What process `name` serves at `/metrics`.
+    pub async fn metrics(&self, name: &str) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let process = &self.processes[name];
+        let addr = process
+            .env
+            .iter()
+            .find(|(key, _)| key == "WAFT_METRICS_LISTEN")
+            .map(|(_, value)| value.clone())
+            .expect("a metrics address");
+        let mut stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        stream
+            .write_all(b"GET /metrics HTTP/1.1\r\nHost: waft\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).await.unwrap();
+        assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+        response
     }
 
     /// Runs a client command against this cluster; its standard output.

@@ -47,6 +47,9 @@ pub struct Config {
     /// Where the gRPC server listens (default `127.0.0.1:7070`; port 0
     /// picks a free one).
     pub listen: SocketAddr,
+    /// Where Prometheus scrapes `/metrics` over HTTP; no metrics server
+    /// when absent.
+    pub metrics_listen: Option<SocketAddr>,
     pub store: StoreSection,
     pub queue: QueueSection,
     pub peers: PeersSection,
@@ -61,6 +64,7 @@ impl Default for Config {
     fn default() -> Self {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 7070)),
+            metrics_listen: None,
             store: StoreSection::default(),
             queue: QueueSection::default(),
             peers: PeersSection::default(),
@@ -325,7 +329,7 @@ pub struct ConfigError(pub String);
 
 /// Keys an environment variable may set: `WAFT_<SECTION>_<KEY>`.
 const ENV_KEYS: &[(&str, &[&str])] = &[
-    ("", &["listen"]),
+    ("", &["listen", "metrics_listen"]),
     ("store", &["url", "max_connections", "keep_versions"]),
     (
         "queue",

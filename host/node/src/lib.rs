@@ -55,6 +55,8 @@ pub enum NodeError {
 pub struct Node {
     /// Where its gRPC server listens.
     pub addr: SocketAddr,
+    /// Where it serves `/metrics`, when configured to.
+    pub metrics_addr: Option<SocketAddr>,
     stop: CancellationToken,
     tasks: JoinSet<()>,
 }
@@ -149,6 +151,7 @@ pub async fn start_dev(options: DevOptions) -> Result<Node, NodeError> {
     let listener = bind(config.listen).await?;
     let mut node = Node {
         addr: local_addr(&listener, config.listen)?,
+        metrics_addr: None,
         stop: CancellationToken::new(),
         tasks: JoinSet::new(),
     };
@@ -167,6 +170,7 @@ pub async fn start_dev(options: DevOptions) -> Result<Node, NodeError> {
         hsc: Some(hsc),
     };
     spawn_server(&mut node, listener, roles);
+    spawn_metrics(&mut node, config.metrics_listen).await?;
     Ok(node)
 }
 
@@ -177,6 +181,7 @@ pub async fn start_role(role: Role, config: Config) -> Result<Node, NodeError> {
     let heartbeat = config.heartbeat.config();
     let mut node = Node {
         addr: config.listen,
+        metrics_addr: None,
         stop: CancellationToken::new(),
         tasks: JoinSet::new(),
     };
@@ -255,6 +260,7 @@ pub async fn start_role(role: Role, config: Config) -> Result<Node, NodeError> {
     let listener = bind(config.listen).await?;
     node.addr = local_addr(&listener, config.listen)?;
     spawn_server(&mut node, listener, roles);
+    spawn_metrics(&mut node, config.metrics_listen).await?;
     Ok(node)
 }
 
@@ -291,6 +297,36 @@ fn local_addr(listener: &TcpListener, addr: SocketAddr) -> Result<SocketAddr, No
     listener
         .local_addr()
         .map_err(|source| NodeError::Bind { addr, source })
+}
+
+/// Serves this process's metrics at `/metrics` in the OpenMetrics text
+/// format, until the node stops.
+async fn spawn_metrics(node: &mut Node, addr: Option<SocketAddr>) -> Result<(), NodeError> {
+    let Some(addr) = addr else {
+        return Ok(());
+    };
+    let listener = bind(addr).await?;
+    node.metrics_addr = Some(local_addr(&listener, addr)?);
+    let app = axum::Router::new().route(
+        "/metrics",
+        axum::routing::get(|| async {
+            (
+                [(
+                    axum::http::header::CONTENT_TYPE,
+                    "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                )],
+                waft_services::metrics::encode(),
+            )
+        }),
+    );
+    let stop = node.stop.clone();
+    node.tasks.spawn(async move {
+        let serve = axum::serve(listener, app).with_graceful_shutdown(stop.cancelled_owned());
+        if let Err(error) = serve.await {
+            tracing::error!(%error, "the metrics server stopped");
+        }
+    });
+    Ok(())
 }
 
 fn spawn_server(node: &mut Node, listener: TcpListener, roles: Roles) {

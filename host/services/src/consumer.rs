@@ -14,9 +14,10 @@
 //! after the enqueue timeout: nothing is lost, only delayed.
 //!
 //! Beside its turns, every consumer materialises periodic schedules
-//! ([`Periodic`]) on the same interval.
+//! ([`Periodic`]) on the same interval, and every few seconds records the
+//! backlog's metrics: queue depths and the age of the oldest waiting task.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,7 +26,11 @@ use tokio_util::sync::CancellationToken;
 use waft_queue::{QueueError, QueueKey, QueueMessage, TaskQueue};
 use waft_store::{StoreError, TaskEnqueueReady, TaskStore};
 
-use crate::{Clock, Periodic};
+use crate::metrics::{self, QueueLabels};
+use crate::{Clock, Periodic, lock};
+
+/// How often the backlog's metrics are recorded.
+const BACKLOG_INTERVAL: Duration = Duration::from_secs(5);
 
 /// Settings of a Store Consumer.
 #[derive(Debug, Clone)]
@@ -93,6 +98,8 @@ pub struct StoreConsumer {
     config: ConsumerConfig,
     wake: Wake,
     periodic: Periodic,
+    /// Queues whose backlog metrics were recorded, to zero them when empty.
+    measured: std::sync::Mutex<BTreeSet<QueueKey>>,
 }
 
 impl StoreConsumer {
@@ -117,6 +124,7 @@ impl StoreConsumer {
             config,
             wake,
             periodic,
+            measured: std::sync::Mutex::default(),
         }
     }
 
@@ -156,7 +164,16 @@ impl StoreConsumer {
         for (key, messages) in by_queue {
             let count = messages.len();
             match self.queue.queue_send_many(&key, messages).await {
-                Ok(()) => sent += count,
+                Ok(()) => {
+                    sent += count;
+                    metrics::metrics()
+                        .enqueued
+                        .get_or_create(&QueueLabels {
+                            lambda: key.lambda.clone(),
+                            priority: key.priority,
+                        })
+                        .inc_by(count as u64);
+                }
                 Err(error) => {
                     unsent += count;
                     log_send_failure(&key, count, &error);
@@ -187,7 +204,57 @@ impl StoreConsumer {
             },
             self.turns(stop.cancelled()),
             self.periodic.run(stop.cancelled()),
+            self.measure(stop.cancelled()),
         );
+    }
+
+    /// Records the backlog's metrics every few seconds.
+    async fn measure(&self, shutdown: impl std::future::Future<Output = ()>) {
+        tokio::pin!(shutdown);
+        loop {
+            if let Err(error) = self.record_backlog().await {
+                tracing::debug!(%error, "cannot measure the backlog");
+            }
+            tokio::select! {
+                () = &mut shutdown => return,
+                () = tokio::time::sleep(BACKLOG_INTERVAL) => {}
+            }
+        }
+    }
+
+    /// Sets the queue-depth and oldest-waiting-task gauges of every queue
+    /// with a backlog, and zeroes those of queues whose backlog is gone.
+    pub async fn record_backlog(&self) -> Result<(), StoreError> {
+        let now = self.clock.now();
+        let backlog = self.store.task_backlog(now).await?;
+        let metrics = metrics::metrics();
+        let mut keys: BTreeSet<QueueKey> = lock(&self.measured).clone();
+        for key in &keys {
+            metrics
+                .oldest_ready_age
+                .get_or_create(&labels(key))
+                .set(0.0);
+        }
+        for waiting in backlog {
+            let key = QueueKey::new(waiting.lambda, waiting.priority);
+            let age = (now - waiting.oldest_due).max(0) as f64 / 1000.0;
+            metrics
+                .oldest_ready_age
+                .get_or_create(&labels(&key))
+                .set(age);
+            keys.insert(key);
+        }
+        for key in &keys {
+            match self.queue.queue_depth(key).await {
+                Ok(depth) => {
+                    let depth = i64::try_from(depth).unwrap_or(i64::MAX);
+                    metrics.queue_depth.get_or_create(&labels(key)).set(depth);
+                }
+                Err(error) => tracing::debug!(queue = %key, %error, "cannot read the queue depth"),
+            }
+        }
+        *lock(&self.measured) = keys;
+        Ok(())
     }
 
     async fn turns(&self, shutdown: impl std::future::Future<Output = ()>) {
@@ -214,4 +281,11 @@ impl StoreConsumer {
 
 fn log_send_failure(key: &QueueKey, count: usize, error: &QueueError) {
     tracing::warn!(queue = %key, count, %error, "cannot send to the queue; the tasks come back after the enqueue timeout");
+}
+
+fn labels(key: &QueueKey) -> QueueLabels {
+    QueueLabels {
+        lambda: key.lambda.clone(),
+        priority: key.priority,
+    }
 }

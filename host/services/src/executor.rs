@@ -29,9 +29,10 @@ use waft_runtime::{
 };
 use waft_store::{ClaimedTask, Heartbeat, Lambda, ResultOutcome, TaskResult};
 
+use crate::metrics;
 use crate::{
     ControllerApi, FrontendApi, HeartbeatConfig, HeartbeatFailure, HeartbeatSink, HscApi,
-    LambdaSlots, NextWork, RunAt, ServiceError, TaskRequest, WatchEnd, lock, watch,
+    LambdaSlots, NextWork, RunAt, ServiceError, TaskRequest, WatchEnd, Watched, lock, watch,
 };
 
 /// Settings of an Executor.
@@ -341,8 +342,11 @@ impl Executor {
         };
         let watchdog = watch(
             sink,
-            &task.id,
-            task.lease_token,
+            Watched {
+                task_id: &task.id,
+                lambda: &task.lambda,
+                lease_token: task.lease_token,
+            },
             self.config.heartbeat,
             &kill,
             || lock(&host.progress).clone(),
@@ -351,12 +355,29 @@ impl Executor {
             },
         );
         tracing::info!(task = %task.id, lease = task.lease_token, attempt = task.attempt, "execution started");
+        record_start(&task);
         let (execution, watched) = tokio::join!(execution, watchdog);
         // The instance is gone by now: this line bounds its lifetime.
         tracing::info!(task = %task.id, lease = task.lease_token, outcome = execution.outcome.kind(), "execution ended");
+        let metrics = metrics::metrics();
         if let WatchEnd::Stopped(why) = watched {
             tracing::warn!(task = %task.id, %why, "execution stopped by its watchdog; reporting nothing");
+            metrics
+                .self_terminations
+                .get_or_create(&metrics::lambda(&task.lambda))
+                .inc();
+            metrics.execution_ended(&task.lambda, "stopped", execution.duration);
             return None;
+        }
+        metrics.execution_ended(&task.lambda, execution.outcome.kind(), execution.duration);
+        if let Outcome::LimitExceeded { limit, .. } = &execution.outcome {
+            metrics
+                .limit_breaches
+                .get_or_create(&metrics::LimitLabels {
+                    lambda: task.lambda.clone(),
+                    limit: limit.as_str(),
+                })
+                .inc();
         }
         let outcome = match execution.outcome {
             Outcome::Success { output } => ResultOutcome::Success { output },
@@ -623,6 +644,24 @@ impl TaskHost for ExecutionHost {
             }
             Err(error) => Err(ScheduleRejection::Invalid(error.to_string())),
         }
+    }
+}
+
+/// Counts a started execution and, for a first attempt, how long the task
+/// waited from its due time.
+fn record_start(task: &ClaimedTask) {
+    let metrics = metrics::metrics();
+    let labels = metrics::lambda(&task.lambda);
+    metrics.started.get_or_create(&labels).inc();
+    if task.attempt == 1 {
+        let now = std::time::SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        let waited = (now - task.scheduled_at).max(0) as f64 / 1000.0;
+        metrics
+            .schedule_to_start
+            .get_or_create(&labels)
+            .observe(waited);
     }
 }
 

@@ -21,6 +21,7 @@ use waft_store::{
     TaskStore,
 };
 
+use crate::metrics;
 use crate::quota::Quotas;
 use crate::{Clock, FrontendApi, RunAt, ScheduleRequest, ServiceError, ServiceResult, TaskRequest};
 
@@ -153,6 +154,7 @@ impl FrontendApi for Frontend {
         for task in &tasks {
             *wanted.entry(task.lambda.clone()).or_insert(0) += 1;
         }
+        let lambdas: Vec<String> = tasks.iter().map(|task| task.lambda.clone()).collect();
         let admitted = self.quotas.admit(wanted).await?;
         let inserted = match self
             .store
@@ -165,6 +167,12 @@ impl FrontendApi for Frontend {
                 return Err(error.into());
             }
         };
+        let scheduled = &metrics::metrics().scheduled;
+        for (lambda, task) in lambdas.iter().zip(&inserted) {
+            if task.created {
+                scheduled.get_or_create(&metrics::lambda(lambda)).inc();
+            }
+        }
         if due_now {
             self.due.due().await;
         }

@@ -17,6 +17,7 @@ pub mod error;
 pub mod executor;
 pub mod frontend;
 pub mod hsc;
+pub mod metrics;
 pub mod periodic;
 pub mod quota;
 pub mod watchdog;
@@ -41,5 +42,5 @@ pub(crate) fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, 
 }
 
 pub use watchdog::{
-    HeartbeatConfig, HeartbeatFailure, HeartbeatSink, UnsafeHeartbeat, WatchEnd, watch,
+    HeartbeatConfig, HeartbeatFailure, HeartbeatSink, UnsafeHeartbeat, WatchEnd, Watched, watch,
 };

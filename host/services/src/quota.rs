@@ -111,8 +111,15 @@ impl Quotas {
             let Some(quota) = bucket.quota else {
                 continue;
             };
+            let refused = || {
+                crate::metrics::metrics()
+                    .refused_by_quota
+                    .get_or_create(&crate::metrics::lambda(name))
+                    .inc_by(u64::from(count));
+            };
             let count = f64::from(count);
             if count > Bucket::capacity(quota) {
+                refused();
                 return Err(ServiceError::ResourceExhausted(format!(
                     "{count} tasks of lambda {name:?} in one request exceed its quota of {quota} \
                      tasks/s; send at most {} at a time",
@@ -120,6 +127,7 @@ impl Quotas {
                 )));
             }
             if bucket.tokens < count {
+                refused();
                 let wait_ms = ((count - bucket.tokens) / quota * 1000.0).ceil();
                 return Err(ServiceError::ResourceExhausted(format!(
                     "lambda {name:?} is over its scheduling quota of {quota} tasks/s; \

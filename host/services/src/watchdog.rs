@@ -107,18 +107,31 @@ pub enum WatchEnd {
     Stopped(String),
 }
 
+/// The execution a watchdog heartbeats for.
+#[derive(Debug, Clone, Copy)]
+pub struct Watched<'a> {
+    pub task_id: &'a str,
+    /// For the metrics' labels.
+    pub lambda: &'a str,
+    pub lease_token: i64,
+}
+
 /// Heartbeats one execution until `finished` resolves, stopping it through
 /// `kill` when its lease is lost or three heartbeats in a row fail.
 /// `progress` is read at each heartbeat (the lambda updates it).
 pub async fn watch(
     sink: Arc<dyn HeartbeatSink>,
-    task_id: &str,
-    lease_token: i64,
+    watched: Watched<'_>,
     config: HeartbeatConfig,
     kill: &KillSwitch,
     progress: impl Fn() -> Option<String>,
     finished: impl std::future::Future<Output = ()>,
 ) -> WatchEnd {
+    let Watched {
+        task_id,
+        lambda,
+        lease_token,
+    } = watched;
     tokio::pin!(finished);
     let mut ticks = tokio::time::interval_at(Instant::now() + config.interval, config.interval);
     ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
@@ -144,6 +157,10 @@ pub async fn watch(
         };
         failures += 1;
         tracing::warn!(task_id, failures, %why, "heartbeat failed");
+        crate::metrics::metrics()
+            .heartbeat_failures
+            .get_or_create(&crate::metrics::lambda(lambda))
+            .inc();
         if failures >= FAILED_HEARTBEATS_TO_STOP {
             let why =
                 format!("{FAILED_HEARTBEATS_TO_STOP} heartbeats in a row failed, last: {why}");

@@ -9,7 +9,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::time::Instant;
 use waft_runtime::KillSwitch;
-use waft_services::{HeartbeatConfig, HeartbeatFailure, HeartbeatSink, WatchEnd, watch};
+use waft_services::{HeartbeatConfig, HeartbeatFailure, HeartbeatSink, WatchEnd, Watched, watch};
 
 fn config() -> HeartbeatConfig {
     HeartbeatConfig {
@@ -98,8 +98,11 @@ async fn a_healthy_execution_is_never_stopped() {
     let kill = KillSwitch::new();
     let end = watch(
         sink.clone(),
-        "t",
-        1,
+        Watched {
+            task_id: "t",
+            lambda: "lambda",
+            lease_token: 1,
+        },
         config(),
         &kill,
         || Some("busy".into()),
@@ -130,8 +133,11 @@ async fn three_failed_heartbeats_stop_it_before_the_heartbeat_timeout() {
         let started = Instant::now();
         let end = watch(
             sink.clone(),
-            "t",
-            1,
+            Watched {
+                task_id: "t",
+                lambda: "lambda",
+                lease_token: 1,
+            },
             config(),
             &kill,
             || None,
@@ -171,8 +177,11 @@ async fn a_lost_lease_stops_it_at_once() {
     let started = Instant::now();
     let end = watch(
         sink,
-        "t",
-        1,
+        Watched {
+            task_id: "t",
+            lambda: "lambda",
+            lease_token: 1,
+        },
         config(),
         &kill,
         || None,
@@ -200,8 +209,11 @@ async fn a_success_between_failures_resets_the_count() {
     let kill = KillSwitch::new();
     let end = watch(
         sink.clone(),
-        "t",
-        1,
+        Watched {
+            task_id: "t",
+            lambda: "lambda",
+            lease_token: 1,
+        },
         config(),
         &kill,
         || None,

@@ -38,7 +38,7 @@ macro_rules! sql_task_store {
         use $crate::rows::{self, LAMBDA_COLUMNS, RowExt, SCHEDULE_COLUMNS, TASK_COLUMNS};
         use $crate::support::{RetryPlan, check_run_at, millis, new_id, sql};
         use $crate::{
-            Attempt, ClaimedTask, DeadRedrive, DeadSelector, EnqueueReport, EnqueuedTask, Gate, GateSet,
+            Attempt, Backlog, ClaimedTask, DeadRedrive, DeadSelector, EnqueueReport, EnqueuedTask, Gate, GateSet,
             GateState, GcReport, Lambda, LambdaDeploy, LambdaGc, LambdaRollback, Millis, NewTask, Refusal, Result, ResultOutcome, Schedule,
             ScheduleMaterialize, StoreError, Task, TaskClaimMany, TaskEnqueueReady,
             TaskHeartbeatMany, TaskInsertMany, TaskInserted, TaskList, TaskSetResultMany, TaskStore,
@@ -831,6 +831,27 @@ macro_rules! sql_task_store {
                 answers
                     .into_iter()
                     .map(|answer| answer.ok_or_else(|| StoreError::Corrupt("a result went unanswered".into())))
+                    .collect()
+            }
+
+            async fn task_backlog(&self, now: Millis) -> Result<Vec<Backlog>> {
+                let rows = sqlx::query(
+                    "SELECT lambda, priority, MIN(due_at) AS oldest FROM tasks \
+                     WHERE status IN ('new', 'retriable_failure', 'enqueued') AND held = FALSE \
+                     AND due_at <= $1 GROUP BY lambda, priority ORDER BY lambda, priority",
+                )
+                .bind(now)
+                .fetch_all(&self.pool)
+                .await?;
+                rows.iter()
+                    .map(|row| {
+                        Ok(Backlog {
+                            lambda: row.text("lambda")?,
+                            priority: u8::try_from(row.int("priority")?)
+                                .map_err(|_| StoreError::Corrupt("priority".into()))?,
+                            oldest_due: row.int("oldest")?,
+                        })
+                    })
                     .collect()
             }
 

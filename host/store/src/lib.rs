@@ -83,6 +83,9 @@ pub trait TaskStore: Send + Sync {
         params: TaskSetResultMany,
     ) -> Result<Vec<Result<waft_core::TaskStatus, Refusal>>>;
 
+    /// Per `<lambda, priority>`, the oldest task that is due and waiting to
+    /// start (new, retrying or in its queue; not held by a gate).
+    async fn task_backlog(&self, now: Millis) -> Result<Vec<Backlog>>;
     /// The ended executions of a task, oldest first.
     async fn attempt_list(&self, task_id: &str) -> Result<Vec<Attempt>>;
 

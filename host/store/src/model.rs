@@ -289,6 +289,15 @@ pub struct GcReport {
     pub components: u64,
 }
 
+/// The oldest due task of a `<lambda, priority>` that has not started.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Backlog {
+    pub lambda: String,
+    pub priority: u8,
+    /// When it was due.
+    pub oldest_due: Millis,
+}
+
 /// Whether a gate lets tasks through.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GateState {

@@ -92,6 +92,7 @@ pub fn dev(args: DevArgs) -> Result<ExitCode, Failure> {
             node.addr,
             args.data_dir.join("waft.db").display()
         );
+        announce_metrics(&node);
         run_until_signal(node).await
     })
 }
@@ -108,8 +109,15 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, Failure> {
             .await
             .map_err(|e| Failure::internal(e.to_string()))?;
         println!("waft serve {}: listening on {}", role.as_str(), node.addr);
+        announce_metrics(&node);
         run_until_signal(node).await
     })
+}
+
+fn announce_metrics(node: &Node) {
+    if let Some(addr) = node.metrics_addr {
+        println!("metrics at http://{addr}/metrics");
+    }
 }
 
 async fn run_until_signal(node: Node) -> Result<ExitCode, Failure> {

@@ -347,6 +347,24 @@ pub async fn versions_pin_roll_back_and_are_collected(store: &dyn TaskStore) {
     ));
 }
 
+/// The backlog names, per queue, the oldest due task not yet started.
+pub async fn the_backlog_is_the_oldest_waiting_task(store: &dyn TaskStore) {
+    deploy(store, "mail").await;
+    let first = insert(store, new_task("mail"), T0).await;
+    insert(store, new_task("mail"), T0 + 10).await;
+    let later = NewTask {
+        run_at: Some(T0 + 100_000),
+        ..new_task("mail")
+    };
+    insert(store, later, T0).await;
+    let backlog = store.task_backlog(T0 + 20).await.unwrap();
+    assert_eq!(backlog.len(), 1);
+    assert_eq!((backlog[0].priority, backlog[0].oldest_due), (0, T0));
+    start(store, &first, T0 + 20).await;
+    let backlog = store.task_backlog(T0 + 20).await.unwrap();
+    assert_eq!(backlog[0].oldest_due, T0 + 10);
+}
+
 /// A child scheduled with its parent's lease is created only while the
 /// parent still holds that lease.
 pub async fn children_of_a_superseded_execution_are_not_created(store: &dyn TaskStore) {
