@@ -75,9 +75,53 @@ pub fn main() -> ExitCode {
     }
 }
 
+/// The command-line reference (`docs/cli.md`): every command's full help,
+/// generated from the same definitions that parse the arguments.
+pub fn reference() -> String {
+    use clap::CommandFactory;
+    let mut command = Cli::command();
+    command.build();
+    let mut text = String::from(
+        "# Command-line reference\n\n\
+         Generated from the `waft` command definitions; a test fails when this file \
+         and the code disagree. Regenerate it with \
+         `WAFT_BLESS=1 cargo test -p waft-cli the_cli_reference_is_current`.\n",
+    );
+    fn walk(command: &mut clap::Command, path: &str, text: &mut String) {
+        // The same text whatever the environment of whoever generates it.
+        *command = std::mem::take(command).mut_args(|arg| arg.hide_env_values(true));
+        let help = command.render_long_help().to_string();
+        text.push_str(&format!("\n## `{path}`\n\n```text\n{}\n```\n", help.trim_end()));
+        for sub in command.get_subcommands_mut() {
+            if sub.get_name() == "help" {
+                continue;
+            }
+            let path = format!("{path} {}", sub.get_name());
+            walk(sub, &path, text);
+        }
+    }
+    walk(&mut command, "waft", &mut text);
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use clap::CommandFactory;
+
+    /// `docs/cli.md` is the generated reference, byte for byte.
+    #[test]
+    fn the_cli_reference_is_current() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/cli.md");
+        let generated = super::reference();
+        if std::env::var_os("WAFT_BLESS").is_some() {
+            std::fs::write(path, &generated).unwrap();
+        }
+        let written = std::fs::read_to_string(path).unwrap_or_default();
+        assert!(
+            written == generated,
+            "docs/cli.md is out of date: run WAFT_BLESS=1 cargo test -p waft-cli the_cli_reference_is_current"
+        );
+    }
 
     /// Clap checks a subcommand's definition only when it is used; this
     /// checks every one (duplicate names, bad defaults) at once.

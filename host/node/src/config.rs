@@ -41,7 +41,7 @@ impl Role {
 }
 
 /// Everything a Waft process may be configured with.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
     /// Where the gRPC server listens (default `127.0.0.1:7070`; port 0
@@ -78,7 +78,7 @@ impl Default for Config {
 }
 
 /// The task store.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct StoreSection {
     /// `postgres://user@host/db` (required by frontend, consumer and hsc).
@@ -102,7 +102,7 @@ impl Default for StoreSection {
 }
 
 /// The SQS queues.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct QueueSection {
     /// An SQS-compatible endpoint; AWS itself when absent.
@@ -141,7 +141,7 @@ impl QueueSection {
 }
 
 /// Where the other roles listen (`host:port`).
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct PeersSection {
     /// Needed by controller and executor.
@@ -153,7 +153,7 @@ pub struct PeersSection {
 }
 
 /// Heartbeat timing: the HSC's and the executors' must agree.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct HeartbeatSection {
     /// Between heartbeats of a running task (default 2s).
@@ -189,7 +189,7 @@ impl HeartbeatSection {
 }
 
 /// The Store Consumer.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ConsumerSection {
     /// Longest wait of a delayed task past its time (default 1s).
@@ -225,7 +225,7 @@ impl ConsumerSection {
 }
 
 /// The Controller.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ControllerSection {
     /// Lambdas served; all when empty.
@@ -265,7 +265,7 @@ impl ControllerSection {
 }
 
 /// The Executor.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ExecutorSection {
     /// Lambdas run; all when empty.
@@ -310,7 +310,7 @@ impl ExecutorSection {
 }
 
 /// The WebAssembly runtime (executors, and the Frontend's deploy checks).
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RuntimeSection {
     /// Compiled components are cached here across restarts.
@@ -475,6 +475,72 @@ fn env_value(key: &str, value: &str) -> toml::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `docs/configuration.md` cannot drift from the code: its keys are the
+    /// keys the code reads, its environment names are theirs, and its
+    /// defaults parse into the built-in defaults.
+    #[test]
+    fn the_reference_matches_the_code() {
+        let reference = include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../docs/configuration.md"
+        ));
+        let rows: Vec<Vec<&str>> = reference
+            .lines()
+            .filter(|line| line.starts_with("| `"))
+            .map(|line| line.split('|').map(str::trim).collect())
+            .collect();
+        let unquote = |cell: &str| cell.trim_matches('`').to_owned();
+        let documented: Vec<String> = rows.iter().map(|row| unquote(row[1])).collect();
+        let known: Vec<String> = ENV_KEYS
+            .iter()
+            .flat_map(|(section, keys)| {
+                keys.iter().map(move |key| match *section {
+                    "" => (*key).to_owned(),
+                    section => format!("{section}.{key}"),
+                })
+            })
+            .collect();
+        let (mut documented, mut known) = (documented, known);
+        documented.sort();
+        known.sort();
+        assert_eq!(documented, known, "documented keys vs keys the code reads");
+
+        let mut toml = String::new();
+        let mut sections: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+        for row in &rows {
+            let key = unquote(row[1]);
+            let env = format!("WAFT_{}", key.replace('.', "_").to_ascii_uppercase());
+            assert_eq!(unquote(row[2]), env, "the environment name of {key}");
+            let default = row[3];
+            if default == "none" {
+                continue;
+            }
+            let default = default.trim_matches('`');
+            match key.split_once('.') {
+                None => toml.push_str(&format!("{key} = {default}\n")),
+                Some((section, field)) => {
+                    let line = format!("{field} = {default}");
+                    sections.entry(section.to_owned()).or_default().push(line);
+                }
+            }
+        }
+        for (section, lines) in sections {
+            toml.push_str(&format!("[{section}]\n{}\n", lines.join("\n")));
+        }
+        let parsed: Config = toml::from_str(&toml).unwrap_or_else(|e| panic!("{e}\n{toml}"));
+        assert_eq!(parsed, Config::default(), "documented defaults:\n{toml}");
+
+        // The README's example file is a valid configuration too.
+        let readme = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md"));
+        let example = readme
+            .split("```toml\n")
+            .nth(1)
+            .and_then(|rest| rest.split("```").next())
+            .expect("a TOML example in README.md");
+        let example: Config = toml::from_str(example).unwrap_or_else(|e| panic!("README.md: {e}"));
+        example.validate(None).unwrap();
+    }
 
     fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
         pairs
