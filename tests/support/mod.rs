@@ -50,6 +50,21 @@ pub struct Process {
 }
 
 impl Process {
+    /// The value of one of its environment variables.
+    pub fn env(&self, key: &str) -> Option<&str> {
+        self.env
+            .iter()
+            .find(|(name, _)| name == key)
+            .map(|(_, value)| value.as_str())
+    }
+
+    /// Where its gRPC server listens.
+    pub fn listen(&self) -> String {
+        self.env("WAFT_LISTEN")
+            .expect("a listen address")
+            .to_owned()
+    }
+
     fn start(&mut self) {
         let log = std::fs::OpenOptions::new()
             .create(true)
@@ -106,6 +121,8 @@ pub struct Cluster {
     /// The queues and the HSC's address, in distributed mode.
     pub sqs: Option<waft_queue::SqsConfig>,
     pub hsc: Option<String>,
+    /// The cluster token, when auth is on (the distributed mode).
+    pub token: Option<String>,
     dir: TempDir,
 }
 
@@ -156,6 +173,7 @@ impl Cluster {
             processes: BTreeMap::from([("dev".to_owned(), process)]),
             sqs: None,
             hsc: None,
+            token: None,
             dir,
         };
         cluster.ready().await;
@@ -171,6 +189,7 @@ impl Cluster {
         let addr = |_: &str| format!("127.0.0.1:{}", port());
         let (frontend, controller, hsc) = (addr("frontend"), addr("controller"), addr("hsc"));
         let prefix = format!("t{}x{}", std::process::id(), port());
+        let token = waft_services::auth::new_secret();
         let mut base = fast_env();
         base.extend(
             [
@@ -181,6 +200,8 @@ impl Cluster {
                 ("WAFT_PEERS_FRONTEND", frontend.as_str()),
                 ("WAFT_PEERS_CONTROLLER", controller.as_str()),
                 ("WAFT_PEERS_HSC", hsc.as_str()),
+                ("WAFT_AUTH_ENABLED", "true"),
+                ("WAFT_AUTH_CLUSTER_TOKEN", token.as_str()),
             ]
             .map(|(k, v)| (k.to_owned(), v.to_owned())),
         );
@@ -212,7 +233,9 @@ impl Cluster {
             processes.insert(name, process);
         }
         let cluster = Self {
-            frontend: FrontendClient::new(waft_api::channel(&frontend).unwrap()),
+            frontend: FrontendClient::new(
+                waft_api::channel_with_token(&frontend, Some(&token)).unwrap(),
+            ),
             frontend_addr: frontend.clone(),
             processes,
             sqs: Some(waft_queue::SqsConfig {
@@ -222,6 +245,7 @@ impl Cluster {
                 ..waft_queue::SqsConfig::default()
             }),
             hsc: Some(hsc),
+            token: Some(token),
             dir,
         };
         cluster.ready().await;
@@ -302,13 +326,10 @@ impl Cluster {
     /// What process `name` serves at `/metrics`.
     pub async fn metrics(&self, name: &str) -> String {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let process = &self.processes[name];
-        let addr = process
-            .env
-            .iter()
-            .find(|(key, _)| key == "WAFT_METRICS_LISTEN")
-            .map(|(_, value)| value.clone())
-            .expect("a metrics address");
+        let addr = self.processes[name]
+            .env("WAFT_METRICS_LISTEN")
+            .expect("a metrics address")
+            .to_owned();
         let mut stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
         stream
             .write_all(b"GET /metrics HTTP/1.1\r\nHost: waft\r\nConnection: close\r\n\r\n")
@@ -322,11 +343,12 @@ impl Cluster {
 
     /// Runs a client command against this cluster; its standard output.
     pub fn cli(&self, args: &[&str]) -> String {
-        let output = Command::new(env!("CARGO_BIN_EXE_waft"))
-            .args(args)
-            .env("WAFT_SERVER", &self.frontend_addr)
-            .output()
-            .expect("waft runs");
+        let mut command = Command::new(env!("CARGO_BIN_EXE_waft"));
+        command.args(args).env("WAFT_SERVER", &self.frontend_addr);
+        if let Some(token) = &self.token {
+            command.env("WAFT_TOKEN", token);
+        }
+        let output = command.output().expect("waft runs");
         assert!(
             output.status.success(),
             "waft {args:?}: {}",

@@ -8,6 +8,9 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
+use tonic::metadata::{Ascii, MetadataValue};
+use tonic::service::Interceptor;
+use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
 use waft_core::{LambdaConfig, TaskStatus};
 use waft_services::{
@@ -16,7 +19,7 @@ use waft_services::{
 };
 use waft_store::{
     Attempt, ClaimedTask, DeadSelector, Gate, GateState, Heartbeat, Lambda, Refusal, Schedule,
-    Task, TaskInserted, TaskList, TaskResult,
+    Task, TaskInserted, TaskList, TaskResult, Token, TokenRole,
 };
 
 use crate::convert::*;
@@ -29,15 +32,57 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// The longest any call may take, long polls included.
 const CALL_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// A channel to `address` (`host:port`, or a URL with `http://`). Call it
-/// within a tokio runtime.
+/// A connection to a Waft server that presents a token with every call.
+pub type WaftChannel = InterceptedService<Channel, Bearer>;
+
+/// Adds `authorization: Bearer <token>` to every call, when there is a
+/// token.
+#[derive(Clone)]
+pub struct Bearer(Option<MetadataValue<Ascii>>);
+
+impl Interceptor for Bearer {
+    fn call(
+        &mut self,
+        mut request: tonic::Request<()>,
+    ) -> Result<tonic::Request<()>, tonic::Status> {
+        if let Some(value) = &self.0 {
+            request
+                .metadata_mut()
+                .insert("authorization", value.clone());
+        }
+        Ok(request)
+    }
+}
+
+/// A channel to `address` (`host:port`, or a URL with `http://`), without a
+/// token. Call it within a tokio runtime.
 ///
 /// ```no_run
 /// # #[tokio::main] async fn main() {
 /// let channel = waft_api::channel("127.0.0.1:7070").unwrap();
 /// # drop(channel); }
 /// ```
-pub fn channel(address: &str) -> Result<Channel, ServiceError> {
+pub fn channel(address: &str) -> Result<WaftChannel, ServiceError> {
+    channel_with_token(address, None)
+}
+
+/// A channel to `address` that presents `token` with every call.
+pub fn channel_with_token(address: &str, token: Option<&str>) -> Result<WaftChannel, ServiceError> {
+    let bearer = token
+        .map(|token| {
+            format!("Bearer {token}")
+                .parse::<MetadataValue<Ascii>>()
+                .map_err(|_| {
+                    ServiceError::InvalidArgument(
+                        "a token is printable ASCII without spaces".into(),
+                    )
+                })
+        })
+        .transpose()?;
+    Ok(InterceptedService::new(connect(address)?, Bearer(bearer)))
+}
+
+fn connect(address: &str) -> Result<Channel, ServiceError> {
     let url = if address.contains("://") {
         address.to_owned()
     } else {
@@ -62,13 +107,13 @@ fn answer<T>(field: Option<T>, role: &str) -> ServiceResult<T> {
 
 /// The Frontend, over gRPC.
 #[derive(Clone)]
-pub struct FrontendClient(proto::frontend_client::FrontendClient<Channel>);
+pub struct FrontendClient(proto::frontend_client::FrontendClient<WaftChannel>);
 
 impl FrontendClient {
     const ROLE: &str = "Frontend";
 
     /// A client of the Frontend on `channel`.
-    pub fn new(channel: Channel) -> Self {
+    pub fn new(channel: WaftChannel) -> Self {
         Self(
             proto::frontend_client::FrontendClient::new(channel)
                 .max_decoding_message_size(MAX_FRONTEND_REQUEST)
@@ -312,6 +357,51 @@ impl FrontendApi for FrontendClient {
             .collect()
     }
 
+    async fn token_create(
+        &self,
+        name: &str,
+        role: TokenRole,
+        lambdas: Vec<String>,
+    ) -> ServiceResult<(Token, String)> {
+        let response = self
+            .0
+            .clone()
+            .create_token(proto::CreateTokenRequest {
+                name: name.to_owned(),
+                role: token_role_to_proto(role) as i32,
+                lambdas,
+            })
+            .await
+            .map_err(Self::error)?
+            .into_inner();
+        let token = token_from_proto(answer(response.token, Self::ROLE)?)?;
+        Ok((token, response.secret))
+    }
+
+    async fn token_list(&self) -> ServiceResult<Vec<Token>> {
+        let response = self
+            .0
+            .clone()
+            .list_tokens(proto::ListTokensRequest {})
+            .await
+            .map_err(Self::error)?;
+        response
+            .into_inner()
+            .tokens
+            .into_iter()
+            .map(token_from_proto)
+            .collect()
+    }
+
+    async fn token_revoke(&self, id: &str) -> ServiceResult<()> {
+        self.0
+            .clone()
+            .revoke_token(proto::RevokeTokenRequest { id: id.to_owned() })
+            .await
+            .map_err(Self::error)?;
+        Ok(())
+    }
+
     async fn schedule_create(&self, request: ScheduleRequest) -> ServiceResult<Schedule> {
         let response = self
             .0
@@ -349,11 +439,11 @@ impl FrontendApi for FrontendClient {
 
 /// The Controller, over gRPC.
 #[derive(Clone)]
-pub struct ControllerClient(proto::controller_client::ControllerClient<Channel>);
+pub struct ControllerClient(proto::controller_client::ControllerClient<WaftChannel>);
 
 impl ControllerClient {
     /// A client of the Controller on `channel`.
-    pub fn new(channel: Channel) -> Self {
+    pub fn new(channel: WaftChannel) -> Self {
         Self(
             proto::controller_client::ControllerClient::new(channel)
                 .max_decoding_message_size(MAX_INTERNAL_REQUEST),
@@ -393,13 +483,13 @@ impl ControllerApi for ControllerClient {
 
 /// The HSC, over gRPC.
 #[derive(Clone)]
-pub struct HscClient(proto::hsc_client::HscClient<Channel>);
+pub struct HscClient(proto::hsc_client::HscClient<WaftChannel>);
 
 impl HscClient {
     const ROLE: &str = "HSC";
 
     /// A client of the HSC on `channel`.
-    pub fn new(channel: Channel) -> Self {
+    pub fn new(channel: WaftChannel) -> Self {
         Self(
             proto::hsc_client::HscClient::new(channel)
                 .max_decoding_message_size(MAX_INTERNAL_REQUEST)

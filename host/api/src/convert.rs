@@ -10,7 +10,7 @@ use waft_core::{Backoff, ByteSize, LambdaConfig, Limits, TaskStatus};
 use waft_services::{RunAt, ScheduleRequest, ServiceError, ServiceResult, TaskRequest};
 use waft_store::{
     Attempt, AttemptOutcome, ClaimedTask, Continuation, Gate, GateState, Lambda, Millis, Refusal,
-    ResultOutcome, Schedule, Task, TaskResult,
+    ResultOutcome, Schedule, Task, TaskResult, Token, TokenRole,
 };
 
 use crate::proto;
@@ -501,6 +501,47 @@ pub(crate) fn attempt_from_proto(attempt: proto::Attempt) -> ServiceResult<Attem
         log: attempt.log,
         started_at: attempt.started_at_ms,
         ended_at: attempt.ended_at_ms,
+    })
+}
+
+pub(crate) fn token_role_to_proto(role: TokenRole) -> proto::TokenRole {
+    match role {
+        TokenRole::Admin => proto::TokenRole::Admin,
+        TokenRole::Owner => proto::TokenRole::Owner,
+        TokenRole::Scheduler => proto::TokenRole::Scheduler,
+    }
+}
+
+pub(crate) fn token_role_from_proto(value: i32) -> ServiceResult<TokenRole> {
+    match proto::TokenRole::try_from(value) {
+        Ok(proto::TokenRole::Admin) => Ok(TokenRole::Admin),
+        Ok(proto::TokenRole::Owner) => Ok(TokenRole::Owner),
+        Ok(proto::TokenRole::Scheduler) => Ok(TokenRole::Scheduler),
+        _ => Err(invalid(format!(
+            "token role {value} is not one of admin, owner, scheduler"
+        ))),
+    }
+}
+
+pub(crate) fn token_to_proto(token: Token) -> proto::Token {
+    proto::Token {
+        role: token_role_to_proto(token.role) as i32,
+        id: token.id,
+        name: token.name,
+        lambdas: token.lambdas,
+        created_at_ms: token.created_at,
+        revoked_at_ms: token.revoked_at,
+    }
+}
+
+pub(crate) fn token_from_proto(token: proto::Token) -> ServiceResult<Token> {
+    Ok(Token {
+        role: token_role_from_proto(token.role)?,
+        id: token.id,
+        name: token.name,
+        lambdas: token.lambdas,
+        created_at: token.created_at_ms,
+        revoked_at: token.revoked_at_ms,
     })
 }
 

@@ -7,12 +7,15 @@
 //! `FAILED_PRECONDITION`, oversized requests `RESOURCE_EXHAUSTED`, a store
 //! or role that is down `UNAVAILABLE`.
 
+mod auth;
 mod client;
 mod convert;
 mod server;
 pub mod status;
 
-pub use client::{ControllerClient, FrontendClient, HscClient, channel};
+pub use client::{
+    Bearer, ControllerClient, FrontendClient, HscClient, WaftChannel, channel, channel_with_token,
+};
 pub use server::{
     ControllerService, FrontendService, HscService, MAX_FRONTEND_REQUEST, MAX_INTERNAL_REQUEST,
     Roles, ServeError, serve,

@@ -13,9 +13,11 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tonic::transport::server::TcpIncoming;
 use tonic::{Request, Response, Status};
+use waft_services::auth::{Action, Authenticator, Principal};
 use waft_services::{ControllerApi, FrontendApi, HscApi, LambdaSlots, NextWork};
 use waft_store::{DeadSelector, TaskList};
 
+use crate::auth::{AuthLayer, principal};
 use crate::convert::*;
 use crate::proto;
 use crate::proto::controller_server::ControllerServer;
@@ -35,6 +37,8 @@ pub struct Roles {
     pub frontend: Option<Arc<dyn FrontendApi>>,
     pub controller: Option<Arc<dyn ControllerApi>>,
     pub hsc: Option<Arc<dyn HscApi>>,
+    /// Checks every call's token; no authentication when absent.
+    pub auth: Option<Arc<Authenticator>>,
 }
 
 /// Why a server stopped.
@@ -93,6 +97,7 @@ pub async fn serve(
         .with_nodelay(Some(true))
         .with_keepalive(Some(Duration::from_secs(60)));
     tonic::transport::Server::builder()
+        .layer(AuthLayer(roles.auth))
         .add_service(health_service)
         .add_service(reflection)
         .add_optional_service(frontend)
@@ -112,8 +117,11 @@ impl proto::frontend_server::Frontend for FrontendService {
         &self,
         request: Request<proto::ScheduleRequest>,
     ) -> Result<Response<proto::ScheduleResponse>, Status> {
+        let who = principal(&request);
         let task = required(request.into_inner().task, "task").map_err(to_status)?;
         let task = new_task_from_proto(task).map_err(to_status)?;
+        who.check(Action::Schedule, &task.lambda)
+            .map_err(to_status)?;
         let mut inserted = self
             .0
             .task_schedule_many(vec![task])
@@ -132,6 +140,7 @@ impl proto::frontend_server::Frontend for FrontendService {
         &self,
         request: Request<proto::ScheduleBatchRequest>,
     ) -> Result<Response<proto::ScheduleBatchResponse>, Status> {
+        let who = principal(&request);
         let tasks = request
             .into_inner()
             .tasks
@@ -139,6 +148,10 @@ impl proto::frontend_server::Frontend for FrontendService {
             .map(new_task_from_proto)
             .collect::<Result<Vec<_>, _>>()
             .map_err(to_status)?;
+        for task in &tasks {
+            who.check(Action::Schedule, &task.lambda)
+                .map_err(to_status)?;
+        }
         let inserted = self.0.task_schedule_many(tasks).await.map_err(to_status)?;
         Ok(Response::new(proto::ScheduleBatchResponse {
             tasks: inserted
@@ -155,11 +168,13 @@ impl proto::frontend_server::Frontend for FrontendService {
         &self,
         request: Request<proto::GetTaskRequest>,
     ) -> Result<Response<proto::GetTaskResponse>, Status> {
+        let who = principal(&request);
         let task = self
             .0
             .task_get(&request.into_inner().id)
             .await
             .map_err(to_status)?;
+        who.check(Action::Read, &task.lambda).map_err(to_status)?;
         Ok(Response::new(proto::GetTaskResponse {
             task: Some(task_to_proto(task)),
         }))
@@ -169,7 +184,11 @@ impl proto::frontend_server::Frontend for FrontendService {
         &self,
         request: Request<proto::ListTasksRequest>,
     ) -> Result<Response<proto::ListTasksResponse>, Status> {
+        let who = principal(&request);
         let request = request.into_inner();
+        if let Some(lambda) = &request.lambda {
+            who.check(Action::Read, lambda).map_err(to_status)?;
+        }
         let filter = TaskList {
             status: request
                 .status
@@ -184,7 +203,11 @@ impl proto::frontend_server::Frontend for FrontendService {
         };
         let tasks = self.0.task_list(filter).await.map_err(to_status)?;
         Ok(Response::new(proto::ListTasksResponse {
-            tasks: tasks.into_iter().map(task_to_proto).collect(),
+            tasks: tasks
+                .into_iter()
+                .filter(|task| who.may(Action::Read, &task.lambda))
+                .map(task_to_proto)
+                .collect(),
         }))
     }
 
@@ -192,11 +215,10 @@ impl proto::frontend_server::Frontend for FrontendService {
         &self,
         request: Request<proto::CancelTaskRequest>,
     ) -> Result<Response<proto::CancelTaskResponse>, Status> {
-        let task = self
-            .0
-            .task_cancel(&request.into_inner().id)
-            .await
-            .map_err(to_status)?;
+        let who = principal(&request);
+        let id = request.into_inner().id;
+        self.check_task(&who, Action::Manage, &id).await?;
+        let task = self.0.task_cancel(&id).await.map_err(to_status)?;
         Ok(Response::new(proto::CancelTaskResponse {
             task: Some(task_to_proto(task)),
         }))
@@ -206,7 +228,10 @@ impl proto::frontend_server::Frontend for FrontendService {
         &self,
         request: Request<proto::DeployLambdaRequest>,
     ) -> Result<Response<proto::DeployLambdaResponse>, Status> {
+        let who = principal(&request);
         let request = request.into_inner();
+        who.check(Action::Manage, &request.name)
+            .map_err(to_status)?;
         let config = config_from_proto(request.config).map_err(to_status)?;
         let lambda = self
             .0
@@ -222,7 +247,9 @@ impl proto::frontend_server::Frontend for FrontendService {
         &self,
         request: Request<proto::GetLambdaRequest>,
     ) -> Result<Response<proto::GetLambdaResponse>, Status> {
+        let who = principal(&request);
         let request = request.into_inner();
+        who.check(Action::Read, &request.name).map_err(to_status)?;
         let lambda = self
             .0
             .lambda_get(&request.name, request.version)
@@ -235,11 +262,16 @@ impl proto::frontend_server::Frontend for FrontendService {
 
     async fn list_lambdas(
         &self,
-        _request: Request<proto::ListLambdasRequest>,
+        request: Request<proto::ListLambdasRequest>,
     ) -> Result<Response<proto::ListLambdasResponse>, Status> {
+        let who = principal(&request);
         let lambdas = self.0.lambda_list().await.map_err(to_status)?;
         Ok(Response::new(proto::ListLambdasResponse {
-            lambdas: lambdas.into_iter().map(lambda_to_proto).collect(),
+            lambdas: lambdas
+                .into_iter()
+                .filter(|lambda| who.may(Action::Read, &lambda.name))
+                .map(lambda_to_proto)
+                .collect(),
         }))
     }
 
@@ -247,7 +279,10 @@ impl proto::frontend_server::Frontend for FrontendService {
         &self,
         request: Request<proto::RollbackLambdaRequest>,
     ) -> Result<Response<proto::RollbackLambdaResponse>, Status> {
+        let who = principal(&request);
         let request = request.into_inner();
+        who.check(Action::Manage, &request.name)
+            .map_err(to_status)?;
         let lambda = self
             .0
             .lambda_rollback(&request.name, request.version)
@@ -262,11 +297,10 @@ impl proto::frontend_server::Frontend for FrontendService {
         &self,
         request: Request<proto::ListVersionsRequest>,
     ) -> Result<Response<proto::ListVersionsResponse>, Status> {
-        let versions = self
-            .0
-            .lambda_versions(&request.into_inner().name)
-            .await
-            .map_err(to_status)?;
+        let who = principal(&request);
+        let name = request.into_inner().name;
+        who.check(Action::Read, &name).map_err(to_status)?;
+        let versions = self.0.lambda_versions(&name).await.map_err(to_status)?;
         Ok(Response::new(proto::ListVersionsResponse {
             versions: versions.into_iter().map(lambda_to_proto).collect(),
         }))
@@ -276,6 +310,9 @@ impl proto::frontend_server::Frontend for FrontendService {
         &self,
         request: Request<proto::GetComponentRequest>,
     ) -> Result<Response<proto::GetComponentResponse>, Status> {
+        principal(&request)
+            .check_admin("fetch components")
+            .map_err(to_status)?;
         let component = self
             .0
             .component_get(&request.into_inner().digest)
@@ -288,7 +325,10 @@ impl proto::frontend_server::Frontend for FrontendService {
         &self,
         request: Request<proto::SetGateRequest>,
     ) -> Result<Response<proto::SetGateResponse>, Status> {
+        let who = principal(&request);
         let request = request.into_inner();
+        who.check(Action::Manage, &request.lambda)
+            .map_err(to_status)?;
         let state = gate_state_from_proto(request.state).map_err(to_status)?;
         let released = self
             .0
@@ -300,11 +340,16 @@ impl proto::frontend_server::Frontend for FrontendService {
 
     async fn list_gates(
         &self,
-        _request: Request<proto::ListGatesRequest>,
+        request: Request<proto::ListGatesRequest>,
     ) -> Result<Response<proto::ListGatesResponse>, Status> {
+        let who = principal(&request);
         let gates = self.0.gate_list().await.map_err(to_status)?;
         Ok(Response::new(proto::ListGatesResponse {
-            gates: gates.into_iter().map(gate_to_proto).collect(),
+            gates: gates
+                .into_iter()
+                .filter(|gate| who.may(Action::Read, &gate.lambda))
+                .map(gate_to_proto)
+                .collect(),
         }))
     }
 
@@ -312,7 +357,18 @@ impl proto::frontend_server::Frontend for FrontendService {
         &self,
         request: Request<proto::RedriveDeadRequest>,
     ) -> Result<Response<proto::RedriveDeadResponse>, Status> {
+        let who = principal(&request);
         let selector = dead_selector(request.into_inner())?;
+        match &selector {
+            DeadSelector::Ids(ids) => {
+                for id in ids {
+                    self.check_task(&who, Action::Manage, id).await?;
+                }
+            }
+            DeadSelector::Filter { lambda, .. } => {
+                who.check(Action::Manage, lambda).map_err(to_status)?;
+            }
+        }
         let redriven = self.0.dead_redrive(selector).await.map_err(to_status)?;
         Ok(Response::new(proto::RedriveDeadResponse { redriven }))
     }
@@ -321,11 +377,10 @@ impl proto::frontend_server::Frontend for FrontendService {
         &self,
         request: Request<proto::ListAttemptsRequest>,
     ) -> Result<Response<proto::ListAttemptsResponse>, Status> {
-        let attempts = self
-            .0
-            .task_attempts(&request.into_inner().id)
-            .await
-            .map_err(to_status)?;
+        let who = principal(&request);
+        let id = request.into_inner().id;
+        self.check_task(&who, Action::Read, &id).await?;
+        let attempts = self.0.task_attempts(&id).await.map_err(to_status)?;
         Ok(Response::new(proto::ListAttemptsResponse {
             attempts: attempts.into_iter().map(attempt_to_proto).collect(),
         }))
@@ -335,7 +390,10 @@ impl proto::frontend_server::Frontend for FrontendService {
         &self,
         request: Request<proto::CreateCronRequest>,
     ) -> Result<Response<proto::CreateCronResponse>, Status> {
+        let who = principal(&request);
         let request = cron_request_from_proto(request.into_inner()).map_err(to_status)?;
+        who.check(Action::Manage, &request.lambda)
+            .map_err(to_status)?;
         let schedule = self.0.schedule_create(request).await.map_err(to_status)?;
         Ok(Response::new(proto::CreateCronResponse {
             cron: Some(cron_to_proto(schedule)),
@@ -344,11 +402,16 @@ impl proto::frontend_server::Frontend for FrontendService {
 
     async fn list_crons(
         &self,
-        _request: Request<proto::ListCronsRequest>,
+        request: Request<proto::ListCronsRequest>,
     ) -> Result<Response<proto::ListCronsResponse>, Status> {
+        let who = principal(&request);
         let schedules = self.0.schedule_list().await.map_err(to_status)?;
         Ok(Response::new(proto::ListCronsResponse {
-            crons: schedules.into_iter().map(cron_to_proto).collect(),
+            crons: schedules
+                .into_iter()
+                .filter(|schedule| who.may(Action::Read, &schedule.lambda))
+                .map(cron_to_proto)
+                .collect(),
         }))
     }
 
@@ -356,11 +419,75 @@ impl proto::frontend_server::Frontend for FrontendService {
         &self,
         request: Request<proto::DeleteCronRequest>,
     ) -> Result<Response<proto::DeleteCronResponse>, Status> {
-        self.0
-            .schedule_delete(&request.into_inner().id)
+        let who = principal(&request);
+        let id = request.into_inner().id;
+        if who != Principal::Admin {
+            let schedules = self.0.schedule_list().await.map_err(to_status)?;
+            if let Some(schedule) = schedules.iter().find(|s| s.id == id) {
+                who.check(Action::Manage, &schedule.lambda)
+                    .map_err(to_status)?;
+            }
+        }
+        self.0.schedule_delete(&id).await.map_err(to_status)?;
+        Ok(Response::new(proto::DeleteCronResponse {}))
+    }
+
+    async fn create_token(
+        &self,
+        request: Request<proto::CreateTokenRequest>,
+    ) -> Result<Response<proto::CreateTokenResponse>, Status> {
+        principal(&request)
+            .check_admin("create tokens")
+            .map_err(to_status)?;
+        let request = request.into_inner();
+        let role = token_role_from_proto(request.role).map_err(to_status)?;
+        let (token, secret) = self
+            .0
+            .token_create(&request.name, role, request.lambdas)
             .await
             .map_err(to_status)?;
-        Ok(Response::new(proto::DeleteCronResponse {}))
+        Ok(Response::new(proto::CreateTokenResponse {
+            token: Some(token_to_proto(token)),
+            secret,
+        }))
+    }
+
+    async fn list_tokens(
+        &self,
+        request: Request<proto::ListTokensRequest>,
+    ) -> Result<Response<proto::ListTokensResponse>, Status> {
+        principal(&request)
+            .check_admin("list tokens")
+            .map_err(to_status)?;
+        let tokens = self.0.token_list().await.map_err(to_status)?;
+        Ok(Response::new(proto::ListTokensResponse {
+            tokens: tokens.into_iter().map(token_to_proto).collect(),
+        }))
+    }
+
+    async fn revoke_token(
+        &self,
+        request: Request<proto::RevokeTokenRequest>,
+    ) -> Result<Response<proto::RevokeTokenResponse>, Status> {
+        principal(&request)
+            .check_admin("revoke tokens")
+            .map_err(to_status)?;
+        self.0
+            .token_revoke(&request.into_inner().id)
+            .await
+            .map_err(to_status)?;
+        Ok(Response::new(proto::RevokeTokenResponse {}))
+    }
+}
+
+impl FrontendService {
+    /// Checks that `who` may do `action` to the lambda of task `id`.
+    async fn check_task(&self, who: &Principal, action: Action, id: &str) -> Result<(), Status> {
+        if *who == Principal::Admin {
+            return Ok(());
+        }
+        let task = self.0.task_get(id).await.map_err(to_status)?;
+        who.check(action, &task.lambda).map_err(to_status)
     }
 }
 

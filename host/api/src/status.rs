@@ -12,6 +12,8 @@ pub fn to_status(error: ServiceError) -> Status {
         ServiceError::ResourceExhausted(m) => Status::resource_exhausted(m),
         ServiceError::Unavailable(m) => Status::unavailable(m),
         ServiceError::Internal(m) => Status::internal(m),
+        ServiceError::Unauthenticated(m) => Status::unauthenticated(m),
+        ServiceError::PermissionDenied(m) => Status::permission_denied(m),
     }
 }
 
@@ -32,8 +34,11 @@ pub fn from_status(status: Status, role: &str) -> ServiceError {
         Code::Unavailable | Code::DeadlineExceeded | Code::Cancelled | Code::Unknown => {
             ServiceError::Unavailable(format!("the {role} is unavailable: {message}"))
         }
-        Code::Unauthenticated | Code::PermissionDenied => {
-            ServiceError::FailedPrecondition(format!("the {role} refused the call: {message}"))
+        Code::Unauthenticated => {
+            ServiceError::Unauthenticated(format!("the {role} refused the call: {message}"))
+        }
+        Code::PermissionDenied => {
+            ServiceError::PermissionDenied(format!("the {role} refused the call: {message}"))
         }
         Code::Ok | Code::Internal | Code::DataLoss => {
             ServiceError::Internal(format!("the {role} failed: {message}"))

@@ -10,6 +10,7 @@
 //! | 5  | refused: the server cannot do it in this state (e.g. cancel an ended task) |
 //! | 6  | the server is unreachable or unavailable |
 //! | 7  | `task wait` timed out |
+//! | 8  | not allowed: no token, an unknown or revoked one, or one without the right |
 //! | 10 | the lambda failed, retriable |
 //! | 11 | the lambda failed, fatal |
 //! | 12 | the lambda crashed (trap: panic, unreachable, stack overflow) |
@@ -34,6 +35,7 @@ pub const NOT_FOUND: u8 = 4;
 pub const REFUSED: u8 = 5;
 pub const UNAVAILABLE: u8 = 6;
 pub const TIMED_OUT: u8 = 7;
+pub const NOT_ALLOWED: u8 = 8;
 pub const RETRIABLE: u8 = 10;
 pub const FATAL: u8 = 11;
 pub const TRAPPED: u8 = 12;

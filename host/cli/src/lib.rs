@@ -40,6 +40,8 @@ pub enum Command {
     Dlq(commands::gate::DlqArgs),
     /// Periodic tasks: add, list and remove cron schedules.
     Cron(commands::cron::CronArgs),
+    /// API tokens: create, list, revoke (admin only).
+    Token(commands::token::TokenArgs),
     /// Measure the runtime: per-task overhead of instantiate + call + drop.
     Bench(commands::bench::BenchArgs),
 }
@@ -64,6 +66,7 @@ pub fn main() -> ExitCode {
         Command::Gate(args) => commands::gate::run(args),
         Command::Dlq(args) => commands::gate::run_dlq(args),
         Command::Cron(args) => commands::cron::run(args),
+        Command::Token(args) => commands::token::run(args),
         Command::Bench(args) => commands::bench::run(args),
     };
     match result {
@@ -91,7 +94,10 @@ pub fn reference() -> String {
         // The same text whatever the environment of whoever generates it.
         *command = std::mem::take(command).mut_args(|arg| arg.hide_env_values(true));
         let help = command.render_long_help().to_string();
-        text.push_str(&format!("\n## `{path}`\n\n```text\n{}\n```\n", help.trim_end()));
+        text.push_str(&format!(
+            "\n## `{path}`\n\n```text\n{}\n```\n",
+            help.trim_end()
+        ));
         for sub in command.get_subcommands_mut() {
             if sub.get_name() == "help" {
                 continue;

@@ -58,6 +58,7 @@ pub struct Config {
     pub controller: ControllerSection,
     pub executor: ExecutorSection,
     pub runtime: RuntimeSection,
+    pub auth: AuthSection,
 }
 
 impl Default for Config {
@@ -73,6 +74,7 @@ impl Default for Config {
             controller: ControllerSection::default(),
             executor: ExecutorSection::default(),
             runtime: RuntimeSection::default(),
+            auth: AuthSection::default(),
         }
     }
 }
@@ -317,6 +319,20 @@ pub struct RuntimeSection {
     pub cache_dir: Option<PathBuf>,
 }
 
+/// Who may call. Every process of an installation needs the same settings.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuthSection {
+    /// Calls need a token (default false).
+    pub enabled: bool,
+    /// The secret the processes call each other with; it has every right.
+    /// At least 32 characters; required when auth is on.
+    pub cluster_token: Option<String>,
+}
+
+/// The shortest cluster token accepted.
+const MIN_CLUSTER_TOKEN: usize = 32;
+
 fn duration<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
     let text = String::deserialize(deserializer)?;
     waft_core::parse_duration(&text).map_err(serde::de::Error::custom)
@@ -353,6 +369,7 @@ const ENV_KEYS: &[(&str, &[&str])] = &[
         ],
     ),
     ("runtime", &["cache_dir"]),
+    ("auth", &["enabled", "cluster_token"]),
 ];
 
 impl Config {
@@ -432,6 +449,28 @@ impl Config {
             }
             None => {}
         }
+        if self.auth.enabled {
+            match &self.auth.cluster_token {
+                Some(token) if token.len() >= MIN_CLUSTER_TOKEN => {}
+                Some(_) => {
+                    return Err(fail(format!(
+                        "auth.cluster_token must be at least {MIN_CLUSTER_TOKEN} characters"
+                    )));
+                }
+                None => {
+                    return Err(fail(
+                        "auth is enabled but auth.cluster_token (WAFT_AUTH_CLUSTER_TOKEN) is missing"
+                            .into(),
+                    ));
+                }
+            }
+        } else if role.is_none() && !self.listen.ip().is_loopback() {
+            return Err(fail(format!(
+                "waft dev listens on {} without auth: enable auth (auth.enabled and \
+                 auth.cluster_token) or listen on a loopback address",
+                self.listen
+            )));
+        }
         heartbeat.validate().map_err(|e| fail(e.to_string()))?;
         self.controller.config().validate().map_err(fail)?;
         self.executor.config(heartbeat).validate().map_err(fail)?;
@@ -465,6 +504,9 @@ fn env_value(key: &str, value: &str) -> toml::Value {
                 .map(|s| toml::Value::String(s.to_owned()))
                 .collect(),
         );
+    }
+    if let Ok(flag) = value.parse::<bool>() {
+        return toml::Value::Boolean(flag);
     }
     match value.parse::<i64>() {
         Ok(number) => toml::Value::Integer(number),
@@ -568,6 +610,28 @@ mod tests {
         assert_eq!(config.consumer.batch, 50);
         assert_eq!(config.executor.lambdas, vec!["hello", "chain"]);
         config.validate(Some(Role::Hsc)).unwrap();
+    }
+
+    #[test]
+    fn auth_needs_a_long_cluster_token_and_dev_without_it_stays_on_loopback() {
+        let load = |pairs: &[(&str, &str)]| Config::load(None, env(pairs)).unwrap();
+        let missing = load(&[("WAFT_AUTH_ENABLED", "true")]);
+        let error = missing.validate(None).unwrap_err();
+        assert!(error.0.contains("WAFT_AUTH_CLUSTER_TOKEN"), "{error}");
+        let short = load(&[
+            ("WAFT_AUTH_ENABLED", "true"),
+            ("WAFT_AUTH_CLUSTER_TOKEN", "short"),
+        ]);
+        assert!(short.validate(None).unwrap_err().0.contains("32"));
+        let open = load(&[("WAFT_LISTEN", "0.0.0.0:7070")]);
+        assert!(open.validate(None).unwrap_err().0.contains("loopback"));
+        let token = "x".repeat(32);
+        let guarded = load(&[
+            ("WAFT_LISTEN", "0.0.0.0:7070"),
+            ("WAFT_AUTH_ENABLED", "true"),
+            ("WAFT_AUTH_CLUSTER_TOKEN", token.as_str()),
+        ]);
+        guarded.validate(None).unwrap();
     }
 
     #[test]

@@ -17,9 +17,10 @@ use async_trait::async_trait;
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
-use waft_api::{ControllerClient, FrontendClient, HscClient, Roles};
+use waft_api::{ControllerClient, FrontendClient, HscClient, Roles, WaftChannel};
 use waft_queue::{MemoryQueue, SqsQueue, TaskQueue};
 use waft_runtime::{Allocator, Runtime, RuntimeConfig};
+use waft_services::auth::Authenticator;
 use waft_services::{
     Clock, Controller, DueSignal, Executor, Frontend, Hsc, ServiceError, StoreConsumer,
     SystemClock, Wake,
@@ -134,6 +135,7 @@ pub async fn start_dev(options: DevOptions) -> Result<Node, NodeError> {
         )
         .keep_versions(config.store.keep_versions),
     );
+    let auth_store = store.clone();
     let hsc = Arc::new(Hsc::new(store, clock, heartbeat));
     let controller = Controller::new(
         queue,
@@ -168,6 +170,7 @@ pub async fn start_dev(options: DevOptions) -> Result<Node, NodeError> {
         frontend: Some(frontend),
         controller: Some(Arc::new(controller)),
         hsc: Some(hsc),
+        auth: authenticator(config, Some(auth_store)),
     };
     spawn_server(&mut node, listener, roles);
     spawn_metrics(&mut node, config.metrics_listen).await?;
@@ -196,14 +199,16 @@ pub async fn start_role(role: Role, config: Config) -> Result<Node, NodeError> {
                 ..RuntimeConfig::default()
             })?);
             let due = Arc::new(PostgresDue(store.clone()));
+            let store: Arc<dyn TaskStore> = Arc::new(store);
+            roles.auth = authenticator(&config, Some(store.clone()));
             roles.frontend = Some(Arc::new(
-                Frontend::new(Arc::new(store), clock, runtime, due)
-                    .keep_versions(config.store.keep_versions),
+                Frontend::new(store, clock, runtime, due).keep_versions(config.store.keep_versions),
             ));
         }
         Role::Hsc => {
-            let store = postgres(&config).await?;
-            roles.hsc = Some(Arc::new(Hsc::new(Arc::new(store), clock, heartbeat)));
+            let store: Arc<dyn TaskStore> = Arc::new(postgres(&config).await?);
+            roles.auth = authenticator(&config, Some(store.clone()));
+            roles.hsc = Some(Arc::new(Hsc::new(store, clock, heartbeat)));
         }
         Role::Consumer => {
             let store = postgres(&config).await?;
@@ -230,8 +235,8 @@ pub async fn start_role(role: Role, config: Config) -> Result<Node, NodeError> {
             let queue = Arc::new(SqsQueue::new(config.queue.sqs()).await);
             let controller = Controller::new(
                 queue,
-                Arc::new(HscClient::new(peer(&config.peers.hsc)?)),
-                Arc::new(FrontendClient::new(peer(&config.peers.frontend)?)),
+                Arc::new(HscClient::new(peer(&config, &config.peers.hsc)?)),
+                Arc::new(FrontendClient::new(peer(&config, &config.peers.frontend)?)),
                 config.controller.config(),
             );
             let stop = node.stop.clone();
@@ -239,6 +244,7 @@ pub async fn start_role(role: Role, config: Config) -> Result<Node, NodeError> {
             node.tasks
                 .spawn(async move { polling.run(stop.cancelled_owned()).await });
             roles.controller = Some(Arc::new(controller));
+            roles.auth = authenticator(&config, None);
         }
         Role::Executor => {
             let runtime = Arc::new(Runtime::new(RuntimeConfig {
@@ -248,9 +254,12 @@ pub async fn start_role(role: Role, config: Config) -> Result<Node, NodeError> {
             })?);
             let executor = Executor::new(
                 runtime,
-                Arc::new(ControllerClient::new(peer(&config.peers.controller)?)),
-                Arc::new(HscClient::new(peer(&config.peers.hsc)?)),
-                Arc::new(FrontendClient::new(peer(&config.peers.frontend)?)),
+                Arc::new(ControllerClient::new(peer(
+                    &config,
+                    &config.peers.controller,
+                )?)),
+                Arc::new(HscClient::new(peer(&config, &config.peers.hsc)?)),
+                Arc::new(FrontendClient::new(peer(&config, &config.peers.frontend)?)),
                 config.executor.config(heartbeat),
             );
             let stop = node.stop.clone();
@@ -280,11 +289,29 @@ async fn postgres(config: &Config) -> Result<PostgresStore, NodeError> {
     Ok(PostgresStore::connect(url, config.store.max_connections).await?)
 }
 
-fn peer(address: &Option<String>) -> Result<tonic::transport::Channel, NodeError> {
+/// A channel to a peer role, presenting the cluster token when auth is on.
+fn peer(config: &Config, address: &Option<String>) -> Result<WaftChannel, NodeError> {
     let address = address
         .as_deref()
         .ok_or_else(|| ConfigError("a peer address is missing".into()))?;
-    waft_api::channel(address).map_err(NodeError::Peer)
+    let token = config
+        .auth
+        .enabled
+        .then_some(config.auth.cluster_token.as_deref())
+        .flatten();
+    waft_api::channel_with_token(address, token).map_err(NodeError::Peer)
+}
+
+/// The authenticator of this process's server: `None` when auth is off.
+/// Roles without the store accept only the cluster token.
+fn authenticator(config: &Config, store: Option<Arc<dyn TaskStore>>) -> Option<Arc<Authenticator>> {
+    if !config.auth.enabled {
+        return None;
+    }
+    Some(Arc::new(Authenticator::new(
+        store,
+        config.auth.cluster_token.as_deref(),
+    )))
 }
 
 async fn bind(addr: SocketAddr) -> Result<TcpListener, NodeError> {

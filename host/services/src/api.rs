@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use waft_core::{LambdaConfig, TaskStatus};
 use waft_store::{
     Attempt, ClaimedTask, Continuation, DeadSelector, Gate, GateState, Heartbeat, Lambda, Millis,
-    Refusal, Schedule, Task, TaskInserted, TaskList, TaskResult,
+    Refusal, Schedule, Task, TaskInserted, TaskList, TaskResult, Token, TokenRole,
 };
 
 use crate::ServiceResult;
@@ -115,6 +115,18 @@ pub trait FrontendApi: Send + Sync {
     async fn gate_list(&self) -> ServiceResult<Vec<Gate>>;
     /// Redrives dead tasks; answers how many.
     async fn dead_redrive(&self, selector: DeadSelector) -> ServiceResult<u64>;
+    /// Creates an API token; answers it and its secret, which is shown
+    /// this once and never stored.
+    async fn token_create(
+        &self,
+        name: &str,
+        role: TokenRole,
+        lambdas: Vec<String>,
+    ) -> ServiceResult<(Token, String)>;
+    /// Every token (without secrets), revoked ones included.
+    async fn token_list(&self) -> ServiceResult<Vec<Token>>;
+    /// Revokes a token: calls with it fail from now on.
+    async fn token_revoke(&self, id: &str) -> ServiceResult<()>;
     /// Checks and stores a periodic schedule; answers it with its first
     /// occurrence.
     async fn schedule_create(&self, request: ScheduleRequest) -> ServiceResult<Schedule>;

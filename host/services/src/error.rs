@@ -18,6 +18,12 @@ pub enum ServiceError {
     /// The request is valid but the thing it acts on is in the wrong state.
     #[error("{0}")]
     FailedPrecondition(String),
+    /// The call carries no valid token.
+    #[error("{0}")]
+    Unauthenticated(String),
+    /// The token may not do this.
+    #[error("{0}")]
+    PermissionDenied(String),
     /// The request is larger than the role accepts.
     #[error("{0}")]
     ResourceExhausted(String),

@@ -18,12 +18,12 @@ use waft_runtime::{Digest, Runtime};
 use waft_store::{
     Attempt, DeadRedrive, DeadSelector, Gate, GateSet, GateState, GcReport, Lambda, LambdaDeploy,
     LambdaGc, LambdaRollback, NewTask, Schedule, Task, TaskInsertMany, TaskInserted, TaskList,
-    TaskStore,
+    TaskStore, Token, TokenCreate, TokenRole,
 };
 
-use crate::metrics;
 use crate::quota::Quotas;
 use crate::{Clock, FrontendApi, RunAt, ScheduleRequest, ServiceError, ServiceResult, TaskRequest};
+use crate::{auth, metrics};
 
 /// Tasks one request may schedule: one request is one transaction.
 pub const MAX_TASKS_PER_REQUEST: usize = 10_000;
@@ -322,6 +322,54 @@ impl FrontendApi for Frontend {
             self.due.due().await;
         }
         Ok(redriven)
+    }
+
+    async fn token_create(
+        &self,
+        name: &str,
+        role: TokenRole,
+        lambdas: Vec<String>,
+    ) -> ServiceResult<(Token, String)> {
+        if name.is_empty() || name.len() > 200 {
+            return Err(ServiceError::InvalidArgument(
+                "a token's name is 1 to 200 bytes".into(),
+            ));
+        }
+        if role == TokenRole::Admin && !lambdas.is_empty() {
+            return Err(ServiceError::InvalidArgument(
+                "an admin token has every lambda; name lambdas only for owner or scheduler tokens"
+                    .into(),
+            ));
+        }
+        let secret = auth::new_secret();
+        let token = Token {
+            id: waft_store::new_id(),
+            name: name.to_owned(),
+            role,
+            lambdas,
+            created_at: self.clock.now(),
+            revoked_at: None,
+        };
+        self.store
+            .token_create(TokenCreate {
+                token: token.clone(),
+                hash: auth::hash_secret(&secret),
+            })
+            .await?;
+        tracing::info!(token = %token.id, name, role = role.as_str(), "token created");
+        Ok((token, secret))
+    }
+
+    async fn token_list(&self) -> ServiceResult<Vec<Token>> {
+        Ok(self.store.token_list().await?)
+    }
+
+    async fn token_revoke(&self, id: &str) -> ServiceResult<()> {
+        if !self.store.token_revoke(id, self.clock.now()).await? {
+            return Err(ServiceError::NotFound(format!("no token {id}")));
+        }
+        tracing::info!(token = id, "token revoked");
+        Ok(())
     }
 
     async fn schedule_create(&self, request: ScheduleRequest) -> ServiceResult<Schedule> {

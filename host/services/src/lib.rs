@@ -10,6 +10,7 @@
 //! the same code.
 
 pub mod api;
+pub mod auth;
 pub mod clock;
 pub mod consumer;
 pub mod controller;

@@ -40,7 +40,7 @@ macro_rules! sql_task_store {
         use $crate::{
             Attempt, Backlog, ClaimedTask, DeadRedrive, DeadSelector, EnqueueReport, EnqueuedTask, Gate, GateSet,
             GateState, GcReport, Lambda, LambdaDeploy, LambdaGc, LambdaRollback, Millis, NewTask, Refusal, Result, ResultOutcome, Schedule,
-            ScheduleMaterialize, StoreError, Task, TaskClaimMany, TaskEnqueueReady,
+            ScheduleMaterialize, StoreError, Task, Token, TokenCreate, TokenRole, TaskClaimMany, TaskEnqueueReady,
             TaskHeartbeatMany, TaskInsertMany, TaskInserted, TaskList, TaskSetResultMany, TaskStore,
         };
 
@@ -992,6 +992,68 @@ macro_rules! sql_task_store {
                 };
                 tx.commit().await?;
                 Ok(count)
+            }
+
+            async fn token_create(&self, params: TokenCreate) -> Result<()> {
+                let token = params.token;
+                if token.role != TokenRole::Admin && token.lambdas.is_empty() {
+                    return Err(StoreError::Invalid(format!(
+                        "a {} token needs the lambdas it may act on",
+                        token.role.as_str()
+                    )));
+                }
+                for lambda in &token.lambdas {
+                    check_lambda_name(lambda)?;
+                }
+                let lambdas = serde_json::to_string(&token.lambdas)
+                    .map_err(|e| StoreError::Invalid(e.to_string()))?;
+                let mut tx = self.write().await?;
+                sqlx::query(
+                    "INSERT INTO tokens (id, name, role, lambdas, hash, created_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6)",
+                )
+                .bind(&token.id)
+                .bind(&token.name)
+                .bind(token.role.as_str())
+                .bind(lambdas)
+                .bind(&params.hash)
+                .bind(token.created_at)
+                .execute(&mut *tx)
+                .await?;
+                tx.commit().await?;
+                Ok(())
+            }
+
+            async fn token_list(&self) -> Result<Vec<Token>> {
+                let rows = sqlx::query(
+                    "SELECT id, name, role, lambdas, created_at, revoked_at FROM tokens ORDER BY id",
+                )
+                .fetch_all(&self.pool)
+                .await?;
+                rows.iter().map(rows::token).collect()
+            }
+
+            async fn token_revoke(&self, id: &str, now: Millis) -> Result<bool> {
+                let revoked = sqlx::query(
+                    "UPDATE tokens SET revoked_at = COALESCE(revoked_at, $2) WHERE id = $1",
+                )
+                .bind(id)
+                .bind(now)
+                .execute(&self.pool)
+                .await?
+                .rows_affected();
+                Ok(revoked == 1)
+            }
+
+            async fn token_find(&self, hash: &str) -> Result<Option<Token>> {
+                let row = sqlx::query(
+                    "SELECT id, name, role, lambdas, created_at, revoked_at FROM tokens \
+                     WHERE hash = $1 AND revoked_at IS NULL",
+                )
+                .bind(hash)
+                .fetch_optional(&self.pool)
+                .await?;
+                row.as_ref().map(rows::token).transpose()
             }
 
             async fn schedule_create(&self, schedule: Schedule) -> Result<()> {

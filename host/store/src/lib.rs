@@ -98,6 +98,15 @@ pub trait TaskStore: Send + Sync {
     /// Redrives dead tasks; returns how many.
     async fn dead_redrive(&self, params: DeadRedrive) -> Result<u64>;
 
+    /// Stores a token by the hash of its secret.
+    async fn token_create(&self, params: TokenCreate) -> Result<()>;
+    /// Every token, revoked ones included, by id.
+    async fn token_list(&self) -> Result<Vec<Token>>;
+    /// Revokes a token; false if there is no such token.
+    async fn token_revoke(&self, id: &str, now: Millis) -> Result<bool>;
+    /// The unrevoked token whose secret hashes to `hash`.
+    async fn token_find(&self, hash: &str) -> Result<Option<Token>>;
+
     /// Creates a periodic schedule.
     async fn schedule_create(&self, schedule: Schedule) -> Result<()>;
     /// Every schedule, by id.

@@ -441,3 +441,60 @@ impl std::str::FromStr for AttemptOutcome {
         }
     }
 }
+
+/// What a token may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenRole {
+    /// Everything, tokens included.
+    Admin,
+    /// Everything about its lambdas: deploy, schedule, read, cancel, gate,
+    /// redrive, periodic schedules.
+    Owner,
+    /// Schedules tasks of its lambdas and reads them.
+    Scheduler,
+}
+
+impl TokenRole {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TokenRole::Admin => "admin",
+            TokenRole::Owner => "owner",
+            TokenRole::Scheduler => "scheduler",
+        }
+    }
+}
+
+impl std::str::FromStr for TokenRole {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text {
+            "admin" => Ok(TokenRole::Admin),
+            "owner" => Ok(TokenRole::Owner),
+            "scheduler" => Ok(TokenRole::Scheduler),
+            other => Err(format!(
+                "unknown role {other:?}: use admin, owner or scheduler"
+            )),
+        }
+    }
+}
+
+/// An API token, without its secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Token {
+    pub id: String,
+    pub name: String,
+    pub role: TokenRole,
+    /// The lambdas an owner or scheduler token is limited to.
+    pub lambdas: Vec<String>,
+    pub created_at: Millis,
+    pub revoked_at: Option<Millis>,
+}
+
+/// A token to store with the hash of its secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenCreate {
+    pub token: Token,
+    /// SHA-256 of the secret, hex.
+    pub hash: String,
+}

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use waft_core::{Backoff, ByteSize, LambdaConfig, Limits, TaskStatus};
 
-use crate::{Attempt, Lambda, Schedule, StoreError, Task};
+use crate::{Attempt, Lambda, Schedule, StoreError, Task, Token};
 
 /// Typed column access shared by the backends' row types.
 pub(crate) trait RowExt {
@@ -196,5 +196,21 @@ pub(crate) fn attempt(row: &impl RowExt) -> Result<Attempt, StoreError> {
         log: row.opt_text("log")?,
         started_at: row.opt_int("started_at")?,
         ended_at: row.int("ended_at")?,
+    })
+}
+
+pub(crate) fn token(row: &impl RowExt) -> Result<Token, StoreError> {
+    let role = row.text("role")?;
+    let lambdas = row.text("lambdas")?;
+    Ok(Token {
+        id: row.text("id")?,
+        name: row.text("name")?,
+        role: role
+            .parse()
+            .map_err(|_| StoreError::Corrupt(format!("token role {role:?}")))?,
+        lambdas: serde_json::from_str(&lambdas)
+            .map_err(|e| StoreError::Corrupt(format!("token lambdas {lambdas:?}: {e}")))?,
+        created_at: row.int("created_at")?,
+        revoked_at: row.opt_int("revoked_at")?,
     })
 }

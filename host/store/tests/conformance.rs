@@ -69,6 +69,7 @@ conformance!(
     idempotency_keys_deduplicate,
     lists_filter_and_page,
     each_occurrence_materialises_once,
+    tokens_are_found_by_hash_until_revoked,
     the_backlog_is_the_oldest_waiting_task,
     children_of_a_superseded_execution_are_not_created,
     a_continuation_runs_once_on_success_with_the_output,

@@ -20,6 +20,9 @@ pub struct ClientArgs {
         global = true
     )]
     pub server: String,
+    /// The API token, when the server requires one.
+    #[arg(long, env = "WAFT_TOKEN", global = true, hide_env_values = true)]
+    pub token: Option<String>,
     /// Print JSON for scripts instead of text.
     #[arg(long, global = true)]
     pub json: bool,
@@ -28,7 +31,8 @@ pub struct ClientArgs {
 impl ClientArgs {
     /// A Frontend client; call within a tokio runtime.
     pub fn frontend(&self) -> Result<FrontendClient, Failure> {
-        let channel = waft_api::channel(&self.server).map_err(|e| self.failure(e))?;
+        let channel = waft_api::channel_with_token(&self.server, self.token.as_deref())
+            .map_err(|e| self.failure(e))?;
         Ok(FrontendClient::new(channel))
     }
 
@@ -54,6 +58,12 @@ impl ClientArgs {
                 ),
             },
             ServiceError::Internal(message) => Failure::internal(message),
+            ServiceError::Unauthenticated(message) | ServiceError::PermissionDenied(message) => {
+                Failure {
+                    code: exit::NOT_ALLOWED,
+                    message,
+                }
+            }
         }
     }
 }

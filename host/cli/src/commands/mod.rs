@@ -9,3 +9,4 @@ pub mod invoke;
 pub mod lambda;
 pub mod serve;
 pub mod task;
+pub mod token;

@@ -79,6 +79,7 @@ pub fn dev(args: DevArgs) -> Result<ExitCode, Failure> {
     config
         .validate(None)
         .map_err(|e| Failure::usage(e.to_string()))?;
+    let auth = config.auth.enabled;
     runtime()?.block_on(async move {
         let node = waft_node::start_dev(DevOptions {
             data_dir: args.data_dir.clone(),
@@ -93,6 +94,13 @@ pub fn dev(args: DevArgs) -> Result<ExitCode, Failure> {
             args.data_dir.join("waft.db").display()
         );
         announce_metrics(&node);
+        if !auth {
+            println!(
+                "auth is off: anyone who can reach {} may do anything (set auth.enabled and \
+                 auth.cluster_token to require tokens)",
+                node.addr
+            );
+        }
         run_until_signal(node).await
     })
 }
