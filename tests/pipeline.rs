@@ -37,7 +37,7 @@ async fn distributed_mode_runs_every_scenario() {
 /// fails plainly.
 async fn wrong_role_and_health(cluster: &Cluster) {
     let frontend = cluster.frontend_addr.clone();
-    let channel = waft_api::channel_with_token(&frontend, cluster.token.as_deref()).unwrap();
+    let channel = support::channel(&frontend, cluster.token.as_deref());
     let mut health = tonic_health::pb::health_client::HealthClient::new(channel.clone());
     let serving = health
         .check(tonic_health::pb::HealthCheckRequest {
@@ -92,6 +92,69 @@ fn serve_refuses_an_incomplete_or_unsafe_configuration_before_binding() {
     assert_eq!(output.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("3 × heartbeat interval"), "{stderr}");
+}
+
+/// With a certificate configured the gRPC port speaks TLS: a client that
+/// trusts the certificate gets through; a plaintext client, or one that
+/// trusts another certificate, does not.
+#[test]
+fn tls_when_a_certificate_is_configured() {
+    use std::process::{Command, Stdio};
+    let dir = tempfile::TempDir::new().unwrap();
+    let issue = |name: &str| {
+        let issued = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned()]).unwrap();
+        let cert = dir.path().join(format!("{name}.pem"));
+        std::fs::write(&cert, issued.cert.pem()).unwrap();
+        let key = dir.path().join(format!("{name}.key"));
+        std::fs::write(&key, issued.signing_key.serialize_pem()).unwrap();
+        (cert.display().to_string(), key.display().to_string())
+    };
+    let (cert, key) = issue("server");
+    let (other, _) = issue("other");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let data = dir.path().join("data").display().to_string();
+    let mut dev = Command::new(env!("CARGO_BIN_EXE_waft"))
+        .args(["dev", "--data-dir", &data, "--listen", &addr])
+        .env("WAFT_TLS_CERT", &cert)
+        .env("WAFT_TLS_KEY", &key)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let list = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_waft"))
+            .args(["lambda", "list", "--server", &addr])
+            .args(extra)
+            .env_remove("WAFT_CA")
+            .output()
+            .unwrap()
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let trusted = list(&["--ca", &cert]);
+        if trusted.status.success() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{}",
+            String::from_utf8_lossy(&trusted.stderr)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(list(&[]).status.code(), Some(6), "plaintext got through");
+    assert_eq!(
+        list(&["--ca", &other]).status.code(),
+        Some(6),
+        "an untrusted certificate was accepted"
+    );
+    dev.kill().unwrap();
+    dev.wait().unwrap();
 }
 
 async fn scenarios(cluster: &Cluster) {
@@ -158,9 +221,7 @@ async fn auth(cluster: &Cluster) {
     let (owner_id, owner_secret) = create("hello team", "owner");
     let (_, scheduler_secret) = create("hello scheduler", "scheduler");
     let client = |secret: Option<&str>| {
-        waft_api::FrontendClient::new(
-            waft_api::channel_with_token(&cluster.frontend_addr, secret).unwrap(),
-        )
+        waft_api::FrontendClient::new(support::channel(&cluster.frontend_addr, secret))
     };
     let hello = std::fs::read(samples::HELLO).unwrap();
     let flaky_task = cluster.schedule("flaky", json!({}), None).await;
@@ -214,7 +275,7 @@ async fn auth(cluster: &Cluster) {
     // client tokens and refuses this one's right, the Controller knows none.
     let channel = |role: &str| {
         let addr = cluster.processes[role].listen();
-        waft_api::channel_with_token(&addr, Some(&scheduler_secret)).unwrap()
+        support::channel(&addr, Some(&scheduler_secret))
     };
     let hsc = waft_api::HscClient::new(channel("hsc"));
     denied(waft_services::HscApi::task_claim_many(&hsc, Vec::new()).await);

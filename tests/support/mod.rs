@@ -126,6 +126,12 @@ pub struct Cluster {
     dir: TempDir,
 }
 
+/// A channel to `address` presenting `token`, over plain HTTP/2.
+pub fn channel(address: &str, token: Option<&str>) -> waft_api::WaftChannel {
+    let options = waft_api::ChannelOptions { token, ca: None };
+    waft_api::channel_with(address, options).unwrap()
+}
+
 fn port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -233,9 +239,7 @@ impl Cluster {
             processes.insert(name, process);
         }
         let cluster = Self {
-            frontend: FrontendClient::new(
-                waft_api::channel_with_token(&frontend, Some(&token)).unwrap(),
-            ),
+            frontend: FrontendClient::new(channel(&frontend, Some(&token))),
             frontend_addr: frontend.clone(),
             processes,
             sqs: Some(waft_queue::SqsConfig {

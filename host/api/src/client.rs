@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use tonic::metadata::{Ascii, MetadataValue};
 use tonic::service::Interceptor;
 use tonic::service::interceptor::InterceptedService;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 use waft_core::{LambdaConfig, TaskStatus};
 use waft_services::{
     ControllerApi, FrontendApi, HscApi, NextWork, ScheduleRequest, ServiceError, ServiceResult,
@@ -54,8 +54,18 @@ impl Interceptor for Bearer {
     }
 }
 
-/// A channel to `address` (`host:port`, or a URL with `http://`), without a
-/// token. Call it within a tokio runtime.
+/// How to reach a server beyond its address.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ChannelOptions<'a> {
+    /// Presented with every call, when the server requires tokens.
+    pub token: Option<&'a str>,
+    /// PEM certificates to trust: connect over TLS and verify the server
+    /// against them. Plain HTTP/2 when absent.
+    pub ca: Option<&'a [u8]>,
+}
+
+/// A channel to `address` (`host:port`, or a URL), without a token or TLS.
+/// Call it within a tokio runtime.
 ///
 /// ```no_run
 /// # #[tokio::main] async fn main() {
@@ -63,12 +73,16 @@ impl Interceptor for Bearer {
 /// # drop(channel); }
 /// ```
 pub fn channel(address: &str) -> Result<WaftChannel, ServiceError> {
-    channel_with_token(address, None)
+    channel_with(address, ChannelOptions::default())
 }
 
-/// A channel to `address` that presents `token` with every call.
-pub fn channel_with_token(address: &str, token: Option<&str>) -> Result<WaftChannel, ServiceError> {
-    let bearer = token
+/// A channel to `address` with a token and TLS as `options` say.
+pub fn channel_with(
+    address: &str,
+    options: ChannelOptions<'_>,
+) -> Result<WaftChannel, ServiceError> {
+    let bearer = options
+        .token
         .map(|token| {
             format!("Bearer {token}")
                 .parse::<MetadataValue<Ascii>>()
@@ -79,20 +93,32 @@ pub fn channel_with_token(address: &str, token: Option<&str>) -> Result<WaftChan
                 })
         })
         .transpose()?;
-    Ok(InterceptedService::new(connect(address)?, Bearer(bearer)))
+    Ok(InterceptedService::new(
+        connect(address, options.ca)?,
+        Bearer(bearer),
+    ))
 }
 
-fn connect(address: &str) -> Result<Channel, ServiceError> {
+fn connect(address: &str, ca: Option<&[u8]>) -> Result<Channel, ServiceError> {
+    let scheme = if ca.is_some() { "https" } else { "http" };
     let url = if address.contains("://") {
         address.to_owned()
     } else {
-        format!("http://{address}")
+        format!("{scheme}://{address}")
     };
     let endpoint = Endpoint::from_shared(url).map_err(|error| {
         ServiceError::InvalidArgument(format!(
             "invalid server address {address:?} (expected host:port): {error}"
         ))
     })?;
+    let endpoint = match ca {
+        None => endpoint,
+        Some(pem) => endpoint
+            .tls_config(ClientTlsConfig::new().ca_certificate(Certificate::from_pem(pem)))
+            .map_err(|error| {
+                ServiceError::InvalidArgument(format!("cannot use the CA certificate: {error}"))
+            })?,
+    };
     Ok(endpoint
         .connect_timeout(CONNECT_TIMEOUT)
         .timeout(CALL_TIMEOUT)

@@ -14,7 +14,8 @@ mod server;
 pub mod status;
 
 pub use client::{
-    Bearer, ControllerClient, FrontendClient, HscClient, WaftChannel, channel, channel_with_token,
+    Bearer, ChannelOptions, ControllerClient, FrontendClient, HscClient, WaftChannel, channel,
+    channel_with,
 };
 pub use server::{
     ControllerService, FrontendService, HscService, MAX_FRONTEND_REQUEST, MAX_INTERNAL_REQUEST,

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use tokio::net::TcpListener;
 use tonic::transport::server::TcpIncoming;
+use tonic::transport::{Identity, ServerTlsConfig};
 use tonic::{Request, Response, Status};
 use waft_services::auth::{Action, Authenticator, Principal};
 use waft_services::{ControllerApi, FrontendApi, HscApi, LambdaSlots, NextWork};
@@ -39,6 +40,8 @@ pub struct Roles {
     pub hsc: Option<Arc<dyn HscApi>>,
     /// Checks every call's token; no authentication when absent.
     pub auth: Option<Arc<Authenticator>>,
+    /// The server's certificate and key: TLS only when present.
+    pub tls: Option<Identity>,
 }
 
 /// Why a server stopped.
@@ -96,7 +99,11 @@ pub async fn serve(
     let incoming = TcpIncoming::from(listener)
         .with_nodelay(Some(true))
         .with_keepalive(Some(Duration::from_secs(60)));
-    tonic::transport::Server::builder()
+    let mut server = tonic::transport::Server::builder();
+    if let Some(identity) = roles.tls {
+        server = server.tls_config(ServerTlsConfig::new().identity(identity))?;
+    }
+    server
         .layer(AuthLayer(roles.auth))
         .add_service(health_service)
         .add_service(reflection)

@@ -40,6 +40,11 @@ pub fn from_status(status: Status, role: &str) -> ServiceError {
         Code::PermissionDenied => {
             ServiceError::PermissionDenied(format!("the {role} refused the call: {message}"))
         }
+        // The connection broke below gRPC: what a plaintext client meets
+        // at a TLS port. Not the server's own internal error.
+        Code::Internal if message.starts_with("h2 protocol error") => ServiceError::Unavailable(
+            format!("the {role} is unavailable: {message} (does the server use TLS? pass --ca)"),
+        ),
         Code::Ok | Code::Internal | Code::DataLoss => {
             ServiceError::Internal(format!("the {role} failed: {message}"))
         }

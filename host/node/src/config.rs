@@ -59,6 +59,7 @@ pub struct Config {
     pub executor: ExecutorSection,
     pub runtime: RuntimeSection,
     pub auth: AuthSection,
+    pub tls: TlsSection,
 }
 
 impl Default for Config {
@@ -75,6 +76,7 @@ impl Default for Config {
             executor: ExecutorSection::default(),
             runtime: RuntimeSection::default(),
             auth: AuthSection::default(),
+            tls: TlsSection::default(),
         }
     }
 }
@@ -330,6 +332,20 @@ pub struct AuthSection {
     pub cluster_token: Option<String>,
 }
 
+/// TLS for gRPC (rustls). Every process of an installation needs the same
+/// settings.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TlsSection {
+    /// This process's certificate chain (PEM): its server speaks TLS.
+    pub cert: Option<PathBuf>,
+    /// The certificate's private key (PEM); with `cert`.
+    pub key: Option<PathBuf>,
+    /// Certificates (PEM) to verify peers with: calls to other roles go
+    /// over TLS.
+    pub ca: Option<PathBuf>,
+}
+
 /// The shortest cluster token accepted.
 const MIN_CLUSTER_TOKEN: usize = 32;
 
@@ -370,6 +386,7 @@ const ENV_KEYS: &[(&str, &[&str])] = &[
     ),
     ("runtime", &["cache_dir"]),
     ("auth", &["enabled", "cluster_token"]),
+    ("tls", &["cert", "key", "ca"]),
 ];
 
 impl Config {
@@ -470,6 +487,11 @@ impl Config {
                  auth.cluster_token) or listen on a loopback address",
                 self.listen
             )));
+        }
+        if self.tls.cert.is_some() != self.tls.key.is_some() {
+            return Err(fail(
+                "tls.cert and tls.key go together: set both (or neither)".into(),
+            ));
         }
         heartbeat.validate().map_err(|e| fail(e.to_string()))?;
         self.controller.config().validate().map_err(fail)?;

@@ -17,7 +17,8 @@ use async_trait::async_trait;
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
-use waft_api::{ControllerClient, FrontendClient, HscClient, Roles, WaftChannel};
+use tonic::transport::Identity;
+use waft_api::{ChannelOptions, ControllerClient, FrontendClient, HscClient, Roles, WaftChannel};
 use waft_queue::{MemoryQueue, SqsQueue, TaskQueue};
 use waft_runtime::{Allocator, Runtime, RuntimeConfig};
 use waft_services::auth::Authenticator;
@@ -50,6 +51,11 @@ pub enum NodeError {
     },
     #[error("invalid peer address: {0}")]
     Peer(ServiceError),
+    #[error("cannot read {path}: {source}")]
+    Tls {
+        path: PathBuf,
+        source: std::io::Error,
+    },
 }
 
 /// A running Waft process.
@@ -171,6 +177,7 @@ pub async fn start_dev(options: DevOptions) -> Result<Node, NodeError> {
         controller: Some(Arc::new(controller)),
         hsc: Some(hsc),
         auth: authenticator(config, Some(auth_store)),
+        tls: identity(config)?,
     };
     spawn_server(&mut node, listener, roles);
     spawn_metrics(&mut node, config.metrics_listen).await?;
@@ -266,6 +273,7 @@ pub async fn start_role(role: Role, config: Config) -> Result<Node, NodeError> {
             node.tasks.spawn(executor.run(stop.cancelled_owned()));
         }
     }
+    roles.tls = identity(&config)?;
     let listener = bind(config.listen).await?;
     node.addr = local_addr(&listener, config.listen)?;
     spawn_server(&mut node, listener, roles);
@@ -289,7 +297,8 @@ async fn postgres(config: &Config) -> Result<PostgresStore, NodeError> {
     Ok(PostgresStore::connect(url, config.store.max_connections).await?)
 }
 
-/// A channel to a peer role, presenting the cluster token when auth is on.
+/// A channel to a peer role: the cluster token when auth is on, TLS when
+/// a CA is configured.
 fn peer(config: &Config, address: &Option<String>) -> Result<WaftChannel, NodeError> {
     let address = address
         .as_deref()
@@ -299,7 +308,33 @@ fn peer(config: &Config, address: &Option<String>) -> Result<WaftChannel, NodeEr
         .enabled
         .then_some(config.auth.cluster_token.as_deref())
         .flatten();
-    waft_api::channel_with_token(address, token).map_err(NodeError::Peer)
+    let ca = config.tls.ca.as_deref().map(read_pem).transpose()?;
+    let options = ChannelOptions {
+        token,
+        ca: ca.as_deref(),
+    };
+    waft_api::channel_with(address, options).map_err(NodeError::Peer)
+}
+
+fn read_pem(path: &std::path::Path) -> Result<Vec<u8>, NodeError> {
+    std::fs::read(path).map_err(|source| NodeError::Tls {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+/// This process's TLS identity, when it has a certificate.
+fn identity(config: &Config) -> Result<Option<Identity>, NodeError> {
+    match (&config.tls.cert, &config.tls.key) {
+        (Some(cert), Some(key)) => {
+            // Both of rustls's crypto backends are linked (the AWS SDK brings
+            // the other one); the server's TLS needs the process to pick one.
+            // Failing means one is installed already: fine.
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            Ok(Some(Identity::from_pem(read_pem(cert)?, read_pem(key)?)))
+        }
+        _ => Ok(None),
+    }
 }
 
 /// The authenticator of this process's server: `None` when auth is off.

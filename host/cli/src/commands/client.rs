@@ -20,6 +20,9 @@ pub struct ClientArgs {
         global = true
     )]
     pub server: String,
+    /// Connect over TLS, verifying the server with these certificates (PEM).
+    #[arg(long, value_name = "FILE", env = "WAFT_CA", global = true)]
+    pub ca: Option<std::path::PathBuf>,
     /// The API token, when the server requires one.
     #[arg(long, env = "WAFT_TOKEN", global = true, hide_env_values = true)]
     pub token: Option<String>,
@@ -31,8 +34,17 @@ pub struct ClientArgs {
 impl ClientArgs {
     /// A Frontend client; call within a tokio runtime.
     pub fn frontend(&self) -> Result<FrontendClient, Failure> {
-        let channel = waft_api::channel_with_token(&self.server, self.token.as_deref())
-            .map_err(|e| self.failure(e))?;
+        let ca = match &self.ca {
+            Some(path) => Some(std::fs::read(path).map_err(|e| {
+                Failure::usage(format!("cannot read the CA file {}: {e}", path.display()))
+            })?),
+            None => None,
+        };
+        let options = waft_api::ChannelOptions {
+            token: self.token.as_deref(),
+            ca: ca.as_deref(),
+        };
+        let channel = waft_api::channel_with(&self.server, options).map_err(|e| self.failure(e))?;
         Ok(FrontendClient::new(channel))
     }
 
