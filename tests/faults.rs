@@ -152,10 +152,9 @@ async fn a_controller_killed_after_its_claim_loses_no_task() {
         .await;
     // Do what a controller does up to its claim, then die.
     let token = take_message(&queue, &QueueKey::new("hello", 0), &id).await;
-    let hsc = waft_api::HscClient::new(support::channel(
-        cluster.hsc.as_ref().unwrap(),
-        cluster.token.as_deref(),
-    ));
+    let hsc = waft_api::HscClient::new(
+        cluster.channel(cluster.hsc.as_ref().unwrap(), cluster.token.as_deref()),
+    );
     let claimed = hsc
         .task_claim_many(vec![(id.clone(), token)])
         .await

@@ -3,7 +3,8 @@
 //!
 //! Every scenario runs against `waft dev` (one process, SQLite, in-process
 //! queues) and against the distributed mode (a `waft serve` process per
-//! role, Postgres, an SQS-compatible server).
+//! role, two consumers, Postgres, an SQS-compatible server, auth and TLS
+//! on).
 
 mod support;
 
@@ -37,7 +38,7 @@ async fn distributed_mode_runs_every_scenario() {
 /// fails plainly.
 async fn wrong_role_and_health(cluster: &Cluster) {
     let frontend = cluster.frontend_addr.clone();
-    let channel = support::channel(&frontend, cluster.token.as_deref());
+    let channel = cluster.channel(&frontend, cluster.token.as_deref());
     let mut health = tonic_health::pb::health_client::HealthClient::new(channel.clone());
     let serving = health
         .check(tonic_health::pb::HealthCheckRequest {
@@ -221,7 +222,7 @@ async fn auth(cluster: &Cluster) {
     let (owner_id, owner_secret) = create("hello team", "owner");
     let (_, scheduler_secret) = create("hello scheduler", "scheduler");
     let client = |secret: Option<&str>| {
-        waft_api::FrontendClient::new(support::channel(&cluster.frontend_addr, secret))
+        waft_api::FrontendClient::new(cluster.channel(&cluster.frontend_addr, secret))
     };
     let hello = std::fs::read(samples::HELLO).unwrap();
     let flaky_task = cluster.schedule("flaky", json!({}), None).await;
@@ -275,7 +276,7 @@ async fn auth(cluster: &Cluster) {
     // client tokens and refuses this one's right, the Controller knows none.
     let channel = |role: &str| {
         let addr = cluster.processes[role].listen();
-        support::channel(&addr, Some(&scheduler_secret))
+        cluster.channel(&addr, Some(&scheduler_secret))
     };
     let hsc = waft_api::HscClient::new(channel("hsc"));
     denied(waft_services::HscApi::task_claim_many(&hsc, Vec::new()).await);
@@ -303,10 +304,16 @@ async fn auth(cluster: &Cluster) {
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_waft"))
         .args(["lambda", "list"])
         .env("WAFT_SERVER", &cluster.frontend_addr)
+        .env("WAFT_CA", &cluster.ca.as_ref().unwrap().1)
         .env_remove("WAFT_TOKEN")
         .output()
         .unwrap();
-    assert_eq!(output.status.code(), Some(8));
+    assert_eq!(
+        output.status.code(),
+        Some(8),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     assert!(String::from_utf8_lossy(&output.stderr).contains("token"));
     cluster.cli(&["token", "revoke", &owner_id]);
     let revoked = owner.lambda_list().await.unwrap_err();

@@ -123,13 +123,10 @@ pub struct Cluster {
     pub hsc: Option<String>,
     /// The cluster token, when auth is on (the distributed mode).
     pub token: Option<String>,
+    /// The certificate every process serves and trusts, when TLS is on
+    /// (the distributed mode): PEM, and its file.
+    pub ca: Option<(Vec<u8>, PathBuf)>,
     dir: TempDir,
-}
-
-/// A channel to `address` presenting `token`, over plain HTTP/2.
-pub fn channel(address: &str, token: Option<&str>) -> waft_api::WaftChannel {
-    let options = waft_api::ChannelOptions { token, ca: None };
-    waft_api::channel_with(address, options).unwrap()
 }
 
 fn port() -> u16 {
@@ -180,6 +177,7 @@ impl Cluster {
             sqs: None,
             hsc: None,
             token: None,
+            ca: None,
             dir,
         };
         cluster.ready().await;
@@ -196,6 +194,12 @@ impl Cluster {
         let (frontend, controller, hsc) = (addr("frontend"), addr("controller"), addr("hsc"));
         let prefix = format!("t{}x{}", std::process::id(), port());
         let token = waft_services::auth::new_secret();
+
+        let tls = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned()]).unwrap();
+        let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+        std::fs::write(&cert, tls.cert.pem()).unwrap();
+        std::fs::write(&key, tls.signing_key.serialize_pem()).unwrap();
+        let (cert_path, key_path) = (cert.display().to_string(), key.display().to_string());
         let mut base = fast_env();
         base.extend(
             [
@@ -208,6 +212,9 @@ impl Cluster {
                 ("WAFT_PEERS_HSC", hsc.as_str()),
                 ("WAFT_AUTH_ENABLED", "true"),
                 ("WAFT_AUTH_CLUSTER_TOKEN", token.as_str()),
+                ("WAFT_TLS_CERT", cert_path.as_str()),
+                ("WAFT_TLS_KEY", key_path.as_str()),
+                ("WAFT_TLS_CA", cert_path.as_str()),
             ]
             .map(|(k, v)| (k.to_owned(), v.to_owned())),
         );
@@ -239,7 +246,16 @@ impl Cluster {
             processes.insert(name, process);
         }
         let cluster = Self {
-            frontend: FrontendClient::new(channel(&frontend, Some(&token))),
+            frontend: FrontendClient::new(
+                waft_api::channel_with(
+                    &frontend,
+                    waft_api::ChannelOptions {
+                        token: Some(&token),
+                        ca: Some(tls.cert.pem().as_bytes()),
+                    },
+                )
+                .unwrap(),
+            ),
             frontend_addr: frontend.clone(),
             processes,
             sqs: Some(waft_queue::SqsConfig {
@@ -250,6 +266,7 @@ impl Cluster {
             }),
             hsc: Some(hsc),
             token: Some(token),
+            ca: Some((tls.cert.pem().into_bytes(), cert)),
             dir,
         };
         cluster.ready().await;
@@ -327,6 +344,13 @@ impl Cluster {
             .id
     }
 
+    /// A channel to one of its servers presenting `token`, over TLS when
+    /// the cluster uses it.
+    pub fn channel(&self, address: &str, token: Option<&str>) -> waft_api::WaftChannel {
+        let ca = self.ca.as_ref().map(|(pem, _)| pem.as_slice());
+        waft_api::channel_with(address, waft_api::ChannelOptions { token, ca }).unwrap()
+    }
+
     /// What process `name` serves at `/metrics`.
     pub async fn metrics(&self, name: &str) -> String {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -351,6 +375,9 @@ impl Cluster {
         command.args(args).env("WAFT_SERVER", &self.frontend_addr);
         if let Some(token) = &self.token {
             command.env("WAFT_TOKEN", token);
+        }
+        if let Some((_, file)) = &self.ca {
+            command.env("WAFT_CA", file);
         }
         let output = command.output().expect("waft runs");
         assert!(
