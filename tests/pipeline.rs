@@ -682,7 +682,10 @@ async fn dead_letter(cluster: &Cluster) {
     // Fix, redeploy, redrive: the dead task runs again on the new version.
     let not_dead = cluster
         .frontend
-        .dead_redrive(DeadSelector::Ids(vec![id.clone(), "no-such-task".into()]))
+        .dead_redrive(
+            DeadSelector::Ids(vec![id.clone(), "no-such-task".into()]),
+            None,
+        )
         .await
         .unwrap_err();
     assert!(
@@ -692,16 +695,22 @@ async fn dead_letter(cluster: &Cluster) {
     cluster
         .deploy("flaky2", samples::HELLO, |c| c.max_attempts = 2)
         .await;
-    let redriven = cluster
+    let unknown = cluster
         .frontend
-        .dead_redrive(DeadSelector::Filter {
-            lambda: "flaky2".into(),
-            collection: None,
-        })
+        .dead_redrive(
+            DeadSelector::Filter {
+                lambda: "flaky2".into(),
+                collection: None,
+            },
+            Some(9),
+        )
         .await
-        .unwrap();
-    assert_eq!(redriven, 1);
+        .unwrap_err();
+    assert!(matches!(unknown, ServiceError::NotFound(_)), "{unknown:?}");
+    let redriven = cluster.cli(&["dlq", "redrive", &id, "--version", "2"]);
+    assert!(redriven.starts_with("1 dead tasks redriven"), "{redriven}");
     let task = cluster.finished(&id, WITHIN).await;
+    assert_eq!(task.version, Some(2));
     assert_eq!(
         (task.status, task.attempt),
         (TaskStatus::Success, 1),

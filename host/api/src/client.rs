@@ -347,16 +347,22 @@ impl FrontendApi for FrontendClient {
             .collect()
     }
 
-    async fn dead_redrive(&self, selector: DeadSelector) -> ServiceResult<u64> {
+    async fn dead_redrive(
+        &self,
+        selector: DeadSelector,
+        version: Option<u32>,
+    ) -> ServiceResult<u64> {
         let request = match selector {
             DeadSelector::Ids(ids) => proto::RedriveDeadRequest {
                 ids,
+                version,
                 ..Default::default()
             },
             DeadSelector::Filter { lambda, collection } => proto::RedriveDeadRequest {
                 ids: Vec::new(),
                 lambda: Some(lambda),
                 collection,
+                version,
             },
         };
         let response = self

@@ -365,7 +365,9 @@ impl proto::frontend_server::Frontend for FrontendService {
         request: Request<proto::RedriveDeadRequest>,
     ) -> Result<Response<proto::RedriveDeadResponse>, Status> {
         let who = principal(&request);
-        let selector = dead_selector(request.into_inner())?;
+        let request = request.into_inner();
+        let version = request.version;
+        let selector = dead_selector(request)?;
         match &selector {
             DeadSelector::Ids(ids) => {
                 for id in ids {
@@ -376,7 +378,11 @@ impl proto::frontend_server::Frontend for FrontendService {
                 who.check(Action::Manage, lambda).map_err(to_status)?;
             }
         }
-        let redriven = self.0.dead_redrive(selector).await.map_err(to_status)?;
+        let redriven = self
+            .0
+            .dead_redrive(selector, version)
+            .await
+            .map_err(to_status)?;
         Ok(Response::new(proto::RedriveDeadResponse { redriven }))
     }
 

@@ -113,8 +113,13 @@ pub trait FrontendApi: Send + Sync {
     ) -> ServiceResult<u64>;
     /// Every gate that is not open.
     async fn gate_list(&self) -> ServiceResult<Vec<Gate>>;
-    /// Redrives dead tasks; answers how many.
-    async fn dead_redrive(&self, selector: DeadSelector) -> ServiceResult<u64>;
+    /// Redrives dead tasks with a fresh attempt budget, on `version` of
+    /// their lambda (pinned) or its current one; answers how many.
+    async fn dead_redrive(
+        &self,
+        selector: DeadSelector,
+        version: Option<u32>,
+    ) -> ServiceResult<u64>;
     /// Creates an API token; answers it and its secret, which is shown
     /// this once and never stored.
     async fn token_create(

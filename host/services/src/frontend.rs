@@ -305,7 +305,11 @@ impl FrontendApi for Frontend {
         Ok(self.store.gate_list().await?)
     }
 
-    async fn dead_redrive(&self, selector: DeadSelector) -> ServiceResult<u64> {
+    async fn dead_redrive(
+        &self,
+        selector: DeadSelector,
+        version: Option<u32>,
+    ) -> ServiceResult<u64> {
         if matches!(&selector, DeadSelector::Ids(ids) if ids.is_empty()) {
             return Err(ServiceError::InvalidArgument(
                 "name the dead tasks to redrive, or a lambda".into(),
@@ -315,6 +319,7 @@ impl FrontendApi for Frontend {
             .store
             .dead_redrive(DeadRedrive {
                 selector,
+                version,
                 now: self.clock.now(),
             })
             .await?;

@@ -67,6 +67,20 @@ macro_rules! sql_task_store {
                 .ok_or_else(|| StoreError::UnknownLambda(name.to_owned()))
         }
 
+        async fn require_version(conn: &mut $conn, lambda: &str, version: u32) -> Result<()> {
+            let found: Option<i64> = sqlx::query_scalar(
+                "SELECT version FROM lambda_versions WHERE lambda = $1 AND version = $2",
+            )
+            .bind(lambda)
+            .bind(i64::from(version))
+            .fetch_optional(&mut *conn)
+            .await?;
+            match found {
+                Some(_) => Ok(()),
+                None => Err(StoreError::UnknownVersion { lambda: lambda.to_owned(), version }),
+            }
+        }
+
         /// Checks tasks against their lambdas and inserts them in one
         /// statement; `schedule_id` links tasks made by a periodic schedule.
         async fn insert_tasks(
@@ -112,16 +126,7 @@ macro_rules! sql_task_store {
                 let run_at = task.run_at.unwrap_or(now);
                 check_run_at(run_at, now)?;
                 if let Some(version) = task.version {
-                    let found: Option<i64> = sqlx::query_scalar(
-                        "SELECT version FROM lambda_versions WHERE lambda = $1 AND version = $2",
-                    )
-                    .bind(&task.lambda)
-                    .bind(i64::from(version))
-                    .fetch_optional(&mut *conn)
-                    .await?;
-                    if found.is_none() {
-                        return Err(StoreError::UnknownVersion { lambda: lambda.name, version });
-                    }
+                    require_version(conn, &task.lambda, version).await?;
                 }
                 if let Some(key) = &task.idempotency_key {
                     if key.is_empty() || key.len() > 255 {
@@ -949,15 +954,24 @@ macro_rules! sql_task_store {
             }
 
             async fn dead_redrive(&self, params: DeadRedrive) -> Result<u64> {
-                const REDRIVE: &str = "UPDATE tasks SET status = 'new', attempt = 0, \
-                    max_attempts = (SELECT v.max_attempts FROM lambdas l JOIN lambda_versions v \
-                        ON v.lambda = l.name AND v.version = l.current_version WHERE l.name = tasks.lambda), \
-                    due_at = $2, next_trigger_at = $2, finished_at = NULL, version = NULL";
+                // The version to pin (`$3` here; NULL for the current one)
+                // also sets the fresh attempt budget.
+                let redrive = |v: &str| {
+                    format!(
+                        "UPDATE tasks SET status = 'new', attempt = 0, \
+                         max_attempts = (SELECT v.max_attempts FROM lambda_versions v \
+                            WHERE v.lambda = tasks.lambda AND v.version = COALESCE(CAST({v} AS BIGINT), \
+                            (SELECT current_version FROM lambdas WHERE name = tasks.lambda))), \
+                         due_at = $2, next_trigger_at = $2, finished_at = NULL, \
+                         version = CAST({v} AS BIGINT)"
+                    )
+                };
+                let version = params.version.map(i64::from);
                 let mut tx = self.write().await?;
                 let count = match params.selector {
                     DeadSelector::Ids(ids) => {
                         for id in &ids {
-                            let row = sqlx::query("SELECT status FROM tasks WHERE id = $1")
+                            let row = sqlx::query("SELECT status, lambda FROM tasks WHERE id = $1")
                                 .bind(id)
                                 .fetch_optional(&mut *tx)
                                 .await?
@@ -969,9 +983,13 @@ macro_rules! sql_task_store {
                                     status,
                                 });
                             }
-                            sqlx::query(sql(format!("{REDRIVE} WHERE id = $1")))
+                            if let Some(pin) = params.version {
+                                require_version(&mut tx, &row.text("lambda")?, pin).await?;
+                            }
+                            sqlx::query(sql(format!("{} WHERE id = $1", redrive("$3"))))
                                 .bind(id)
                                 .bind(params.now)
+                                .bind(version)
                                 .execute(&mut *tx)
                                 .await?;
                         }
@@ -979,12 +997,17 @@ macro_rules! sql_task_store {
                     }
                     DeadSelector::Filter { lambda, collection } => {
                         require_lambda(&mut tx, &lambda).await?;
+                        if let Some(pin) = params.version {
+                            require_version(&mut tx, &lambda, pin).await?;
+                        }
                         sqlx::query(sql(format!(
-                            "{REDRIVE} WHERE status = 'dead' AND lambda = $1 AND ($3 IS NULL OR collection = $3)"
+                            "{} WHERE status = 'dead' AND lambda = $1 AND ($3 IS NULL OR collection = $3)",
+                            redrive("$4")
                         )))
                         .bind(&lambda)
                         .bind(params.now)
                         .bind(collection)
+                        .bind(version)
                         .execute(&mut *tx)
                         .await?
                         .rows_affected()

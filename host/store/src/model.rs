@@ -353,6 +353,9 @@ pub enum DeadSelector {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeadRedrive {
     pub selector: DeadSelector,
+    /// Pin the tasks to this version of their lambda (its attempt budget
+    /// too); the current version when absent.
+    pub version: Option<u32>,
     pub now: Millis,
 }
 

@@ -129,6 +129,10 @@ pub enum DlqCommand {
         lambda: Option<String>,
         #[arg(long, requires = "lambda")]
         collection: Option<String>,
+        /// Run them on this version of the lambda (pinned), not the
+        /// current one.
+        #[arg(long)]
+        version: Option<u32>,
     },
 }
 
@@ -195,6 +199,7 @@ pub fn run_dlq(args: DlqArgs) -> Result<ExitCode, Failure> {
                 ids,
                 lambda,
                 collection,
+                version,
             } => {
                 let selector = match lambda {
                     Some(lambda) => DeadSelector::Filter { lambda, collection },
@@ -206,7 +211,7 @@ pub fn run_dlq(args: DlqArgs) -> Result<ExitCode, Failure> {
                     }
                 };
                 let redriven = frontend
-                    .dead_redrive(selector)
+                    .dead_redrive(selector, version)
                     .await
                     .map_err(|e| client.failure(e))?;
                 if client.json {

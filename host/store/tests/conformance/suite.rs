@@ -900,6 +900,7 @@ pub async fn dead_letters_are_redriven_with_a_fresh_budget(store: &dyn TaskStore
     let refused = store
         .dead_redrive(DeadRedrive {
             selector: DeadSelector::Ids(vec![dead[0].clone(), alive.clone()]),
+            version: None,
             now: T0 + 1,
         })
         .await;
@@ -909,9 +910,25 @@ pub async fn dead_letters_are_redriven_with_a_fresh_budget(store: &dyn TaskStore
     );
     assert_eq!(status(store, &dead[0]).await, TaskStatus::Dead);
 
+    // A version the lambda does not have: nothing changes.
+    let unknown = store
+        .dead_redrive(DeadRedrive {
+            selector: DeadSelector::Ids(vec![dead[0].clone()]),
+            version: Some(9),
+            now: T0 + 1,
+        })
+        .await;
+    assert!(
+        matches!(unknown, Err(StoreError::UnknownVersion { version: 9, .. })),
+        "{unknown:?}"
+    );
+    assert_eq!(status(store, &dead[0]).await, TaskStatus::Dead);
+
+    // Pinned to version 1 with its budget.
     let by_id = store
         .dead_redrive(DeadRedrive {
             selector: DeadSelector::Ids(vec![dead[0].clone()]),
+            version: Some(1),
             now: T0 + 1,
         })
         .await
@@ -919,8 +936,13 @@ pub async fn dead_letters_are_redriven_with_a_fresh_budget(store: &dyn TaskStore
     assert_eq!(by_id, 1);
     let task = store.task_get(&dead[0]).await.unwrap().unwrap();
     assert_eq!(
-        (task.status, task.attempt, task.next_trigger_at),
-        (TaskStatus::New, 0, Some(T0 + 1))
+        (
+            task.status,
+            task.attempt,
+            task.next_trigger_at,
+            task.version
+        ),
+        (TaskStatus::New, 0, Some(T0 + 1), Some(1))
     );
 
     let by_filter = store
@@ -929,6 +951,7 @@ pub async fn dead_letters_are_redriven_with_a_fresh_budget(store: &dyn TaskStore
                 lambda: "mail".into(),
                 collection: Some("a".into()),
             },
+            version: None,
             now: T0 + 2,
         })
         .await
