@@ -134,20 +134,7 @@ pub fn run(args: LambdaArgs) -> Result<ExitCode, Failure> {
                     .lambda_list()
                     .await
                     .map_err(|e| client.failure(e))?;
-                if client.json {
-                    let list: Vec<_> = lambdas.iter().map(lambda_json).collect();
-                    println!("{}", serde_json::Value::Array(list));
-                } else {
-                    for lambda in &lambdas {
-                        println!(
-                            "{:<24} v{:<4} {}  deployed {}",
-                            lambda.name,
-                            lambda.version,
-                            &lambda.digest[..12.min(lambda.digest.len())],
-                            time(lambda.created_at)
-                        );
-                    }
-                }
+                print_lambdas(&lambdas, client.json, true);
             }
             LambdaCommand::Rollback { name, version } => {
                 let lambda = frontend
@@ -168,19 +155,7 @@ pub fn run(args: LambdaArgs) -> Result<ExitCode, Failure> {
                     .lambda_versions(&name)
                     .await
                     .map_err(|e| client.failure(e))?;
-                if client.json {
-                    let list: Vec<_> = versions.iter().map(lambda_json).collect();
-                    println!("{}", serde_json::Value::Array(list));
-                } else {
-                    for lambda in &versions {
-                        println!(
-                            "v{:<4} {}  deployed {}",
-                            lambda.version,
-                            &lambda.digest[..12.min(lambda.digest.len())],
-                            time(lambda.created_at)
-                        );
-                    }
-                }
+                print_lambdas(&versions, client.json, false);
             }
             LambdaCommand::Get { name, version } => {
                 let lambda = frontend
@@ -196,6 +171,29 @@ pub fn run(args: LambdaArgs) -> Result<ExitCode, Failure> {
         }
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// One line a lambda version (with the lambda's name when `named`), or a
+/// JSON array.
+fn print_lambdas(lambdas: &[Lambda], as_json: bool, named: bool) {
+    if as_json {
+        let list: Vec<_> = lambdas.iter().map(lambda_json).collect();
+        println!("{}", serde_json::Value::Array(list));
+        return;
+    }
+    for lambda in lambdas {
+        let name = if named {
+            format!("{:<24} ", lambda.name)
+        } else {
+            String::new()
+        };
+        println!(
+            "{name}v{:<4} {}  deployed {}",
+            lambda.version,
+            &lambda.digest[..12.min(lambda.digest.len())],
+            time(lambda.created_at)
+        );
+    }
 }
 
 fn lambda_json(lambda: &Lambda) -> serde_json::Value {

@@ -1400,20 +1400,21 @@ pub async fn each_occurrence_materialises_once(store: &dyn TaskStore) {
     assert!(!store.schedule_delete("nightly").await.unwrap());
 }
 
+/// Deploys `paced`, with a quota of 10 tasks a second.
+async fn deploy_paced(store: &dyn TaskStore) {
+    let config = LambdaConfig {
+        quota_per_sec: Some(10.0),
+        ..config()
+    };
+    deploy_with(store, "paced", config).await;
+}
+
 /// A lambda with a quota of 10 tasks/s: a backlog of 50 due at once is
 /// enqueued a second's worth at a time, each of the rest at its own slot;
 /// a task scheduled later queues behind the backlog; a lambda without a
 /// quota is not held back.
 pub async fn a_quota_paces_a_backlog_and_spares_other_lambdas(store: &dyn TaskStore) {
-    deploy_with(
-        store,
-        "paced",
-        LambdaConfig {
-            quota_per_sec: Some(10.0),
-            ..config()
-        },
-    )
-    .await;
+    deploy_paced(store).await;
     deploy(store, "free").await;
     let tasks = (0..50)
         .map(|_| new_task("paced"))
@@ -1457,15 +1458,7 @@ pub async fn a_quota_paces_a_backlog_and_spares_other_lambdas(store: &dyn TaskSt
 /// Two consumers polling at once share the lambda's pace: together they
 /// enqueue no more than one consumer would.
 pub async fn concurrent_consumers_share_one_pace(store: &dyn TaskStore) {
-    deploy_with(
-        store,
-        "paced",
-        LambdaConfig {
-            quota_per_sec: Some(10.0),
-            ..config()
-        },
-    )
-    .await;
+    deploy_paced(store).await;
     let tasks = (0..100).map(|_| new_task("paced")).collect();
     store
         .task_insert_many(TaskInsertMany { tasks, now: T0 })
