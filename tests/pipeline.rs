@@ -95,6 +95,68 @@ fn serve_refuses_an_incomplete_or_unsafe_configuration_before_binding() {
     assert!(stderr.contains("3 × heartbeat interval"), "{stderr}");
 }
 
+/// After downtime, a schedule with catch-up runs every occurrence it
+/// missed, and one without runs none but the latest (`waft dev`, killed
+/// for four seconds and started again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn missed_occurrences_are_caught_up_or_skipped_after_downtime() {
+    let mut cluster = Cluster::dev().await;
+    cluster.deploy("tick", samples::HELLO, |_| {}).await;
+    for (collection, catch_up) in [("caught", true), ("skipped", false)] {
+        let request = ScheduleRequest {
+            lambda: "tick".into(),
+            cron: "* * * * * *".into(),
+            collection: Some(collection.into()),
+            catch_up,
+            ..ScheduleRequest::default()
+        };
+        cluster.frontend.schedule_create(request).await.unwrap();
+    }
+    let now = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64
+    };
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    cluster.process("dev").kill();
+    let down = now();
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let up = now();
+    cluster.process("dev").restart();
+    cluster.ready().await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    let all = TaskList {
+        lambda: Some("tick".into()),
+        limit: 1000,
+        ..TaskList::default()
+    };
+    let tasks = cluster.frontend.task_list(all).await.unwrap();
+    // Occurrences well inside the downtime: a turn may have made the first
+    // one ahead, and the restart's own second is not missed.
+    let (from, to) = (down + 1000, up - 1000);
+    let missed = (from / 1000 + 1..=(to - 1) / 1000).count();
+    assert!(missed >= 1, "downtime too short to test");
+    let in_gap = |collection: &str| {
+        tasks
+            .iter()
+            .filter(|t| t.collection == collection && t.scheduled_at > from && t.scheduled_at < to)
+            .count()
+    };
+    assert_eq!(in_gap("caught"), missed, "{tasks:#?}");
+    assert_eq!(in_gap("skipped"), 0, "{tasks:#?}");
+    // Both schedules run on after the restart.
+    for collection in ["caught", "skipped"] {
+        assert!(
+            tasks
+                .iter()
+                .any(|t| t.collection == collection && t.scheduled_at >= up),
+            "{collection} stopped"
+        );
+    }
+}
+
 /// With a certificate configured the gRPC port speaks TLS: a client that
 /// trusts the certificate gets through; a plaintext client, or one that
 /// trusts another certificate, does not.

@@ -273,7 +273,8 @@ impl Cluster {
         Some(cluster)
     }
 
-    async fn ready(&self) {
+    /// Waits until the Frontend answers.
+    pub async fn ready(&self) {
         let deadline = Instant::now() + Duration::from_secs(60);
         while self.frontend.lambda_list().await.is_err() {
             assert!(
