@@ -52,11 +52,25 @@ async fn an_executor_killed_mid_task_lets_the_task_run_elsewhere() {
     processing(&cluster, &id).await;
     let victim = runner(&cluster, &id);
     cluster.process(&victim).kill();
+    let killed = cluster.processes[&victim].killed_at[0];
 
     let task = cluster.finished(&id, WITHIN).await;
     assert_eq!(task.status, TaskStatus::Success, "{task:#?}");
     assert_eq!(task.attempt, 2, "one attempt lost with the executor");
     assert_eq!(cluster.assert_no_overlap(&id), 2);
+
+    // Recovery: the task runs again within the heartbeat timeout (2 s here)
+    // and a poll interval (100 ms) of its last heartbeat, plus delivery
+    // (queue, controller, NextWork); measured from the kill.
+    let again = cluster.executions(&id)[1].0;
+    let recovery = again.duration_since(killed).unwrap();
+    eprintln!(
+        "recovery after an executor's death: {recovery:?} (heartbeat timeout 2 s, poll 100 ms)"
+    );
+    assert!(
+        recovery <= Duration::from_millis(2_000 + 100 + 1_500),
+        "{recovery:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -138,6 +152,16 @@ async fn a_lost_queue_message_is_enqueued_again() {
     let task = cluster.finished(&id, WITHIN).await;
     assert_eq!(task.status, TaskStatus::Success, "{task:#?}");
     assert_eq!(task.attempt, 1, "a lost message costs no attempt");
+
+    // Recovery: claimed within the enqueue timeout and a poll interval of
+    // its first enqueue (right after it was scheduled), plus delivery.
+    let recovery = Duration::from_millis((task.claimed_at.unwrap() - task.created_at) as u64);
+    eprintln!("recovery of a lost queue message: {recovery:?} (enqueue timeout 10 s, poll 100 ms)");
+    assert!(
+        recovery >= Duration::from_secs(10)
+            && recovery <= Duration::from_millis(10_000 + 100 + 1_500),
+        "{recovery:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
