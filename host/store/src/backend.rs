@@ -736,7 +736,9 @@ macro_rules! sql_task_store {
                             "log": log,
                         }))
                         .collect();
-                    let ended: Vec<String> = sqlx::query_scalar(sql(format!(
+                    // A success with a continuation also answers what the next
+                    // task needs, so tasks without one cost no second query.
+                    let ended = sqlx::query(sql(format!(
                         "UPDATE tasks SET status = r.result_status, output = {output}, \
                          last_error = r.result_error, log = r.result_log, next_trigger_at = NULL, \
                          finished_at = $2 \
@@ -746,7 +748,9 @@ macro_rules! sql_task_store {
                             j.value->>'error' AS result_error, j.value->>'log' AS result_log \
                             FROM {rows}) AS r \
                          WHERE tasks.id = r.result_id AND tasks.lease_token = r.result_lease \
-                         AND (tasks.status IN ('claimed', 'processing')) = TRUE RETURNING id",
+                         AND (tasks.status IN ('claimed', 'processing')) = TRUE \
+                         RETURNING id, CASE WHEN status = 'success' THEN continuation END AS continuation, \
+                         CASE WHEN status = 'success' AND continuation IS NOT NULL THEN output END AS next_payload",
                         output = unhex("r.result_output"),
                         rows = $json_rows,
                     )))
@@ -754,8 +758,17 @@ macro_rules! sql_task_store {
                     .bind(now)
                     .fetch_all(&mut *tx)
                     .await?;
-                    let ended: std::collections::HashSet<String> = ended.into_iter().collect();
-                    continue_successes(&mut tx, &finals, &ended, now).await?;
+                    let mut continued = Vec::new();
+                    let mut ids = std::collections::HashSet::with_capacity(ended.len());
+                    for row in &ended {
+                        let id = row.text("id")?;
+                        if let Some(then) = row.opt_text("continuation")? {
+                            continued.push((id.clone(), then, row.opt_bytes("next_payload")?));
+                        }
+                        ids.insert(id);
+                    }
+                    let ended = ids;
+                    continue_successes(&mut tx, continued, now).await?;
                     for (index, id, lease, status, _, error, log) in finals {
                         answers[index] = Some(if ended.contains(&id) {
                             let outcome = if status == TaskStatus::Success { "success" } else { "fatal" };
@@ -1242,40 +1255,21 @@ macro_rules! sql_task_store {
         /// succeeded task's child, at most once (its idempotency key). A
         /// continuation the store cannot create (the output over the next
         /// lambda's payload limit, a priority it no longer has) is recorded
-        /// as the succeeded task's `last_error`; the success stands.
-        async fn continue_successes<T>(
+        /// as the succeeded task's `last_error`; the success stands. Each of
+        /// `continued` is a task id, its continuation (JSON) and its output.
+        async fn continue_successes(
             conn: &mut $conn,
-            finals: &[(usize, String, i64, TaskStatus, T, Option<String>, Option<String>)],
-            ended: &std::collections::HashSet<String>,
+            continued: Vec<(String, String, Option<Vec<u8>>)>,
             now: Millis,
         ) -> Result<()> {
-            let succeeded: Vec<_> = finals
-                .iter()
-                .filter(|f| f.3 == TaskStatus::Success && ended.contains(&f.1))
-                .map(|f| serde_json::json!({ "id": f.1 }))
-                .collect();
-            if succeeded.is_empty() {
-                return Ok(());
-            }
-            let rows = sqlx::query(sql(format!(
-                "SELECT t.id, t.continuation, t.output FROM tasks t \
-                 JOIN (SELECT j.value->>'id' AS done_id FROM {}) AS d ON t.id = d.done_id \
-                 WHERE t.continuation IS NOT NULL",
-                $json_rows
-            )))
-            .bind(serde_json::Value::Array(succeeded).to_string())
-            .fetch_all(&mut *conn)
-            .await?;
-            for row in rows {
-                let id = row.text("id")?;
-                let json = row.text("continuation")?;
+            for (id, json, output) in continued {
                 let then: $crate::Continuation = serde_json::from_str(&json)
                     .map_err(|e| StoreError::Corrupt(format!("continuation {json:?}: {e}")))?;
                 let next = NewTask {
                     lambda: then.lambda,
                     collection: then.collection,
                     priority: then.priority,
-                    payload: row.opt_bytes("output")?.unwrap_or_default(),
+                    payload: output.unwrap_or_default(),
                     idempotency_key: Some(format!("then:{id}")),
                     parent_id: Some(id.clone()),
                     ..NewTask::default()
