@@ -6,9 +6,15 @@
 //! (`WHERE status = ... AND lease_token = ...`), which Postgres re-checks
 //! after waiting for a concurrent writer: of two claims of one task, exactly
 //! one succeeds.
+//!
+//! Every connection commits synchronously, whatever the server's default:
+//! a claim or a result acknowledged and then lost in a crash of Postgres
+//! would hand a lease out twice, and two executions of one task could
+//! overlap. (The fault-injection soak caught exactly that against a server
+//! running `synchronous_commit = off`.)
 
 use sqlx::PgPool;
-use sqlx::postgres::{PgConnection, PgListener, PgPoolOptions, PgRow};
+use sqlx::postgres::{PgConnectOptions, PgConnection, PgListener, PgPoolOptions, PgRow};
 
 /// The channel of due-task notifications.
 const DUE_CHANNEL: &str = "waft_due";
@@ -25,9 +31,12 @@ impl PostgresStore {
     /// Connects to `url` (`postgres://user@host/db`) and migrates the
     /// database; `max_connections` bounds the pool.
     pub async fn connect(url: &str, max_connections: u32) -> crate::Result<Self> {
+        let options = url
+            .parse::<PgConnectOptions>()?
+            .options([("synchronous_commit", "on")]);
         let pool = PgPoolOptions::new()
             .max_connections(max_connections)
-            .connect(url)
+            .connect_with(options)
             .await?;
         MIGRATOR.run(&pool).await?;
         Ok(Self { pool })
@@ -66,4 +75,26 @@ crate::backend::sql_task_store! {
     row_lock: "FOR UPDATE",
     json_rows: "jsonb_array_elements(CAST($1 AS jsonb)) AS j(value)",
     unhex: "decode({}, 'hex')",
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The test server runs with `synchronous_commit = off`; the store's
+    /// connections must not.
+    #[tokio::test]
+    async fn connections_commit_synchronously_whatever_the_server_says() {
+        let Some(server) = waft_testing::postgres() else {
+            return;
+        };
+        let store = PostgresStore::connect(&server.fresh_database().await, 2)
+            .await
+            .unwrap();
+        let setting: String = sqlx::query_scalar("SHOW synchronous_commit")
+            .fetch_one(&store.pool)
+            .await
+            .unwrap();
+        assert_eq!(setting, "on");
+    }
 }
