@@ -7,9 +7,13 @@
 //!   (`None` on a laptop without them; a failure under `CI=true`).
 //!
 //! Timings are shortened (heartbeat every 300 ms, timeout 2 s) so failure
-//! cases recover within seconds; the safety rule still holds.
+//! cases recover within seconds; the safety rule still holds. Every
+//! executor keeps an execution journal, from which [`Cluster::runs`] tells
+//! when each instance really ran.
 
 #![allow(dead_code)]
+
+pub mod proxy;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -19,6 +23,7 @@ use std::time::{Duration, Instant, SystemTime};
 use tempfile::TempDir;
 use waft_api::FrontendClient;
 use waft_core::{Backoff, LambdaConfig};
+use waft_services::JournalEvent;
 use waft_services::{FrontendApi, RunAt, TaskRequest};
 use waft_store::{Lambda, Task};
 
@@ -52,8 +57,10 @@ pub struct Process {
 impl Process {
     /// The value of one of its environment variables.
     pub fn env(&self, key: &str) -> Option<&str> {
+        // The last setting wins, as it does for the process.
         self.env
             .iter()
+            .rev()
             .find(|(name, _)| name == key)
             .map(|(_, value)| value.as_str())
     }
@@ -126,7 +133,34 @@ pub struct Cluster {
     /// The certificate every process serves and trusts, when TLS is on
     /// (the distributed mode): PEM, and its file.
     pub ca: Option<(Vec<u8>, PathBuf)>,
+    /// The store's database, in distributed mode.
+    pub database: Option<String>,
+    /// The proxy between the executors and the HSC, if asked for.
+    pub hsc_link: Option<proxy::Proxy>,
     dir: TempDir,
+}
+
+/// How a distributed cluster is laid out.
+#[derive(Debug, Clone, Copy)]
+pub struct Layout {
+    pub executors: usize,
+    /// Executors reach the HSC through a [`proxy::Proxy`] the test controls.
+    pub hsc_link: bool,
+}
+
+/// One execution of a task, from an executor's journal.
+#[derive(Debug, Clone)]
+pub struct Run {
+    pub task: String,
+    pub lease: i64,
+    /// The executor process.
+    pub process: String,
+    pub start: SystemTime,
+    /// When the instance was gone: its end record, else when its process
+    /// was killed, else now (still running).
+    pub end: SystemTime,
+    /// How it ended; `None` when it has no end record.
+    pub outcome: Option<String>,
 }
 
 fn port() -> u16 {
@@ -163,6 +197,10 @@ impl Cluster {
                     "WAFT_METRICS_LISTEN".into(),
                     format!("127.0.0.1:{}", port()),
                 ));
+                env.push((
+                    "WAFT_EXECUTOR_JOURNAL".into(),
+                    dir.path().join("dev.journal").display().to_string(),
+                ));
                 env
             },
             child: None,
@@ -178,6 +216,8 @@ impl Cluster {
             hsc: None,
             token: None,
             ca: None,
+            database: None,
+            hsc_link: None,
             dir,
         };
         cluster.ready().await;
@@ -187,6 +227,16 @@ impl Cluster {
     /// Every role its own `waft serve` process, with `executors`
     /// executors; `None` when Postgres or SQS is unavailable (never in CI).
     pub async fn distributed(executors: usize) -> Option<Self> {
+        Self::distributed_with(Layout {
+            executors,
+            hsc_link: false,
+        })
+        .await
+    }
+
+    /// A distributed cluster laid out as `layout` says.
+    pub async fn distributed_with(layout: Layout) -> Option<Self> {
+        let Layout { executors, .. } = layout;
         let database = waft_testing::postgres()?.fresh_database().await;
         let sqs = waft_testing::sqs()?;
         let dir = TempDir::new().unwrap();
@@ -229,11 +279,25 @@ impl Cluster {
         for n in 1..=executors {
             roles.push((format!("executor{n}"), "executor", addr("executor")));
         }
+        let hsc_link = match layout.hsc_link {
+            true => Some(proxy::Proxy::start(hsc.clone()).await),
+            false => None,
+        };
         let mut processes = BTreeMap::new();
         for (name, role, listen) in roles {
             let mut env = base.clone();
             env.push(("WAFT_LISTEN".into(), listen));
             env.push(("WAFT_METRICS_LISTEN".into(), addr("metrics")));
+            if role == "executor" {
+                let journal = dir.path().join(format!("{name}.journal"));
+                env.push((
+                    "WAFT_EXECUTOR_JOURNAL".into(),
+                    journal.display().to_string(),
+                ));
+                if let Some(link) = &hsc_link {
+                    env.push(("WAFT_PEERS_HSC".into(), link.addr.clone()));
+                }
+            }
             let mut process = Process {
                 name: name.clone(),
                 args: vec!["serve".into(), role.into()],
@@ -267,6 +331,8 @@ impl Cluster {
             hsc: Some(hsc),
             token: Some(token),
             ca: Some((tls.cert.pem().into_bytes(), cert)),
+            database: Some(database),
+            hsc_link,
             dir,
         };
         cluster.ready().await;
@@ -412,48 +478,70 @@ impl Cluster {
         }
     }
 
-    /// The execution intervals of `task` across every executor process,
-    /// from their "execution started/ended" lines; an execution cut short
-    /// by a kill ends when its process was killed.
-    pub fn executions(&self, task: &str) -> Vec<(SystemTime, SystemTime)> {
-        let mut intervals = Vec::new();
+    /// Every execution the executors' journals record.
+    pub fn runs(&self) -> Vec<Run> {
+        let at = |us: i64| SystemTime::UNIX_EPOCH + Duration::from_micros(us.max(0) as u64);
+        let mut runs = Vec::new();
         for process in self.processes.values() {
-            let log = process.log();
-            let mut open: BTreeMap<String, SystemTime> = BTreeMap::new();
-            for line in log.lines() {
-                if !line.contains(&format!("task={task}")) {
-                    continue;
-                }
-                let Some(at) = line
-                    .split_whitespace()
-                    .next()
-                    .and_then(|t| humantime::parse_rfc3339(strip_ansi(t).as_str()).ok())
-                else {
-                    continue;
-                };
-                let lease = line
-                    .split_whitespace()
-                    .find_map(|w| w.strip_prefix("lease="))
-                    .unwrap_or("?")
-                    .to_owned();
-                if line.contains("execution started") {
-                    open.insert(lease, at);
-                } else if line.contains("execution ended")
-                    && let Some(start) = open.remove(&lease)
-                {
-                    intervals.push((start, at));
+            let Some(path) = process.env("WAFT_EXECUTOR_JOURNAL") else {
+                continue;
+            };
+            let records = waft_services::read_journal(path.as_ref()).unwrap_or_default();
+            // Open executions by task and lease, oldest first.
+            let mut open: BTreeMap<(String, i64), Vec<SystemTime>> = BTreeMap::new();
+            for record in records {
+                let key = (record.task, record.lease);
+                match record.event {
+                    JournalEvent::Start => open.entry(key).or_default().push(at(record.at_us)),
+                    JournalEvent::End => {
+                        let Some(starts) = open.get_mut(&key) else {
+                            continue;
+                        };
+                        if starts.is_empty() {
+                            continue;
+                        }
+                        let start = starts.remove(0);
+                        runs.push(Run {
+                            task: key.0,
+                            lease: key.1,
+                            process: process.name.clone(),
+                            start,
+                            end: at(record.at_us),
+                            outcome: record.outcome,
+                        });
+                    }
                 }
             }
-            for (_, start) in open {
-                let end = process
-                    .killed_at
-                    .iter()
-                    .copied()
-                    .find(|k| *k >= start)
-                    .unwrap_or_else(SystemTime::now);
-                intervals.push((start, end));
+            for ((task, lease), starts) in open {
+                for start in starts {
+                    let end = process
+                        .killed_at
+                        .iter()
+                        .copied()
+                        .find(|k| *k >= start)
+                        .unwrap_or_else(SystemTime::now);
+                    runs.push(Run {
+                        task: task.clone(),
+                        lease,
+                        process: process.name.clone(),
+                        start,
+                        end,
+                        outcome: None,
+                    });
+                }
             }
         }
+        runs
+    }
+
+    /// The execution intervals of `task`, in order of their start.
+    pub fn executions(&self, task: &str) -> Vec<(SystemTime, SystemTime)> {
+        let mut intervals: Vec<_> = self
+            .runs()
+            .into_iter()
+            .filter(|run| run.task == task)
+            .map(|run| (run.start, run.end))
+            .collect();
         intervals.sort();
         intervals
     }
@@ -470,18 +558,4 @@ impl Cluster {
         }
         intervals.len()
     }
-}
-
-fn strip_ansi(text: &str) -> String {
-    let mut out = String::new();
-    let mut escape = false;
-    for c in text.chars() {
-        match (escape, c) {
-            (false, '\u{1b}') => escape = true,
-            (true, 'm') => escape = false,
-            (true, _) => {}
-            (false, c) => out.push(c),
-        }
-    }
-    out
 }

@@ -11,11 +11,14 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Deserializer};
 use waft_queue::SqsConfig;
-use waft_services::{ConsumerConfig, ControllerConfig, ExecutorConfig, HeartbeatConfig};
+use waft_services::{
+    ConsumerConfig, ControllerConfig, ExecutionJournal, ExecutorConfig, HeartbeatConfig,
+};
 
 /// One role of the distributed mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -285,6 +288,9 @@ pub struct ExecutorSection {
     /// Time running tasks get to finish at shutdown (default 10s).
     #[serde(deserialize_with = "duration")]
     pub shutdown_grace: Duration,
+    /// A file recording when each execution started and ended (none by
+    /// default).
+    pub journal: Option<PathBuf>,
 }
 
 impl Default for ExecutorSection {
@@ -296,11 +302,14 @@ impl Default for ExecutorSection {
             next_work_wait: defaults.next_work_wait,
             refresh: defaults.refresh,
             shutdown_grace: defaults.shutdown_grace,
+            journal: None,
         }
     }
 }
 
 impl ExecutorSection {
+    /// The Executor's settings, without the journal (see
+    /// [`journal`](Self::journal)).
     pub fn config(&self, heartbeat: HeartbeatConfig) -> ExecutorConfig {
         ExecutorConfig {
             lambdas: self.lambdas.clone(),
@@ -309,7 +318,22 @@ impl ExecutorSection {
             next_work_wait: self.next_work_wait,
             refresh: self.refresh,
             shutdown_grace: self.shutdown_grace,
+            journal: None,
         }
+    }
+
+    /// Opens the execution journal, if one is configured.
+    pub fn journal(&self) -> Result<Option<Arc<ExecutionJournal>>, ConfigError> {
+        let Some(path) = &self.journal else {
+            return Ok(None);
+        };
+        let journal = ExecutionJournal::open(path).map_err(|e| {
+            ConfigError(format!(
+                "cannot open the execution journal {}: {e}",
+                path.display()
+            ))
+        })?;
+        Ok(Some(Arc::new(journal)))
     }
 }
 
@@ -382,6 +406,7 @@ const ENV_KEYS: &[(&str, &[&str])] = &[
             "next_work_wait",
             "refresh",
             "shutdown_grace",
+            "journal",
         ],
     ),
     ("runtime", &["cache_dir"]),

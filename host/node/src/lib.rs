@@ -23,8 +23,8 @@ use waft_queue::{MemoryQueue, SqsQueue, TaskQueue};
 use waft_runtime::{Allocator, Runtime, RuntimeConfig};
 use waft_services::auth::Authenticator;
 use waft_services::{
-    Clock, Controller, DueSignal, Executor, Frontend, Hsc, ServiceError, StoreConsumer,
-    SystemClock, Wake,
+    Clock, Controller, DueSignal, Executor, ExecutorConfig, Frontend, Hsc, ServiceError,
+    StoreConsumer, SystemClock, Wake,
 };
 use waft_store::{PostgresStore, SqliteStore, TaskStore};
 
@@ -154,7 +154,10 @@ pub async fn start_dev(options: DevOptions) -> Result<Node, NodeError> {
         Arc::new(controller.clone()),
         hsc.clone(),
         frontend.clone(),
-        config.executor.config(heartbeat),
+        ExecutorConfig {
+            journal: config.executor.journal()?,
+            ..config.executor.config(heartbeat)
+        },
     );
     let listener = bind(config.listen).await?;
     let mut node = Node {
@@ -267,7 +270,10 @@ pub async fn start_role(role: Role, config: Config) -> Result<Node, NodeError> {
                 )?)),
                 Arc::new(HscClient::new(peer(&config, &config.peers.hsc)?)),
                 Arc::new(FrontendClient::new(peer(&config, &config.peers.frontend)?)),
-                config.executor.config(heartbeat),
+                ExecutorConfig {
+                    journal: config.executor.journal()?,
+                    ..config.executor.config(heartbeat)
+                },
             );
             let stop = node.stop.clone();
             node.tasks.spawn(executor.run(stop.cancelled_owned()));

@@ -29,6 +29,7 @@ use waft_runtime::{
 };
 use waft_store::{ClaimedTask, Heartbeat, Lambda, ResultOutcome, TaskResult};
 
+use crate::journal::ExecutionJournal;
 use crate::metrics;
 use crate::{
     ControllerApi, FrontendApi, HeartbeatConfig, HeartbeatFailure, HeartbeatSink, HscApi,
@@ -51,6 +52,8 @@ pub struct ExecutorConfig {
     /// On shutdown, how long running tasks may finish before they are
     /// stopped (default 10 s). A stopped task runs again elsewhere.
     pub shutdown_grace: Duration,
+    /// Where each execution's start and end are recorded, if anywhere.
+    pub journal: Option<Arc<ExecutionJournal>>,
 }
 
 impl Default for ExecutorConfig {
@@ -62,6 +65,7 @@ impl Default for ExecutorConfig {
             next_work_wait: Duration::from_secs(1),
             refresh: Duration::from_secs(1),
             shutdown_grace: Duration::from_secs(10),
+            journal: None,
         }
     }
 }
@@ -356,9 +360,19 @@ impl Executor {
         );
         tracing::info!(task = %task.id, lease = task.lease_token, attempt = task.attempt, "execution started");
         record_start(&task);
+        if let Some(journal) = &self.config.journal {
+            journal.started(&task.id, task.lease_token, task.attempt);
+        }
         let (execution, watched) = tokio::join!(execution, watchdog);
-        // The instance is gone by now: this line bounds its lifetime.
+        // The instance is gone by now: these records bound its lifetime.
         tracing::info!(task = %task.id, lease = task.lease_token, outcome = execution.outcome.kind(), "execution ended");
+        if let Some(journal) = &self.config.journal {
+            let outcome = match watched {
+                WatchEnd::Stopped(_) => "stopped",
+                WatchEnd::Finished => execution.outcome.kind(),
+            };
+            journal.ended(&task.id, task.lease_token, outcome);
+        }
         let metrics = metrics::metrics();
         if let WatchEnd::Stopped(why) = watched {
             tracing::warn!(task = %task.id, %why, "execution stopped by its watchdog; reporting nothing");

@@ -18,6 +18,7 @@ pub mod error;
 pub mod executor;
 pub mod frontend;
 pub mod hsc;
+pub mod journal;
 pub mod metrics;
 pub mod periodic;
 pub mod quota;
@@ -33,6 +34,7 @@ pub use error::{ServiceError, ServiceResult};
 pub use executor::{Executor, ExecutorConfig};
 pub use frontend::{DueSignal, Frontend};
 pub use hsc::Hsc;
+pub use journal::{ExecutionJournal, JournalEvent, JournalRecord, read_journal};
 pub use periodic::{Periodic, PeriodicReport};
 /// Locks a mutex, taking over a poisoned one: every value the roles keep
 /// behind a mutex stays valid when a holder panics.

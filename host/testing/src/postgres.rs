@@ -5,7 +5,9 @@
 //! benchmarks must use their own, durable, cluster). PostgreSQL refuses to
 //! run as root, so as root the cluster runs as the `postgres` user. A shell
 //! watchdog stops the server and deletes its files when the test process
-//! exits, however it exits. Each test then gets a database of its own.
+//! exits, however it exits; until then it starts the server again whenever
+//! it dies, so a test may crash it ([`TestPostgres::crash`]) and see it
+//! recover. Each test then gets a database of its own.
 //!
 //! `WAFT_TEST_DATABASE_URL` points the tests at an existing server instead.
 
@@ -23,6 +25,8 @@ use sqlx::{Connection, Executor, PgConnection};
 pub struct TestPostgres {
     /// URL of the server's `postgres` database, for creating others.
     admin_url: String,
+    /// The data directory of a cluster this process started.
+    data: Option<PathBuf>,
 }
 
 /// The test server, started on first use; `None` (outside CI only) when
@@ -69,6 +73,38 @@ impl TestPostgres {
         let _ = admin.close().await;
         replace_database(&self.admin_url, &name)
     }
+
+    /// Crashes the server: an immediate shutdown (`SIGQUIT` to the
+    /// postmaster), which drops every connection and makes the next start
+    /// run crash recovery. The watchdog starts it again within a second;
+    /// [`wait_ready`](Self::wait_ready) waits for that.
+    pub fn crash(&self) -> Result<(), String> {
+        let data = self
+            .data
+            .as_ref()
+            .ok_or("the server is not this process's (WAFT_TEST_DATABASE_URL)")?;
+        let pid_file = std::fs::read_to_string(data.join("postmaster.pid"))
+            .map_err(|e| format!("no postmaster.pid (is the server up?): {e}"))?;
+        let pid = pid_file
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .trim()
+            .to_owned();
+        let status = Command::new("kill")
+            .args(["-QUIT", &pid])
+            .status()
+            .map_err(|e| format!("cannot run kill: {e}"))?;
+        if !status.success() {
+            return Err(format!("cannot signal the postmaster (pid {pid})"));
+        }
+        Ok(())
+    }
+
+    /// Waits until the server accepts connections again.
+    pub async fn wait_ready(&self) {
+        drop(connect_with_retry(&self.admin_url).await);
+    }
 }
 
 fn replace_database(url: &str, name: &str) -> String {
@@ -94,7 +130,10 @@ async fn connect_with_retry(url: &str) -> PgConnection {
 
 fn start(durability: Durability) -> Result<TestPostgres, String> {
     if let Ok(url) = std::env::var("WAFT_TEST_DATABASE_URL") {
-        return Ok(TestPostgres { admin_url: url });
+        return Ok(TestPostgres {
+            admin_url: url,
+            data: None,
+        });
     }
     let bin = find_binaries().ok_or(
         "no PostgreSQL server binaries (initdb, postgres) on PATH or in /usr/lib/postgresql/*/bin; \
@@ -144,17 +183,19 @@ fn start(durability: Durability) -> Result<TestPostgres, String> {
         ));
     }
     let port = crate::free_port().ok_or("no free loopback port")?;
-    // The watchdog: runs the server, and stops it and removes its files once
-    // the test process (our pid) is gone.
+    // The watchdog: runs the server (again, whenever it dies), and stops it
+    // and removes its files once the test process (our pid) is gone.
     let durability = match durability {
         Durability::Off => "-c fsync=off -c synchronous_commit=off -c full_page_writes=off",
         Durability::Full => "",
     };
     let script = format!(
-        "{postgres} -D {data} -k {dir} -p {port} -c listen_addresses=127.0.0.1 \
-         {durability} -c max_connections=300 \
-         > {dir}/server.log 2>&1 & server=$!; \
-         while [ -d /proc/{parent} ] && kill -0 $server 2>/dev/null; do sleep 1; done; \
+        "while [ -d /proc/{parent} ]; do \
+           {postgres} -D {data} -k {dir} -p {port} -c listen_addresses=127.0.0.1 \
+           {durability} -c max_connections=300 \
+           >> {dir}/server.log 2>&1 & server=$!; \
+           while [ -d /proc/{parent} ] && kill -0 $server 2>/dev/null; do sleep 0.2; done; \
+         done; \
          kill -INT $server 2>/dev/null; wait $server; rm -rf {dir}",
         postgres = bin.join("postgres").display(),
         data = data.display(),
@@ -178,6 +219,7 @@ fn start(durability: Durability) -> Result<TestPostgres, String> {
     }
     Ok(TestPostgres {
         admin_url: format!("postgres://postgres@127.0.0.1:{port}/postgres"),
+        data: Some(data),
     })
 }
 

@@ -1,0 +1,510 @@
+//! The fault-injection soak: Waft's guarantees checked under fire.
+//!
+//! A distributed cluster — Postgres, the SQS-compatible server, every role
+//! its own `waft serve` process, two executors that reach the HSC through a
+//! proxy the test controls — runs N tasks of `sleepy` (a few steps of
+//! 5–60 ms, a heartbeat after each) while a chaos driver, fault after
+//! fault, SIGKILLs and restarts each role, drops and duplicates queue
+//! messages, slows and cuts the executors' HSC traffic and crashes Postgres.
+//! The tasks are scheduled while the faults begin, with retries on the same
+//! idempotency keys (a retried batch must not make a task twice).
+//!
+//! Afterwards the store and the executors' own journals (which record when
+//! each instance really started and was gone) must show:
+//! - **none lost**: every scheduled task is in the store and ended, and
+//!   succeeded (the lambda never fails, and its attempt budget exceeds what
+//!   the faults can spend);
+//! - **every success ran**: an execution under the success's lease, the
+//!   task's last, ended in success;
+//! - **no overlap**: no two executions of a task overlapped in time, and
+//!   no lease ran twice;
+//! - **no stale result**: no result was accepted for a lease after a newer
+//!   lease of the same task had started running.
+//!
+//! It prints a summary: tasks, faults by kind, executions, re-executions,
+//! violations, throughput under chaos. CI runs the short default; a long
+//! run (BENCHMARKS.md) sets the size:
+//!
+//! ```text
+//! WAFT_CHAOS_TASKS=100000 cargo test --release -p waft-cli --test chaos -- --nocapture
+//! ```
+//!
+//! `WAFT_CHAOS_TASKS` (default 1,500), `WAFT_CHAOS_PAUSE_MS` (between
+//! faults, default 500), `WAFT_CHAOS_SEED` (default: from the clock;
+//! printed, so a run can be repeated).
+
+mod support;
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use sqlx::{PgPool, Row};
+use support::proxy::Link;
+use support::{Cluster, Layout, Run};
+use waft_api::FrontendClient;
+use waft_queue::{QueueKey, SqsQueue, TaskQueue};
+use waft_sample_artifacts as samples;
+use waft_services::{FrontendApi, RunAt, TaskRequest};
+
+/// Tasks scheduled per request.
+const BATCH: usize = 250;
+
+/// The roles the driver kills, each in its turn.
+const PROCESSES: &[&str] = &[
+    "executor1",
+    "executor2",
+    "controller",
+    "consumer",
+    "consumer2",
+    "hsc",
+    "frontend",
+];
+
+struct Settings {
+    tasks: usize,
+    pause: Duration,
+    seed: u64,
+}
+
+impl Settings {
+    fn from_env() -> Self {
+        let number = |name: &str| {
+            std::env::var(name).ok().map(|v| {
+                v.parse::<u64>()
+                    .unwrap_or_else(|_| panic!("{name} must be a number, not {v:?}"))
+            })
+        };
+        let clock = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64;
+        Self {
+            tasks: number("WAFT_CHAOS_TASKS").unwrap_or(1_500) as usize,
+            pause: Duration::from_millis(number("WAFT_CHAOS_PAUSE_MS").unwrap_or(500)),
+            seed: number("WAFT_CHAOS_SEED").unwrap_or(clock),
+        }
+    }
+}
+
+/// One fault the driver injects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Fault {
+    /// SIGKILL a process, restart it after up to a second.
+    Kill(&'static str),
+    /// Take messages off the queue and delete them.
+    DropMessages,
+    /// Take messages off the queue and put each back twice.
+    DuplicateMessages,
+    /// Hold the executors' HSC traffic 50–250 ms per chunk for two seconds.
+    SlowHsc,
+    /// Cut the executors off from the HSC for 0.5–3 s (beyond three
+    /// heartbeats, so running instances stop themselves).
+    CutHsc,
+    /// Crash Postgres (immediate shutdown); it comes back within a second.
+    CrashPostgres,
+}
+
+impl Fault {
+    /// Every fault once: one round of the driver.
+    fn deck() -> Vec<Fault> {
+        let mut deck: Vec<Fault> = PROCESSES.iter().copied().map(Fault::Kill).collect();
+        deck.extend([
+            Fault::DropMessages,
+            Fault::DuplicateMessages,
+            Fault::SlowHsc,
+            Fault::CutHsc,
+            Fault::CrashPostgres,
+        ]);
+        deck
+    }
+
+    fn kind(self) -> String {
+        match self {
+            Fault::Kill(process) => format!("kill {process}"),
+            Fault::DropMessages => "drop queue messages".into(),
+            Fault::DuplicateMessages => "duplicate queue messages".into(),
+            Fault::SlowHsc => "slow HSC link".into(),
+            Fault::CutHsc => "cut HSC link".into(),
+            Fault::CrashPostgres => "crash Postgres".into(),
+        }
+    }
+}
+
+/// The chaos driver: injects faults one after another and counts them.
+struct Chaos {
+    rng: fastrand::Rng,
+    deck: Vec<Fault>,
+    queue: SqsQueue,
+    key: QueueKey,
+    injected: BTreeMap<String, usize>,
+    messages_dropped: usize,
+    messages_duplicated: usize,
+}
+
+impl Chaos {
+    async fn inject_next(&mut self, cluster: &mut Cluster) {
+        if self.deck.is_empty() {
+            self.deck = Fault::deck();
+            self.rng.shuffle(&mut self.deck);
+        }
+        let fault = self.deck.pop().expect("a full deck");
+        match fault {
+            Fault::Kill(name) => {
+                cluster.process(name).kill();
+                tokio::time::sleep(Duration::from_millis(self.rng.u64(0..1_000))).await;
+                cluster.process(name).restart();
+            }
+            Fault::DropMessages => {
+                let taken = self.take().await;
+                self.messages_dropped += taken.len();
+            }
+            Fault::DuplicateMessages => {
+                let taken = self.take().await;
+                let copies: Vec<_> = taken.iter().flat_map(|m| [m.clone(), m.clone()]).collect();
+                // Retried until the queue takes them: losing them here
+                // would be a drop, not a duplicate.
+                while self
+                    .queue
+                    .queue_send_many(&self.key, copies.clone())
+                    .await
+                    .is_err()
+                {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                self.messages_duplicated += taken.len();
+            }
+            Fault::SlowHsc => {
+                let link = cluster.hsc_link.as_ref().expect("an HSC link");
+                link.set(Link::Slow(Duration::from_millis(self.rng.u64(50..250))));
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                link.set(Link::Up);
+            }
+            Fault::CutHsc => {
+                let link = cluster.hsc_link.as_ref().expect("an HSC link");
+                link.set(Link::Cut);
+                tokio::time::sleep(Duration::from_millis(self.rng.u64(500..3_000))).await;
+                link.set(Link::Up);
+            }
+            Fault::CrashPostgres => {
+                let postgres = waft_testing::postgres().expect("the test cluster");
+                postgres.crash().expect("Postgres crashes on demand");
+                postgres.wait_ready().await;
+            }
+        }
+        *self.injected.entry(fault.kind()).or_default() += 1;
+    }
+
+    /// Receives what the queue has (up to 10 messages) and deletes it.
+    async fn take(&self) -> Vec<waft_queue::QueueMessage> {
+        let Ok(deliveries) = self
+            .queue
+            .queue_receive(&self.key, 10, Duration::from_millis(500))
+            .await
+        else {
+            return Vec::new();
+        };
+        let receipts = deliveries.iter().map(|d| d.receipt.clone()).collect();
+        let _ = self.queue.queue_ack_many(&self.key, receipts).await;
+        deliveries.into_iter().map(|d| d.message).collect()
+    }
+
+    fn kills(&self) -> usize {
+        self.injected
+            .iter()
+            .filter(|(kind, _)| kind.starts_with("kill"))
+            .map(|(_, n)| n)
+            .sum()
+    }
+}
+
+/// Schedules `count` tasks in batches, retrying each batch (same
+/// idempotency keys) until the Frontend takes it; their ids.
+async fn schedule_all(frontend: FrontendClient, count: usize, seed: u64) -> Vec<String> {
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let mut ids = Vec::with_capacity(count);
+    let mut retries = 0;
+    for start in (0..count).step_by(BATCH) {
+        let batch: Vec<TaskRequest> = (start..count.min(start + BATCH))
+            .map(|i| TaskRequest {
+                lambda: "sleepy".into(),
+                payload: serde_json::json!({
+                    "steps": rng.u32(1..=4),
+                    "step_ms": rng.u32(5..=60),
+                })
+                .to_string()
+                .into_bytes(),
+                run_at: RunAt::Now,
+                idempotency_key: Some(format!("soak-{i}")),
+                ..TaskRequest::default()
+            })
+            .collect();
+        loop {
+            match frontend.task_schedule_many(batch.clone()).await {
+                Ok(inserted) => {
+                    ids.extend(inserted.into_iter().map(|t| t.id));
+                    break;
+                }
+                Err(_) => {
+                    retries += 1;
+                    assert!(retries < 10_000, "the Frontend never came back");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        }
+    }
+    ids
+}
+
+/// Tasks of the soak not yet ended, per the store; `None` while the store
+/// cannot answer (Postgres is down).
+async fn unfinished(pool: &PgPool) -> Option<i64> {
+    sqlx::query_scalar(
+        "SELECT count(*) FROM tasks WHERE lambda = 'sleepy' \
+         AND status NOT IN ('success', 'fatal_failure', 'dead', 'dropped', 'cancelled')",
+    )
+    .fetch_one(pool)
+    .await
+    .ok()
+}
+
+/// What the store says of one task.
+struct Stored {
+    status: String,
+    lease: i64,
+}
+
+/// An ended execution as the store recorded it.
+struct Accepted {
+    lease: i64,
+    outcome: String,
+    /// When the store accepted the result (ms since the epoch).
+    at_ms: i64,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_guarantees_hold_under_chaos() {
+    let settings = Settings::from_env();
+    let Some(mut cluster) = Cluster::distributed_with(Layout {
+        executors: 2,
+        hsc_link: true,
+    })
+    .await
+    else {
+        return;
+    };
+    cluster
+        .deploy("sleepy", samples::SLEEPY, |config| {
+            config.max_attempts = 1_000;
+            config.concurrency = 64;
+        })
+        .await;
+    let pool = PgPool::connect(cluster.database.as_deref().unwrap())
+        .await
+        .unwrap();
+    let mut chaos = Chaos {
+        rng: fastrand::Rng::with_seed(settings.seed),
+        deck: Vec::new(),
+        queue: SqsQueue::new(cluster.sqs.clone().unwrap()).await,
+        key: QueueKey::new("sleepy", 0),
+        injected: BTreeMap::new(),
+        messages_dropped: 0,
+        messages_duplicated: 0,
+    };
+    eprintln!(
+        "soak: {} tasks, seed {} (WAFT_CHAOS_SEED repeats it)",
+        settings.tasks, settings.seed
+    );
+
+    let began = Instant::now();
+    let scheduling = tokio::spawn(schedule_all(
+        cluster.frontend.clone(),
+        settings.tasks,
+        settings.seed,
+    ));
+    // Each fault at least once, and faults for as long as tasks run.
+    let deadline = Duration::from_secs(120) + Duration::from_millis(40 * settings.tasks as u64);
+    let mut faults = 0;
+    loop {
+        if scheduling.is_finished()
+            && faults >= Fault::deck().len()
+            && unfinished(&pool).await == Some(0)
+        {
+            break;
+        }
+        assert!(
+            began.elapsed() < deadline,
+            "tasks still running after {deadline:?}: {:?} unfinished",
+            unfinished(&pool).await
+        );
+        chaos.inject_next(&mut cluster).await;
+        faults += 1;
+        tokio::time::sleep(settings.pause).await;
+    }
+    let elapsed = began.elapsed();
+    let ids = scheduling.await.unwrap();
+    // Anything a fault left running has had time to end (or overlap).
+    tokio::time::sleep(Duration::from_secs(1)).await;
+
+    let stored: HashMap<String, Stored> =
+        sqlx::query("SELECT id, status, lease_token FROM tasks WHERE lambda = 'sleepy'")
+            .fetch_all(&pool)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|row| {
+                (
+                    row.get("id"),
+                    Stored {
+                        status: row.get("status"),
+                        lease: row.get("lease_token"),
+                    },
+                )
+            })
+            .collect();
+    let mut accepted: HashMap<String, Vec<Accepted>> = HashMap::new();
+    for row in sqlx::query(
+        "SELECT task_id, lease_token, outcome, ended_at FROM attempts WHERE outcome <> 'lost'",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap()
+    {
+        accepted
+            .entry(row.get("task_id"))
+            .or_default()
+            .push(Accepted {
+                lease: row.get("lease_token"),
+                outcome: row.get("outcome"),
+                at_ms: row.get("ended_at"),
+            });
+    }
+    let mut runs: HashMap<String, Vec<Run>> = HashMap::new();
+    for run in cluster.runs() {
+        runs.entry(run.task.clone()).or_default().push(run);
+    }
+
+    let mut violations = Vec::new();
+    let mut executions = 0;
+    let distinct: std::collections::HashSet<&String> = ids.iter().collect();
+    if distinct.len() != ids.len() || stored.len() != ids.len() {
+        violations.push(format!(
+            "{} tasks scheduled, {} distinct ids, {} in the store",
+            settings.tasks,
+            distinct.len(),
+            stored.len()
+        ));
+    }
+    for id in &ids {
+        let Some(task) = stored.get(id) else {
+            violations.push(format!("{id}: lost (not in the store)"));
+            continue;
+        };
+        let mut task_runs = runs.remove(id).unwrap_or_default();
+        task_runs.sort_by_key(|run| run.start);
+        executions += task_runs.len();
+        if task.status != "success" {
+            violations.push(format!("{id}: ended {}", task.status));
+        }
+        // Every success ran, under the task's last lease.
+        let newest = task_runs.iter().map(|r| r.lease).max();
+        let ran = task_runs
+            .iter()
+            .any(|r| r.lease == task.lease && r.outcome.as_deref() == Some("success"));
+        if task.status == "success" && (!ran || newest != Some(task.lease)) {
+            violations.push(format!(
+                "{id}: success under lease {} without a matching execution (newest ran: {newest:?})",
+                task.lease
+            ));
+        }
+        // No overlap, no lease twice.
+        for pair in task_runs.windows(2) {
+            if pair[1].start < pair[0].end {
+                violations.push(format!(
+                    "{id}: executions overlapped: lease {} on {} {:?}–{:?} and lease {} on {} from {:?}",
+                    pair[0].lease,
+                    pair[0].process,
+                    pair[0].start,
+                    pair[0].end,
+                    pair[1].lease,
+                    pair[1].process,
+                    pair[1].start
+                ));
+            }
+        }
+        let mut leases: Vec<i64> = task_runs.iter().map(|r| r.lease).collect();
+        leases.sort_unstable();
+        if leases.windows(2).any(|w| w[0] == w[1]) {
+            violations.push(format!("{id}: a lease ran twice: {leases:?}"));
+        }
+        // No result accepted after a newer lease started.
+        for result in accepted.get(id).into_iter().flatten() {
+            let newer_started = task_runs.iter().find(|r| {
+                r.lease > result.lease
+                    && (r.start.duration_since(UNIX_EPOCH).unwrap().as_millis() as i64)
+                        < result.at_ms
+            });
+            if let Some(newer) = newer_started {
+                violations.push(format!(
+                    "{id}: {} accepted for stale lease {} after lease {} started",
+                    result.outcome, result.lease, newer.lease
+                ));
+            }
+        }
+    }
+    // Executions of tasks nobody scheduled.
+    for (task, strays) in &runs {
+        violations.push(format!(
+            "{task}: {} executions of an unknown task",
+            strays.len()
+        ));
+    }
+
+    let mut summary = String::new();
+    let _ = writeln!(summary, "== soak summary (seed {})", settings.seed);
+    let _ = writeln!(summary, "tasks: {}", settings.tasks);
+    let _ = writeln!(
+        summary,
+        "faults: {faults} ({} kills), by kind:",
+        chaos.kills()
+    );
+    for (kind, n) in &chaos.injected {
+        let _ = writeln!(summary, "  {kind}: {n}");
+    }
+    let _ = writeln!(
+        summary,
+        "queue messages dropped: {}, duplicated: {}",
+        chaos.messages_dropped, chaos.messages_duplicated
+    );
+    let _ = writeln!(
+        summary,
+        "executions: {executions}, re-executions: {}",
+        executions.saturating_sub(ids.len())
+    );
+    let _ = writeln!(
+        summary,
+        "wall time: {elapsed:.1?}, throughput under chaos: {:.0} tasks/s",
+        ids.len() as f64 / elapsed.as_secs_f64()
+    );
+    let _ = writeln!(summary, "violations: {}", violations.len());
+    for violation in violations.iter().take(20) {
+        let _ = writeln!(summary, "  {violation}");
+    }
+    eprintln!("{summary}");
+    if !violations.is_empty() {
+        // What every process said of the first tasks in question.
+        let suspects: Vec<&str> = violations
+            .iter()
+            .filter_map(|v| v.split(':').next())
+            .take(3)
+            .collect();
+        for process in cluster.processes.values() {
+            for line in process.log().lines() {
+                if suspects.iter().any(|id| line.contains(id)) {
+                    eprintln!("{}: {line}", process.name);
+                }
+            }
+        }
+    }
+    assert!(violations.is_empty(), "{summary}");
+}
