@@ -33,6 +33,7 @@ mod bindings;
 mod cache;
 mod engine;
 mod error;
+mod guests;
 mod host;
 mod kill;
 mod lambda;

@@ -21,7 +21,7 @@ use crate::bindings::waft::lambda::{host as wit_host, types as wit_types};
 use crate::lambda::error_chain;
 use crate::log::{Level, LogSink, LogSource};
 use crate::{
-    ChildRequest, Execution, KillSwitch, Limit, Outcome, PreparedLambda, Runtime, TaskHost,
+    ChildRequest, Execution, KillSwitch, Limit, Outcome, PreparedLambda, Runtime, TaskHost, TaskLog,
 };
 
 /// The task handed to a lambda.
@@ -110,6 +110,41 @@ impl ResourceLimiter for MemoryLimiter {
 }
 
 impl PreparedLambda {
+    /// [`run`](Self::run), on the runtime's guest threads rather than the
+    /// caller's: what an executor does, so that its own work never waits
+    /// behind a guest (see the `guests` module). Dropping the future stops
+    /// the instance within an epoch tick.
+    pub async fn run_on_guest_threads(
+        &self,
+        task: TaskInput,
+        limits: &Limits,
+        host: Arc<dyn TaskHost>,
+        kill: &KillSwitch,
+    ) -> Execution {
+        let lambda = self.clone();
+        let limits = *limits;
+        let guest_kill = kill.clone();
+        let spawned = self
+            .runtime
+            .inner
+            .guests
+            .spawn(async move { lambda.run(task, &limits, host, &guest_kill).await });
+        let failed = |message: String| Execution {
+            outcome: Outcome::HostError { message },
+            log: TaskLog::default(),
+            duration: Duration::ZERO,
+            fuel_consumed: None,
+            peak_memory: 0,
+        };
+        match spawned {
+            Ok(running) => running
+                .join()
+                .await
+                .unwrap_or_else(|error| failed(format!("the execution's thread failed: {error}"))),
+            Err(message) => failed(message),
+        }
+    }
+
     /// Runs `task` to an outcome in a fresh instance.
     ///
     /// `host` answers the lambda's heartbeats and child-task requests;

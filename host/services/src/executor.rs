@@ -466,7 +466,7 @@ impl Executor {
         };
         loaded
             .prepared
-            .run(input, &loaded.config.limits, host, kill)
+            .run_on_guest_threads(input, &loaded.config.limits, host, kill)
             .await
     }
 

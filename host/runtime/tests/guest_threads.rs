@@ -1,0 +1,165 @@
+//! Guests on threads of their own: the same outcomes as on the caller's
+//! runtime, at a lower priority, and the caller's runtime stays free while
+//! guests compute.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use serde_json::json;
+use waft_core::Limits;
+use waft_runtime::{
+    KillSwitch, Limit, Outcome, PreparedLambda, RecordingHost, Runtime, RuntimeConfig, TaskInput,
+};
+use waft_sample_artifacts as samples;
+
+async fn prepare(runtime: &Runtime, path: &str) -> PreparedLambda {
+    let wasm = std::fs::read(path).expect("sample built");
+    runtime.prepare(&wasm).await.expect("sample prepares")
+}
+
+fn task(payload: serde_json::Value) -> TaskInput {
+    TaskInput {
+        id: "01TEST".into(),
+        lambda: "sample".into(),
+        collection: "default".into(),
+        priority: 0,
+        attempt: 1,
+        scheduled_at: SystemTime::now(),
+        payload: payload.to_string().into_bytes(),
+    }
+}
+
+/// The nice values of this process's threads named `name` (Linux).
+fn nice_of_threads(name: &str) -> Vec<i64> {
+    let mut nice = Vec::new();
+    for entry in std::fs::read_dir("/proc/self/task").expect("procfs") {
+        let dir = entry.expect("a thread").path();
+        let comm = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
+        if comm.trim_end() != name {
+            continue;
+        }
+        let stat = std::fs::read_to_string(dir.join("stat")).unwrap_or_default();
+        // Fields after the parenthesised command: state is field 3, nice 19.
+        let after = &stat[stat.rfind(')').expect("a stat line") + 2..];
+        let fields: Vec<&str> = after.split_whitespace().collect();
+        nice.push(fields[16].parse().expect("a nice value"));
+    }
+    nice
+}
+
+// One worker on the caller's side: were guests run there, a computing
+// guest would hold it for a tick at a time.
+#[tokio::test(flavor = "current_thread")]
+async fn outcomes_are_those_of_the_callers_runtime() {
+    let runtime = Runtime::new(RuntimeConfig::default()).expect("runtime");
+    let hello = prepare(&runtime, samples::HELLO).await;
+    let host = Arc::new(RecordingHost::default());
+    let execution = hello
+        .run_on_guest_threads(
+            task(json!({"name": "Ada"})),
+            &Limits::default(),
+            host,
+            &KillSwitch::new(),
+        )
+        .await;
+    assert!(
+        matches!(&execution.outcome, Outcome::Success { output: Some(out) } if out == br#"{"greeting":"Hello, Ada!"}"#),
+        "{:?}",
+        execution.outcome
+    );
+    assert_eq!(execution.log.records.len(), 1);
+
+    let runaway = prepare(&runtime, samples::RUNAWAY).await;
+    let limits = Limits {
+        timeout: Duration::from_millis(200),
+        ..Limits::default()
+    };
+    let execution = runaway
+        .run_on_guest_threads(
+            task(json!({})),
+            &limits,
+            Arc::new(RecordingHost::default()),
+            &KillSwitch::new(),
+        )
+        .await;
+    assert!(
+        matches!(
+            execution.outcome,
+            Outcome::LimitExceeded {
+                limit: Limit::Deadline,
+                ..
+            }
+        ),
+        "{:?}",
+        execution.outcome
+    );
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn computing_guests_leave_the_callers_runtime_free_and_run_lower() {
+    let runtime = Runtime::new(RuntimeConfig {
+        guest_threads: 2,
+        guest_nice: 7,
+        ..RuntimeConfig::default()
+    })
+    .expect("runtime");
+    let runaway = prepare(&runtime, samples::RUNAWAY).await;
+    let limits = Limits {
+        timeout: Duration::from_millis(600),
+        ..Limits::default()
+    };
+    let kill = KillSwitch::new();
+    // Spawned on this runtime: only the waiting happens here.
+    let mut guests = tokio::task::JoinSet::new();
+    for _ in 0..4 {
+        let runaway = runaway.clone();
+        let kill = kill.clone();
+        guests.spawn(async move {
+            runaway
+                .run_on_guest_threads(
+                    task(json!({})),
+                    &limits,
+                    Arc::new(RecordingHost::default()),
+                    &kill,
+                )
+                .await
+        });
+    }
+    // Meanwhile this (single-threaded) runtime keeps its own time: every
+    // 10 ms tick comes within a few milliseconds.
+    let ticks = async {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let nice = nice_of_threads("waft-guest");
+        let mut latest = Duration::ZERO;
+        for _ in 0..30 {
+            let asked = Instant::now();
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            latest = latest.max(asked.elapsed() - Duration::from_millis(10));
+        }
+        (nice, latest)
+    };
+    let (nice, latest) = ticks.await;
+    for execution in guests.join_all().await {
+        assert!(
+            matches!(
+                execution.outcome,
+                Outcome::LimitExceeded {
+                    limit: Limit::Deadline,
+                    ..
+                }
+            ),
+            "{:?}",
+            execution.outcome
+        );
+    }
+    // (The other test's runtime may have guest threads too, at 10.)
+    assert_eq!(
+        nice.iter().filter(|n| **n == 7).count(),
+        2,
+        "the guest threads' nice values: {nice:?}"
+    );
+    assert!(
+        latest < Duration::from_millis(100),
+        "a tick of the caller's runtime came {latest:?} late"
+    );
+}
