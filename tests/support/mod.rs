@@ -99,6 +99,11 @@ impl Process {
         }
     }
 
+    /// The running incarnation's process id.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// Starts it again, same arguments.
     pub fn restart(&mut self) {
         self.kill();
