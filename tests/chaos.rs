@@ -26,12 +26,14 @@
 //! run (BENCHMARKS.md) sets the size:
 //!
 //! ```text
-//! WAFT_CHAOS_TASKS=100000 cargo test --release -p waft-cli --test chaos -- --nocapture
+//! WAFT_CHAOS_TASKS=100000 WAFT_CHAOS_MIN_FAULTS=200 \
+//!     cargo test --release -p waft-cli --test chaos -- --nocapture
 //! ```
 //!
-//! `WAFT_CHAOS_TASKS` (default 1,500), `WAFT_CHAOS_PAUSE_MS` (between
-//! faults, default 500), `WAFT_CHAOS_SEED` (default: from the clock;
-//! printed, so a run can be repeated).
+//! `WAFT_CHAOS_TASKS` (default 1,500), `WAFT_CHAOS_MIN_FAULTS` (faults
+//! injected at least, even after the tasks ended; default one of each, 12),
+//! `WAFT_CHAOS_PAUSE_MS` (between faults, default 500), `WAFT_CHAOS_SEED`
+//! (default: from the clock; printed, so a run can be repeated).
 
 mod support;
 
@@ -63,6 +65,7 @@ const PROCESSES: &[&str] = &[
 
 struct Settings {
     tasks: usize,
+    min_faults: usize,
     pause: Duration,
     seed: u64,
 }
@@ -81,6 +84,7 @@ impl Settings {
             .as_nanos() as u64;
         Self {
             tasks: number("WAFT_CHAOS_TASKS").unwrap_or(1_500) as usize,
+            min_faults: number("WAFT_CHAOS_MIN_FAULTS").map_or(Fault::deck().len(), |n| n as usize),
             pause: Duration::from_millis(number("WAFT_CHAOS_PAUSE_MS").unwrap_or(500)),
             seed: number("WAFT_CHAOS_SEED").unwrap_or(clock),
         }
@@ -322,14 +326,18 @@ async fn the_guarantees_hold_under_chaos() {
         settings.tasks,
         settings.seed,
     ));
-    // Each fault at least once, and faults for as long as tasks run.
-    let deadline = Duration::from_secs(120) + Duration::from_millis(40 * settings.tasks as u64);
+    // Faults for as long as tasks run, and at least `min_faults`.
+    let deadline = Duration::from_secs(120)
+        + Duration::from_millis(40 * settings.tasks as u64)
+        + Duration::from_secs(5 * settings.min_faults as u64);
     let mut faults = 0;
+    // When the last task ended, as seen between two faults.
+    let mut ended: Option<Duration> = None;
     loop {
-        if scheduling.is_finished()
-            && faults >= Fault::deck().len()
-            && unfinished(&pool).await == Some(0)
-        {
+        if ended.is_none() && scheduling.is_finished() && unfinished(&pool).await == Some(0) {
+            ended = Some(began.elapsed());
+        }
+        if ended.is_some() && faults >= settings.min_faults {
             break;
         }
         assert!(
@@ -341,7 +349,7 @@ async fn the_guarantees_hold_under_chaos() {
         faults += 1;
         tokio::time::sleep(settings.pause).await;
     }
-    let elapsed = began.elapsed();
+    let elapsed = ended.expect("the tasks ended");
     let ids = scheduling.await.unwrap();
     // Anything a fault left running has had time to end (or overlap).
     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -483,7 +491,7 @@ async fn the_guarantees_hold_under_chaos() {
     );
     let _ = writeln!(
         summary,
-        "wall time: {elapsed:.1?}, throughput under chaos: {:.0} tasks/s",
+        "tasks ended after {elapsed:.1?}: {:.0} tasks/s under chaos",
         ids.len() as f64 / elapsed.as_secs_f64()
     );
     let _ = writeln!(summary, "violations: {}", violations.len());
