@@ -50,4 +50,6 @@ pub enum LoadError {
     Instantiation(String),
     #[error("cannot cache the compiled component: {0}")]
     Cache(std::io::Error),
+    #[error("the compiler stopped on this component without an answer: {0}")]
+    CompilerStopped(String),
 }

@@ -92,16 +92,26 @@ impl Runtime {
     /// compiles it (or loads it from the artifact cache), pre-links it and
     /// instantiates it once to check the handler's type.
     ///
-    /// Compiling takes tens of milliseconds of CPU; call this off the
-    /// latency-sensitive path (once per lambda version).
+    /// Compiling takes tens of milliseconds of CPU, on a blocking thread
+    /// (`spawn_blocking`); call this once per lambda version, not per task.
     pub async fn prepare(&self, wasm: &[u8]) -> Result<PreparedLambda, LoadError> {
         check_header(wasm)?;
         let digest = Digest::of(wasm);
         let engine = &self.inner.engine;
-        let component = match &self.inner.cache {
-            Some(cache) => cache.load_or_compile(engine, wasm, &digest)?,
-            None => compile(engine, wasm)?,
-        };
+        // Compiling is CPU work: off the async threads, or every other task
+        // of the caller's runtime (an executor's heartbeats among them)
+        // would wait for it.
+        let runtime = self.clone();
+        let bytes = wasm.to_vec();
+        let component = tokio::task::spawn_blocking(move || {
+            let engine = &runtime.inner.engine;
+            match &runtime.inner.cache {
+                Some(cache) => cache.load_or_compile(engine, &bytes, &digest),
+                None => compile(engine, &bytes),
+            }
+        })
+        .await
+        .map_err(|e| LoadError::CompilerStopped(e.to_string()))??;
 
         let component_type = component.component_type();
         if component_type.get_export(engine, HANDLER_EXPORT).is_none() {

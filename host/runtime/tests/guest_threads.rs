@@ -163,3 +163,35 @@ async fn computing_guests_leave_the_callers_runtime_free_and_run_lower() {
         "a tick of the caller's runtime came {latest:?} late"
     );
 }
+
+// Compiling is CPU work too: it must not hold the caller's only thread
+// (an executor compiles a lambda on its first task, while the watchdogs of
+// its other tasks must keep heartbeating).
+#[tokio::test(flavor = "current_thread")]
+async fn compiling_leaves_the_callers_runtime_free() {
+    let runtime = Runtime::new(RuntimeConfig::default()).expect("runtime");
+    let wasm = std::fs::read(samples::WORD_STATS).expect("sample built");
+    let ticks = async {
+        let mut latest = Duration::ZERO;
+        for _ in 0..10 {
+            let asked = Instant::now();
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            latest = latest.max(asked.elapsed() - Duration::from_millis(5));
+        }
+        latest
+    };
+    let began = Instant::now();
+    // The ticks go first, so the first one is due before compiling starts.
+    let (latest, prepared) = tokio::join!(ticks, async {
+        let prepared = runtime.prepare(&wasm).await;
+        (prepared, began.elapsed())
+    });
+    let (prepared, took) = prepared;
+    prepared.expect("word-stats prepares");
+    eprintln!("compiling took {took:?}; ticks came at most {latest:?} late");
+    // Were it done on this thread, a tick would wait for all of it.
+    assert!(
+        latest < took / 4,
+        "a tick came {latest:?} late, compiling took {took:?}"
+    );
+}
