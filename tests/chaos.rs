@@ -6,8 +6,9 @@
 //! 5–60 ms, a heartbeat after each) while a chaos driver, fault after
 //! fault, SIGKILLs and restarts each role, drops and duplicates queue
 //! messages, slows and cuts the executors' HSC traffic and crashes Postgres.
-//! The tasks are scheduled while the faults begin, with retries on the same
-//! idempotency keys (a retried batch must not make a task twice).
+//! The tasks are scheduled as a stream (at most 5,000 unfinished at a time)
+//! while the faults come, with retries on the same idempotency keys (a
+//! retried batch must not make a task twice).
 //!
 //! Afterwards the store and the executors' own journals (which record when
 //! each instance really started and was gone) must show:
@@ -222,9 +223,21 @@ impl Chaos {
     }
 }
 
+/// Tasks scheduled but not yet ended, at most: a steady stream rather than
+/// the whole run at once. (The SQS-compatible server of the tests slows to
+/// a crawl once a queue holds tens of thousands of messages; a real soak's
+/// load is a stream too.)
+const IN_FLIGHT: i64 = 5_000;
+
 /// Schedules `count` tasks in batches, retrying each batch (same
-/// idempotency keys) until the Frontend takes it; their ids.
-async fn schedule_all(frontend: FrontendClient, count: usize, seed: u64) -> Vec<String> {
+/// idempotency keys) until the Frontend takes it, and holding back while
+/// [`IN_FLIGHT`] tasks are unfinished; their ids.
+async fn schedule_all(
+    frontend: FrontendClient,
+    pool: PgPool,
+    count: usize,
+    seed: u64,
+) -> Vec<String> {
     let mut rng = fastrand::Rng::with_seed(seed);
     let mut ids = Vec::with_capacity(count);
     let mut retries = 0;
@@ -243,6 +256,10 @@ async fn schedule_all(frontend: FrontendClient, count: usize, seed: u64) -> Vec<
                 ..TaskRequest::default()
             })
             .collect();
+        // While the store cannot answer (Postgres is down), wait too.
+        while unfinished(&pool).await.is_none_or(|n| n >= IN_FLIGHT) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
         loop {
             match frontend.task_schedule_many(batch.clone()).await {
                 Ok(inserted) => {
@@ -323,6 +340,7 @@ async fn the_guarantees_hold_under_chaos() {
     let began = Instant::now();
     let scheduling = tokio::spawn(schedule_all(
         cluster.frontend.clone(),
+        pool.clone(),
         settings.tasks,
         settings.seed,
     ));
