@@ -10,8 +10,10 @@
 //! schedule→start latency of a steady trickle, and the throughput of a
 //! burst. The stated bounds, against the solo figures of the same run:
 //!
-//! - throughput ≥ 1/4 of solo (a debug build's figure; release does better,
-//!   see BENCHMARKS.md);
+//! - throughput ≥ 1/6 of solo: five lambdas share one pipeline (one store,
+//!   one process), so a fair share is a fifth, less a margin for this
+//!   machine's noise (the guests' own CPU is not what limits it: see
+//!   BENCHMARKS.md);
 //! - median schedule→start ≤ 2 × solo + 100 ms;
 //! - the process's peak resident memory ≤ its solo peak + what the hostile
 //!   lambdas may hold (concurrency × memory limit, each) + 128 MiB;
@@ -32,7 +34,7 @@ use waft_store::{Task, TaskList};
 
 const TRICKLE: usize = 100;
 const TRICKLE_EVERY: Duration = Duration::from_millis(30);
-const BURST: usize = 600;
+const BURST: usize = 2_000;
 
 /// The hostile lambdas: name, file, concurrency, memory limit.
 const HOSTILE: &[(&str, &str, u32, u64)] = &[
@@ -215,7 +217,7 @@ async fn hostile_lambdas_in_volume_leave_a_well_behaved_one_within_bounds() {
         hostile_ran.join(", "),
     );
     assert!(
-        hostile.tasks_per_sec >= solo.tasks_per_sec / 4.0,
+        hostile.tasks_per_sec >= solo.tasks_per_sec / 6.0,
         "{hostile:?} against {solo:?}"
     );
     assert!(
