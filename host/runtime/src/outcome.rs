@@ -91,3 +91,18 @@ pub struct Execution {
     /// The largest linear memory the instance asked for, in bytes.
     pub peak_memory: u64,
 }
+
+impl Execution {
+    /// An execution that never reached the guest: the host could not run it.
+    pub fn host_error(message: impl Into<String>) -> Self {
+        Self {
+            outcome: Outcome::HostError {
+                message: message.into(),
+            },
+            log: TaskLog::default(),
+            duration: Duration::ZERO,
+            fuel_consumed: None,
+            peak_memory: 0,
+        }
+    }
+}

@@ -21,7 +21,7 @@ use crate::bindings::waft::lambda::{host as wit_host, types as wit_types};
 use crate::lambda::error_chain;
 use crate::log::{Level, LogSink, LogSource};
 use crate::{
-    ChildRequest, Execution, KillSwitch, Limit, Outcome, PreparedLambda, Runtime, TaskHost, TaskLog,
+    ChildRequest, Execution, KillSwitch, Limit, Outcome, PreparedLambda, Runtime, TaskHost,
 };
 
 /// The task handed to a lambda.
@@ -129,19 +129,11 @@ impl PreparedLambda {
             .inner
             .guests
             .spawn(async move { lambda.run(task, &limits, host, &guest_kill).await });
-        let failed = |message: String| Execution {
-            outcome: Outcome::HostError { message },
-            log: TaskLog::default(),
-            duration: Duration::ZERO,
-            fuel_consumed: None,
-            peak_memory: 0,
-        };
         match spawned {
-            Ok(running) => running
-                .join()
-                .await
-                .unwrap_or_else(|error| failed(format!("the execution's thread failed: {error}"))),
-            Err(message) => failed(message),
+            Ok(running) => running.join().await.unwrap_or_else(|error| {
+                Execution::host_error(format!("the execution's thread failed: {error}"))
+            }),
+            Err(message) => Execution::host_error(message),
         }
     }
 

@@ -8,7 +8,8 @@ use std::time::{Duration, Instant, SystemTime};
 use serde_json::json;
 use waft_core::Limits;
 use waft_runtime::{
-    KillSwitch, Limit, Outcome, PreparedLambda, RecordingHost, Runtime, RuntimeConfig, TaskInput,
+    Execution, KillSwitch, Limit, Outcome, PreparedLambda, RecordingHost, Runtime, RuntimeConfig,
+    TaskInput,
 };
 use waft_sample_artifacts as samples;
 
@@ -27,6 +28,20 @@ fn task(payload: serde_json::Value) -> TaskInput {
         scheduled_at: SystemTime::now(),
         payload: payload.to_string().into_bytes(),
     }
+}
+
+fn assert_deadline(execution: &Execution) {
+    assert!(
+        matches!(
+            execution.outcome,
+            Outcome::LimitExceeded {
+                limit: Limit::Deadline,
+                ..
+            }
+        ),
+        "{:?}",
+        execution.outcome
+    );
 }
 
 /// The nice values of this process's threads named `name` (Linux).
@@ -82,17 +97,7 @@ async fn outcomes_are_those_of_the_callers_runtime() {
             &KillSwitch::new(),
         )
         .await;
-    assert!(
-        matches!(
-            execution.outcome,
-            Outcome::LimitExceeded {
-                limit: Limit::Deadline,
-                ..
-            }
-        ),
-        "{:?}",
-        execution.outcome
-    );
+    assert_deadline(&execution);
 }
 
 #[tokio::test(flavor = "current_thread")]
@@ -140,17 +145,7 @@ async fn computing_guests_leave_the_callers_runtime_free_and_run_lower() {
     };
     let (nice, latest) = ticks.await;
     for execution in guests.join_all().await {
-        assert!(
-            matches!(
-                execution.outcome,
-                Outcome::LimitExceeded {
-                    limit: Limit::Deadline,
-                    ..
-                }
-            ),
-            "{:?}",
-            execution.outcome
-        );
+        assert_deadline(&execution);
     }
     // (The other test's runtime may have guest threads too, at 10.)
     assert_eq!(

@@ -444,15 +444,7 @@ impl Executor {
     ) -> Execution {
         let loaded = match self.load(&task.lambda, task.lambda_version).await {
             Ok(loaded) => loaded,
-            Err(message) => {
-                return Execution {
-                    outcome: Outcome::HostError { message },
-                    log: TaskLog::default(),
-                    duration: Duration::ZERO,
-                    fuel_consumed: None,
-                    peak_memory: 0,
-                };
-            }
+            Err(message) => return Execution::host_error(message),
         };
         let input = TaskInput {
             id: task.id.clone(),
