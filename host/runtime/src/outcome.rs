@@ -1,6 +1,6 @@
 //! How an execution ended, from the host's point of view.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use crate::TaskLog;
 
@@ -90,6 +90,10 @@ pub struct Execution {
     pub fuel_consumed: Option<u64>,
     /// The largest linear memory the instance asked for, in bytes.
     pub peak_memory: u64,
+    /// When the instance was gone (dropped), by the wall clock: measured
+    /// where it ran, so a caller that gets to read the execution late still
+    /// knows when it ended.
+    pub ended_at: SystemTime,
 }
 
 impl Execution {
@@ -103,6 +107,7 @@ impl Execution {
             duration: Duration::ZERO,
             fuel_consumed: None,
             peak_memory: 0,
+            ended_at: SystemTime::now(),
         }
     }
 }

@@ -199,12 +199,14 @@ impl PreparedLambda {
         };
         let peak_memory = state.limiter.peak as u64;
         drop(store);
+        let ended_at = SystemTime::now();
         Execution {
             outcome,
             log: log.finish(),
             duration: started.elapsed(),
             fuel_consumed,
             peak_memory,
+            ended_at,
         }
     }
 }

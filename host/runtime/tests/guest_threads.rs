@@ -190,3 +190,50 @@ async fn compiling_leaves_the_callers_runtime_free() {
         "a tick came {latest:?} late, compiling took {took:?}"
     );
 }
+
+// The executor keeps a fence on the kill switch, just short of when the
+// task's lease could lapse. Were its own runtime starved (here: blocked
+// outright), nothing would pull the switch; the instance must stop itself
+// at the fence, on its own thread.
+#[tokio::test(flavor = "current_thread")]
+async fn an_instance_stops_itself_at_its_fence_while_the_caller_is_stuck() {
+    let runtime = Runtime::new(RuntimeConfig::default()).expect("runtime");
+    let runaway = prepare(&runtime, samples::RUNAWAY).await;
+    let kill = KillSwitch::new();
+    let started = SystemTime::now();
+    kill.fence_at(Instant::now() + Duration::from_millis(150));
+    let limits = Limits {
+        timeout: Duration::from_secs(10),
+        ..Limits::default()
+    };
+    let guest = tokio::spawn({
+        let kill = kill.clone();
+        async move {
+            runaway
+                .run_on_guest_threads(
+                    task(json!({})),
+                    &limits,
+                    Arc::new(RecordingHost::default()),
+                    &kill,
+                )
+                .await
+        }
+    });
+    tokio::task::yield_now().await;
+    // This runtime's only thread does nothing else for a second.
+    std::thread::sleep(Duration::from_secs(1));
+    let execution = guest.await.expect("the execution");
+    let lasted = execution
+        .ended_at
+        .duration_since(started)
+        .expect("it ended after it started");
+    assert!(
+        matches!(&execution.outcome, Outcome::Killed { reason } if reason.contains("lease may have lapsed")),
+        "{:?}",
+        execution.outcome
+    );
+    assert!(
+        lasted < Duration::from_millis(500),
+        "the instance ran for {lasted:?}, its fence was at 150 ms"
+    );
+}

@@ -358,6 +358,9 @@ impl Executor {
                 let _ = finished.await;
             },
         );
+        // The instance stops itself once its lease may have lapsed, even if
+        // this process is too starved to run the watchdog meanwhile.
+        kill.fence_at(std::time::Instant::now() + self.config.heartbeat.first_fence());
         tracing::info!(task = %task.id, lease = task.lease_token, attempt = task.attempt, "execution started");
         record_start(&task);
         if let Some(journal) = &self.config.journal {
@@ -371,7 +374,7 @@ impl Executor {
                 WatchEnd::Stopped(_) => "stopped",
                 WatchEnd::Finished => execution.outcome.kind(),
             };
-            journal.ended(&task.id, task.lease_token, outcome);
+            journal.ended(&task.id, task.lease_token, outcome, execution.ended_at);
         }
         let metrics = metrics::metrics();
         if let WatchEnd::Stopped(why) = watched {

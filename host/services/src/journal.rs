@@ -78,20 +78,21 @@ impl ExecutionJournal {
             task: task.to_owned(),
             lease,
             pid: std::process::id(),
-            at_us: now_us(),
+            at_us: micros(SystemTime::now()),
             attempt: Some(attempt),
             outcome: None,
         });
     }
 
-    /// Records that an execution's instance is gone.
-    pub fn ended(&self, task: &str, lease: i64, outcome: &str) {
+    /// Records that an execution's instance was gone at `at` (as the
+    /// runtime saw it: this record may be written later).
+    pub fn ended(&self, task: &str, lease: i64, outcome: &str, at: SystemTime) {
         self.write(JournalRecord {
             event: JournalEvent::End,
             task: task.to_owned(),
             lease,
             pid: std::process::id(),
-            at_us: now_us(),
+            at_us: micros(at),
             attempt: None,
             outcome: Some(outcome.to_owned()),
         });
@@ -116,9 +117,8 @@ pub fn read_journal(path: &Path) -> std::io::Result<Vec<JournalRecord>> {
         .collect())
 }
 
-fn now_us() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
+fn micros(at: SystemTime) -> i64 {
+    at.duration_since(UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
 }
 
@@ -132,7 +132,7 @@ mod tests {
         let path = dir.path().join("journal");
         let journal = ExecutionJournal::open(&path).unwrap();
         journal.started("t1", 7, 2);
-        journal.ended("t1", 7, "success");
+        journal.ended("t1", 7, "success", SystemTime::now());
         drop(journal);
         // Reopening appends.
         ExecutionJournal::open(&path).unwrap().started("t2", 1, 1);

@@ -9,6 +9,14 @@
 //! its last successful heartbeat, and [`HeartbeatConfig::validate`] insists
 //! that `3 × interval + rpc_timeout < heartbeat_timeout`: the execution is
 //! always stopped before anyone else may start the task.
+//!
+//! That holds while the watchdog gets to run. For when it does not (a
+//! process starved of CPU, a blocked thread), the execution's kill switch
+//! also carries a fence: an instant just short of when the lease could
+//! lapse, set when the task arrives ([`HeartbeatConfig::first_fence`]) and
+//! moved forward by each acknowledged heartbeat
+//! ([`HeartbeatConfig::fence_after_ack`]). The instance checks it on its
+//! own thread at every epoch tick and host call, and stops itself there.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -74,6 +82,24 @@ impl HeartbeatConfig {
             )));
         }
         Ok(())
+    }
+
+    /// How long after receiving a task its instance may run before a
+    /// heartbeat is acknowledged: the claim (made just before the task was
+    /// handed out) holds for `heartbeat_timeout`; less one interval and
+    /// one RPC timeout for the hand-out's delay.
+    pub fn first_fence(&self) -> Duration {
+        self.heartbeat_timeout
+            .saturating_sub(self.interval)
+            .saturating_sub(self.rpc_timeout)
+    }
+
+    /// How long after sending a heartbeat that was acknowledged the
+    /// instance may run: the store keeps the lease for `heartbeat_timeout`
+    /// from when it recorded the heartbeat (after it was sent); less one RPC
+    /// timeout of margin for clocks.
+    pub fn fence_after_ack(&self) -> Duration {
+        self.heartbeat_timeout.saturating_sub(self.rpc_timeout)
     }
 }
 
@@ -141,10 +167,12 @@ pub async fn watch(
             () = &mut finished => return WatchEnd::Finished,
             _ = ticks.tick() => {}
         }
+        let sent = std::time::Instant::now();
         let beat = sink.heartbeat(task_id, lease_token, progress());
         let why = match tokio::time::timeout(config.rpc_timeout, beat).await {
             Ok(Ok(())) => {
                 failures = 0;
+                kill.fence_at(sent + config.fence_after_ack());
                 continue;
             }
             Ok(Err(HeartbeatFailure::LeaseLost(reason))) => {

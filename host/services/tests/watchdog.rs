@@ -224,3 +224,42 @@ async fn a_success_between_failures_resets_the_count() {
     assert!(!kill.is_killed());
     assert_eq!(sink.calls.load(Ordering::SeqCst), 7);
 }
+
+// On the real clock: the fence is the instance's own, read with
+// `std::time::Instant`.
+#[tokio::test]
+async fn acknowledged_heartbeats_move_the_fence_and_silence_lets_it_pass() {
+    let config = HeartbeatConfig {
+        interval: Duration::from_millis(50),
+        rpc_timeout: Duration::from_millis(20),
+        heartbeat_timeout: Duration::from_millis(400),
+    };
+    config.validate().unwrap();
+    let watched = Watched {
+        task_id: "t",
+        lambda: "lambda",
+        lease_token: 1,
+    };
+    // Answered heartbeats for 600 ms: well past the first fence.
+    let kill = KillSwitch::new();
+    kill.fence_at(std::time::Instant::now() + config.first_fence());
+    let end = watch(
+        Scripted::new(vec![]),
+        watched,
+        config,
+        &kill,
+        || None,
+        tokio::time::sleep(Duration::from_millis(600)),
+    )
+    .await;
+    assert_eq!(end, WatchEnd::Finished);
+    assert!(!kill.is_killed(), "{:?}", kill.reason());
+    // Then nobody heartbeats (a starved watchdog): the fence passes.
+    tokio::time::sleep(config.fence_after_ack()).await;
+    assert!(kill.is_killed());
+    assert!(
+        kill.reason().unwrap().contains("lease may have lapsed"),
+        "{:?}",
+        kill.reason()
+    );
+}
