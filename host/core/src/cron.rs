@@ -42,6 +42,19 @@ impl CronSchedule {
     /// Parses `expression` to be evaluated in `timezone` (an IANA name).
     pub fn parse(expression: &str, timezone: &str) -> Result<Self, CronError> {
         let timezone = Tz::from_str(timezone).map_err(|_| CronError::TimeZone(timezone.into()))?;
+        // An empty item in a list (`,`, `1,,2`, `5,`) leaves a field
+        // matching nothing, and the parser takes it: the search for an
+        // occurrence would then try every second until the parser's last
+        // year, for seconds of CPU per evaluation.
+        if let Some(field) = expression
+            .split_whitespace()
+            .find(|field| field.split(',').any(str::is_empty))
+        {
+            return Err(CronError::Expression {
+                expression: expression.into(),
+                reason: format!("the field {field:?} has an empty item in its list"),
+            });
+        }
         let cron = CronParser::builder()
             .seconds(Seconds::Optional)
             .build()
@@ -134,7 +147,18 @@ mod tests {
 
     #[test]
     fn bad_expressions_and_zones_say_what_is_wrong() {
-        for expression in ["", "* * *", "61 * * * *", "* * * * * * * *", "every day"] {
+        for expression in [
+            "",
+            "* * *",
+            "61 * * * *",
+            "* * * * * * * *",
+            "every day",
+            // Empty list items: once taken, and seconds to evaluate.
+            "0 , * * *",
+            ", 8 * * * 6 *",
+            "0 1,,2 * * *",
+            "0 5, * * *",
+        ] {
             let error = CronSchedule::parse(expression, "UTC").unwrap_err();
             assert!(
                 matches!(error, CronError::Expression { .. }),
