@@ -30,6 +30,23 @@ fn task(payload: serde_json::Value) -> TaskInput {
     }
 }
 
+/// Runs `runaway` (without end) on the guest threads, owning everything,
+/// so that it can be spawned.
+async fn runaway_on_guest_threads(
+    runaway: PreparedLambda,
+    limits: Limits,
+    kill: KillSwitch,
+) -> Execution {
+    runaway
+        .run_on_guest_threads(
+            task(json!({})),
+            &limits,
+            Arc::new(RecordingHost::default()),
+            &kill,
+        )
+        .await
+}
+
 fn assert_deadline(execution: &Execution) {
     assert!(
         matches!(
@@ -119,16 +136,7 @@ async fn computing_guests_leave_the_callers_runtime_free_and_run_lower() {
     for _ in 0..4 {
         let runaway = runaway.clone();
         let kill = kill.clone();
-        guests.spawn(async move {
-            runaway
-                .run_on_guest_threads(
-                    task(json!({})),
-                    &limits,
-                    Arc::new(RecordingHost::default()),
-                    &kill,
-                )
-                .await
-        });
+        guests.spawn(runaway_on_guest_threads(runaway, limits, kill));
     }
     // Meanwhile this (single-threaded) runtime keeps its own time: every
     // 10 ms tick comes within a few milliseconds.
@@ -206,19 +214,7 @@ async fn an_instance_stops_itself_at_its_fence_while_the_caller_is_stuck() {
         timeout: Duration::from_secs(10),
         ..Limits::default()
     };
-    let guest = tokio::spawn({
-        let kill = kill.clone();
-        async move {
-            runaway
-                .run_on_guest_threads(
-                    task(json!({})),
-                    &limits,
-                    Arc::new(RecordingHost::default()),
-                    &kill,
-                )
-                .await
-        }
-    });
+    let guest = tokio::spawn(runaway_on_guest_threads(runaway, limits, kill.clone()));
     tokio::task::yield_now().await;
     // This runtime's only thread does nothing else for a second.
     std::thread::sleep(Duration::from_secs(1));
