@@ -106,14 +106,7 @@ async fn outcomes_are_those_of_the_callers_runtime() {
         timeout: Duration::from_millis(200),
         ..Limits::default()
     };
-    let execution = runaway
-        .run_on_guest_threads(
-            task(json!({})),
-            &limits,
-            Arc::new(RecordingHost::default()),
-            &KillSwitch::new(),
-        )
-        .await;
+    let execution = runaway_on_guest_threads(runaway, limits, KillSwitch::new()).await;
     assert_deadline(&execution);
 }
 
