@@ -1,6 +1,6 @@
 //! Guests on threads of their own: the same outcomes as on the caller's
-//! runtime, at a lower priority, and the caller's runtime stays free while
-//! guests compute.
+//! runtime, at a lower priority; an instance stops at its fence while its
+//! caller is stuck; compiling leaves the caller's runtime free.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
