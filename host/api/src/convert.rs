@@ -351,6 +351,7 @@ pub(crate) fn refusal_to_proto(refusal: Refusal) -> proto::Refusal {
             Refusal::WrongState(status) => Reason::WrongState(status_to_proto(status) as i32),
             Refusal::StaleEnqueueToken { current } => Reason::StaleEnqueueToken(current),
             Refusal::StaleLease { current } => Reason::StaleLease(current),
+            Refusal::Held => Reason::Held(true),
         }),
     }
 }
@@ -362,6 +363,7 @@ pub(crate) fn refusal_from_proto(refusal: proto::Refusal) -> ServiceResult<Refus
         Reason::WrongState(status) => Refusal::WrongState(status_from_proto(status)?),
         Reason::StaleEnqueueToken(current) => Refusal::StaleEnqueueToken { current },
         Reason::StaleLease(current) => Refusal::StaleLease { current },
+        Reason::Held(_) => Refusal::Held,
     })
 }
 
@@ -586,6 +588,7 @@ mod tests {
             Refusal::WrongState(TaskStatus::Dead),
             Refusal::StaleEnqueueToken { current: 4 },
             Refusal::StaleLease { current: 9 },
+            Refusal::Held,
         ] {
             assert_eq!(
                 refusal_from_proto(refusal_to_proto(refusal.clone())).unwrap(),

@@ -2,6 +2,12 @@
 
 use std::time::Duration;
 
+/// The longest a task may wait for its next attempt, whoever asks: a
+/// lambda's backoff cannot exceed it, and a retry delay a lambda returns is
+/// cut to it. A week covers any real outage while keeping every retried task
+/// due at a time the store can hold and a person can wait for.
+pub const MAX_RETRY_DELAY: Duration = Duration::from_secs(7 * 24 * 3600);
+
 /// How long a task waits before its next attempt.
 ///
 /// The delay before attempt `n + 1` (after `n` failed attempts) is

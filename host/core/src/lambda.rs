@@ -62,6 +62,9 @@ impl LambdaConfig {
     pub const MAX_PAYLOAD: ByteSize = ByteSize::mib(16);
     /// The most priority levels a lambda may have.
     pub const MAX_PRIORITIES: u8 = 16;
+    /// The slowest scheduling quota: one task an hour. A slower one would
+    /// pace a backlog years ahead.
+    pub const MIN_QUOTA_PER_SEC: f64 = 1.0 / 3600.0;
 
     /// Checks every field against its bounds.
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -103,23 +106,24 @@ impl LambdaConfig {
             );
         }
         if let Some(quota) = self.quota_per_sec
-            && !(quota.is_finite() && quota > 0.0)
+            && !(quota.is_finite() && (Self::MIN_QUOTA_PER_SEC..=1e6).contains(&quota))
         {
             return invalid(
                 "quota_per_sec",
                 quota.to_string(),
-                "must be a positive number",
+                "must be within 1/3600 (one task an hour) and 1000000",
             );
         }
         let backoff = &self.backoff;
         if backoff.base.is_zero()
             || backoff.max < backoff.base
+            || backoff.max > crate::MAX_RETRY_DELAY
             || !(1.0..=10.0).contains(&backoff.factor)
         {
             return invalid(
                 "backoff",
                 format!("{backoff:?}"),
-                "needs base > 0, max >= base and a factor within 1..=10",
+                "needs base > 0, base <= max <= 7 days and a factor within 1..=10",
             );
         }
         Ok(())
@@ -176,6 +180,23 @@ mod tests {
                     ..base.clone()
                 },
                 "quota_per_sec",
+            ),
+            (
+                LambdaConfig {
+                    quota_per_sec: Some(1e-9),
+                    ..base.clone()
+                },
+                "quota_per_sec",
+            ),
+            (
+                LambdaConfig {
+                    backoff: crate::Backoff {
+                        max: std::time::Duration::MAX,
+                        ..base.backoff
+                    },
+                    ..base.clone()
+                },
+                "backoff",
             ),
         ] {
             let error = config.validate().unwrap_err().to_string();

@@ -12,7 +12,7 @@ pub mod limits;
 pub mod task;
 pub mod units;
 
-pub use backoff::Backoff;
+pub use backoff::{Backoff, MAX_RETRY_DELAY};
 pub use cron::{CronError, CronSchedule};
 pub use lambda::{ConfigError, LambdaConfig};
 pub use limits::{Limits, LimitsError};

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use waft_core::CronSchedule;
-use waft_store::{Millis, Schedule, ScheduleMaterialize, StoreError, TaskStore};
+use waft_store::{Materialized, Millis, Schedule, ScheduleMaterialize, StoreError, TaskStore};
 
 use crate::{Clock, DueSignal};
 
@@ -42,6 +42,8 @@ pub struct PeriodicReport {
     pub created: usize,
     /// Occurrences another consumer materialised first.
     pub lost: usize,
+    /// Occurrences skipped: their task was refused.
+    pub skipped: usize,
     /// The turn stopped at its cap: more occurrences are due.
     pub full: bool,
 }
@@ -80,12 +82,16 @@ impl Periodic {
                     continue;
                 };
                 match self.store.schedule_materialize(step.params).await {
-                    Ok(Some(task)) => {
+                    Ok(Materialized::Created(task)) => {
                         tracing::debug!(schedule = %schedule.id, %task, occurrence = step.occurrence, "periodic task created");
                         report.created += 1;
                         due_now |= step.occurrence <= now;
                     }
-                    Ok(None) => report.lost += 1,
+                    Ok(Materialized::AlreadyDone) => report.lost += 1,
+                    Ok(Materialized::Skipped(why)) => {
+                        tracing::warn!(schedule = %schedule.id, lambda = %schedule.lambda, occurrence = step.occurrence, %why, "periodic task refused; occurrence skipped (fix the schedule or the lambda's settings)");
+                        report.skipped += 1;
+                    }
                     Err(StoreError::ScheduleNotFound(_)) => {}
                     Err(error) => {
                         tracing::warn!(schedule = %schedule.id, %error, "cannot create the periodic task; retrying next turn");
@@ -93,7 +99,7 @@ impl Periodic {
                     }
                 }
                 progressed = true;
-                if report.created + report.lost >= MAX_PER_TURN {
+                if report.created + report.lost + report.skipped >= MAX_PER_TURN {
                     report.full = true;
                     break 'turn;
                 }

@@ -27,7 +27,14 @@ macro_rules! sql_task_store {
         // column `value` holding each element.
         json_rows: $json_rows:expr,
         // Decodes hex text (`{}`) into bytes.
-        unhex: $unhex:expr $(,)?
+        unhex: $unhex:expr,
+        // A statement run first by every transaction that reads gates to
+        // act on tasks (the poll, claims), and one run first by a gate
+        // change: Postgres's shared and exclusive advisory locks, so a
+        // gate change never interleaves with a poll or claim that read the
+        // gate before it (a resume would miss the tasks such a poll holds).
+        gate_read_lock: $gate_read_lock:expr,
+        gate_write_lock: $gate_write_lock:expr $(,)?
     ) => {
         use std::collections::HashMap;
 
@@ -36,10 +43,10 @@ macro_rules! sql_task_store {
         use waft_core::{LambdaConfig, TaskStatus};
 
         use $crate::rows::{self, LAMBDA_COLUMNS, RowExt, SCHEDULE_COLUMNS, TASK_COLUMNS};
-        use $crate::support::{RetryPlan, check_run_at, millis, new_id, sql};
+        use $crate::support::{GateEffect, RetryPlan, check_client_key, check_run_at, millis, new_id, sql, text_in};
         use $crate::{
             Attempt, Backlog, ClaimedTask, DeadRedrive, DeadSelector, EnqueueReport, EnqueuedTask, Gate, GateSet,
-            GateState, GcReport, Lambda, LambdaDeploy, LambdaGc, LambdaRollback, Millis, NewTask, Refusal, Result, ResultOutcome, Schedule,
+            GateState, GcReport, Lambda, LambdaDeploy, LambdaGc, LambdaRollback, Materialized, Millis, NewTask, Refusal, Result, ResultOutcome, Schedule,
             ScheduleMaterialize, StoreError, Task, Token, TokenCreate, TokenRole, TaskClaimMany, TaskEnqueueReady,
             TaskHeartbeatMany, TaskInsertMany, TaskInserted, TaskList, TaskSetResultMany, TaskStore,
         };
@@ -50,12 +57,23 @@ macro_rules! sql_task_store {
         const GATE_OF_TASK: &str = "(SELECT CAST(MAX(CASE g.state WHEN 'dropped' THEN 2 WHEN 'paused' THEN 1 ELSE 0 END) AS BIGINT) \
              FROM gates g WHERE g.lambda = t.lambda AND (g.collection = '' OR g.collection = t.collection))";
 
+        /// Statuses of tasks that have not ended, for SQL lists.
+        const UNFINISHED: &str = "('new', 'enqueued', 'claimed', 'processing', 'retriable_failure')";
+
+        /// Runs a dialect's lock statement, if it has one.
+        async fn lock_gates(conn: &mut $conn, statement: &'static str) -> Result<()> {
+            if !statement.is_empty() {
+                sqlx::query(statement).execute(&mut *conn).await?;
+            }
+            Ok(())
+        }
+
         async fn lambda_current(conn: &mut $conn, name: &str) -> Result<Option<Lambda>> {
             let row = sqlx::query(sql(format!(
                 "SELECT {LAMBDA_COLUMNS} FROM lambdas l JOIN lambda_versions v \
                  ON v.lambda = l.name AND v.version = l.current_version WHERE l.name = $1"
             )))
-            .bind(name)
+            .bind(text_in(name))
             .fetch_optional(&mut *conn)
             .await?;
             row.as_ref().map(rows::lambda).transpose()
@@ -81,12 +99,22 @@ macro_rules! sql_task_store {
             }
         }
 
+        /// Who asks for an insert: a client, whose idempotency keys may not
+        /// use the prefixes the store writes itself, or the store (a
+        /// continuation, a periodic occurrence).
+        #[derive(Clone, Copy, PartialEq, Eq)]
+        enum Origin {
+            Client,
+            Store,
+        }
+
         /// Checks tasks against their lambdas and inserts them in one
         /// statement; `schedule_id` links tasks made by a periodic schedule.
         async fn insert_tasks(
             conn: &mut $conn,
             tasks: Vec<NewTask>,
             schedule_id: Option<&str>,
+            origin: Origin,
             now: Millis,
         ) -> Result<Vec<TaskInserted>> {
             let mut lambdas: HashMap<String, Lambda> = HashMap::new();
@@ -134,6 +162,9 @@ macro_rules! sql_task_store {
                             "an idempotency key must be 1 to 255 bytes".into(),
                         ));
                     }
+                    if origin == Origin::Client {
+                        check_client_key(key, task.parent_id.as_deref(), task.parent_lease)?;
+                    }
                     let slot = (task.lambda.clone(), key.clone());
                     if let Some(id) = keys.get(&slot) {
                         answers.push(TaskInserted { id: id.clone(), created: false });
@@ -143,7 +174,7 @@ macro_rules! sql_task_store {
                         "SELECT id FROM tasks WHERE lambda = $1 AND idempotency_key = $2",
                     )
                     .bind(&task.lambda)
-                    .bind(key)
+                    .bind(text_in(key))
                     .fetch_optional(&mut *conn)
                     .await?;
                     if let Some(id) = existing {
@@ -153,7 +184,7 @@ macro_rules! sql_task_store {
                 }
                 if let Some(parent) = &task.parent_id {
                     let row = sqlx::query("SELECT status, lease_token FROM tasks WHERE id = $1")
-                        .bind(parent)
+                        .bind(text_in(parent))
                         .fetch_optional(&mut *conn)
                         .await?
                         .ok_or_else(|| StoreError::Invalid(format!("unknown parent task {parent}")))?;
@@ -202,7 +233,7 @@ macro_rules! sql_task_store {
                     "max_attempts": config.max_attempts,
                     "run_at": run_at,
                     "parent_id": task.parent_id,
-                    "key": task.idempotency_key,
+                    "key": task.idempotency_key.as_deref().map(text_in),
                     "version": task.version,
                     "continuation": continuation,
                 }));
@@ -242,7 +273,7 @@ macro_rules! sql_task_store {
                             "SELECT id FROM tasks WHERE lambda = $1 AND idempotency_key = $2",
                         )
                         .bind(lambda)
-                        .bind(key)
+                        .bind(text_in(key))
                         .fetch_one(&mut *conn)
                         .await?;
                         for answer in answers.iter_mut().filter(|a| &a.id == id) {
@@ -262,7 +293,7 @@ macro_rules! sql_task_store {
         /// Explains why a lease-guarded update touched no row.
         async fn lease_refusal(conn: &mut $conn, id: &str, lease: i64) -> Result<Refusal> {
             let row = sqlx::query("SELECT status, lease_token FROM tasks WHERE id = $1")
-                .bind(id)
+                .bind(text_in(id))
                 .fetch_optional(&mut *conn)
                 .await?;
             Ok(match row {
@@ -303,6 +334,7 @@ macro_rules! sql_task_store {
                 .fetch_one(&mut *tx)
                 .await?;
                 insert_version(&mut tx, &params, version).await?;
+                repace(&mut tx, &params.name, params.now).await?;
                 let lambda = require_lambda(&mut tx, &params.name).await?;
                 tx.commit().await?;
                 Ok(lambda)
@@ -318,7 +350,7 @@ macro_rules! sql_task_store {
                     "SELECT {LAMBDA_COLUMNS} FROM lambdas l JOIN lambda_versions v \
                      ON v.lambda = l.name WHERE l.name = $1 AND v.version = $2"
                 )))
-                .bind(name)
+                .bind(text_in(name))
                 .bind(i64::from(version))
                 .fetch_optional(&self.pool)
                 .await?;
@@ -340,7 +372,7 @@ macro_rules! sql_task_store {
                     "SELECT {LAMBDA_COLUMNS} FROM lambdas l JOIN lambda_versions v \
                      ON v.lambda = l.name WHERE l.name = $1 ORDER BY v.version"
                 )))
-                .bind(name)
+                .bind(text_in(name))
                 .fetch_all(&self.pool)
                 .await?;
                 if rows.is_empty() {
@@ -387,6 +419,7 @@ macro_rules! sql_task_store {
                     now: params.now,
                 };
                 insert_version(&mut tx, &copy, version).await?;
+                repace(&mut tx, &params.name, params.now).await?;
                 let lambda = require_lambda(&mut tx, &params.name).await?;
                 tx.commit().await?;
                 Ok(lambda)
@@ -423,7 +456,7 @@ macro_rules! sql_task_store {
             async fn component_get(&self, digest: &str) -> Result<Option<Vec<u8>>> {
                 Ok(
                     sqlx::query_scalar("SELECT bytes FROM components WHERE digest = $1")
-                        .bind(digest)
+                        .bind(text_in(digest))
                         .fetch_optional(&self.pool)
                         .await?,
                 )
@@ -431,7 +464,8 @@ macro_rules! sql_task_store {
 
             async fn task_insert_many(&self, params: TaskInsertMany) -> Result<Vec<TaskInserted>> {
                 let mut tx = self.write().await?;
-                let inserted = insert_tasks(&mut tx, params.tasks, None, params.now).await?;
+                let inserted =
+                    insert_tasks(&mut tx, params.tasks, None, Origin::Client, params.now).await?;
                 tx.commit().await?;
                 Ok(inserted)
             }
@@ -440,7 +474,7 @@ macro_rules! sql_task_store {
                 let row = sqlx::query(sql(format!(
                     "SELECT {TASK_COLUMNS} FROM tasks WHERE id = $1"
                 )))
-                .bind(id)
+                .bind(text_in(id))
                 .fetch_optional(&self.pool)
                 .await?;
                 row.as_ref().map(rows::task).transpose()
@@ -457,11 +491,11 @@ macro_rules! sql_task_store {
                      AND ($3 IS NULL OR status = $3) AND ($4 IS NULL OR parent_id = $4) \
                      AND ($5 IS NULL OR id > $5) ORDER BY id LIMIT $6"
                 )))
-                .bind(params.lambda)
-                .bind(params.collection)
+                .bind(params.lambda.as_deref().map(text_in))
+                .bind(params.collection.as_deref().map(text_in))
                 .bind(params.status.map(TaskStatus::as_str))
-                .bind(params.parent_id)
-                .bind(params.after)
+                .bind(params.parent_id.as_deref().map(text_in))
+                .bind(params.after.as_deref().map(text_in))
                 .bind(i64::from(limit))
                 .fetch_all(&self.pool)
                 .await?;
@@ -470,11 +504,17 @@ macro_rules! sql_task_store {
 
             async fn task_cancel(&self, id: &str, now: Millis) -> Result<Task> {
                 let mut tx = self.write().await?;
-                let row = sqlx::query("SELECT status FROM tasks WHERE id = $1")
-                    .bind(id)
-                    .fetch_optional(&mut *tx)
-                    .await?
-                    .ok_or_else(|| StoreError::TaskNotFound(id.to_owned()))?;
+                // Locked, and the update guarded too: a result committing
+                // meanwhile either ends the task first (and the cancel is
+                // refused) or waits, and is then refused itself.
+                let row = sqlx::query(sql(format!(
+                    "SELECT status FROM tasks WHERE id = $1 {}",
+                    $row_lock
+                )))
+                .bind(text_in(id))
+                .fetch_optional(&mut *tx)
+                .await?
+                .ok_or_else(|| StoreError::TaskNotFound(id.to_owned()))?;
                 let status = rows::status(&row)?;
                 if status.is_terminal() {
                     return Err(StoreError::AlreadyEnded {
@@ -484,12 +524,13 @@ macro_rules! sql_task_store {
                 }
                 let row = sqlx::query(sql(format!(
                     "UPDATE tasks SET status = 'cancelled', next_trigger_at = NULL, held = FALSE, \
-                     finished_at = $2 WHERE id = $1 RETURNING {TASK_COLUMNS}"
+                     finished_at = $2 WHERE id = $1 AND status IN {UNFINISHED} RETURNING {TASK_COLUMNS}"
                 )))
                 .bind(id)
                 .bind(now)
-                .fetch_one(&mut *tx)
-                .await?;
+                .fetch_optional(&mut *tx)
+                .await?
+                .ok_or_else(|| StoreError::Corrupt(format!("task {id} ended under a row lock")))?;
                 let task = rows::task(&row)?;
                 tx.commit().await?;
                 Ok(task)
@@ -498,9 +539,10 @@ macro_rules! sql_task_store {
             async fn task_enqueue_ready(&self, params: TaskEnqueueReady) -> Result<EnqueueReport> {
                 let now = params.now;
                 let mut tx = self.write().await?;
+                lock_gates(&mut tx, $gate_read_lock).await?;
                 let due = sqlx::query(sql(format!(
                     "SELECT t.id, t.lambda, t.status, t.attempt, t.max_attempts, t.paced, \
-                     {GATE_OF_TASK} AS gate \
+                     t.lease_token, {GATE_OF_TASK} AS gate \
                      FROM tasks t WHERE t.next_trigger_at IS NOT NULL AND t.next_trigger_at <= $1 \
                      ORDER BY t.next_trigger_at LIMIT $2 {}",
                     $poll_lock
@@ -515,65 +557,74 @@ macro_rules! sql_task_store {
                 for row in &due {
                     let id = row.text("id")?;
                     let status = rows::status(row)?;
-                    let gate = row.opt_int("gate")?.unwrap_or(0);
+                    let gate = GateEffect::from_code(row.opt_int("gate")?);
                     let attempt = row.int("attempt")?;
-                    if gate == 2 {
-                        sqlx::query(
-                            "UPDATE tasks SET status = 'dropped', next_trigger_at = NULL, held = FALSE, \
-                             finished_at = $2 WHERE id = $1",
-                        )
-                        .bind(&id)
-                        .bind(now)
-                        .execute(&mut *tx)
-                        .await?;
-                        report.dropped += 1;
-                    } else if gate == 1 {
-                        sqlx::query(
-                            "UPDATE tasks SET held = TRUE, due_at = next_trigger_at, next_trigger_at = NULL, \
-                             paced = FALSE WHERE id = $1",
-                        )
-                        .bind(&id)
-                        .execute(&mut *tx)
-                        .await?;
-                        report.held += 1;
-                    } else if status == TaskStatus::Processing && attempt >= row.int("max_attempts")? {
-                        let error = format!(
-                            "the executor stopped heartbeating on attempt {attempt}, the last one"
-                        );
-                        lost.push(serde_json::json!({ "id": id, "outcome": "lost", "error": error }));
-                        sqlx::query(
-                            "UPDATE tasks SET status = 'dead', next_trigger_at = NULL, finished_at = $2, \
-                             last_error = $3 WHERE id = $1",
-                        )
-                        .bind(&id)
-                        .bind(now)
-                        .bind(error)
-                        .execute(&mut *tx)
-                        .await?;
-                        report.dead += 1;
-                    } else {
-                        if status == TaskStatus::Processing {
-                            lost.push(serde_json::json!({
-                                "id": id, "outcome": "lost", "error": "the executor stopped heartbeating",
-                            }));
+                    // An execution whose claim or heartbeat lapsed may have
+                    // run (a poison task crashes its executor before its
+                    // first heartbeat): it is an attempt, lost.
+                    let lapsed = match status {
+                        TaskStatus::Claimed => Some("the execution never reported: no heartbeat within the claim timeout"),
+                        TaskStatus::Processing => Some("the executor stopped heartbeating"),
+                        _ => None,
+                    };
+                    if let Some(why) = lapsed {
+                        let last = attempt >= row.int("max_attempts")?;
+                        let error = if last {
+                            format!("{why} on attempt {attempt}, the last one")
+                        } else {
+                            why.to_owned()
+                        };
+                        lost.push(serde_json::json!({
+                            "id": id, "lease": row.int("lease_token")?, "outcome": "lost", "error": error,
+                        }));
+                        if last && gate != GateEffect::Drop {
+                            sqlx::query(
+                                "UPDATE tasks SET status = 'dead', next_trigger_at = NULL, held = FALSE, \
+                                 finished_at = $2, last_error = $3 WHERE id = $1",
+                            )
+                            .bind(&id)
+                            .bind(now)
+                            .bind(text_in(&error))
+                            .execute(&mut *tx)
+                            .await?;
+                            report.dead += 1;
+                            continue;
                         }
-                        to_enqueue.push((id, row.text("lambda")?, row.flag("paced")?));
+                    }
+                    match gate {
+                        GateEffect::Drop => {
+                            sqlx::query(
+                                "UPDATE tasks SET status = 'dropped', next_trigger_at = NULL, held = FALSE, \
+                                 finished_at = $2 WHERE id = $1",
+                            )
+                            .bind(&id)
+                            .bind(now)
+                            .execute(&mut *tx)
+                            .await?;
+                            report.dropped += 1;
+                        }
+                        GateEffect::Hold => {
+                            hold(&mut tx, &id, lapsed).await?;
+                            report.held += 1;
+                        }
+                        GateEffect::Open => {
+                            to_enqueue.push((id, row.text("lambda")?, row.flag("paced")?, lapsed));
+                        }
                     }
                 }
                 record_attempts(&mut tx, lost, now).await?;
                 let to_enqueue = pace(&mut tx, to_enqueue, now, &mut report).await?;
                 if !to_enqueue.is_empty() {
-                    // One statement for the common case. A claimed task whose
-                    // claim expired never ran: that attempt does not count. A
-                    // processing one that timed out did run.
-                    let ids: Vec<_> = to_enqueue.iter().map(|id| serde_json::json!({ "id": id })).collect();
+                    // One statement for the common case.
+                    let ids: Vec<_> = to_enqueue
+                        .iter()
+                        .map(|(id, lapsed)| serde_json::json!({ "id": id, "error": lapsed }))
+                        .collect();
                     let rows = sqlx::query(sql(format!(
                         "UPDATE tasks SET status = 'enqueued', enqueue_token = enqueue_token + 1, \
                          enqueued_at = $2, next_trigger_at = $3, paced = FALSE, \
-                         attempt = CASE WHEN status = 'claimed' THEN attempt - 1 ELSE attempt END, \
-                         last_error = CASE WHEN status = 'processing' \
-                            THEN 'the executor stopped heartbeating' ELSE last_error END \
-                         FROM (SELECT j.value->>'id' AS due_id FROM {}) AS d \
+                         last_error = COALESCE(d.due_error, last_error) \
+                         FROM (SELECT j.value->>'id' AS due_id, j.value->>'error' AS due_error FROM {}) AS d \
                          WHERE tasks.id = d.due_id \
                          RETURNING id, lambda, priority, enqueue_token",
                         $json_rows
@@ -596,7 +647,7 @@ macro_rules! sql_task_store {
                         );
                     }
                     // In due order, as the poll found them.
-                    for id in to_enqueue {
+                    for (id, _) in to_enqueue {
                         let (lambda, priority, enqueue_token) = by_id
                             .remove(&id)
                             .ok_or_else(|| StoreError::Corrupt(format!("task {id} vanished")))?;
@@ -612,10 +663,11 @@ macro_rules! sql_task_store {
                 params: TaskClaimMany,
             ) -> Result<Vec<Result<ClaimedTask, Refusal>>> {
                 let mut tx = self.write().await?;
+                lock_gates(&mut tx, $gate_read_lock).await?;
                 let claims: Vec<_> = params
                     .claims
                     .iter()
-                    .map(|(id, token)| serde_json::json!({ "id": id, "token": token }))
+                    .map(|(id, token)| serde_json::json!({ "id": text_in(id), "token": token }))
                     .collect();
                 // `(status = ...) = TRUE` keeps SQLite from driving the update
                 // from the status index (a scan of every enqueued task per
@@ -626,7 +678,9 @@ macro_rules! sql_task_store {
                      FROM (SELECT j.value->>'id' AS claim_id, CAST(j.value->>'token' AS BIGINT) \
                         AS claim_token FROM {}) AS c \
                      WHERE tasks.id = c.claim_id AND tasks.enqueue_token = c.claim_token \
-                     AND (tasks.status = 'enqueued') = TRUE \
+                     AND (tasks.status = 'enqueued') = TRUE AND tasks.held = FALSE \
+                     AND NOT EXISTS (SELECT 1 FROM gates g WHERE g.lambda = tasks.lambda \
+                        AND (g.collection = '' OR g.collection = tasks.collection)) \
                      RETURNING id, lambda, collection, priority, payload, attempt, scheduled_at, \
                      lease_token, COALESCE(tasks.version, \
                         (SELECT current_version FROM lambdas WHERE name = tasks.lambda)) AS lambda_version",
@@ -646,7 +700,7 @@ macro_rules! sql_task_store {
                 for (id, _) in &params.claims {
                     answers.push(match won.remove(id) {
                         Some(task) => Ok(task),
-                        None => Err(claim_refusal(&mut tx, id).await?),
+                        None => Err(claim_refusal(&mut tx, id, params.now).await?),
                     });
                 }
                 tx.commit().await?;
@@ -661,7 +715,11 @@ macro_rules! sql_task_store {
                 let beats: Vec<_> = params
                     .beats
                     .iter()
-                    .map(|b| serde_json::json!({ "id": b.id, "lease": b.lease_token, "progress": b.progress }))
+                    .map(|b| serde_json::json!({
+                        "id": text_in(&b.id),
+                        "lease": b.lease_token,
+                        "progress": b.progress.as_deref().map(text_in),
+                    }))
                     .collect();
                 // See the claim for why the status test is written this way.
                 let alive: Vec<String> = sqlx::query_scalar(sql(format!(
@@ -728,12 +786,12 @@ macro_rules! sql_task_store {
                     let rows: Vec<_> = finals
                         .iter()
                         .map(|(_, id, lease, status, output, error, log)| serde_json::json!({
-                            "id": id,
+                            "id": text_in(id),
                             "lease": lease,
                             "status": status.as_str(),
                             "output": output.as_ref().map(hex::encode),
-                            "error": error,
-                            "log": log,
+                            "error": error.as_deref().map(text_in),
+                            "log": log.as_deref().map(text_in),
                         }))
                         .collect();
                     // A success with a continuation also answers what the next
@@ -741,7 +799,7 @@ macro_rules! sql_task_store {
                     let ended = sqlx::query(sql(format!(
                         "UPDATE tasks SET status = r.result_status, output = {output}, \
                          last_error = r.result_error, log = r.result_log, next_trigger_at = NULL, \
-                         finished_at = $2 \
+                         held = FALSE, finished_at = $2 \
                          FROM (SELECT j.value->>'id' AS result_id, \
                             CAST(j.value->>'lease' AS BIGINT) AS result_lease, \
                             j.value->>'status' AS result_status, j.value->>'output' AS result_output, \
@@ -773,7 +831,7 @@ macro_rules! sql_task_store {
                         answers[index] = Some(if ended.contains(&id) {
                             let outcome = if status == TaskStatus::Success { "success" } else { "fatal" };
                             history.push(serde_json::json!({
-                                "id": id, "outcome": outcome, "error": error, "log": log,
+                                "id": id, "lease": lease, "outcome": outcome, "error": error, "log": log,
                             }));
                             Ok(status)
                         } else {
@@ -782,8 +840,12 @@ macro_rules! sql_task_store {
                     }
                 }
 
-                // Retries depend on the attempts left and the lambda's backoff.
+                // Retries depend on the attempts left and the lambda's backoff,
+                // read first; the update is guarded like the others, so a
+                // cancel or a lapse committed since the read wins, and the
+                // result is refused.
                 let mut updates = Vec::with_capacity(retries.len());
+                let mut planned = Vec::with_capacity(retries.len());
                 for (index, id, lease, error, retry_after, log) in retries {
                     let row = sqlx::query(
                         "SELECT t.status, t.lease_token, t.attempt, t.max_attempts, \
@@ -792,7 +854,7 @@ macro_rules! sql_task_store {
                          JOIN lambda_versions v ON v.lambda = l.name AND v.version = l.current_version \
                          WHERE t.id = $1",
                     )
-                    .bind(&id)
+                    .bind(text_in(&id))
                     .fetch_optional(&mut *tx)
                     .await?;
                     let Some(row) = row else {
@@ -810,36 +872,45 @@ macro_rules! sql_task_store {
                         continue;
                     }
                     let plan = RetryPlan::new(&row, retry_after, now)?;
-                    history.push(serde_json::json!({
-                        "id": id, "outcome": "retriable", "error": error, "log": log,
-                    }));
                     updates.push(serde_json::json!({
                         "id": id,
                         "lease": lease,
                         "status": plan.status.as_str(),
-                        "error": error,
-                        "log": log,
+                        "error": text_in(&error),
+                        "log": log.as_deref().map(text_in),
                         "next": plan.next_trigger_at,
                         "finished": plan.finished_at,
                     }));
-                    answers[index] = Some(Ok(plan.status));
+                    planned.push((index, id, lease, plan.status, error, log));
                 }
                 if !updates.is_empty() {
-                    sqlx::query(sql(format!(
+                    let updated: Vec<String> = sqlx::query_scalar(sql(format!(
                         "UPDATE tasks SET status = r.result_status, last_error = r.result_error, \
                          log = r.result_log, next_trigger_at = r.result_next, due_at = COALESCE(r.result_next, due_at), \
-                         finished_at = r.result_finished \
+                         held = FALSE, finished_at = r.result_finished \
                          FROM (SELECT j.value->>'id' AS result_id, \
                             CAST(j.value->>'lease' AS BIGINT) AS result_lease, \
                             j.value->>'status' AS result_status, j.value->>'error' AS result_error, \
                             j.value->>'log' AS result_log, CAST(j.value->>'next' AS BIGINT) AS result_next, \
                             CAST(j.value->>'finished' AS BIGINT) AS result_finished FROM {}) AS r \
-                         WHERE tasks.id = r.result_id AND tasks.lease_token = r.result_lease",
+                         WHERE tasks.id = r.result_id AND tasks.lease_token = r.result_lease \
+                         AND (tasks.status IN ('claimed', 'processing')) = TRUE RETURNING id",
                         $json_rows,
                     )))
                     .bind(serde_json::Value::Array(updates).to_string())
-                    .execute(&mut *tx)
+                    .fetch_all(&mut *tx)
                     .await?;
+                    let updated: std::collections::HashSet<String> = updated.into_iter().collect();
+                    for (index, id, lease, status, error, log) in planned {
+                        answers[index] = Some(if updated.contains(&id) {
+                            history.push(serde_json::json!({
+                                "id": id, "lease": lease, "outcome": "retriable", "error": error, "log": log,
+                            }));
+                            Ok(status)
+                        } else {
+                            Err(lease_refusal(&mut tx, &id, lease).await?)
+                        });
+                    }
                 }
                 record_attempts(&mut tx, history, now).await?;
                 for (index, id, lease) in repeats {
@@ -878,7 +949,7 @@ macro_rules! sql_task_store {
                     "SELECT attempt, lease_token, outcome, error, log, started_at, ended_at \
                      FROM attempts WHERE task_id = $1 ORDER BY lease_token",
                 )
-                .bind(task_id)
+                .bind(text_in(task_id))
                 .fetch_all(&self.pool)
                 .await?;
                 rows.iter().map(rows::attempt).collect()
@@ -891,6 +962,7 @@ macro_rules! sql_task_store {
                 }
                 let collection = params.collection.unwrap_or_default();
                 let mut tx = self.write().await?;
+                lock_gates(&mut tx, $gate_write_lock).await?;
                 require_lambda(&mut tx, &params.lambda).await?;
                 let released = match params.state {
                     GateState::Open => {
@@ -902,6 +974,7 @@ macro_rules! sql_task_store {
                         sqlx::query(sql(format!(
                             "UPDATE tasks SET held = FALSE, next_trigger_at = due_at \
                              WHERE held = TRUE AND lambda = $1 AND ($2 = '' OR collection = $2) \
+                             AND status IN {UNFINISHED} \
                              AND id IN (SELECT t.id FROM tasks t WHERE t.held = TRUE AND t.lambda = $1 \
                              AND COALESCE({GATE_OF_TASK}, 0) = 0)"
                         )))
@@ -925,10 +998,11 @@ macro_rules! sql_task_store {
                         .await?;
                         if state == GateState::Dropped {
                             // Held tasks come due now, so the next poll drops them.
-                            sqlx::query(
+                            sqlx::query(sql(format!(
                                 "UPDATE tasks SET held = FALSE, next_trigger_at = $3 \
-                                 WHERE held = TRUE AND lambda = $1 AND ($2 = '' OR collection = $2)",
-                            )
+                                 WHERE held = TRUE AND lambda = $1 AND ($2 = '' OR collection = $2) \
+                                 AND status IN {UNFINISHED}"
+                            )))
                             .bind(&params.lambda)
                             .bind(&collection)
                             .bind(params.now)
@@ -985,7 +1059,7 @@ macro_rules! sql_task_store {
                     DeadSelector::Ids(ids) => {
                         for id in &ids {
                             let row = sqlx::query("SELECT status, lambda FROM tasks WHERE id = $1")
-                                .bind(id)
+                                .bind(text_in(id))
                                 .fetch_optional(&mut *tx)
                                 .await?
                                 .ok_or_else(|| StoreError::TaskNotFound(id.clone()))?;
@@ -1049,7 +1123,7 @@ macro_rules! sql_task_store {
                      VALUES ($1, $2, $3, $4, $5, $6)",
                 )
                 .bind(&token.id)
-                .bind(&token.name)
+                .bind(text_in(&token.name))
                 .bind(token.role.as_str())
                 .bind(lambdas)
                 .bind(&params.hash)
@@ -1073,7 +1147,7 @@ macro_rules! sql_task_store {
                 let revoked = sqlx::query(
                     "UPDATE tokens SET revoked_at = COALESCE(revoked_at, $2) WHERE id = $1",
                 )
-                .bind(id)
+                .bind(text_in(id))
                 .bind(now)
                 .execute(&self.pool)
                 .await?
@@ -1086,7 +1160,7 @@ macro_rules! sql_task_store {
                     "SELECT id, name, role, lambdas, created_at, revoked_at FROM tokens \
                      WHERE hash = $1 AND revoked_at IS NULL",
                 )
-                .bind(hash)
+                .bind(text_in(hash))
                 .fetch_optional(&self.pool)
                 .await?;
                 row.as_ref().map(rows::token).transpose()
@@ -1146,7 +1220,7 @@ macro_rules! sql_task_store {
 
             async fn schedule_delete(&self, id: &str) -> Result<bool> {
                 let deleted = sqlx::query("DELETE FROM schedules WHERE id = $1")
-                    .bind(id)
+                    .bind(text_in(id))
                     .execute(&self.pool)
                     .await?
                     .rows_affected();
@@ -1164,7 +1238,7 @@ macro_rules! sql_task_store {
                 rows.iter().map(rows::schedule).collect()
             }
 
-            async fn schedule_materialize(&self, params: ScheduleMaterialize) -> Result<Option<String>> {
+            async fn schedule_materialize(&self, params: ScheduleMaterialize) -> Result<Materialized> {
                 let mut tx = self.write().await?;
                 let row = sqlx::query(sql(format!(
                     "UPDATE schedules SET next_at = $3 WHERE id = $1 AND next_at = $2 \
@@ -1181,7 +1255,7 @@ macro_rules! sql_task_store {
                         .fetch_optional(&mut *tx)
                         .await?;
                     return match exists {
-                        Some(_) => Ok(None),
+                        Some(_) => Ok(Materialized::AlreadyDone),
                         None => Err(StoreError::ScheduleNotFound(params.schedule_id)),
                     };
                 };
@@ -1198,12 +1272,64 @@ macro_rules! sql_task_store {
                     parent_lease: None,
                     continuation: None,
                 };
-                let inserted = insert_tasks(&mut tx, vec![task], Some(&schedule.id), params.now)
-                    .await?
-                    .remove(0);
+                // Refused input is found before anything is written: the
+                // schedule still moves on, past the occurrence it skips.
+                let answer = match insert_tasks(&mut tx, vec![task], Some(&schedule.id), Origin::Store, params.now).await {
+                    Ok(mut inserted) => {
+                        let inserted = inserted.remove(0);
+                        if inserted.created {
+                            Materialized::Created(inserted.id)
+                        } else {
+                            Materialized::AlreadyDone
+                        }
+                    }
+                    Err(StoreError::Database(error)) => return Err(StoreError::Database(error)),
+                    Err(refused) => Materialized::Skipped(refused.to_string()),
+                };
                 tx.commit().await?;
-                Ok(inserted.created.then_some(inserted.id))
+                Ok(answer)
             }
+        }
+
+        /// The status of a task waiting for its next attempt, in SQL: `new`
+        /// before its first, `retriable_failure` after.
+        const WAITING: &str = "CASE WHEN attempt = 0 THEN 'new' ELSE 'retriable_failure' END";
+
+        /// Holds a task under a paused gate: it waits in the store, not
+        /// due, until the gate opens, then comes due at the earlier of
+        /// when it was due and when it was looked at. Whatever message of it a queue still
+        /// has goes stale, and a lapsed execution's error is kept.
+        async fn hold(conn: &mut $conn, id: &str, lapsed: Option<&str>) -> Result<()> {
+            sqlx::query(sql(format!(
+                "UPDATE tasks SET status = {WAITING}, held = TRUE, \
+                 due_at = CASE WHEN next_trigger_at < due_at THEN next_trigger_at ELSE due_at END, \
+                 next_trigger_at = NULL, paced = FALSE, enqueue_token = enqueue_token + 1, \
+                 last_error = COALESCE($2, last_error) WHERE id = $1"
+            )))
+            .bind(id)
+            .bind(lapsed)
+            .execute(&mut *conn)
+            .await?;
+            Ok(())
+        }
+
+        /// After a deploy or rollback, a lambda's tasks paced under its old
+        /// quota come due now and are paced afresh under the new one.
+        async fn repace(conn: &mut $conn, lambda: &str, now: Millis) -> Result<()> {
+            sqlx::query("DELETE FROM lambda_pace WHERE lambda = $1")
+                .bind(lambda)
+                .execute(&mut *conn)
+                .await?;
+            sqlx::query(
+                "UPDATE tasks SET paced = FALSE, \
+                 next_trigger_at = CASE WHEN next_trigger_at > $2 THEN $2 ELSE next_trigger_at END \
+                 WHERE lambda = $1 AND paced = TRUE",
+            )
+            .bind(lambda)
+            .bind(now)
+            .execute(&mut *conn)
+            .await?;
+            Ok(())
         }
 
         async fn insert_version(
@@ -1274,13 +1400,13 @@ macro_rules! sql_task_store {
                     parent_id: Some(id.clone()),
                     ..NewTask::default()
                 };
-                match insert_tasks(conn, vec![next], None, now).await {
+                match insert_tasks(conn, vec![next], None, Origin::Store, now).await {
                     Ok(_) => {}
                     Err(StoreError::Database(error)) => return Err(StoreError::Database(error)),
                     Err(error) => {
                         sqlx::query("UPDATE tasks SET last_error = $2 WHERE id = $1")
                             .bind(&id)
-                            .bind(format!("the continuation was not created: {error}"))
+                            .bind(text_in(&format!("the continuation was not created: {error}")).into_owned())
                             .execute(&mut *conn)
                             .await?;
                     }
@@ -1300,13 +1426,26 @@ macro_rules! sql_task_store {
             if ended.is_empty() {
                 return Ok(());
             }
+            // Each under the lease it ran with, which is still the task's.
+            let ended: Vec<serde_json::Value> = ended
+                .into_iter()
+                .map(|mut record| {
+                    for field in ["id", "error", "log"] {
+                        if let Some(serde_json::Value::String(text)) = record.get_mut(field) {
+                            *text = text_in(text).into_owned();
+                        }
+                    }
+                    record
+                })
+                .collect();
             sqlx::query(sql(format!(
                 "INSERT INTO attempts (task_id, lease_token, attempt, outcome, error, log, \
                  started_at, ended_at) \
                  SELECT t.id, t.lease_token, t.attempt, a.outcome, a.error, a.log, t.claimed_at, $2 \
-                 FROM (SELECT j.value->>'id' AS attempt_task, j.value->>'outcome' AS outcome, \
+                 FROM (SELECT j.value->>'id' AS attempt_task, CAST(j.value->>'lease' AS BIGINT) AS lease, \
+                    j.value->>'outcome' AS outcome, \
                     j.value->>'error' AS error, j.value->>'log' AS log FROM {}) AS a \
-                 JOIN tasks t ON t.id = a.attempt_task WHERE TRUE \
+                 JOIN tasks t ON t.id = a.attempt_task AND t.lease_token = a.lease WHERE TRUE \
                  ON CONFLICT (task_id, lease_token) DO NOTHING",
                 $json_rows
             )))
@@ -1324,10 +1463,10 @@ macro_rules! sql_task_store {
         /// lambda idle for a second has a second's worth of slots at once.
         async fn pace(
             conn: &mut $conn,
-            due: Vec<(String, String, bool)>,
+            due: Vec<(String, String, bool, Option<&'static str>)>,
             now: Millis,
             report: &mut EnqueueReport,
-        ) -> Result<Vec<String>> {
+        ) -> Result<Vec<(String, Option<&'static str>)>> {
             if due.is_empty() {
                 return Ok(Vec::new());
             }
@@ -1343,11 +1482,11 @@ macro_rules! sql_task_store {
             .collect::<Result<_>>()?;
             let mut paced: Vec<&str> = due
                 .iter()
-                .filter(|(_, lambda, already)| !already && quotas.contains_key(lambda))
-                .map(|(_, lambda, _)| lambda.as_str())
+                .filter(|(_, lambda, already, _)| !already && quotas.contains_key(lambda))
+                .map(|(_, lambda, _, _)| lambda.as_str())
                 .collect();
             if paced.is_empty() {
-                return Ok(due.into_iter().map(|(id, _, _)| id).collect());
+                return Ok(due.into_iter().map(|(id, _, _, lapsed)| (id, lapsed)).collect());
             }
             // One lock order for every consumer: by name.
             paced.sort_unstable();
@@ -1373,20 +1512,20 @@ macro_rules! sql_task_store {
             }
             let mut now_ids = Vec::with_capacity(due.len());
             let mut later = Vec::new();
-            for (id, lambda, already) in due {
+            for (id, lambda, already, lapsed) in due {
                 let slot = match slots.get_mut(&lambda) {
                     Some(slot) if !already => slot,
                     _ => {
-                        now_ids.push(id);
+                        now_ids.push((id, lapsed));
                         continue;
                     }
                 };
                 let at = *slot;
                 *slot += 1000.0 / quotas[&lambda];
                 if at < now as f64 {
-                    now_ids.push(id);
+                    now_ids.push((id, lapsed));
                 } else {
-                    later.push(serde_json::json!({ "id": id, "at": at.ceil() as i64 }));
+                    later.push(serde_json::json!({ "id": id, "at": at.ceil() as i64, "error": lapsed }));
                 }
             }
             for (lambda, next) in &slots {
@@ -1398,10 +1537,13 @@ macro_rules! sql_task_store {
             }
             if !later.is_empty() {
                 report.paced = later.len() as u64;
+                // A paced task waits like a retrying one: not claimable from
+                // a message it may still have on a queue.
                 sqlx::query(sql(format!(
-                    "UPDATE tasks SET next_trigger_at = d.at, paced = TRUE \
-                     FROM (SELECT j.value->>'id' AS paced_id, CAST(j.value->>'at' AS BIGINT) AS at \
-                     FROM {}) AS d WHERE tasks.id = d.paced_id",
+                    "UPDATE tasks SET next_trigger_at = d.at, paced = TRUE, status = {WAITING}, \
+                     enqueue_token = enqueue_token + 1, last_error = COALESCE(d.paced_error, last_error) \
+                     FROM (SELECT j.value->>'id' AS paced_id, CAST(j.value->>'at' AS BIGINT) AS at, \
+                     j.value->>'error' AS paced_error FROM {}) AS d WHERE tasks.id = d.paced_id",
                     $json_rows
                 )))
                 .bind(serde_json::Value::Array(later).to_string())
@@ -1429,18 +1571,43 @@ macro_rules! sql_task_store {
             })
         }
 
-        async fn claim_refusal(conn: &mut $conn, id: &str) -> Result<Refusal> {
-            let row = sqlx::query("SELECT status, enqueue_token FROM tasks WHERE id = $1")
-                .bind(id)
-                .fetch_optional(&mut *conn)
-                .await?;
-            Ok(match row {
-                None => Refusal::NotFound,
-                Some(row) => match rows::status(&row)? {
-                    TaskStatus::Enqueued => Refusal::StaleEnqueueToken {
-                        current: row.int("enqueue_token")?,
-                    },
-                    status => Refusal::WrongState(status),
+        /// Why a claim was refused. A queued task under a closed gate is
+        /// acted on here, as the poll would: held, or dropped.
+        async fn claim_refusal(conn: &mut $conn, id: &str, now: Millis) -> Result<Refusal> {
+            let row = sqlx::query(sql(format!(
+                "SELECT t.status, t.enqueue_token, t.held, {GATE_OF_TASK} AS gate FROM tasks t WHERE t.id = $1"
+            )))
+            .bind(text_in(id))
+            .fetch_optional(&mut *conn)
+            .await?;
+            let Some(row) = row else {
+                return Ok(Refusal::NotFound);
+            };
+            let status = rows::status(&row)?;
+            if row.flag("held")? {
+                return Ok(Refusal::Held);
+            }
+            if status != TaskStatus::Enqueued {
+                return Ok(Refusal::WrongState(status));
+            }
+            Ok(match GateEffect::from_code(row.opt_int("gate")?) {
+                GateEffect::Hold => {
+                    hold(conn, id, None).await?;
+                    Refusal::Held
+                }
+                GateEffect::Drop => {
+                    sqlx::query(
+                        "UPDATE tasks SET status = 'dropped', next_trigger_at = NULL, held = FALSE, \
+                         finished_at = $2 WHERE id = $1",
+                    )
+                    .bind(id)
+                    .bind(now)
+                    .execute(&mut *conn)
+                    .await?;
+                    Refusal::WrongState(TaskStatus::Dropped)
+                }
+                GateEffect::Open => Refusal::StaleEnqueueToken {
+                    current: row.int("enqueue_token")?,
                 },
             })
         }

@@ -115,7 +115,7 @@ pub trait TaskStore: Send + Sync {
     async fn schedule_delete(&self, id: &str) -> Result<bool>;
     /// Schedules whose next occurrence is due.
     async fn schedule_due(&self, now: Millis, limit: u32) -> Result<Vec<Schedule>>;
-    /// Materialises one occurrence: the task's id, or `None` when another
-    /// consumer already did.
-    async fn schedule_materialize(&self, params: ScheduleMaterialize) -> Result<Option<String>>;
+    /// Materialises one occurrence, exactly once; an occurrence whose task
+    /// is refused is skipped, so one broken schedule never blocks the rest.
+    async fn schedule_materialize(&self, params: ScheduleMaterialize) -> Result<Materialized>;
 }

@@ -188,6 +188,9 @@ pub enum Refusal {
     /// The lease token is not the task's current one: another execution
     /// owns the task now.
     StaleLease { current: i64 },
+    /// A gate on the task's lambda or collection is closed: the task is
+    /// held in the store until the gate opens.
+    Held,
 }
 
 /// Heartbeats of running tasks.
@@ -390,6 +393,29 @@ pub struct ScheduleMaterialize {
     pub occurrence: Millis,
     pub next_at: Millis,
     pub now: Millis,
+}
+
+/// What materialising an occurrence did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Materialized {
+    /// The occurrence's task, created now.
+    Created(String),
+    /// Another consumer materialised it first.
+    AlreadyDone,
+    /// The task was refused (its lambda's settings changed since the
+    /// schedule was made: a smaller payload limit, fewer priorities); the
+    /// occurrence is skipped and the schedule moved on. Why it was refused.
+    Skipped(String),
+}
+
+impl Materialized {
+    /// The task created now, if one was.
+    pub fn created(self) -> Option<String> {
+        match self {
+            Materialized::Created(id) => Some(id),
+            Materialized::AlreadyDone | Materialized::Skipped(_) => None,
+        }
+    }
 }
 
 /// One execution of a task that ended.

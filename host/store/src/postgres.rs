@@ -75,6 +75,9 @@ crate::backend::sql_task_store! {
     row_lock: "FOR UPDATE",
     json_rows: "jsonb_array_elements(CAST($1 AS jsonb)) AS j(value)",
     unhex: "decode({}, 'hex')",
+    // One advisory lock key (an arbitrary constant) for "the gates".
+    gate_read_lock: "SELECT pg_advisory_xact_lock_shared(7239)",
+    gate_write_lock: "SELECT pg_advisory_xact_lock(7239)",
 }
 
 #[cfg(test)]

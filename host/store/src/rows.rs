@@ -54,6 +54,11 @@ macro_rules! impl_row_ext {
 }
 pub(crate) use impl_row_ext;
 
+/// A free-text column, as it was given (see [`crate::support::text_in`]).
+fn free_text(row: &impl RowExt, column: &str) -> Result<Option<String>, StoreError> {
+    Ok(row.opt_text(column)?.map(crate::support::text_out))
+}
+
 fn small<T: TryFrom<i64>>(value: i64, column: &str) -> Result<T, StoreError> {
     T::try_from(value)
         .map_err(|_| StoreError::Corrupt(format!("{column} = {value} is out of range")))
@@ -88,12 +93,12 @@ pub(crate) fn task(row: &impl RowExt) -> Result<Task, StoreError> {
         claimed_at: row.opt_int("claimed_at")?,
         heartbeat_at: row.opt_int("heartbeat_at")?,
         finished_at: row.opt_int("finished_at")?,
-        progress: row.opt_text("progress")?,
-        last_error: row.opt_text("last_error")?,
-        log: row.opt_text("log")?,
+        progress: free_text(row, "progress")?,
+        last_error: free_text(row, "last_error")?,
+        log: free_text(row, "log")?,
         output: row.opt_bytes("output")?,
         parent_id: row.opt_text("parent_id")?,
-        idempotency_key: row.opt_text("idempotency_key")?,
+        idempotency_key: free_text(row, "idempotency_key")?,
         schedule_id: row.opt_text("schedule_id")?,
         version: row
             .opt_int("version")?
@@ -192,8 +197,8 @@ pub(crate) fn attempt(row: &impl RowExt) -> Result<Attempt, StoreError> {
         outcome: outcome
             .parse()
             .map_err(|_| StoreError::Corrupt(format!("attempt outcome {outcome:?}")))?,
-        error: row.opt_text("error")?,
-        log: row.opt_text("log")?,
+        error: free_text(row, "error")?,
+        log: free_text(row, "log")?,
         started_at: row.opt_int("started_at")?,
         ended_at: row.int("ended_at")?,
     })
@@ -204,7 +209,7 @@ pub(crate) fn token(row: &impl RowExt) -> Result<Token, StoreError> {
     let lambdas = row.text("lambdas")?;
     Ok(Token {
         id: row.text("id")?,
-        name: row.text("name")?,
+        name: crate::support::text_out(row.text("name")?),
         role: role
             .parse()
             .map_err(|_| StoreError::Corrupt(format!("token role {role:?}")))?,

@@ -69,4 +69,7 @@ crate::backend::sql_task_store! {
     row_lock: "",
     json_rows: "json_each($1) AS j",
     unhex: "unhex({})",
+    // `BEGIN IMMEDIATE` already makes gate changes wait for polls.
+    gate_read_lock: "",
+    gate_write_lock: "",
 }

@@ -5,6 +5,8 @@
 //! PostgreSQL cluster the tests start (see `waft-testing`; under `CI=true`
 //! the Postgres tests fail rather than skip when it cannot start).
 
+#[path = "conformance/guarantees.rs"]
+mod guarantees;
 #[path = "conformance/suite.rs"]
 mod suite;
 
@@ -28,24 +30,34 @@ async fn postgres() -> Option<PostgresStore> {
     Some(PostgresStore::connect(&url, 16).await.unwrap())
 }
 
+/// Runs each check of each area on each backend, each a test of its own:
+/// `sqlite_backend::AREA::CHECK` and `postgres_backend::AREA::CHECK`.
 macro_rules! conformance {
-    ($($check:ident),* $(,)?) => {
+    ($($area:ident: [$($check:ident),* $(,)?]),* $(,)?) => {
         mod sqlite_backend {
             $(
-                #[tokio::test]
-                async fn $check() {
-                    let (store, _dir) = super::sqlite().await;
-                    super::suite::$check(&store as &dyn super::TaskStore).await;
+                mod $area {
+                    $(
+                        #[tokio::test]
+                        async fn $check() {
+                            let (store, _dir) = crate::sqlite().await;
+                            crate::$area::$check(&store as &dyn crate::TaskStore).await;
+                        }
+                    )*
                 }
             )*
         }
 
         mod postgres_backend {
             $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $check() {
-                    let Some(store) = super::postgres().await else { return };
-                    super::suite::$check(&store as &dyn super::TaskStore).await;
+                mod $area {
+                    $(
+                        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                        async fn $check() {
+                            let Some(store) = crate::postgres().await else { return };
+                            crate::$area::$check(&store as &dyn crate::TaskStore).await;
+                        }
+                    )*
                 }
             )*
         }
@@ -53,29 +65,47 @@ macro_rules! conformance {
 }
 
 conformance!(
-    lambdas_are_versioned,
-    the_happy_path_follows_the_state_table,
-    every_refusal_is_precise,
-    a_lost_queue_message_is_enqueued_again,
-    a_claim_that_never_starts_does_not_use_an_attempt,
-    a_dead_executor_costs_an_attempt_and_the_last_one_is_dead,
-    retriable_failures_back_off_then_die,
-    a_fatal_failure_is_final,
-    dead_letters_are_redriven_with_a_fresh_budget,
-    paused_tasks_wait_and_resume_in_order,
-    gates_on_a_collection_and_drops,
-    cancel_ends_a_task_and_its_lease,
-    bad_input_is_refused_and_nothing_is_half_written,
-    idempotency_keys_deduplicate,
-    lists_filter_and_page,
-    each_occurrence_materialises_once,
-    tokens_are_found_by_hash_until_revoked,
-    the_backlog_is_the_oldest_waiting_task,
-    children_of_a_superseded_execution_are_not_created,
-    a_continuation_runs_once_on_success_with_the_output,
-    versions_pin_roll_back_and_are_collected,
-    a_quota_paces_a_backlog_and_spares_other_lambdas,
-    concurrent_consumers_share_one_pace,
-    concurrent_consumers_and_claimers_never_double_up,
-    concurrent_inserts_with_one_key_make_one_task,
+    suite: [
+        lambdas_are_versioned,
+        the_happy_path_follows_the_state_table,
+        every_refusal_is_precise,
+        a_lost_queue_message_is_enqueued_again,
+        a_lapsed_claim_is_enqueued_again_under_a_new_lease,
+        a_dead_executor_costs_an_attempt_and_the_last_one_is_dead,
+        retriable_failures_back_off_then_die,
+        a_fatal_failure_is_final,
+        dead_letters_are_redriven_with_a_fresh_budget,
+        paused_tasks_wait_and_resume_in_order,
+        gates_on_a_collection_and_drops,
+        cancel_ends_a_task_and_its_lease,
+        bad_input_is_refused_and_nothing_is_half_written,
+        idempotency_keys_deduplicate,
+        lists_filter_and_page,
+        each_occurrence_materialises_once,
+        tokens_are_found_by_hash_until_revoked,
+        the_backlog_is_the_oldest_waiting_task,
+        children_of_a_superseded_execution_are_not_created,
+        a_continuation_runs_once_on_success_with_the_output,
+        versions_pin_roll_back_and_are_collected,
+        a_quota_paces_a_backlog_and_spares_other_lambdas,
+        concurrent_consumers_share_one_pace,
+        concurrent_consumers_and_claimers_never_double_up,
+        concurrent_inserts_with_one_key_make_one_task,
+    ],
+    guarantees: [
+        a_pause_stops_claims_of_queued_tasks,
+        a_paused_backlog_is_not_run_and_resume_reruns_nothing,
+        a_lapsed_execution_under_a_pause_is_held_and_counted,
+        gates_never_touch_ended_tasks,
+        a_resume_racing_a_poll_strands_nothing,
+        cancel_and_results_race_atomically,
+        cancel_leaves_ended_tasks_alone,
+        any_string_round_trips,
+        an_expired_claim_costs_its_attempt,
+        retry_delays_are_bounded,
+        raising_a_quota_releases_paced_tasks,
+        reserved_idempotency_keys_are_refused,
+        a_cron_whose_task_is_refused_moves_on,
+        continuations_keep_their_key,
+    ],
 );

@@ -701,7 +701,9 @@ pub async fn a_lost_queue_message_is_enqueued_again(store: &dyn TaskStore) {
         .unwrap();
 }
 
-pub async fn a_claim_that_never_starts_does_not_use_an_attempt(store: &dyn TaskStore) {
+/// A claim that lapses is enqueued again under a new lease; the lapsed one
+/// is stale. (It costs its attempt: see `an_expired_claim_costs_its_attempt`.)
+pub async fn a_lapsed_claim_is_enqueued_again_under_a_new_lease(store: &dyn TaskStore) {
     deploy(store, "mail").await;
     let id = insert(store, new_task("mail"), T0).await;
     let token = poll(store, T0).await.enqueued[0].enqueue_token;
@@ -711,11 +713,11 @@ pub async fn a_claim_that_never_starts_does_not_use_an_attempt(store: &dyn TaskS
     let again = poll(store, T0 + 30_000).await.enqueued;
     assert_eq!(again.len(), 1);
     let task = store.task_get(&id).await.unwrap().unwrap();
-    assert_eq!((task.status, task.attempt), (TaskStatus::Enqueued, 0));
+    assert_eq!((task.status, task.attempt), (TaskStatus::Enqueued, 1));
     let second = claim(store, &id, again[0].enqueue_token, T0 + 30_001)
         .await
         .unwrap();
-    assert_eq!(second.attempt, 1);
+    assert_eq!(second.attempt, 2);
     assert!(
         second.lease_token > first.lease_token,
         "lease tokens only grow"
@@ -1320,13 +1322,14 @@ pub async fn each_occurrence_materialises_once(store: &dyn TaskStore) {
         .schedule_materialize(occurrence(T0))
         .await
         .unwrap()
+        .created()
         .expect("first wins");
     assert_eq!(
         store
             .schedule_materialize(occurrence(T0 + 1))
             .await
             .unwrap(),
-        None,
+        waft_store::Materialized::AlreadyDone,
         "second loses"
     );
     let task = store.task_get(&task).await.unwrap().unwrap();
@@ -1356,7 +1359,7 @@ pub async fn each_occurrence_materialises_once(store: &dyn TaskStore) {
     let won: Vec<String> = futures::future::join_all(racers)
         .await
         .into_iter()
-        .filter_map(|answer| answer.unwrap())
+        .filter_map(|answer| answer.unwrap().created())
         .collect();
     assert_eq!(won.len(), 1, "{won:?}");
 
@@ -1370,6 +1373,7 @@ pub async fn each_occurrence_materialises_once(store: &dyn TaskStore) {
         })
         .await
         .unwrap()
+        .created()
         .expect("the latest occurrence");
     let skipped = store.task_get(&skipped).await.unwrap().unwrap();
     assert_eq!(skipped.scheduled_at, T0 + 5 * DAY);
