@@ -328,6 +328,20 @@ async fn auth(cluster: &Cluster) {
         .await
         .unwrap();
     scheduler.task_get(&scheduled[0].id).await.unwrap();
+    // A continuation of a lambda the token may not schedule is refused: the
+    // store would create that task later without asking anyone.
+    denied(
+        scheduler
+            .task_schedule_many(vec![TaskRequest {
+                lambda: "hello".into(),
+                then: Some(waft_store::Continuation {
+                    lambda: "flaky".into(),
+                    ..Default::default()
+                }),
+                ..TaskRequest::default()
+            }])
+            .await,
+    );
     denied(scheduler.gate_set("hello", None, GateState::Paused).await);
     denied(
         scheduler

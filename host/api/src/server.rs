@@ -127,8 +127,7 @@ impl proto::frontend_server::Frontend for FrontendService {
         let who = principal(&request);
         let task = required(request.into_inner().task, "task").map_err(to_status)?;
         let task = new_task_from_proto(task).map_err(to_status)?;
-        who.check(Action::Schedule, &task.lambda)
-            .map_err(to_status)?;
+        check_schedule(&who, &task)?;
         let mut inserted = self
             .0
             .task_schedule_many(vec![task])
@@ -156,8 +155,7 @@ impl proto::frontend_server::Frontend for FrontendService {
             .collect::<Result<Vec<_>, _>>()
             .map_err(to_status)?;
         for task in &tasks {
-            who.check(Action::Schedule, &task.lambda)
-                .map_err(to_status)?;
+            check_schedule(&who, task)?;
         }
         let inserted = self.0.task_schedule_many(tasks).await.map_err(to_status)?;
         Ok(Response::new(proto::ScheduleBatchResponse {
@@ -505,6 +503,19 @@ impl FrontendService {
 }
 
 /// Decodes a redrive request: ids, or a lambda (and collection).
+/// Scheduling a task needs the right to schedule its lambda's tasks, and
+/// the continuation's lambda's too: the store creates that task later, with
+/// no caller left to ask.
+fn check_schedule(who: &Principal, task: &waft_services::TaskRequest) -> Result<(), Status> {
+    who.check(Action::Schedule, &task.lambda)
+        .map_err(to_status)?;
+    if let Some(then) = &task.then {
+        who.check(Action::Schedule, &then.lambda)
+            .map_err(to_status)?;
+    }
+    Ok(())
+}
+
 fn dead_selector(request: proto::RedriveDeadRequest) -> Result<DeadSelector, Status> {
     match (request.ids.is_empty(), request.lambda) {
         (false, None) if request.collection.is_none() => Ok(DeadSelector::Ids(request.ids)),

@@ -53,29 +53,55 @@ pub trait TaskHost: Send + Sync {
 /// A [`TaskHost`] with no platform behind it, for `waft invoke` and tests:
 /// heartbeats always succeed, child tasks are recorded, not run.
 ///
+/// It keeps a bounded record whatever the lambda does: of heartbeats, their
+/// count and the last progress note (a lambda may heartbeat in a loop); of
+/// children, the first [`RecordingHost::MAX_CHILDREN`] and a count.
+///
 /// ```
 /// use waft_runtime::{RecordingHost, TaskHost};
 /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
 /// let host = RecordingHost::default();
 /// host.heartbeat(Some("half way".into())).await.unwrap();
-/// assert_eq!(host.heartbeats(), vec![Some("half way".to_string())]);
+/// host.heartbeat(None).await.unwrap();
+/// assert_eq!(host.heartbeats(), 2);
+/// assert_eq!(host.last_progress().as_deref(), Some("half way"));
 /// # });
 /// ```
 #[derive(Debug, Default)]
 pub struct RecordingHost {
-    heartbeats: Mutex<Vec<Option<String>>>,
-    children: Mutex<Vec<ChildRequest>>,
+    heartbeats: Mutex<Heartbeats>,
+    children: Mutex<(Vec<ChildRequest>, u64)>,
+}
+
+#[derive(Debug, Default)]
+struct Heartbeats {
+    count: u64,
+    last_progress: Option<String>,
 }
 
 impl RecordingHost {
-    /// The progress notes of every heartbeat, in order.
-    pub fn heartbeats(&self) -> Vec<Option<String>> {
-        lock(&self.heartbeats).clone()
+    /// Child requests kept; later ones are only counted.
+    pub const MAX_CHILDREN: usize = 1000;
+
+    /// Heartbeats so far.
+    pub fn heartbeats(&self) -> u64 {
+        lock(&self.heartbeats).count
     }
 
-    /// Every child task requested, in order.
+    /// The latest progress note a heartbeat carried.
+    pub fn last_progress(&self) -> Option<String> {
+        lock(&self.heartbeats).last_progress.clone()
+    }
+
+    /// The first child tasks requested, in order (at most
+    /// [`RecordingHost::MAX_CHILDREN`]).
     pub fn children(&self) -> Vec<ChildRequest> {
-        lock(&self.children).clone()
+        lock(&self.children).0.clone()
+    }
+
+    /// Child tasks requested, all of them.
+    pub fn children_requested(&self) -> u64 {
+        lock(&self.children).1
     }
 }
 
@@ -88,13 +114,20 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 #[async_trait::async_trait]
 impl TaskHost for RecordingHost {
     async fn heartbeat(&self, progress: Option<String>) -> Result<(), LeaseLost> {
-        lock(&self.heartbeats).push(progress);
+        let mut heartbeats = lock(&self.heartbeats);
+        heartbeats.count += 1;
+        if progress.is_some() {
+            heartbeats.last_progress = progress;
+        }
         Ok(())
     }
 
     async fn schedule(&self, child: ChildRequest) -> Result<String, ScheduleRejection> {
         let mut children = lock(&self.children);
-        children.push(child);
-        Ok(format!("local-child-{}", children.len()))
+        children.1 += 1;
+        if children.0.len() < Self::MAX_CHILDREN {
+            children.0.push(child);
+        }
+        Ok(format!("local-child-{}", children.1))
     }
 }

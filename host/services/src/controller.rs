@@ -11,6 +11,7 @@
 //! unacknowledged and the queue delivers it again.
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -100,6 +101,8 @@ struct Inner {
     arrived: Notify,
     /// An executor asked for a lambda with no poller yet.
     discover: Notify,
+    /// Where the next hand-out starts among the lambdas asked for.
+    turn: AtomicUsize,
 }
 
 impl Controller {
@@ -120,6 +123,7 @@ impl Controller {
                 buffers: Mutex::default(),
                 arrived: Notify::new(),
                 discover: Notify::new(),
+                turn: AtomicUsize::new(0),
             }),
         }
     }
@@ -228,33 +232,53 @@ impl Inner {
         }
     }
 
-    /// Takes buffered messages for the slots, highest priority first.
+    /// Takes buffered messages for the slots: a lambda's highest priority
+    /// first, and the lambdas in turn, one message each per round, starting
+    /// from a lambda that moves on with every call. Filled in slot order
+    /// instead, a busy lambda could take all the room of a poll and starve
+    /// every lambda after it.
     fn take(&self, slots: &[LambdaSlots], max: usize) -> Vec<(QueueKey, Delivery)> {
         let max = max.min(MAX_NEXT_WORK_TASKS);
         let mut taken = Vec::new();
+        if slots.is_empty() {
+            return taken;
+        }
+        let mut free: Vec<usize> = slots.iter().map(|slot| slot.free as usize).collect();
+        let start = self.turn.fetch_add(1, Ordering::Relaxed) % slots.len();
         let mut buffers = lock(&self.buffers);
-        for slot in slots {
-            let Some(levels) = buffers.get_mut(&slot.lambda) else {
-                continue;
-            };
-            let mut free = slot.free as usize;
-            for (priority, buffer) in levels.iter_mut().enumerate().rev() {
-                let count = free.min(buffer.deliveries.len()).min(max - taken.len());
-                if count == 0 {
+        loop {
+            let before = taken.len();
+            for offset in 0..slots.len() {
+                if taken.len() >= max {
+                    return taken;
+                }
+                let index = (start + offset) % slots.len();
+                let slot = &slots[index];
+                if free[index] == 0 {
                     continue;
                 }
-                buffer.room.add_permits(count);
-                free -= count;
-                let key = QueueKey::new(&slot.lambda, priority as u8);
-                taken.extend(
-                    buffer
-                        .deliveries
-                        .drain(..count)
-                        .map(|delivery| (key.clone(), delivery)),
-                );
+                let Some(levels) = buffers.get_mut(&slot.lambda) else {
+                    continue;
+                };
+                let Some((priority, buffer)) = levels
+                    .iter_mut()
+                    .enumerate()
+                    .rev()
+                    .find(|(_, buffer)| !buffer.deliveries.is_empty())
+                else {
+                    continue;
+                };
+                let Some(delivery) = buffer.deliveries.pop_front() else {
+                    continue;
+                };
+                buffer.room.add_permits(1);
+                free[index] -= 1;
+                taken.push((QueueKey::new(&slot.lambda, priority as u8), delivery));
+            }
+            if taken.len() == before {
+                return taken;
             }
         }
-        taken
     }
 
     /// Claims taken messages at the HSC; acknowledges every message that

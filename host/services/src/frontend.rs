@@ -150,9 +150,14 @@ impl FrontendApi for Frontend {
                 })
             })
             .collect::<ServiceResult<Vec<_>>>()?;
+        // A continuation's task is created later, by the store, when this
+        // one succeeds: it is counted against its own lambda's quota now.
         let mut wanted = BTreeMap::new();
         for task in &tasks {
             *wanted.entry(task.lambda.clone()).or_insert(0) += 1;
+            if let Some(then) = &task.continuation {
+                *wanted.entry(then.lambda.clone()).or_insert(0) += 1;
+            }
         }
         let lambdas: Vec<String> = tasks.iter().map(|task| task.lambda.clone()).collect();
         let admitted = self.quotas.admit(wanted).await?;

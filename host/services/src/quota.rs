@@ -81,12 +81,11 @@ impl Quotas {
         };
         let mut fresh = Vec::with_capacity(stale.len());
         for name in stale {
-            let quota = self
-                .store
-                .lambda_get(&name)
-                .await?
-                .and_then(|lambda| lambda.config.quota_per_sec);
-            fresh.push((name, quota));
+            // No bucket for a name that is no lambda: the store refuses its
+            // tasks, and a caller making up names must not grow this map.
+            if let Some(lambda) = self.store.lambda_get(&name).await? {
+                fresh.push((name, lambda.config.quota_per_sec));
+            }
         }
         let mut buckets = lock(&self.buckets);
         for (name, quota) in fresh {
@@ -212,6 +211,17 @@ mod tests {
         clock.0.fetch_add(500, Ordering::SeqCst);
         let _ = quotas.admit(want(&[("limited", 5)])).await.unwrap();
         assert!(quotas.admit(want(&[("limited", 1)])).await.is_err());
+    }
+
+    #[tokio::test]
+    async fn names_that_are_no_lambda_leave_no_bucket() {
+        let (quotas, _clock, _dir) = quotas(Some(5.0)).await;
+        for i in 0..200 {
+            let _ = quotas.admit(want(&[(&format!("nobody-{i}"), 1)])).await;
+        }
+        assert!(lock(&quotas.buckets).is_empty());
+        let _ = quotas.admit(want(&[("limited", 1)])).await.unwrap();
+        assert_eq!(lock(&quotas.buckets).len(), 1);
     }
 
     #[tokio::test]

@@ -32,16 +32,18 @@ async fn setup(served: Vec<String>) -> Setup {
             .unwrap(),
     );
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    store
-        .lambda_deploy(LambdaDeploy {
-            name: "mail".into(),
-            digest: "d".into(),
-            component: vec![],
-            config: LambdaConfig::default(),
-            now: clock.now(),
-        })
-        .await
-        .unwrap();
+    for name in ["mail", "zed"] {
+        store
+            .lambda_deploy(LambdaDeploy {
+                name: name.into(),
+                digest: "d".into(),
+                component: vec![],
+                config: LambdaConfig::default(),
+                now: clock.now(),
+            })
+            .await
+            .unwrap();
+    }
     let queue = Arc::new(MemoryQueue::new(Duration::from_millis(300)));
     let runtime = Arc::new(
         Runtime::new(RuntimeConfig {
@@ -92,9 +94,13 @@ async fn setup(served: Vec<String>) -> Setup {
 }
 
 async fn insert(setup: &Setup, count: usize, priority: u8) -> Vec<String> {
+    insert_of(setup, "mail", count, priority).await
+}
+
+async fn insert_of(setup: &Setup, lambda: &str, count: usize, priority: u8) -> Vec<String> {
     let tasks = (0..count)
         .map(|_| NewTask {
-            lambda: "mail".into(),
+            lambda: lambda.into(),
             priority: Some(priority),
             ..NewTask::default()
         })
@@ -136,6 +142,36 @@ async fn buffered(queue: &MemoryQueue, key: &QueueKey) {
         );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
+}
+
+/// Two busy lambdas ask one executor for more than it has room for: each
+/// hand-out serves them in turn, so the one named last is not starved by
+/// the one named first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn busy_lambdas_take_turns_whatever_their_names() {
+    let setup = setup(Vec::new()).await;
+    insert_of(&setup, "mail", 8, 0).await;
+    insert_of(&setup, "zed", 8, 0).await;
+    buffered(&setup.queue, &QueueKey::new("mail", 0)).await;
+    buffered(&setup.queue, &QueueKey::new("zed", 0)).await;
+    let slots = ["mail", "zed"]
+        .map(|lambda| LambdaSlots {
+            lambda: lambda.into(),
+            free: 8,
+        })
+        .to_vec();
+    let tasks = setup
+        .controller
+        .next_work(NextWork {
+            slots,
+            max_tasks: 4,
+            wait: Duration::from_secs(1),
+        })
+        .await
+        .unwrap();
+    let zed = tasks.iter().filter(|t| t.lambda == "zed").count();
+    assert_eq!((tasks.len(), zed), (4, 2), "{tasks:?}");
+    setup.stop.cancel();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

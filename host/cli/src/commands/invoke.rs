@@ -279,17 +279,9 @@ fn report_text(execution: &Execution, host: &RecordingHost) -> String {
         }
     }
     let heartbeats = host.heartbeats();
-    if !heartbeats.is_empty() {
-        let last = heartbeats
-            .iter()
-            .rev()
-            .find_map(|p| p.as_deref())
-            .unwrap_or("-");
-        let _ = writeln!(
-            out,
-            "heartbeats: {} (last progress: {last})",
-            heartbeats.len()
-        );
+    if heartbeats > 0 {
+        let last = host.last_progress().unwrap_or_else(|| "-".into());
+        let _ = writeln!(out, "heartbeats: {heartbeats} (last progress: {last})");
     }
     for child in host.children() {
         let _ = writeln!(
@@ -316,6 +308,8 @@ fn report_json(execution: &Execution, host: &RecordingHost) -> serde_json::Value
         })).collect::<Vec<_>>(),
         "log_dropped_records": execution.log.dropped_records,
         "heartbeats": host.heartbeats(),
+        "last_progress": host.last_progress(),
+        "children_requested": host.children_requested(),
         "children": host.children().iter().map(|c| json!({
             "lambda": c.lambda,
             "payload": String::from_utf8_lossy(&c.payload),
