@@ -146,6 +146,8 @@ pub struct Executor {
     running_total: AtomicUsize,
     /// A task ended: there is room again.
     freed: Notify,
+    /// A refresh of the lambdas ended.
+    freed_by_refresh: Arc<Notify>,
 }
 
 impl Executor {
@@ -168,6 +170,7 @@ impl Executor {
             running: Mutex::default(),
             running_total: AtomicUsize::new(0),
             freed: Notify::new(),
+            freed_by_refresh: Arc::new(Notify::new()),
         })
     }
 
@@ -190,18 +193,43 @@ impl Executor {
         let kills = Arc::new(Mutex::new(HashMap::<(String, i64), KillSwitch>::new()));
         let mut lambdas: Vec<Lambda> = Vec::new();
         let mut refreshed: Option<Instant> = None;
+        // The lambdas are re-read beside the loop: a slow Frontend must not
+        // hold up tasks already handed out, whose claims are running out.
+        let mut refreshing: Option<tokio::task::JoinHandle<_>> = None;
         let mut polls = JoinSet::new();
         let mut reserved = Reserved::default();
         let mut failures = 0u32;
         let mut retry_at = Instant::now();
         loop {
-            if refreshed.is_none_or(|at| at.elapsed() >= self.config.refresh) {
-                match self.frontend.lambda_list().await {
-                    Ok(list) => {
+            if refreshing.as_ref().is_some_and(|r| r.is_finished()) {
+                match refreshing.take().expect("checked").await {
+                    Ok(Ok(list)) => {
                         lambdas = list;
                         refreshed = Some(Instant::now());
                     }
-                    Err(error) => tracing::warn!(%error, "executor cannot list lambdas"),
+                    Ok(Err(error)) => {
+                        tracing::warn!(%error, "executor cannot list lambdas");
+                        refreshed = Some(Instant::now());
+                    }
+                    Err(error) => tracing::error!(%error, "listing lambdas failed"),
+                }
+            }
+            if refreshing.is_none()
+                && refreshed.is_none_or(|at| at.elapsed() >= self.config.refresh)
+            {
+                let frontend = self.frontend.clone();
+                let done = self.freed_by_refresh.clone();
+                refreshing = Some(tokio::spawn(async move {
+                    let list = frontend.lambda_list().await;
+                    done.notify_one();
+                    list
+                }));
+                if lambdas.is_empty() {
+                    // Nothing to ask for yet: wait for the first list.
+                    tokio::select! {
+                        () = &mut shutdown => break,
+                        () = self.freed_by_refresh.notified() => continue,
+                    }
                 }
             }
             if polls.len() < MAX_POLLS && Instant::now() >= retry_at {
@@ -214,7 +242,11 @@ impl Executor {
                     };
                     let controller = self.controller.clone();
                     let held = request.clone();
-                    let handle = polls.spawn(async move { controller.next_work(request).await });
+                    // A task's claim is made after this instant: its first
+                    // fence counts from here, however long the hand-out takes.
+                    let sent = std::time::Instant::now();
+                    let handle =
+                        polls.spawn(async move { (sent, controller.next_work(request).await) });
                     reserved.add(handle.id(), held);
                     continue;
                 }
@@ -228,9 +260,10 @@ impl Executor {
             tokio::select! {
                 () = &mut shutdown => break,
                 () = self.freed.notified() => {}
+                () = self.freed_by_refresh.notified() => {}
                 () = tokio::time::sleep_until(wake_at) => {}
                 Some(joined) = polls.join_next_with_id(), if !polls.is_empty() => {
-                    let answer = match joined {
+                    let (sent, answer) = match joined {
                         Ok((id, answer)) => {
                             reserved.remove(id);
                             answer
@@ -245,7 +278,7 @@ impl Executor {
                         Ok(tasks) => {
                             failures = 0;
                             for task in tasks {
-                                self.start(task, &results, &kills);
+                                self.start(task, sent, &results, &kills);
                             }
                         }
                         Err(error) => {
@@ -297,15 +330,21 @@ impl Executor {
         (slots, u32::try_from(max_tasks).unwrap_or(u32::MAX))
     }
 
+    /// Starts a task whose `NextWork` was sent at `asked`: its claim, made
+    /// after that, holds at least [`HeartbeatConfig::first_fence`] from then.
     fn start(
         self: &Arc<Self>,
         task: ClaimedTask,
+        asked: std::time::Instant,
         results: &mpsc::UnboundedSender<TaskResult>,
         kills: &Arc<Mutex<HashMap<(String, i64), KillSwitch>>>,
     ) {
         *lock(&self.running).entry(task.lambda.clone()).or_default() += 1;
         self.running_total.fetch_add(1, Ordering::AcqRel);
         let kill = KillSwitch::new();
+        // The instance stops itself once the claim may have lapsed, even if
+        // this process is too starved to run the watchdog meanwhile.
+        kill.fence_at(asked + self.config.heartbeat.first_fence());
         let key = (task.id.clone(), task.lease_token);
         lock(kills).insert(key.clone(), kill.clone());
         let this = self.clone();
@@ -358,9 +397,16 @@ impl Executor {
                 let _ = finished.await;
             },
         );
-        // The instance stops itself once its lease may have lapsed, even if
-        // this process is too starved to run the watchdog meanwhile.
-        kill.fence_at(std::time::Instant::now() + self.config.heartbeat.first_fence());
+        if kill.is_killed() {
+            // The claim may have lapsed before the task could start (a
+            // starved or stalled executor): another executor may hold it now.
+            tracing::warn!(task = %task.id, lease = task.lease_token, "claim too old to start; not running it");
+            metrics::metrics()
+                .self_terminations
+                .get_or_create(&metrics::lambda(&task.lambda))
+                .inc();
+            return None;
+        }
         tracing::info!(task = %task.id, lease = task.lease_token, attempt = task.attempt, "execution started");
         record_start(&task);
         if let Some(journal) = &self.config.journal {

@@ -13,7 +13,8 @@
 //! That holds while the watchdog gets to run. For when it does not (a
 //! process starved of CPU, a blocked thread), the execution's kill switch
 //! also carries a fence: an instant just short of when the lease could
-//! lapse, set when the task arrives ([`HeartbeatConfig::first_fence`]) and
+//! lapse, counted from when the executor asked for the task — its claim is
+//! made after that — ([`HeartbeatConfig::first_fence`]), and
 //! moved forward by each acknowledged heartbeat
 //! ([`HeartbeatConfig::fence_after_ack`]). The instance checks it on its
 //! own thread at every epoch tick and host call, and stops itself there.
@@ -84,10 +85,12 @@ impl HeartbeatConfig {
         Ok(())
     }
 
-    /// How long after receiving a task its instance may run before a
-    /// heartbeat is acknowledged: the claim (made just before the task was
-    /// handed out) holds for `heartbeat_timeout`; less one interval and
-    /// one RPC timeout for the hand-out's delay.
+    /// How long after asking for work (`NextWork`) a task's instance may
+    /// run before a heartbeat is acknowledged: the claim, made after the
+    /// request was sent, holds for `heartbeat_timeout`; less one interval and
+    /// one RPC timeout of margin. Counted from the request, not from the
+    /// task's start, so an executor that stalls between the two cannot
+    /// start an instance whose claim has lapsed and been handed out again.
     pub fn first_fence(&self) -> Duration {
         self.heartbeat_timeout
             .saturating_sub(self.interval)

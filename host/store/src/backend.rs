@@ -604,7 +604,7 @@ macro_rules! sql_task_store {
                             report.dropped += 1;
                         }
                         GateEffect::Hold => {
-                            hold(&mut tx, &id, lapsed).await?;
+                            hold(&mut tx, &id, lapsed, "").await?;
                             report.held += 1;
                         }
                         GateEffect::Open => {
@@ -1299,12 +1299,15 @@ macro_rules! sql_task_store {
         /// due, until the gate opens, then comes due at the earlier of
         /// when it was due and when it was looked at. Whatever message of it a queue still
         /// has goes stale, and a lapsed execution's error is kept.
-        async fn hold(conn: &mut $conn, id: &str, lapsed: Option<&str>) -> Result<()> {
+        /// `guard` narrows the update for a caller that holds no row lock:
+        /// of two such callers, the second finds the task held and leaves
+        /// it.
+        async fn hold(conn: &mut $conn, id: &str, lapsed: Option<&str>, guard: &str) -> Result<()> {
             sqlx::query(sql(format!(
                 "UPDATE tasks SET status = {WAITING}, held = TRUE, \
                  due_at = CASE WHEN next_trigger_at < due_at THEN next_trigger_at ELSE due_at END, \
                  next_trigger_at = NULL, paced = FALSE, enqueue_token = enqueue_token + 1, \
-                 last_error = COALESCE($2, last_error) WHERE id = $1"
+                 last_error = COALESCE($2, last_error) WHERE id = $1 {guard}"
             )))
             .bind(id)
             .bind(lapsed)
@@ -1571,6 +1574,10 @@ macro_rules! sql_task_store {
             })
         }
 
+        /// The guard of a refused claim's own update: the task is still
+        /// queued, as the refusal read it.
+        const QUEUED: &str = "AND status = 'enqueued' AND held = FALSE";
+
         /// Why a claim was refused. A queued task under a closed gate is
         /// acted on here, as the poll would: held, or dropped.
         async fn claim_refusal(conn: &mut $conn, id: &str, now: Millis) -> Result<Refusal> {
@@ -1592,14 +1599,14 @@ macro_rules! sql_task_store {
             }
             Ok(match GateEffect::from_code(row.opt_int("gate")?) {
                 GateEffect::Hold => {
-                    hold(conn, id, None).await?;
+                    hold(conn, id, None, QUEUED).await?;
                     Refusal::Held
                 }
                 GateEffect::Drop => {
-                    sqlx::query(
+                    sqlx::query(sql(format!(
                         "UPDATE tasks SET status = 'dropped', next_trigger_at = NULL, held = FALSE, \
-                         finished_at = $2 WHERE id = $1",
-                    )
+                         finished_at = $2 WHERE id = $1 {QUEUED}"
+                    )))
                     .bind(id)
                     .bind(now)
                     .execute(&mut *conn)
