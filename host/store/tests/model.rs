@@ -657,7 +657,10 @@ async fn run_sequence(store: &dyn TaskStore, steps: &[Step]) {
                         break;
                     }
                 }
-                assert!(matched, "{context}: no serial order leaves the backend's state");
+                assert!(
+                    matched,
+                    "{context}: no serial order leaves the backend's state"
+                );
                 created.retain(|id| run.model.tasks.contains_key(id));
                 run.ids.extend(created);
             }
