@@ -147,7 +147,7 @@ pub struct Executor {
     /// A task ended: there is room again.
     freed: Notify,
     /// A refresh of the lambdas ended.
-    freed_by_refresh: Arc<Notify>,
+    refreshed_list: Arc<Notify>,
 }
 
 impl Executor {
@@ -170,7 +170,7 @@ impl Executor {
             running: Mutex::default(),
             running_total: AtomicUsize::new(0),
             freed: Notify::new(),
-            freed_by_refresh: Arc::new(Notify::new()),
+            refreshed_list: Arc::new(Notify::new()),
         })
     }
 
@@ -218,7 +218,7 @@ impl Executor {
                 && refreshed.is_none_or(|at| at.elapsed() >= self.config.refresh)
             {
                 let frontend = self.frontend.clone();
-                let done = self.freed_by_refresh.clone();
+                let done = self.refreshed_list.clone();
                 refreshing = Some(tokio::spawn(async move {
                     let list = frontend.lambda_list().await;
                     done.notify_one();
@@ -228,7 +228,7 @@ impl Executor {
                     // Nothing to ask for yet: wait for the first list.
                     tokio::select! {
                         () = &mut shutdown => break,
-                        () = self.freed_by_refresh.notified() => continue,
+                        () = self.refreshed_list.notified() => continue,
                     }
                 }
             }
@@ -260,7 +260,7 @@ impl Executor {
             tokio::select! {
                 () = &mut shutdown => break,
                 () = self.freed.notified() => {}
-                () = self.freed_by_refresh.notified() => {}
+                () = self.refreshed_list.notified() => {}
                 () = tokio::time::sleep_until(wake_at) => {}
                 Some(joined) = polls.join_next_with_id(), if !polls.is_empty() => {
                     let (sent, answer) = match joined {

@@ -593,14 +593,7 @@ macro_rules! sql_task_store {
                     }
                     match gate {
                         GateEffect::Drop => {
-                            sqlx::query(
-                                "UPDATE tasks SET status = 'dropped', next_trigger_at = NULL, held = FALSE, \
-                                 finished_at = $2 WHERE id = $1",
-                            )
-                            .bind(&id)
-                            .bind(now)
-                            .execute(&mut *tx)
-                            .await?;
+                            drop_task(&mut tx, &id, now, "").await?;
                             report.dropped += 1;
                         }
                         GateEffect::Hold => {
@@ -1316,6 +1309,19 @@ macro_rules! sql_task_store {
             Ok(())
         }
 
+        /// Ends a task under a drop gate; `guard` as for [`hold`].
+        async fn drop_task(conn: &mut $conn, id: &str, now: Millis, guard: &str) -> Result<()> {
+            sqlx::query(sql(format!(
+                "UPDATE tasks SET status = 'dropped', next_trigger_at = NULL, held = FALSE, \
+                 finished_at = $2 WHERE id = $1 {guard}"
+            )))
+            .bind(id)
+            .bind(now)
+            .execute(&mut *conn)
+            .await?;
+            Ok(())
+        }
+
         /// After a deploy or rollback, a lambda's tasks paced under its old
         /// quota come due now and are paced afresh under the new one.
         async fn repace(conn: &mut $conn, lambda: &str, now: Millis) -> Result<()> {
@@ -1603,14 +1609,7 @@ macro_rules! sql_task_store {
                     Refusal::Held
                 }
                 GateEffect::Drop => {
-                    sqlx::query(sql(format!(
-                        "UPDATE tasks SET status = 'dropped', next_trigger_at = NULL, held = FALSE, \
-                         finished_at = $2 WHERE id = $1 {QUEUED}"
-                    )))
-                    .bind(id)
-                    .bind(now)
-                    .execute(&mut *conn)
-                    .await?;
+                    drop_task(conn, id, now, QUEUED).await?;
                     Refusal::WrongState(TaskStatus::Dropped)
                 }
                 GateEffect::Open => Refusal::StaleEnqueueToken {
