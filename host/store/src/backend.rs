@@ -1587,8 +1587,12 @@ macro_rules! sql_task_store {
         /// Why a claim was refused. A queued task under a closed gate is
         /// acted on here, as the poll would: held, or dropped.
         async fn claim_refusal(conn: &mut $conn, id: &str, now: Millis) -> Result<Refusal> {
+            // Locked: the answer, and the hold or drop it makes, are about
+            // the task as it is, not as a cancel committing meanwhile left it.
             let row = sqlx::query(sql(format!(
-                "SELECT t.status, t.enqueue_token, t.held, {GATE_OF_TASK} AS gate FROM tasks t WHERE t.id = $1"
+                "SELECT t.status, t.enqueue_token, t.held, {GATE_OF_TASK} AS gate FROM tasks t \
+                 WHERE t.id = $1 {}",
+                $row_lock
             )))
             .bind(text_in(id))
             .fetch_optional(&mut *conn)
