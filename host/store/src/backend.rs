@@ -1587,39 +1587,49 @@ macro_rules! sql_task_store {
         /// Why a claim was refused. A queued task under a closed gate is
         /// acted on here, as the poll would: held, or dropped.
         async fn claim_refusal(conn: &mut $conn, id: &str, now: Millis) -> Result<Refusal> {
-            // Locked: the answer, and the hold or drop it makes, are about
-            // the task as it is, not as a cancel committing meanwhile left it.
-            let row = sqlx::query(sql(format!(
-                "SELECT t.status, t.enqueue_token, t.held, {GATE_OF_TASK} AS gate FROM tasks t \
-                 WHERE t.id = $1 {}",
-                $row_lock
-            )))
-            .bind(text_in(id))
-            .fetch_optional(&mut *conn)
-            .await?;
-            let Some(row) = row else {
-                return Ok(Refusal::NotFound);
-            };
-            let status = rows::status(&row)?;
-            if row.flag("held")? {
-                return Ok(Refusal::Held);
-            }
-            if status != TaskStatus::Enqueued {
-                return Ok(Refusal::WrongState(status));
-            }
-            Ok(match GateEffect::from_code(row.opt_int("gate")?) {
-                GateEffect::Hold => {
-                    hold(conn, id, None, QUEUED).await?;
-                    Refusal::Held
+            // Read unlocked (a lock would make a concurrent poll skip the
+            // task); only a refusal that acts on the task — a hold or drop
+            // under a closed gate — reads it again under a lock, so its
+            // answer is about the task as it is, not as a cancel committing
+            // meanwhile left it.
+            let mut lock = "";
+            loop {
+                let row = sqlx::query(sql(format!(
+                    "SELECT t.status, t.enqueue_token, t.held, {GATE_OF_TASK} AS gate FROM tasks t \
+                     WHERE t.id = $1 {lock}"
+                )))
+                .bind(text_in(id))
+                .fetch_optional(&mut *conn)
+                .await?;
+                let Some(row) = row else {
+                    return Ok(Refusal::NotFound);
+                };
+                let status = rows::status(&row)?;
+                if row.flag("held")? {
+                    return Ok(Refusal::Held);
                 }
-                GateEffect::Drop => {
-                    drop_task(conn, id, now, QUEUED).await?;
-                    Refusal::WrongState(TaskStatus::Dropped)
+                if status != TaskStatus::Enqueued {
+                    return Ok(Refusal::WrongState(status));
                 }
-                GateEffect::Open => Refusal::StaleEnqueueToken {
-                    current: row.int("enqueue_token")?,
-                },
-            })
+                let gate = GateEffect::from_code(row.opt_int("gate")?);
+                if gate != GateEffect::Open && lock != $row_lock {
+                    lock = $row_lock;
+                    continue;
+                }
+                return Ok(match gate {
+                    GateEffect::Hold => {
+                        hold(conn, id, None, QUEUED).await?;
+                        Refusal::Held
+                    }
+                    GateEffect::Drop => {
+                        drop_task(conn, id, now, QUEUED).await?;
+                        Refusal::WrongState(TaskStatus::Dropped)
+                    }
+                    GateEffect::Open => Refusal::StaleEnqueueToken {
+                        current: row.int("enqueue_token")?,
+                    },
+                });
+            }
         }
     };
 }
