@@ -31,6 +31,9 @@ pub fn runtime() -> Arc<Runtime> {
             Arc::new(
                 Runtime::new(RuntimeConfig {
                     max_instances: 8,
+                    // A start-up that loops is refused after this, well
+                    // within libFuzzer's timeout for one input.
+                    max_startup: Duration::from_millis(500),
                     ..RuntimeConfig::default()
                 })
                 .expect("a runtime"),

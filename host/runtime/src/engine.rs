@@ -67,6 +67,11 @@ pub struct RuntimeConfig {
     /// scheduled (a nice value added, 0–19; Linux only). Default 10: a
     /// thread of the platform outweighs a guest thread about ninefold.
     pub guest_nice: u8,
+    /// How long a component's start-up (its instantiation, start functions
+    /// included) may take when [`Runtime::prepare`] tries it; a component
+    /// that takes longer is refused. Every task instantiates its lambda
+    /// anew, so a slow start-up is paid on every run. Default 5 s.
+    pub max_startup: Duration,
 }
 
 impl Default for RuntimeConfig {
@@ -81,6 +86,7 @@ impl Default for RuntimeConfig {
             keep_resident: ByteSize::mib(2),
             guest_threads: 0,
             guest_nice: 10,
+            max_startup: Duration::from_secs(5),
         }
     }
 }
@@ -97,6 +103,7 @@ pub(crate) struct Inner {
     pub(crate) linker: Linker<HostState>,
     pub(crate) cache: Option<ArtifactCache>,
     pub(crate) fuel: bool,
+    pub(crate) max_startup: Duration,
     pooling: bool,
     pub(crate) guests: GuestThreads,
     _ticker: EpochTicker,
@@ -123,6 +130,13 @@ impl Runtime {
             return Err(RuntimeError::Config(format!(
                 "guest_nice is {}; it must be within 0..=19",
                 config.guest_nice
+            )));
+        }
+        if config.max_startup < Limits::MIN_TIMEOUT {
+            return Err(RuntimeError::Config(format!(
+                "max_startup is {:?}; it must be at least {:?}",
+                config.max_startup,
+                Limits::MIN_TIMEOUT
             )));
         }
         if config.epoch_tick.is_zero() || config.epoch_tick > Duration::from_secs(1) {
@@ -170,6 +184,7 @@ impl Runtime {
                 linker,
                 cache,
                 fuel: config.fuel,
+                max_startup: config.max_startup,
                 pooling,
                 guests,
                 _ticker: ticker,

@@ -1,6 +1,7 @@
 //! Errors of the runtime crate.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// Why the runtime could not start.
 #[derive(Debug, thiserror::Error)]
@@ -48,6 +49,11 @@ pub enum LoadError {
     UnsupportedImport { detail: String },
     #[error("the component fails to instantiate: {0}")]
     Instantiation(String),
+    #[error(
+        "the component's start-up did not finish within {limit:?}; every task instantiates \
+         its lambda anew, so do the work in the handler, not at start-up"
+    )]
+    SlowStartup { limit: Duration },
     #[error("cannot cache the compiled component: {0}")]
     Cache(std::io::Error),
     #[error("the compiler stopped on this component without an answer: {0}")]

@@ -18,7 +18,7 @@ use waft_core::Limits;
 use crate::bindings::{LambdaIndices, LambdaPre};
 use crate::error::LoadError;
 use crate::log::LogSink;
-use crate::run::{HostState, new_store};
+use crate::run::{HostState, Stop, new_store};
 use crate::{KillSwitch, RecordingHost, Runtime};
 
 /// The name of the export every lambda must have.
@@ -150,21 +150,29 @@ impl Runtime {
 }
 
 impl Runtime {
-    /// Instantiates the component once, under default limits, without
-    /// calling it: the handler's type is only checked against an instance,
-    /// and a component whose start-up traps is better refused at deploy.
+    /// Instantiates the component once, under default limits and within
+    /// `max_startup`, without calling it: the handler's type is only checked
+    /// against an instance, and a component whose start-up traps or never
+    /// ends is better refused at deploy.
     async fn trial_instantiation(&self, pre: &LambdaPre<HostState>) -> Result<(), LoadError> {
-        let limits = Limits::default();
+        let limits = Limits {
+            timeout: self.inner.max_startup,
+            ..Limits::default()
+        };
         let kill = KillSwitch::new();
         let started = Instant::now();
         let log = LogSink::new(limits.max_log.bytes(), started, kill.clone());
         let host = Arc::new(RecordingHost::default());
         let (mut store, _) = new_store(self, &limits, started + limits.timeout, log, host, &kill);
-        let instance = pre
-            .instance_pre()
-            .instantiate_async(&mut store)
-            .await
-            .map_err(|e| LoadError::Instantiation(error_chain(&e)))?;
+        let instance = match pre.instance_pre().instantiate_async(&mut store).await {
+            Ok(instance) => instance,
+            Err(_) if store.data().stopped == Some(Stop::Deadline) => {
+                return Err(LoadError::SlowStartup {
+                    limit: limits.timeout,
+                });
+            }
+            Err(e) => return Err(LoadError::Instantiation(error_chain(&e))),
+        };
         LambdaIndices::new(pre.instance_pre())
             .and_then(|indices| indices.load(&mut store, &instance))
             .map_err(|e| LoadError::ExportMismatch {

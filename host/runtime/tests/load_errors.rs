@@ -82,3 +82,61 @@ fn an_import_waft_does_not_provide_is_named() {
     );
     assert!(message.contains("acme:vault/secrets"), "{message}");
 }
+
+/// A component of the `lambda` world around `core`, a core module in WAT
+/// that exports what the world's handler lowers to.
+fn lambda_around(core: &str) -> Vec<u8> {
+    use wit_component::{ComponentEncoder, StringEncoding, embed_component_metadata};
+    let mut resolve = wit_parser::Resolve::default();
+    let (package, _) = resolve
+        .push_path(concat!(env!("CARGO_MANIFEST_DIR"), "/../../wit"))
+        .expect("the WIT parses");
+    let world = resolve
+        .select_world(&[package], Some("lambda"))
+        .expect("the lambda world");
+    let mut module = wat::parse_str(core).expect("valid WAT");
+    embed_component_metadata(&mut module, &resolve, world, StringEncoding::UTF8)
+        .expect("metadata embeds");
+    ComponentEncoder::default()
+        .validate(true)
+        .module(&module)
+        .expect("the module fits the world")
+        .encode()
+        .expect("a component")
+}
+
+/// A handler of the right type whose module never finishes starting: its
+/// start function loops. Its task's flattened parameters: three strings
+/// (pointer, length), priority, attempt, scheduled-at, payload.
+const ENDLESS_START: &str = r#"(module
+    (memory (export "memory") 1)
+    (func (export "cabi_realloc") (param i32 i32 i32 i32) (result i32) unreachable)
+    (func (export "waft:lambda/handler@0.1.0#handle")
+        (param i32 i32 i32 i32 i32 i32 i32 i32 i64 i32 i32) (result i32)
+        unreachable)
+    (func $spin (loop $again (br $again)))
+    (start $spin))"#;
+
+#[test]
+fn a_start_up_that_never_ends_is_refused_within_the_start_up_limit() {
+    let runtime = Runtime::new(RuntimeConfig {
+        max_startup: std::time::Duration::from_millis(300),
+        ..RuntimeConfig::default()
+    })
+    .unwrap();
+    let tokio = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let error = tokio
+        .block_on(runtime.prepare(&lambda_around(ENDLESS_START)))
+        .expect_err("must be refused");
+    assert!(matches!(error, LoadError::SlowStartup { .. }), "{error}");
+    assert!(error.to_string().contains("300ms"), "{error}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(10),
+        "refused only after {:?}",
+        started.elapsed()
+    );
+}
