@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use support::Cluster;
-use waft_core::{ByteSize, TaskStatus};
+use waft_core::{ByteSize, LambdaConfig, TaskStatus};
 use waft_sample_artifacts as samples;
 use waft_services::{FrontendApi, RunAt, ScheduleRequest, ServiceError, TaskRequest};
 use waft_store::{AttemptOutcome, DeadSelector, GateState, TaskList};
@@ -227,7 +227,11 @@ async fn scenarios(cluster: &Cluster) {
         .deploy("flaky2", samples::FLAKY, |c| c.max_attempts = 2)
         .await;
     cluster.deploy("fatal", samples::FATAL, |_| {}).await;
-    cluster.deploy("chain", samples::CHAIN, |_| {}).await;
+    cluster
+        .deploy("chain", samples::CHAIN, |c| {
+            c.allowed_children = vec!["hello".into()]
+        })
+        .await;
     cluster
         .deploy("hog", samples::HOG, |c| {
             c.limits.max_memory = ByteSize::mib(2)
@@ -310,6 +314,20 @@ async fn auth(cluster: &Cluster) {
     );
     denied(owner.gate_set("flaky", None, GateState::Paused).await);
     denied(owner.token_list().await);
+    // Allowing hello to schedule flaky's tasks would hand on a right the
+    // owner does not have.
+    denied(
+        owner
+            .lambda_deploy(
+                "hello",
+                hello.clone(),
+                LambdaConfig {
+                    allowed_children: vec!["flaky".into()],
+                    ..Default::default()
+                },
+            )
+            .await,
+    );
     let visible: Vec<String> = owner
         .lambda_list()
         .await
@@ -849,6 +867,19 @@ async fn chaining(cluster: &Cluster) {
     assert!(children.iter().all(|c| c["status"] == "success"));
     let logs = cluster.cli(&["task", "logs", &id]);
     assert!(logs.contains("scheduled 2 children"), "{logs}");
+
+    // Children of a lambda it was not allowed are refused, and the task's
+    // log says what to grant.
+    let id = cluster
+        .schedule("chain", json!({"lambda": "fatal", "names": ["x"]}), None)
+        .await;
+    let parent = cluster.finished(&id, WITHIN).await;
+    assert_eq!(parent.status, TaskStatus::FatalFailure, "{parent:#?}");
+    let logs = cluster.cli(&["task", "logs", &id]);
+    assert!(
+        logs.contains("refused to schedule a child") && logs.contains("--allow-child fatal"),
+        "{logs}"
+    );
 
     // A continuation declared at schedule time runs with the output.
     let first = cluster.cli(&[

@@ -204,6 +204,7 @@ pub(crate) fn config_to_proto(config: &LambdaConfig) -> proto::LambdaConfig {
         max_payload_bytes: Some(config.max_payload.bytes()),
         concurrency: Some(config.concurrency),
         quota_per_sec: config.quota_per_sec,
+        allowed_children: config.allowed_children.clone(),
     }
 }
 
@@ -255,6 +256,7 @@ pub(crate) fn config_from_proto(
             .map_or(defaults.max_payload, ByteSize::b),
         concurrency: config.concurrency.unwrap_or(defaults.concurrency),
         quota_per_sec: config.quota_per_sec,
+        allowed_children: config.allowed_children,
     })
 }
 
@@ -556,6 +558,7 @@ mod tests {
         let config = LambdaConfig {
             max_attempts: 7,
             quota_per_sec: Some(2.5),
+            allowed_children: vec!["hello".into(), "mail".into()],
             ..LambdaConfig::default()
         };
         assert_eq!(

@@ -238,6 +238,11 @@ impl proto::frontend_server::Frontend for FrontendService {
         who.check(Action::Manage, &request.name)
             .map_err(to_status)?;
         let config = config_from_proto(request.config).map_err(to_status)?;
+        // Allowing a lambda to schedule another's tasks hands on the
+        // deployer's right to schedule them: a right the deployer must have.
+        for child in &config.allowed_children {
+            who.check(Action::Schedule, child).map_err(to_status)?;
+        }
         let lambda = self
             .0
             .lambda_deploy(&request.name, request.component, config)
@@ -502,7 +507,6 @@ impl FrontendService {
     }
 }
 
-/// Decodes a redrive request: ids, or a lambda (and collection).
 /// Scheduling a task needs the right to schedule its lambda's tasks, and
 /// the continuation's lambda's too: the store creates that task later, with
 /// no caller left to ask.
@@ -516,6 +520,7 @@ fn check_schedule(who: &Principal, task: &waft_services::TaskRequest) -> Result<
     Ok(())
 }
 
+/// Decodes a redrive request: ids, or a lambda (and collection).
 fn dead_selector(request: proto::RedriveDeadRequest) -> Result<DeadSelector, Status> {
     match (request.ids.is_empty(), request.lambda) {
         (false, None) if request.collection.is_none() => Ok(DeadSelector::Ids(request.ids)),

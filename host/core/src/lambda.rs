@@ -27,6 +27,10 @@ pub struct LambdaConfig {
     pub concurrency: u32,
     /// Tasks per second the lambda may be scheduled at; unlimited if `None`.
     pub quota_per_sec: Option<f64>,
+    /// The other lambdas whose tasks this lambda's executions may schedule
+    /// as children (a lambda may always schedule its own). Empty by
+    /// default: a child of any other lambda is refused.
+    pub allowed_children: Vec<String>,
 }
 
 impl Default for LambdaConfig {
@@ -40,6 +44,7 @@ impl Default for LambdaConfig {
             max_payload: ByteSize::kib(256),
             concurrency: 64,
             quota_per_sec: None,
+            allowed_children: Vec::new(),
         }
     }
 }
@@ -65,6 +70,24 @@ impl LambdaConfig {
     /// The slowest scheduling quota: one task an hour. A slower one would
     /// pace a backlog years ahead.
     pub const MIN_QUOTA_PER_SEC: f64 = 1.0 / 3600.0;
+    /// The most lambdas one lambda may be allowed to schedule children of.
+    pub const MAX_ALLOWED_CHILDREN: usize = 64;
+
+    /// Whether this lambda's executions, of lambda `parent`, may schedule a
+    /// task of `child`.
+    ///
+    /// ```
+    /// let config = waft_core::LambdaConfig {
+    ///     allowed_children: vec!["hello".into()],
+    ///     ..Default::default()
+    /// };
+    /// assert!(config.allows_child("chain", "hello"));
+    /// assert!(config.allows_child("chain", "chain"));
+    /// assert!(!config.allows_child("chain", "billing"));
+    /// ```
+    pub fn allows_child(&self, parent: &str, child: &str) -> bool {
+        parent == child || self.allowed_children.iter().any(|name| name == child)
+    }
 
     /// Checks every field against its bounds.
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -113,6 +136,22 @@ impl LambdaConfig {
                 quota.to_string(),
                 "must be within 1/3600 (one task an hour) and 1000000",
             );
+        }
+        if self.allowed_children.len() > Self::MAX_ALLOWED_CHILDREN {
+            return invalid(
+                "allowed_children",
+                format!("{} lambdas", self.allowed_children.len()),
+                "must name at most 64 lambdas",
+            );
+        }
+        for name in &self.allowed_children {
+            if crate::task::check_lambda_name(name).is_err() {
+                return invalid(
+                    "allowed_children",
+                    format!("{name:?}"),
+                    "must name lambdas: 1 to 63 characters from a-z, 0-9, '-', '_' and '.'",
+                );
+            }
         }
         let backoff = &self.backoff;
         if backoff.base.is_zero()
@@ -187,6 +226,20 @@ mod tests {
                     ..base.clone()
                 },
                 "quota_per_sec",
+            ),
+            (
+                LambdaConfig {
+                    allowed_children: vec!["Billing Run".into()],
+                    ..base.clone()
+                },
+                "allowed_children",
+            ),
+            (
+                LambdaConfig {
+                    allowed_children: (0..65).map(|i| format!("l{i}")).collect(),
+                    ..base.clone()
+                },
+                "allowed_children",
             ),
             (
                 LambdaConfig {

@@ -24,7 +24,7 @@ use waft_runtime::{Allocator, Runtime, RuntimeConfig};
 use waft_services::auth::Authenticator;
 use waft_services::{
     Clock, Controller, DueSignal, Executor, ExecutorConfig, Frontend, Hsc, ServiceError,
-    StoreConsumer, SystemClock, Wake,
+    StoreClock, StoreConsumer, Wake,
 };
 use waft_store::{PostgresStore, SqliteStore, TaskStore};
 
@@ -113,7 +113,8 @@ pub async fn start_dev(options: DevOptions) -> Result<Node, NodeError> {
     let store: Arc<dyn TaskStore> =
         Arc::new(SqliteStore::open(&options.data_dir.join("waft.db")).await?);
     let queue: Arc<dyn TaskQueue> = Arc::new(MemoryQueue::new(config.queue.visibility_timeout));
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let stop = CancellationToken::new();
+    let clock: Arc<dyn Clock> = StoreClock::start(store.clone(), stop.clone()).await?;
     let runtime = Arc::new(Runtime::new(RuntimeConfig {
         cache_dir: Some(
             config
@@ -163,7 +164,7 @@ pub async fn start_dev(options: DevOptions) -> Result<Node, NodeError> {
     let mut node = Node {
         addr: local_addr(&listener, config.listen)?,
         metrics_addr: None,
-        stop: CancellationToken::new(),
+        stop,
         tasks: JoinSet::new(),
     };
     let stop = node.stop.clone();
@@ -190,7 +191,6 @@ pub async fn start_dev(options: DevOptions) -> Result<Node, NodeError> {
 /// Starts one role on Postgres and SQS.
 pub async fn start_role(role: Role, config: Config) -> Result<Node, NodeError> {
     config.validate(Some(role))?;
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let heartbeat = config.heartbeat.config();
     let mut node = Node {
         addr: config.listen,
@@ -210,6 +210,7 @@ pub async fn start_role(role: Role, config: Config) -> Result<Node, NodeError> {
             })?);
             let due = Arc::new(PostgresDue(store.clone()));
             let store: Arc<dyn TaskStore> = Arc::new(store);
+            let clock = StoreClock::start(store.clone(), node.stop.clone()).await?;
             roles.auth = authenticator(&config, Some(store.clone()));
             roles.frontend = Some(Arc::new(
                 Frontend::new(store, clock, runtime, due).keep_versions(config.store.keep_versions),
@@ -217,12 +218,14 @@ pub async fn start_role(role: Role, config: Config) -> Result<Node, NodeError> {
         }
         Role::Hsc => {
             let store: Arc<dyn TaskStore> = Arc::new(postgres(&config).await?);
+            let clock = StoreClock::start(store.clone(), node.stop.clone()).await?;
             roles.auth = authenticator(&config, Some(store.clone()));
             roles.hsc = Some(Arc::new(Hsc::new(store, clock, heartbeat)));
         }
         Role::Consumer => {
             let store = postgres(&config).await?;
             let queue = Arc::new(SqsQueue::new(config.queue.sqs()).await);
+            let clock = StoreClock::start(Arc::new(store.clone()), node.stop.clone()).await?;
             let consumer = StoreConsumer::new(
                 Arc::new(store.clone()),
                 queue,

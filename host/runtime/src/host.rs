@@ -21,6 +21,10 @@ pub enum ScheduleRejection {
     /// The request is wrong; retrying will not help.
     #[error("invalid child task: {0}")]
     Invalid(String),
+    /// The lambda has no grant to schedule this child (the guest sees it as
+    /// `invalid`, and the task's log says what was refused).
+    #[error("not allowed: {0}")]
+    Denied(String),
     /// The execution no longer holds its lease; nothing was scheduled.
     #[error("lease lost: {0}")]
     LeaseLost(String),

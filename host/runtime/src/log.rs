@@ -47,6 +47,9 @@ pub enum LogSource {
     Stdout,
     /// A line the lambda wrote to stderr (panic messages land here).
     Stderr,
+    /// A note of the host's about the execution, such as a request it
+    /// refused for want of a grant.
+    Waft,
 }
 
 impl std::fmt::Display for LogSource {
@@ -55,6 +58,7 @@ impl std::fmt::Display for LogSource {
             LogSource::Lambda(level) => f.write_str(level.as_str()),
             LogSource::Stdout => f.write_str("stdout"),
             LogSource::Stderr => f.write_str("stderr"),
+            LogSource::Waft => f.write_str("waft"),
         }
     }
 }

@@ -39,7 +39,7 @@ pub struct TaskInput {
 
 /// Why the host stopped an instance that was still running.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Stop {
+pub(crate) enum Stop {
     Deadline,
     Killed,
 }
@@ -53,7 +53,7 @@ pub(crate) struct HostState {
     host: Arc<dyn TaskHost>,
     kill: KillSwitch,
     deadline: Instant,
-    stopped: Option<Stop>,
+    pub(crate) stopped: Option<Stop>,
 }
 
 impl WasiView for HostState {
@@ -431,6 +431,11 @@ impl wit_host::Host for HostState {
         let reply = self.host.schedule(request).await;
         Ok(reply.map_err(|rejection| match rejection {
             crate::ScheduleRejection::Invalid(why) => wit_host::ScheduleError::Invalid(why),
+            crate::ScheduleRejection::Denied(why) => {
+                let note = format!("refused to schedule a child: {why}");
+                self.log.record(LogSource::Waft, note, Vec::new());
+                wit_host::ScheduleError::Invalid(why)
+            }
             crate::ScheduleRejection::LeaseLost(reason) => {
                 wit_host::ScheduleError::LeaseLost(wit_host::LeaseLost { reason })
             }

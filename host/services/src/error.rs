@@ -49,6 +49,7 @@ impl From<StoreError> for ServiceError {
             | StoreError::InvalidPriority { .. }
             | StoreError::TimeOutOfRange { .. }
             | StoreError::Invalid(_) => ServiceError::InvalidArgument(error.to_string()),
+            StoreError::ChildNotAllowed { .. } => ServiceError::PermissionDenied(error.to_string()),
             StoreError::PayloadTooLarge { .. } => {
                 ServiceError::ResourceExhausted(error.to_string())
             }

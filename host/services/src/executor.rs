@@ -697,6 +697,7 @@ impl TaskHost for ExecutionHost {
             Err(ServiceError::FailedPrecondition(message)) => {
                 Err(ScheduleRejection::LeaseLost(message))
             }
+            Err(ServiceError::PermissionDenied(message)) => Err(ScheduleRejection::Denied(message)),
             Err(error) => Err(ScheduleRejection::Invalid(error.to_string())),
         }
     }

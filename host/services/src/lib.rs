@@ -27,7 +27,7 @@ pub mod watchdog;
 pub use api::{
     ControllerApi, FrontendApi, HscApi, LambdaSlots, NextWork, RunAt, ScheduleRequest, TaskRequest,
 };
-pub use clock::{Clock, SystemClock};
+pub use clock::{Clock, StoreClock, SystemClock};
 pub use consumer::{ConsumerConfig, ConsumerError, PollReport, StoreConsumer, Wake};
 pub use controller::{Controller, ControllerConfig};
 pub use error::{ServiceError, ServiceResult};

@@ -34,7 +34,9 @@ macro_rules! sql_task_store {
         // gate change never interleaves with a poll or claim that read the
         // gate before it (a resume would miss the tasks such a poll holds).
         gate_read_lock: $gate_read_lock:expr,
-        gate_write_lock: $gate_write_lock:expr $(,)?
+        gate_write_lock: $gate_write_lock:expr,
+        // Selects the database server's clock, in Unix milliseconds.
+        clock: $clock:expr $(,)?
     ) => {
         use std::collections::HashMap;
 
@@ -183,7 +185,7 @@ macro_rules! sql_task_store {
                     }
                 }
                 if let Some(parent) = &task.parent_id {
-                    let row = sqlx::query("SELECT status, lease_token FROM tasks WHERE id = $1")
+                    let row = sqlx::query("SELECT lambda, status, lease_token FROM tasks WHERE id = $1")
                         .bind(text_in(parent))
                         .fetch_optional(&mut *conn)
                         .await?
@@ -195,6 +197,20 @@ macro_rules! sql_task_store {
                         );
                         if !running || row.int("lease_token")? != lease {
                             return Err(StoreError::ParentLeaseLost { parent: parent.clone(), lease });
+                        }
+                        // An execution schedules children of its own lambda,
+                        // and of those its lambda's current version names.
+                        let parent_lambda = row.text("lambda")?;
+                        if parent_lambda != task.lambda
+                            && !require_lambda(conn, &parent_lambda)
+                                .await?
+                                .config
+                                .allows_child(&parent_lambda, &task.lambda)
+                        {
+                            return Err(StoreError::ChildNotAllowed {
+                                parent_lambda,
+                                child_lambda: task.lambda.clone(),
+                            });
                         }
                     }
                 } else if task.parent_lease.is_some() {
@@ -311,6 +327,11 @@ macro_rules! sql_task_store {
 
         #[async_trait]
         impl TaskStore for $store {
+            async fn clock_now(&self) -> Result<Millis> {
+                let mut conn = self.pool.acquire().await?;
+                Ok(sqlx::query_scalar($clock).fetch_one(&mut *conn).await?)
+            }
+
             async fn lambda_deploy(&self, params: LambdaDeploy) -> Result<Lambda> {
                 check_lambda_name(&params.name)?;
                 params.config.validate()?;
@@ -1355,12 +1376,15 @@ macro_rules! sql_task_store {
                 max_payload,
                 concurrency,
                 quota_per_sec,
+                allowed_children,
             } = &params.config;
             sqlx::query(
                 "INSERT INTO lambda_versions (lambda, version, digest, max_memory, timeout_ms, fuel, \
                  max_output, max_log, max_attempts, backoff_base_ms, backoff_factor, backoff_max_ms, \
-                 priorities, default_priority, max_payload, concurrency, quota_per_sec, created_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)",
+                 priorities, default_priority, max_payload, concurrency, quota_per_sec, created_at, \
+                 allowed_children) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, \
+                 $18, $19)",
             )
             .bind(&params.name)
             .bind(version)
@@ -1380,6 +1404,7 @@ macro_rules! sql_task_store {
             .bind(i64::from(*concurrency))
             .bind(*quota_per_sec)
             .bind(params.now)
+            .bind(allowed_children.join("\n"))
             .execute(&mut *conn)
             .await?;
             Ok(())

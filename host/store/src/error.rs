@@ -14,6 +14,14 @@ pub enum StoreError {
         "parent task {parent} no longer holds lease {lease}: its execution was superseded, so its children are not created"
     )]
     ParentLeaseLost { parent: String, lease: i64 },
+    #[error(
+        "lambda {parent_lambda:?} may not schedule tasks of lambda {child_lambda:?}: deploy it \
+         with `--allow-child {child_lambda}` to allow it"
+    )]
+    ChildNotAllowed {
+        parent_lambda: String,
+        child_lambda: String,
+    },
     #[error("no task {0}")]
     TaskNotFound(String),
     #[error("no schedule {0}")]

@@ -37,6 +37,9 @@ pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 /// at all.
 #[async_trait]
 pub trait TaskStore: Send + Sync {
+    /// The store's own clock, in Unix milliseconds: the one clock the roles'
+    /// lease arithmetic follows, whatever their hosts' clocks say.
+    async fn clock_now(&self) -> Result<Millis>;
     /// Deploys a new version of a lambda; returns it.
     async fn lambda_deploy(&self, params: LambdaDeploy) -> Result<Lambda>;
     /// A lambda at its current version.

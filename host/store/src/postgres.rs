@@ -78,6 +78,8 @@ crate::backend::sql_task_store! {
     // One advisory lock key (an arbitrary constant) for "the gates".
     gate_read_lock: "SELECT pg_advisory_xact_lock_shared(7239)",
     gate_write_lock: "SELECT pg_advisory_xact_lock(7239)",
+    // The time now, not at the transaction's start.
+    clock: "SELECT CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
 }
 
 #[cfg(test)]

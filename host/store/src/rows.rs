@@ -125,7 +125,7 @@ pub(crate) fn status(row: &impl RowExt) -> Result<TaskStatus, StoreError> {
 pub(crate) const LAMBDA_COLUMNS: &str = "l.name, v.version, v.digest, v.max_memory, v.timeout_ms, \
     v.fuel, v.max_output, v.max_log, v.max_attempts, v.backoff_base_ms, v.backoff_factor, \
     v.backoff_max_ms, v.priorities, v.default_priority, v.max_payload, v.concurrency, \
-    v.quota_per_sec, v.created_at";
+    v.quota_per_sec, v.allowed_children, v.created_at";
 
 pub(crate) fn lambda(row: &impl RowExt) -> Result<Lambda, StoreError> {
     let ms = |column: &str| -> Result<Duration, StoreError> {
@@ -161,6 +161,11 @@ pub(crate) fn lambda(row: &impl RowExt) -> Result<Lambda, StoreError> {
             max_payload: bytes("max_payload")?,
             concurrency: small(row.int("concurrency")?, "concurrency")?,
             quota_per_sec: row.opt_real("quota_per_sec")?,
+            allowed_children: row
+                .text("allowed_children")?
+                .lines()
+                .map(str::to_owned)
+                .collect(),
         },
         created_at: row.int("created_at")?,
     })

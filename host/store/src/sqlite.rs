@@ -72,4 +72,6 @@ crate::backend::sql_task_store! {
     // `BEGIN IMMEDIATE` already makes gate changes wait for polls.
     gate_read_lock: "",
     gate_write_lock: "",
+    // SQLite runs in the process: its clock is the host's.
+    clock: "SELECT CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)",
 }

@@ -105,6 +105,8 @@ conformance!(
         retry_delays_are_bounded,
         raising_a_quota_releases_paced_tasks,
         reserved_idempotency_keys_are_refused,
+        children_of_other_lambdas_need_a_grant,
+        the_store_clock_reads_unix_milliseconds,
         a_cron_whose_task_is_refused_moves_on,
         continuations_keep_their_key,
     ],

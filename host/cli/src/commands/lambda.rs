@@ -82,6 +82,11 @@ pub struct DeployArgs {
     /// no faster. No quota when absent.
     #[arg(long, value_name = "PER_SEC")]
     pub quota: Option<f64>,
+    /// Another lambda whose tasks this lambda may schedule as children
+    /// (repeatable; a lambda may always schedule its own). Needs the right
+    /// to schedule that lambda's tasks.
+    #[arg(long = "allow-child", value_name = "LAMBDA")]
+    pub allow_child: Vec<String>,
 }
 
 impl DeployArgs {
@@ -99,6 +104,7 @@ impl DeployArgs {
             max_payload: self.max_payload,
             concurrency: self.concurrency,
             quota_per_sec: self.quota,
+            allowed_children: self.allow_child.clone(),
         };
         config
             .validate()
@@ -218,6 +224,7 @@ fn lambda_json(lambda: &Lambda) -> serde_json::Value {
             "max_payload": config.max_payload.to_string(),
             "concurrency": config.concurrency,
             "quota_per_sec": config.quota_per_sec,
+            "allowed_children": config.allowed_children,
         },
     })
 }

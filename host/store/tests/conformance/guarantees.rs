@@ -1,8 +1,8 @@
 //! The promises on the paths a crash soak never takes: gates acting on
 //! queued and running tasks, cancel racing a result, any byte a string may
 //! hold, attempts that count once an execution may have run, bounded
-//! delays, reserved idempotency keys, periodic schedules whose task can no
-//! longer be created.
+//! delays, reserved idempotency keys, children of other lambdas only by
+//! grant, periodic schedules whose task can no longer be created.
 //!
 //! Several checks race operations on one task from concurrent callers: on
 //! Postgres they run at READ COMMITTED on separate connections, which is
@@ -611,6 +611,71 @@ pub async fn reserved_idempotency_keys_are_refused(store: &dyn TaskStore) {
     ));
 }
 
+/// A running execution schedules children of its own lambda, and of
+/// another lambda only while its lambda's current version allows it:
+/// refused with nothing written, allowed after a deploy that grants it, and
+/// refused again after one that takes the grant back.
+pub async fn children_of_other_lambdas_need_a_grant(store: &dyn TaskStore) {
+    deploy(store, "chain").await;
+    deploy(store, "billing").await;
+    let parent = insert(store, new_task("chain"), T0).await;
+    let lease = start(store, &parent, T0).await;
+    let child = |lambda: &str| NewTask {
+        parent_id: Some(parent.clone()),
+        parent_lease: Some(lease),
+        ..new_task(lambda)
+    };
+    let schedule = |lambda: &'static str| {
+        let task = child(lambda);
+        async move {
+            store
+                .task_insert_many(TaskInsertMany {
+                    tasks: vec![task],
+                    now: T0,
+                })
+                .await
+        }
+    };
+    schedule("chain").await.unwrap();
+    let refused = schedule("billing").await;
+    assert!(
+        matches!(&refused, Err(StoreError::ChildNotAllowed { parent_lambda, child_lambda })
+            if parent_lambda == "chain" && child_lambda == "billing"),
+        "{refused:?}"
+    );
+    let granted = LambdaConfig {
+        allowed_children: vec!["billing".into()],
+        ..config()
+    };
+    deploy_with(store, "chain", granted).await;
+    assert_eq!(
+        store
+            .lambda_get("chain")
+            .await
+            .unwrap()
+            .unwrap()
+            .config
+            .allowed_children,
+        ["billing"]
+    );
+    schedule("billing").await.unwrap();
+    deploy(store, "chain").await;
+    assert!(matches!(
+        schedule("billing").await,
+        Err(StoreError::ChildNotAllowed { .. })
+    ));
+    let children = store
+        .task_list(waft_store::TaskList {
+            parent_id: Some(parent.clone()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let mut lambdas: Vec<_> = children.iter().map(|t| t.lambda.as_str()).collect();
+    lambdas.sort_unstable();
+    assert_eq!(lambdas, ["billing", "chain"]);
+}
+
 /// A periodic schedule whose task can no longer be created (its lambda
 /// redeployed with a smaller payload limit) skips the occurrence and moves
 /// on, instead of blocking every schedule behind it.
@@ -686,4 +751,27 @@ pub async fn continuations_keep_their_key(store: &dyn TaskStore) {
         children[0].idempotency_key.as_deref(),
         Some(format!("then:{id}").as_str())
     );
+}
+
+/// The store's clock, which the roles' lease arithmetic follows, reads as
+/// Unix milliseconds (the database server runs on this host in the tests,
+/// so it agrees with this host's clock) and does not stand still within a
+/// transaction's snapshot.
+pub async fn the_store_clock_reads_unix_milliseconds(store: &dyn TaskStore) {
+    let host = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64
+    };
+    let before = host();
+    let first = store.clock_now().await.unwrap();
+    let after = host();
+    assert!(
+        (before - 5..=after + 5).contains(&first),
+        "{first} not within {before}..={after}"
+    );
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let second = store.clock_now().await.unwrap();
+    assert!(second >= first + 15, "{first} then {second}");
 }
