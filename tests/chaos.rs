@@ -8,7 +8,10 @@
 //! messages, slows and cuts the executors' HSC traffic and crashes Postgres.
 //! The tasks are scheduled as a stream (at most 5,000 unfinished at a time)
 //! while the faults come, with retries on the same idempotency keys (a
-//! retried batch must not make a task twice).
+//! retried batch must not make a task twice). Beside them an operator
+//! (`chaos/operator.rs`), dealt into the same deck, pauses and resumes a
+//! gate, drops a collection, cancels tasks and redrives dead ones, among
+//! tasks of its own, one lambda of which writes NUL bytes.
 //!
 //! Afterwards the store and the executors' own journals (which record when
 //! each instance really started and was gone) must show:
@@ -20,7 +23,10 @@
 //! - **no overlap**: no two executions of a task overlapped in time, and
 //!   no lease ran twice;
 //! - **no stale result**: no result was accepted for a lease after a newer
-//!   lease of the same task had started running.
+//!   lease of the same task had started running;
+//! - the operator's checks: nothing ran under a paused gate beyond what
+//!   was already executing, nothing after a drop or a cancel, no ended task
+//!   ran again but by a redrive, NUL bytes came back intact.
 //!
 //! It prints a summary: tasks, faults by kind, executions, re-executions,
 //! violations, throughput under chaos. CI runs the short default; a long
@@ -36,12 +42,15 @@
 //! `WAFT_CHAOS_PAUSE_MS` (between faults, default 500), `WAFT_CHAOS_SEED`
 //! (default: from the clock; printed, so a run can be repeated).
 
+#[path = "chaos/operator.rs"]
+mod operator;
 mod support;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use operator::{Act, Operator};
 use sqlx::{PgPool, Row};
 use support::proxy::Link;
 use support::{Cluster, Layout, Run};
@@ -108,6 +117,8 @@ enum Fault {
     CutHsc,
     /// Crash Postgres (immediate shutdown); it comes back within a second.
     CrashPostgres,
+    /// Not a fault: an operator's act.
+    Operate(Act),
 }
 
 impl Fault {
@@ -121,6 +132,7 @@ impl Fault {
             Fault::CutHsc,
             Fault::CrashPostgres,
         ]);
+        deck.extend(Act::ALL.map(Fault::Operate));
         deck
     }
 
@@ -132,6 +144,7 @@ impl Fault {
             Fault::SlowHsc => "slow HSC link".into(),
             Fault::CutHsc => "cut HSC link".into(),
             Fault::CrashPostgres => "crash Postgres".into(),
+            Fault::Operate(act) => act.kind().into(),
         }
     }
 }
@@ -145,6 +158,7 @@ struct Chaos {
     injected: BTreeMap<String, usize>,
     messages_dropped: usize,
     messages_duplicated: usize,
+    operator: Operator,
 }
 
 impl Chaos {
@@ -196,6 +210,7 @@ impl Chaos {
                 postgres.crash().expect("Postgres crashes on demand");
                 postgres.wait_ready().await;
             }
+            Fault::Operate(act) => self.operator.act(act).await,
         }
         *self.injected.entry(fault.kind()).or_default() += 1;
     }
@@ -331,6 +346,12 @@ async fn the_guarantees_hold_under_chaos() {
         injected: BTreeMap::new(),
         messages_dropped: 0,
         messages_duplicated: 0,
+        operator: Operator::start(
+            &cluster,
+            settings.seed,
+            Duration::from_secs(10) + Duration::from_millis(2 * settings.tasks as u64),
+        )
+        .await,
     };
     eprintln!(
         "soak: {} tasks, seed {} (WAFT_CHAOS_SEED repeats it)",
@@ -352,7 +373,11 @@ async fn the_guarantees_hold_under_chaos() {
     // When the last task ended, as seen between two faults.
     let mut ended: Option<Duration> = None;
     loop {
-        if ended.is_none() && scheduling.is_finished() && unfinished(&pool).await == Some(0) {
+        if ended.is_none()
+            && scheduling.is_finished()
+            && unfinished(&pool).await == Some(0)
+            && Operator::unfinished(&pool).await == Some(0)
+        {
             ended = Some(began.elapsed());
         }
         if ended.is_some() && faults >= settings.min_faults {
@@ -478,6 +503,7 @@ async fn the_guarantees_hold_under_chaos() {
             }
         }
     }
+    violations.extend(chaos.operator.check(&pool, &mut runs).await);
     // Executions of tasks nobody scheduled.
     for (task, strays) in &runs {
         violations.push(format!(
@@ -497,6 +523,7 @@ async fn the_guarantees_hold_under_chaos() {
     for (kind, n) in &chaos.injected {
         let _ = writeln!(summary, "  {kind}: {n}");
     }
+    let _ = writeln!(summary, "{}", chaos.operator.summary());
     let _ = writeln!(
         summary,
         "queue messages dropped: {}, duplicated: {}",

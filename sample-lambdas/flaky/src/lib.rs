@@ -1,5 +1,6 @@
 //! `flaky`: fails with a retriable error until attempt N (default 3), then
-//! succeeds. `{"succeed_on": 3, "retry_after_ms": 10}`.
+//! succeeds. `{"succeed_on": 3, "retry_after_ms": 10, "note": "…"}`; the
+//! note, any string (NUL included), goes into its log and its error.
 
 use std::time::Duration;
 
@@ -10,6 +11,7 @@ use waft_sdk::{Error, Outcome, Task, lambda};
 struct Input {
     succeed_on: Option<u32>,
     retry_after_ms: Option<u64>,
+    note: Option<String>,
 }
 
 #[lambda]
@@ -20,9 +22,13 @@ fn flaky(task: Task) -> Result<Outcome, Error> {
         task.json()?
     };
     let succeed_on = input.succeed_on.unwrap_or(3);
-    waft_sdk::info!("attempt {}, succeeding on {succeed_on}", task.attempt());
+    let note = input.note.unwrap_or_default();
+    waft_sdk::info!(
+        "attempt {}, succeeding on {succeed_on}{note}",
+        task.attempt()
+    );
     if task.attempt() < succeed_on {
-        let message = format!("attempt {} of {succeed_on}: not yet", task.attempt());
+        let message = format!("attempt {} of {succeed_on}: not yet{note}", task.attempt());
         return Ok(match input.retry_after_ms {
             Some(ms) => Outcome::retry_after(message, Duration::from_millis(ms)),
             None => Outcome::retry(message),
