@@ -1,25 +1,13 @@
 //! Builds every sample lambda for `wasm32-wasip2` (release profile, as users
 //! would deploy them) and writes one constant per sample with the path of its
 //! `.wasm`. A missing target or a broken sample fails the build here, loudly,
-//! rather than as a skipped test.
+//! rather than as a skipped test. The samples are the workspace's members:
+//! every folder of `sample-lambdas/` with a `Cargo.toml`, but this one.
 
 use std::env;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-const SAMPLES: &[&str] = &[
-    "hello",
-    "word-stats",
-    "flaky",
-    "fatal",
-    "sleepy",
-    "chain",
-    "runaway",
-    "hog",
-    "panic",
-    "escape",
-];
 
 fn main() {
     let manifest_dir = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("set by cargo"));
@@ -37,7 +25,8 @@ fn main() {
     ] {
         println!("cargo:rerun-if-changed={}", path.display());
     }
-    for sample in SAMPLES {
+    let samples = samples(samples_dir);
+    for sample in &samples {
         println!(
             "cargo:rerun-if-changed={}",
             samples_dir.join(sample).display()
@@ -86,7 +75,7 @@ fn main() {
 
     let out_dir = target_dir.join("wasm32-wasip2").join("release");
     let mut code = String::new();
-    for sample in SAMPLES {
+    for sample in &samples {
         let file = out_dir.join(format!("{}.wasm", sample.replace('-', "_")));
         assert!(
             file.exists(),
@@ -107,7 +96,7 @@ fn main() {
         "/// Every sample, by name.\npub const ALL: &[(&str, &str)] = &["
     )
     .expect("writing to a String");
-    for sample in SAMPLES {
+    for sample in &samples {
         writeln!(
             code,
             "    ({sample:?}, {}),",
@@ -118,6 +107,24 @@ fn main() {
     code.push_str("];\n");
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("set by cargo")).join("samples.rs");
     std::fs::write(out, code).expect("cannot write samples.rs");
+}
+
+/// The folders of `dir` that hold a crate, but `artifacts`, by name.
+fn samples(dir: &Path) -> Vec<String> {
+    let mut samples: Vec<String> = std::fs::read_dir(dir)
+        .expect("cannot read sample-lambdas/")
+        .map(|entry| entry.expect("cannot read sample-lambdas/").path())
+        .filter(|path| path.join("Cargo.toml").is_file())
+        .filter_map(|path| Some(path.file_name()?.to_str()?.to_owned()))
+        .filter(|name| name != "artifacts")
+        .collect();
+    samples.sort();
+    assert!(
+        !samples.is_empty(),
+        "no sample lambdas in {}",
+        dir.display()
+    );
+    samples
 }
 
 fn path_str(path: &Path) -> &str {

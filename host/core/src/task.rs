@@ -66,14 +66,19 @@ impl TaskStatus {
 
     /// Whether the task's life is over (ATF's `completed` assoc status).
     pub fn is_terminal(self) -> bool {
-        matches!(
-            self,
+        // Every state named: a new one must be placed on one side.
+        match self {
+            TaskStatus::New
+            | TaskStatus::Enqueued
+            | TaskStatus::Claimed
+            | TaskStatus::Processing
+            | TaskStatus::RetriableFailure => false,
             TaskStatus::Success
-                | TaskStatus::FatalFailure
-                | TaskStatus::Dead
-                | TaskStatus::Dropped
-                | TaskStatus::Cancelled
-        )
+            | TaskStatus::FatalFailure
+            | TaskStatus::Dead
+            | TaskStatus::Dropped
+            | TaskStatus::Cancelled => true,
+        }
     }
 }
 

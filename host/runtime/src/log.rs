@@ -135,9 +135,10 @@ impl LogSink {
     fn write_stream(&self, source: LogSource, bytes: &[u8]) {
         let mut state = self.lock();
         let state = &mut *state;
+        // Only the two streams come here; records go straight to `push`.
         let buffer = match source {
             LogSource::Stderr => &mut state.stderr,
-            _ => &mut state.stdout,
+            LogSource::Stdout | LogSource::Lambda(_) | LogSource::Waft => &mut state.stdout,
         };
         buffer.extend_from_slice(bytes);
         let mut lines = Vec::new();
@@ -158,9 +159,10 @@ impl LogSink {
     pub(crate) fn finish(&self) -> TaskLog {
         let mut state = self.lock();
         for source in [LogSource::Stdout, LogSource::Stderr] {
-            let rest = match source {
-                LogSource::Stderr => std::mem::take(&mut state.stderr),
-                _ => std::mem::take(&mut state.stdout),
+            let rest = if source == LogSource::Stderr {
+                std::mem::take(&mut state.stderr)
+            } else {
+                std::mem::take(&mut state.stdout)
             };
             if !rest.is_empty() {
                 let text = String::from_utf8_lossy(&rest).into_owned();

@@ -586,7 +586,14 @@ macro_rules! sql_task_store {
                     let lapsed = match status {
                         TaskStatus::Claimed => Some("the execution never reported: no heartbeat within the claim timeout"),
                         TaskStatus::Processing => Some("the executor stopped heartbeating"),
-                        _ => None,
+                        TaskStatus::New
+                        | TaskStatus::Enqueued
+                        | TaskStatus::RetriableFailure
+                        | TaskStatus::Success
+                        | TaskStatus::FatalFailure
+                        | TaskStatus::Dead
+                        | TaskStatus::Dropped
+                        | TaskStatus::Cancelled => None,
                     };
                     if let Some(why) = lapsed {
                         let last = attempt >= row.int("max_attempts")?;

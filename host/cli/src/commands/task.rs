@@ -257,15 +257,9 @@ pub fn run(args: TaskArgs) -> Result<ExitCode, Failure> {
                         .task_get(&id)
                         .await
                         .map_err(|e| client.failure(e))?;
-                    if task.status.is_terminal() {
+                    if let Some(code) = ended_code(task.status) {
                         print_task(&task, client.json);
-                        return Ok(ExitCode::from(match task.status {
-                            TaskStatus::Success => exit::SUCCESS,
-                            TaskStatus::FatalFailure => exit::TASK_FATAL,
-                            TaskStatus::Dead => exit::TASK_DEAD,
-                            TaskStatus::Dropped => exit::TASK_DROPPED,
-                            _ => exit::TASK_CANCELLED,
-                        }));
+                        return Ok(ExitCode::from(code));
                     }
                     if deadline.is_some_and(|d| tokio::time::Instant::now() + pause > d) {
                         return Err(Failure {
@@ -424,5 +418,22 @@ fn print_task(task: &Task, as_json: bool) {
         for line in log.lines() {
             println!("  {line}");
         }
+    }
+}
+
+/// The exit code of `waft task wait` for a task in `status`; `None` while
+/// it has not ended. Every state is named: a new one must be placed here.
+fn ended_code(status: TaskStatus) -> Option<u8> {
+    match status {
+        TaskStatus::New
+        | TaskStatus::Enqueued
+        | TaskStatus::Claimed
+        | TaskStatus::Processing
+        | TaskStatus::RetriableFailure => None,
+        TaskStatus::Success => Some(exit::SUCCESS),
+        TaskStatus::FatalFailure => Some(exit::TASK_FATAL),
+        TaskStatus::Dead => Some(exit::TASK_DEAD),
+        TaskStatus::Dropped => Some(exit::TASK_DROPPED),
+        TaskStatus::Cancelled => Some(exit::TASK_CANCELLED),
     }
 }
