@@ -12,28 +12,39 @@
 //!
 //! Results are batched: every result ready when the reporter is free goes
 //! to the HSC in one call.
+//!
+//! Here: the run loop, slot accounting with the polls out (`slots`), and
+//! each execution's life. Beside it: what an execution reaches outside its
+//! instance (`host`), what it reports of how it ended (`outcome`, the
+//! policy), and the batched delivery of results (`reporter`).
+
+mod host;
+mod outcome;
+mod reporter;
+mod slots;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, UNIX_EPOCH};
 
-use async_trait::async_trait;
 use tokio::sync::{Notify, OnceCell, mpsc};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use waft_core::LambdaConfig;
-use waft_runtime::{
-    ChildRequest, Execution, KillSwitch, LeaseLost, Limit, Outcome, PreparedLambda, Runtime,
-    ScheduleRejection, TaskHost, TaskInput, TaskLog,
-};
-use waft_store::{ClaimedTask, Heartbeat, Lambda, ResultOutcome, TaskResult};
+use waft_runtime::{Execution, KillSwitch, Outcome, PreparedLambda, Runtime, TaskInput};
+use waft_store::{ClaimedTask, Lambda, TaskResult};
 
+pub use outcome::render_log;
+
+use self::host::{ExecutionHost, HscSink};
+use self::reporter::ResultReporter;
+use self::slots::{MAX_POLLS, Reserved};
 use crate::journal::ExecutionJournal;
 use crate::metrics;
 use crate::{
-    ControllerApi, FrontendApi, HeartbeatConfig, HeartbeatFailure, HeartbeatSink, HscApi,
-    LambdaSlots, NextWork, RunAt, ServiceError, TaskRequest, WatchEnd, Watched, lock, watch,
+    ControllerApi, FrontendApi, HeartbeatConfig, HeartbeatSink, HscApi, LambdaSlots, NextWork,
+    WatchEnd, Watched, lock, watch,
 };
 
 /// Settings of an Executor.
@@ -82,44 +93,6 @@ impl ExecutorConfig {
             return Err("executor refresh interval must be above zero".into());
         }
         Ok(())
-    }
-}
-
-/// `NextWork` polls out at once, at most.
-const MAX_POLLS: usize = 4;
-
-/// Room held by outstanding `NextWork` polls, per poll.
-#[derive(Default)]
-struct Reserved {
-    polls: HashMap<tokio::task::Id, NextWork>,
-}
-
-impl Reserved {
-    fn add(&mut self, id: tokio::task::Id, poll: NextWork) {
-        self.polls.insert(id, poll);
-    }
-
-    fn remove(&mut self, id: tokio::task::Id) {
-        self.polls.remove(&id);
-    }
-
-    /// Slots of one lambda held.
-    fn of(&self, lambda: &str) -> usize {
-        self.polls
-            .values()
-            .flat_map(|poll| &poll.slots)
-            .filter(|slot| slot.lambda == lambda)
-            .map(|slot| slot.free as usize)
-            .sum()
-    }
-
-    /// The most tasks the outstanding polls may bring, all lambdas
-    /// together, against the executor's `max_tasks`.
-    fn total(&self) -> usize {
-        self.polls
-            .values()
-            .map(|poll| poll.max_tasks as usize)
-            .sum()
     }
 }
 
@@ -442,41 +415,10 @@ impl Executor {
                 })
                 .inc();
         }
-        let outcome = match execution.outcome {
-            Outcome::Success { output } => ResultOutcome::Success { output },
-            Outcome::Retriable {
-                message,
-                retry_after,
-            } => ResultOutcome::Retriable {
-                error: message,
-                retry_after,
-            },
-            Outcome::Fatal { message } => ResultOutcome::Fatal { error: message },
-            // A deadline may be missed under load; the other limits are
-            // the lambda's own doing and would be breached again.
-            Outcome::LimitExceeded {
-                limit: Limit::Deadline,
-                detail,
-            } => ResultOutcome::Retriable {
-                error: format!("limit exceeded: {detail}"),
-                retry_after: None,
-            },
-            Outcome::LimitExceeded { limit, detail } => ResultOutcome::Fatal {
-                error: format!("limit exceeded ({}): {detail}", limit.as_str()),
-            },
-            Outcome::Trapped { message } => ResultOutcome::Retriable {
-                error: format!("the lambda crashed: {message}"),
-                retry_after: None,
-            },
-            Outcome::HostError { message } => ResultOutcome::Retriable {
-                error: format!("the executor could not run the task: {message}"),
-                retry_after: None,
-            },
-            Outcome::Killed { reason } => {
-                tracing::info!(task = %task.id, %reason, "execution stopped; reporting nothing");
-                return None;
-            }
-        };
+        if let Outcome::Killed { reason } = &execution.outcome {
+            tracing::info!(task = %task.id, %reason, "execution stopped; reporting nothing");
+        }
+        let outcome = outcome::reported(execution.outcome)?;
         Some(TaskResult {
             id: task.id,
             lease_token: task.lease_token,
@@ -569,140 +511,6 @@ impl Executor {
     }
 }
 
-/// A task's log as text, one record a line: `+12ms info message k=v`.
-pub fn render_log(log: &TaskLog) -> Option<String> {
-    use std::fmt::Write;
-    if log.records.is_empty() && !log.truncated() {
-        return None;
-    }
-    let mut text = String::new();
-    for record in &log.records {
-        let _ = write!(
-            text,
-            "+{}ms {} {}",
-            record.at.as_millis(),
-            record.source,
-            record.message
-        );
-        for (key, value) in &record.fields {
-            let _ = write!(text, " {key}={value}");
-        }
-        text.push('\n');
-    }
-    if log.truncated() {
-        let _ = writeln!(
-            text,
-            "[{} records ({} bytes) dropped: the log budget was spent]",
-            log.dropped_records, log.dropped_bytes
-        );
-    }
-    Some(text)
-}
-
-/// Heartbeats go to the HSC.
-struct HscSink(Arc<dyn HscApi>);
-
-#[async_trait]
-impl HeartbeatSink for HscSink {
-    async fn heartbeat(
-        &self,
-        task_id: &str,
-        lease_token: i64,
-        progress: Option<String>,
-    ) -> Result<(), HeartbeatFailure> {
-        let beat = Heartbeat {
-            id: task_id.to_owned(),
-            lease_token,
-            progress,
-        };
-        match self.0.task_heartbeat_many(vec![beat]).await {
-            Ok(answers) => match answers.into_iter().next() {
-                Some(Ok(())) => Ok(()),
-                Some(Err(refusal)) => Err(HeartbeatFailure::LeaseLost(format!("{refusal:?}"))),
-                None => Err(HeartbeatFailure::Unreachable(
-                    "the HSC gave no answer".into(),
-                )),
-            },
-            Err(error) => Err(HeartbeatFailure::Unreachable(error.to_string())),
-        }
-    }
-}
-
-/// What a running lambda's host calls reach.
-///
-/// A heartbeat from the lambda records its progress note; the watchdog
-/// carries it to the HSC with the next heartbeat. So a lambda may call it
-/// as often as it likes, and hears "lease lost" as soon as the watchdog
-/// does.
-struct ExecutionHost {
-    frontend: Arc<dyn FrontendApi>,
-    task_id: String,
-    /// Children carry it: the store creates them only while this execution
-    /// still holds the task (fencing).
-    lease_token: i64,
-    kill: KillSwitch,
-    progress: Mutex<Option<String>>,
-    /// Children scheduled so far by this execution.
-    children: AtomicUsize,
-}
-
-#[async_trait]
-impl TaskHost for ExecutionHost {
-    async fn heartbeat(&self, progress: Option<String>) -> Result<(), LeaseLost> {
-        if let Some(reason) = self.kill.reason() {
-            return Err(LeaseLost {
-                reason: reason.to_owned(),
-            });
-        }
-        if progress.is_some() {
-            *lock(&self.progress) = progress;
-        }
-        Ok(())
-    }
-
-    async fn schedule(&self, child: ChildRequest) -> Result<String, ScheduleRejection> {
-        if let Some(reason) = self.kill.reason() {
-            return Err(ScheduleRejection::LeaseLost(reason.to_owned()));
-        }
-        // The n-th child of a task has the same key in every attempt: a
-        // retried parent does not schedule its children twice.
-        let index = self.children.fetch_add(1, Ordering::AcqRel);
-        let run_at = match child.not_before {
-            None => RunAt::Now,
-            Some(at) => RunAt::At(
-                at.duration_since(UNIX_EPOCH)
-                    .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
-            ),
-        };
-        let request = TaskRequest {
-            lambda: child.lambda,
-            payload: child.payload,
-            collection: child.collection,
-            priority: child.priority,
-            run_at,
-            idempotency_key: Some(format!("child:{}:{index}", self.task_id)),
-            parent_id: Some(self.task_id.clone()),
-            parent_lease: Some(self.lease_token),
-            ..TaskRequest::default()
-        };
-        match self.frontend.task_schedule_many(vec![request]).await {
-            Ok(mut inserted) if inserted.len() == 1 => Ok(inserted.remove(0).id),
-            Ok(_) => Err(ScheduleRejection::Unavailable(
-                "the Frontend gave no answer".into(),
-            )),
-            Err(ServiceError::Unavailable(message) | ServiceError::Internal(message)) => {
-                Err(ScheduleRejection::Unavailable(message))
-            }
-            // The only precondition of a child insert: the parent's lease.
-            Err(ServiceError::FailedPrecondition(message)) => {
-                Err(ScheduleRejection::LeaseLost(message))
-            }
-            Err(ServiceError::PermissionDenied(message)) => Err(ScheduleRejection::Denied(message)),
-            Err(error) => Err(ScheduleRejection::Invalid(error.to_string())),
-        }
-    }
-}
-
 /// Counts a started execution and, for a first attempt, how long the task
 /// waited from its due time.
 fn record_start(task: &ClaimedTask) {
@@ -718,63 +526,5 @@ fn record_start(task: &ClaimedTask) {
             .schedule_to_start
             .get_or_create(&labels)
             .observe(waited);
-    }
-}
-
-/// Delivers results to the HSC in batches, retrying while it is
-/// unreachable. A result that cannot be delivered within the heartbeat
-/// timeout is given up: the task comes due again and runs once more
-/// (at-least-once).
-struct ResultReporter;
-
-impl ResultReporter {
-    const MAX_BATCH: usize = 1000;
-
-    fn start(
-        hsc: Arc<dyn HscApi>,
-        heartbeat: HeartbeatConfig,
-    ) -> (
-        mpsc::UnboundedSender<TaskResult>,
-        tokio::task::JoinHandle<()>,
-    ) {
-        let (sender, mut receiver) = mpsc::unbounded_channel::<TaskResult>();
-        let handle = tokio::spawn(async move {
-            let mut batch = Vec::with_capacity(Self::MAX_BATCH);
-            while receiver.recv_many(&mut batch, Self::MAX_BATCH).await > 0 {
-                Self::deliver(
-                    &*hsc,
-                    std::mem::take(&mut batch),
-                    heartbeat.heartbeat_timeout,
-                )
-                .await;
-            }
-        });
-        (sender, handle)
-    }
-
-    async fn deliver(hsc: &dyn HscApi, results: Vec<TaskResult>, give_up_after: Duration) {
-        let started = Instant::now();
-        let mut pause = Duration::from_millis(50);
-        loop {
-            match hsc.task_set_result_many(results.clone()).await {
-                Ok(answers) => {
-                    for (result, answer) in results.iter().zip(answers) {
-                        if let Err(refusal) = answer {
-                            tracing::warn!(task = %result.id, ?refusal, "result refused: the lease was lost meanwhile");
-                        }
-                    }
-                    return;
-                }
-                Err(error) if started.elapsed() + pause < give_up_after => {
-                    tracing::warn!(%error, results = results.len(), "cannot deliver results; retrying");
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(Duration::from_secs(2));
-                }
-                Err(error) => {
-                    tracing::error!(%error, results = results.len(), "giving up on results; the tasks will run again");
-                    return;
-                }
-            }
-        }
     }
 }

@@ -1,0 +1,119 @@
+//! What an execution reaches outside its instance: heartbeats to the HSC
+//! (through the watchdog), and the lambda's own host calls — its progress
+//! note and the children it schedules through the Frontend.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::UNIX_EPOCH;
+
+use async_trait::async_trait;
+use waft_runtime::{ChildRequest, KillSwitch, LeaseLost, ScheduleRejection, TaskHost};
+use waft_store::Heartbeat;
+
+use crate::{
+    FrontendApi, HeartbeatFailure, HeartbeatSink, HscApi, RunAt, ServiceError, TaskRequest, lock,
+};
+
+/// Heartbeats go to the HSC.
+pub(super) struct HscSink(pub(super) Arc<dyn HscApi>);
+
+#[async_trait]
+impl HeartbeatSink for HscSink {
+    async fn heartbeat(
+        &self,
+        task_id: &str,
+        lease_token: i64,
+        progress: Option<String>,
+    ) -> Result<(), HeartbeatFailure> {
+        let beat = Heartbeat {
+            id: task_id.to_owned(),
+            lease_token,
+            progress,
+        };
+        match self.0.task_heartbeat_many(vec![beat]).await {
+            Ok(answers) => match answers.into_iter().next() {
+                Some(Ok(())) => Ok(()),
+                Some(Err(refusal)) => Err(HeartbeatFailure::LeaseLost(format!("{refusal:?}"))),
+                None => Err(HeartbeatFailure::Unreachable(
+                    "the HSC gave no answer".into(),
+                )),
+            },
+            Err(error) => Err(HeartbeatFailure::Unreachable(error.to_string())),
+        }
+    }
+}
+
+/// What a running lambda's host calls reach.
+///
+/// A heartbeat from the lambda records its progress note; the watchdog
+/// carries it to the HSC with the next heartbeat. So a lambda may call it
+/// as often as it likes, and hears "lease lost" as soon as the watchdog
+/// does.
+pub(super) struct ExecutionHost {
+    pub(super) frontend: Arc<dyn FrontendApi>,
+    pub(super) task_id: String,
+    /// Children carry it: the store creates them only while this execution
+    /// still holds the task (fencing).
+    pub(super) lease_token: i64,
+    pub(super) kill: KillSwitch,
+    pub(super) progress: Mutex<Option<String>>,
+    /// Children scheduled so far by this execution.
+    pub(super) children: AtomicUsize,
+}
+
+#[async_trait]
+impl TaskHost for ExecutionHost {
+    async fn heartbeat(&self, progress: Option<String>) -> Result<(), LeaseLost> {
+        if let Some(reason) = self.kill.reason() {
+            return Err(LeaseLost {
+                reason: reason.to_owned(),
+            });
+        }
+        if progress.is_some() {
+            *lock(&self.progress) = progress;
+        }
+        Ok(())
+    }
+
+    async fn schedule(&self, child: ChildRequest) -> Result<String, ScheduleRejection> {
+        if let Some(reason) = self.kill.reason() {
+            return Err(ScheduleRejection::LeaseLost(reason.to_owned()));
+        }
+        // The n-th child of a task has the same key in every attempt: a
+        // retried parent does not schedule its children twice.
+        let index = self.children.fetch_add(1, Ordering::AcqRel);
+        let run_at = match child.not_before {
+            None => RunAt::Now,
+            Some(at) => RunAt::At(
+                at.duration_since(UNIX_EPOCH)
+                    .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
+            ),
+        };
+        let request = TaskRequest {
+            lambda: child.lambda,
+            payload: child.payload,
+            collection: child.collection,
+            priority: child.priority,
+            run_at,
+            idempotency_key: Some(format!("child:{}:{index}", self.task_id)),
+            parent_id: Some(self.task_id.clone()),
+            parent_lease: Some(self.lease_token),
+            ..TaskRequest::default()
+        };
+        match self.frontend.task_schedule_many(vec![request]).await {
+            Ok(mut inserted) if inserted.len() == 1 => Ok(inserted.remove(0).id),
+            Ok(_) => Err(ScheduleRejection::Unavailable(
+                "the Frontend gave no answer".into(),
+            )),
+            Err(ServiceError::Unavailable(message) | ServiceError::Internal(message)) => {
+                Err(ScheduleRejection::Unavailable(message))
+            }
+            // The only precondition of a child insert: the parent's lease.
+            Err(ServiceError::FailedPrecondition(message)) => {
+                Err(ScheduleRejection::LeaseLost(message))
+            }
+            Err(ServiceError::PermissionDenied(message)) => Err(ScheduleRejection::Denied(message)),
+            Err(error) => Err(ScheduleRejection::Invalid(error.to_string())),
+        }
+    }
+}
