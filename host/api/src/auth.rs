@@ -17,7 +17,7 @@ use tonic::codegen::http;
 use tower::{Layer, Service};
 use waft_services::auth::{Authenticator, Principal};
 
-use crate::status::to_status;
+use waft_client::status::to_status;
 
 /// Calls whose path starts with one of these need no token.
 const OPEN: [&str; 2] = ["/grpc.health.", "/grpc.reflection."];

@@ -19,18 +19,13 @@ use waft_services::{ControllerApi, FrontendApi, HscApi, LambdaSlots, NextWork};
 use waft_store::{DeadSelector, TaskList};
 
 use crate::auth::{AuthLayer, principal};
-use crate::convert::*;
-use crate::proto;
-use crate::proto::controller_server::ControllerServer;
-use crate::proto::frontend_server::FrontendServer;
-use crate::proto::hsc_server::HscServer;
-use crate::status::to_status;
-
-/// The largest request the Frontend accepts: room for a component at its
-/// limit or a large batch of tasks.
-pub const MAX_FRONTEND_REQUEST: usize = 80 << 20;
-/// The largest request the Controller and HSC accept.
-pub const MAX_INTERNAL_REQUEST: usize = 16 << 20;
+use waft_client::convert::*;
+use waft_client::proto;
+use waft_client::proto::controller_server::ControllerServer;
+use waft_client::proto::frontend_server::FrontendServer;
+use waft_client::proto::hsc_server::HscServer;
+use waft_client::status::to_status;
+use waft_client::{MAX_FRONTEND_REQUEST, MAX_INTERNAL_REQUEST};
 
 /// The roles one server serves; `None` ones answer `UNIMPLEMENTED`.
 #[derive(Clone, Default)]

@@ -1,19 +1,25 @@
 //! Waft's shared vocabulary.
 //!
 //! Types every part of the platform agrees on and that carry no dependency on
-//! a backend: the limits a lambda runs under, and the units people write
-//! them in. Each part builds its own machinery (store, queues, runtime) over
-//! these.
+//! a backend: the limits a lambda runs under and the units people write them
+//! in, the model of tasks, lambdas, gates and schedules ([`model`]), and what
+//! each role offers the others ([`roles`], answering [`ServiceError`]). Each
+//! part builds its own machinery (store, queues, runtime, services) over
+//! these, and a client needs nothing else (`waft-client`).
 
 pub mod backoff;
 pub mod cron;
+pub mod error;
 pub mod lambda;
 pub mod limits;
+pub mod model;
+pub mod roles;
 pub mod task;
 pub mod units;
 
 pub use backoff::{Backoff, MAX_RETRY_DELAY};
 pub use cron::{CronError, CronSchedule};
+pub use error::{ServiceError, ServiceResult};
 pub use lambda::{ConfigError, LambdaConfig};
 pub use limits::{Limits, LimitsError};
 pub use task::{NameError, TaskStatus};

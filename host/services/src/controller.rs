@@ -128,6 +128,14 @@ impl Controller {
         }
     }
 
+    /// Messages of `lambda` (all priorities) in this Controller's buffers:
+    /// what one `NextWork` could hand out at once.
+    pub fn buffered(&self, lambda: &str) -> usize {
+        lock(&self.inner.buffers)
+            .get(lambda)
+            .map_or(0, |levels| levels.iter().map(|b| b.deliveries.len()).sum())
+    }
+
     /// Polls the queues until `shutdown` resolves, starting a poller for
     /// each `<lambda, priority>` as lambdas are deployed.
     pub async fn run(&self, shutdown: impl std::future::Future<Output = ()>) {

@@ -9,12 +9,10 @@
 //! (`waft-api`) and each role runs on its own on Postgres and SQS — through
 //! the same code.
 
-pub mod api;
 pub mod auth;
 pub mod clock;
 pub mod consumer;
 pub mod controller;
-pub mod error;
 pub mod executor;
 pub mod frontend;
 pub mod hsc;
@@ -24,18 +22,19 @@ pub mod periodic;
 pub mod quota;
 pub mod watchdog;
 
-pub use api::{
-    ControllerApi, FrontendApi, HscApi, LambdaSlots, NextWork, RunAt, ScheduleRequest, TaskRequest,
-};
 pub use clock::{Clock, StoreClock, SystemClock};
 pub use consumer::{ConsumerConfig, ConsumerError, PollReport, StoreConsumer, Wake};
 pub use controller::{Controller, ControllerConfig};
-pub use error::{ServiceError, ServiceResult};
 pub use executor::{Executor, ExecutorConfig};
 pub use frontend::{DueSignal, Frontend};
 pub use hsc::Hsc;
 pub use journal::{ExecutionJournal, JournalEvent, JournalRecord, read_journal};
 pub use periodic::{Periodic, PeriodicReport};
+pub use waft_core::error::{self, ServiceError, ServiceResult};
+pub use waft_core::roles::{
+    self as api, ControllerApi, FrontendApi, HscApi, LambdaSlots, NextWork, RunAt, ScheduleRequest,
+    TaskRequest,
+};
 /// Locks a mutex, taking over a poisoned one: every value the roles keep
 /// behind a mutex stays valid when a holder panics.
 pub(crate) fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 use waft_core::LambdaConfig;
-use waft_queue::{MemoryQueue, QueueKey, TaskQueue};
+use waft_queue::MemoryQueue;
 use waft_runtime::{Allocator, Runtime, RuntimeConfig};
 use waft_services::{
     Clock, ConsumerConfig, Controller, ControllerApi, ControllerConfig, Frontend, FrontendApi,
@@ -17,7 +17,6 @@ use waft_store::{LambdaDeploy, NewTask, SqliteStore, TaskInsertMany, TaskStore};
 
 struct Setup {
     store: Arc<dyn TaskStore>,
-    queue: Arc<MemoryQueue>,
     consumer: StoreConsumer,
     controller: Controller,
     stop: CancellationToken,
@@ -85,7 +84,6 @@ async fn setup(served: Vec<String>) -> Setup {
     tokio::spawn(async move { polling.run(until).await });
     Setup {
         store,
-        queue,
         consumer,
         controller,
         stop,
@@ -131,14 +129,16 @@ fn one(lambda: &str) -> NextWork {
     }
 }
 
-/// Waits until the controller has taken every message of a queue into its
-/// buffer.
-async fn buffered(queue: &MemoryQueue, key: &QueueKey) {
+/// Waits until the controller's buffers hold `count` messages of `lambda`
+/// (off the queue is not enough: a message received is in flight until its
+/// poller files it).
+async fn buffered(setup: &Setup, lambda: &str, count: usize) {
     let deadline = Instant::now() + Duration::from_secs(5);
-    while queue.queue_depth(key).await.unwrap() > 0 {
+    while setup.controller.buffered(lambda) < count {
         assert!(
             Instant::now() < deadline,
-            "the controller never polled {key}"
+            "the controller buffered {} of {count} messages of {lambda}",
+            setup.controller.buffered(lambda)
         );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
@@ -152,8 +152,8 @@ async fn busy_lambdas_take_turns_whatever_their_names() {
     let setup = setup(Vec::new()).await;
     insert_of(&setup, "mail", 8, 0).await;
     insert_of(&setup, "zed", 8, 0).await;
-    buffered(&setup.queue, &QueueKey::new("mail", 0)).await;
-    buffered(&setup.queue, &QueueKey::new("zed", 0)).await;
+    buffered(&setup, "mail", 8).await;
+    buffered(&setup, "zed", 8).await;
     let slots = ["mail", "zed"]
         .map(|lambda| LambdaSlots {
             lambda: lambda.into(),
@@ -179,7 +179,8 @@ async fn a_backlog_does_not_delay_a_higher_priority() {
     let setup = setup(Vec::new()).await;
     let low = insert(&setup, 50, 0).await;
     let high = insert(&setup, 1, 2).await;
-    buffered(&setup.queue, &QueueKey::new("mail", 2)).await;
+    // The low buffer holds 8 (its bound), the high one its task.
+    buffered(&setup, "mail", 9).await;
 
     let first = setup.controller.next_work(one("mail")).await.unwrap();
     assert_eq!(first.len(), 1);
@@ -221,8 +222,7 @@ async fn a_refused_claim_is_not_handed_out() {
         .task_cancel(&ids[0], SystemClock.now())
         .await
         .unwrap();
-    let key = QueueKey::new("mail", 0);
-    buffered(&setup.queue, &key).await;
+    buffered(&setup, "mail", 2).await;
 
     let work = setup
         .controller

@@ -1,7 +1,7 @@
 //! Errors of the store: bad input the caller can report precisely, and
 //! database failures it should log and retry.
 
-use waft_core::{ConfigError, NameError, TaskStatus};
+use waft_core::{ConfigError, NameError, ServiceError, TaskStatus};
 
 /// Why a store operation failed. Nothing was written.
 #[derive(Debug, thiserror::Error)]
@@ -58,4 +58,43 @@ pub enum StoreError {
     Migrate(#[from] sqlx::migrate::MigrateError),
     #[error("corrupt row: {0}")]
     Corrupt(String),
+}
+
+/// How a role answers a store failure: bad input precisely, a database
+/// failure as "unavailable" (and logged), corruption as internal.
+impl From<StoreError> for ServiceError {
+    fn from(error: StoreError) -> Self {
+        match error {
+            StoreError::UnknownLambda(name) => ServiceError::NotFound(format!(
+                "unknown lambda {name:?}: deploy it first (waft lambda deploy {name} FILE.wasm)"
+            )),
+            StoreError::TaskNotFound(_)
+            | StoreError::ScheduleNotFound(_)
+            | StoreError::UnknownVersion { .. } => ServiceError::NotFound(error.to_string()),
+            StoreError::InvalidName(_)
+            | StoreError::InvalidConfig(_)
+            | StoreError::InvalidPriority { .. }
+            | StoreError::TimeOutOfRange { .. }
+            | StoreError::Invalid(_) => ServiceError::InvalidArgument(error.to_string()),
+            StoreError::ChildNotAllowed { .. } => ServiceError::PermissionDenied(error.to_string()),
+            StoreError::PayloadTooLarge { .. } => {
+                ServiceError::ResourceExhausted(error.to_string())
+            }
+            StoreError::AlreadyEnded { .. }
+            | StoreError::NotDead { .. }
+            | StoreError::ParentLeaseLost { .. } => {
+                ServiceError::FailedPrecondition(error.to_string())
+            }
+            StoreError::Database(_) => {
+                tracing::error!(%error, "task store call failed");
+                ServiceError::Unavailable("the task store is unavailable; retry later".into())
+            }
+            StoreError::Migrate(_) | StoreError::Corrupt(_) => {
+                tracing::error!(%error, "task store is inconsistent");
+                ServiceError::Internal(
+                    "internal error in the task store; see the server log".into(),
+                )
+            }
+        }
+    }
 }

@@ -16,7 +16,6 @@
 
 mod backend;
 mod error;
-pub mod model;
 mod postgres;
 mod rows;
 mod sqlite;
@@ -25,10 +24,10 @@ mod support;
 use async_trait::async_trait;
 
 pub use error::StoreError;
-pub use model::*;
 pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
 pub use support::new_id;
+pub use waft_core::model::{self, *};
 
 /// Result of a store operation.
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;

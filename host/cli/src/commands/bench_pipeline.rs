@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use waft_api::FrontendClient;
+use waft_client::FrontendClient;
 use waft_core::{LambdaConfig, TaskStatus};
 use waft_services::{FrontendApi, TaskRequest};
 use waft_store::TaskList;
@@ -76,7 +76,7 @@ pub fn run(args: PipelineBenchArgs) -> Result<std::process::ExitCode, Failure> {
             }
         };
         let frontend = Arc::new(FrontendClient::new(
-            waft_api::channel(&address).map_err(|e| Failure::usage(e.to_string()))?,
+            waft_client::channel(&address).map_err(|e| Failure::usage(e.to_string()))?,
         ));
         let lambda = format!("bench-{}", std::process::id());
         let config = LambdaConfig {

@@ -4,7 +4,7 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::Args;
-use waft_api::FrontendClient;
+use waft_client::FrontendClient;
 use waft_services::ServiceError;
 
 use crate::exit::{self, Failure};
@@ -40,11 +40,12 @@ impl ClientArgs {
             })?),
             None => None,
         };
-        let options = waft_api::ChannelOptions {
+        let options = waft_client::ChannelOptions {
             token: self.token.as_deref(),
             ca: ca.as_deref(),
         };
-        let channel = waft_api::channel_with(&self.server, options).map_err(|e| self.failure(e))?;
+        let channel =
+            waft_client::channel_with(&self.server, options).map_err(|e| self.failure(e))?;
         Ok(FrontendClient::new(channel))
     }
 

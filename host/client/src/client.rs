@@ -12,20 +12,20 @@ use tonic::metadata::{Ascii, MetadataValue};
 use tonic::service::Interceptor;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
-use waft_core::{LambdaConfig, TaskStatus};
-use waft_services::{
-    ControllerApi, FrontendApi, HscApi, NextWork, ScheduleRequest, ServiceError, ServiceResult,
-    TaskRequest,
-};
-use waft_store::{
+use waft_core::model::{
     Attempt, ClaimedTask, DeadSelector, Gate, GateState, Heartbeat, Lambda, Refusal, Schedule,
     Task, TaskInserted, TaskList, TaskResult, Token, TokenRole,
 };
+use waft_core::roles::{
+    ControllerApi, FrontendApi, HscApi, NextWork, ScheduleRequest, TaskRequest,
+};
+use waft_core::{LambdaConfig, TaskStatus};
+use waft_core::{ServiceError, ServiceResult};
 
 use crate::convert::*;
 use crate::proto;
-use crate::server::{MAX_FRONTEND_REQUEST, MAX_INTERNAL_REQUEST};
 use crate::status::from_status;
+use crate::{MAX_FRONTEND_REQUEST, MAX_INTERNAL_REQUEST};
 
 /// How long a client waits to connect.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -69,7 +69,7 @@ pub struct ChannelOptions<'a> {
 ///
 /// ```no_run
 /// # #[tokio::main] async fn main() {
-/// let channel = waft_api::channel("127.0.0.1:7070").unwrap();
+/// let channel = waft_client::channel("127.0.0.1:7070").unwrap();
 /// # drop(channel); }
 /// ```
 pub fn channel(address: &str) -> Result<WaftChannel, ServiceError> {

@@ -1,7 +1,7 @@
 //! `ServiceError` ⇄ `tonic::Status`: the one place gRPC codes are chosen.
 
 use tonic::{Code, Status};
-use waft_services::ServiceError;
+use waft_core::ServiceError;
 
 /// The status a role's error goes out as.
 pub fn to_status(error: ServiceError) -> Status {

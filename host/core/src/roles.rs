@@ -1,20 +1,20 @@
 //! What each role offers the others, as one narrow trait per role.
 //!
-//! Every trait has two implementations: the role itself (used directly in
-//! `waft dev`, where all roles share a process) and a gRPC client in
-//! `waft-api` (used when each role is its own process). Callers hold an
+//! Every trait has two implementations: the role itself (`waft-services`,
+//! used directly in `waft dev`, where all roles share a process) and a gRPC
+//! client (`waft-client`, used when each role is its own process). Callers hold an
 //! `Arc<dyn …Api>` and cannot tell which: one code path for both modes.
 
 use std::time::Duration;
 
 use async_trait::async_trait;
-use waft_core::{LambdaConfig, TaskStatus};
-use waft_store::{
+
+use crate::error::ServiceResult;
+use crate::model::{
     Attempt, ClaimedTask, Continuation, DeadSelector, Gate, GateState, Heartbeat, Lambda, Millis,
     Refusal, Schedule, Task, TaskInserted, TaskList, TaskResult, Token, TokenRole,
 };
-
-use crate::ServiceResult;
+use crate::{LambdaConfig, TaskStatus};
 
 /// When a task should run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -1,4 +1,5 @@
-//! What the store keeps, and the parameters of its operations.
+//! What the store keeps, and the parameters of its operations: the model
+//! every role, the store and the clients share.
 //!
 //! Times are Unix milliseconds (`i64`), always passed in by the caller: the
 //! store has no clock of its own, so tests and several processes agree on
@@ -6,7 +7,7 @@
 
 use std::time::Duration;
 
-use waft_core::{LambdaConfig, TaskStatus};
+use crate::{LambdaConfig, TaskStatus};
 
 /// Unix time in milliseconds.
 pub type Millis = i64;
@@ -101,7 +102,8 @@ pub struct TaskInserted {
     pub created: bool,
 }
 
-/// Filters of [`crate::TaskStore::task_list`]; every filter is optional.
+/// Filters of a task list (`TaskStore::task_list`, `FrontendApi::task_list`);
+/// every filter is optional.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct TaskList {
     pub lambda: Option<String>,

@@ -6,12 +6,13 @@
 
 use std::time::Duration;
 
-use waft_core::{Backoff, ByteSize, LambdaConfig, Limits, TaskStatus};
-use waft_services::{RunAt, ScheduleRequest, ServiceError, ServiceResult, TaskRequest};
-use waft_store::{
+use waft_core::model::{
     Attempt, AttemptOutcome, ClaimedTask, Continuation, Gate, GateState, Lambda, Millis, Refusal,
     ResultOutcome, Schedule, Task, TaskResult, Token, TokenRole,
 };
+use waft_core::roles::{RunAt, ScheduleRequest, TaskRequest};
+use waft_core::{Backoff, ByteSize, LambdaConfig, Limits, TaskStatus};
+use waft_core::{ServiceError, ServiceResult};
 
 use crate::proto;
 
@@ -20,15 +21,15 @@ fn invalid(message: impl Into<String>) -> ServiceError {
 }
 
 /// A required message field.
-pub(crate) fn required<T>(field: Option<T>, name: &str) -> ServiceResult<T> {
+pub fn required<T>(field: Option<T>, name: &str) -> ServiceResult<T> {
     field.ok_or_else(|| invalid(format!("{name} is required")))
 }
 
-pub(crate) fn priority(value: u32) -> ServiceResult<u8> {
+pub fn priority(value: u32) -> ServiceResult<u8> {
     u8::try_from(value).map_err(|_| invalid(format!("priority {value} is out of range")))
 }
 
-pub(crate) fn status_to_proto(status: TaskStatus) -> proto::TaskStatus {
+pub fn status_to_proto(status: TaskStatus) -> proto::TaskStatus {
     match status {
         TaskStatus::New => proto::TaskStatus::New,
         TaskStatus::Enqueued => proto::TaskStatus::Enqueued,
@@ -43,7 +44,7 @@ pub(crate) fn status_to_proto(status: TaskStatus) -> proto::TaskStatus {
     }
 }
 
-pub(crate) fn status_from_proto(value: i32) -> ServiceResult<TaskStatus> {
+pub fn status_from_proto(value: i32) -> ServiceResult<TaskStatus> {
     Ok(
         match proto::TaskStatus::try_from(value)
             .map_err(|_| invalid(format!("unknown task status {value}")))?
@@ -63,7 +64,7 @@ pub(crate) fn status_from_proto(value: i32) -> ServiceResult<TaskStatus> {
     )
 }
 
-pub(crate) fn task_to_proto(task: Task) -> proto::Task {
+pub fn task_to_proto(task: Task) -> proto::Task {
     proto::Task {
         id: task.id,
         lambda: task.lambda,
@@ -93,7 +94,7 @@ pub(crate) fn task_to_proto(task: Task) -> proto::Task {
     }
 }
 
-pub(crate) fn task_from_proto(task: proto::Task) -> ServiceResult<Task> {
+pub fn task_from_proto(task: proto::Task) -> ServiceResult<Task> {
     Ok(Task {
         status: status_from_proto(task.status)?,
         priority: priority(task.priority)?,
@@ -126,7 +127,7 @@ pub(crate) fn task_from_proto(task: proto::Task) -> ServiceResult<Task> {
     })
 }
 
-pub(crate) fn new_task_from_proto(task: proto::NewTask) -> ServiceResult<TaskRequest> {
+pub fn new_task_from_proto(task: proto::NewTask) -> ServiceResult<TaskRequest> {
     let run_at = match task.when {
         None => RunAt::Now,
         Some(proto::new_task::When::RunAtMs(at)) => RunAt::At(at),
@@ -146,7 +147,7 @@ pub(crate) fn new_task_from_proto(task: proto::NewTask) -> ServiceResult<TaskReq
     })
 }
 
-pub(crate) fn new_task_to_proto(task: TaskRequest) -> proto::NewTask {
+pub fn new_task_to_proto(task: TaskRequest) -> proto::NewTask {
     proto::NewTask {
         lambda: task.lambda,
         payload: task.payload,
@@ -167,7 +168,7 @@ pub(crate) fn new_task_to_proto(task: TaskRequest) -> proto::NewTask {
     }
 }
 
-pub(crate) fn continuation_to_proto(then: Continuation) -> proto::Continuation {
+pub fn continuation_to_proto(then: Continuation) -> proto::Continuation {
     proto::Continuation {
         lambda: then.lambda,
         collection: then.collection,
@@ -175,7 +176,7 @@ pub(crate) fn continuation_to_proto(then: Continuation) -> proto::Continuation {
     }
 }
 
-pub(crate) fn continuation_from_proto(then: proto::Continuation) -> ServiceResult<Continuation> {
+pub fn continuation_from_proto(then: proto::Continuation) -> ServiceResult<Continuation> {
     Ok(Continuation {
         priority: then.priority.map(priority).transpose()?,
         lambda: then.lambda,
@@ -188,7 +189,7 @@ fn millis(duration: Duration) -> u64 {
 }
 
 /// Every field set, so a reader sees the whole effective config.
-pub(crate) fn config_to_proto(config: &LambdaConfig) -> proto::LambdaConfig {
+pub fn config_to_proto(config: &LambdaConfig) -> proto::LambdaConfig {
     proto::LambdaConfig {
         max_memory_bytes: Some(config.limits.max_memory.bytes()),
         timeout_ms: Some(millis(config.limits.timeout)),
@@ -209,9 +210,7 @@ pub(crate) fn config_to_proto(config: &LambdaConfig) -> proto::LambdaConfig {
 }
 
 /// Absent fields take their defaults; the result is not yet validated.
-pub(crate) fn config_from_proto(
-    config: Option<proto::LambdaConfig>,
-) -> ServiceResult<LambdaConfig> {
+pub fn config_from_proto(config: Option<proto::LambdaConfig>) -> ServiceResult<LambdaConfig> {
     let config = config.unwrap_or_default();
     let defaults = LambdaConfig::default();
     let small = |value: Option<u32>, name: &str, default: u8| -> ServiceResult<u8> {
@@ -260,7 +259,7 @@ pub(crate) fn config_from_proto(
     })
 }
 
-pub(crate) fn lambda_to_proto(lambda: Lambda) -> proto::Lambda {
+pub fn lambda_to_proto(lambda: Lambda) -> proto::Lambda {
     proto::Lambda {
         config: Some(config_to_proto(&lambda.config)),
         name: lambda.name,
@@ -270,7 +269,7 @@ pub(crate) fn lambda_to_proto(lambda: Lambda) -> proto::Lambda {
     }
 }
 
-pub(crate) fn lambda_from_proto(lambda: proto::Lambda) -> ServiceResult<Lambda> {
+pub fn lambda_from_proto(lambda: proto::Lambda) -> ServiceResult<Lambda> {
     Ok(Lambda {
         config: config_from_proto(Some(required(lambda.config, "lambda.config")?))?,
         name: lambda.name,
@@ -280,7 +279,7 @@ pub(crate) fn lambda_from_proto(lambda: proto::Lambda) -> ServiceResult<Lambda> 
     })
 }
 
-pub(crate) fn gate_state_to_proto(state: GateState) -> proto::GateState {
+pub fn gate_state_to_proto(state: GateState) -> proto::GateState {
     match state {
         GateState::Open => proto::GateState::Open,
         GateState::Paused => proto::GateState::Paused,
@@ -288,7 +287,7 @@ pub(crate) fn gate_state_to_proto(state: GateState) -> proto::GateState {
     }
 }
 
-pub(crate) fn gate_state_from_proto(value: i32) -> ServiceResult<GateState> {
+pub fn gate_state_from_proto(value: i32) -> ServiceResult<GateState> {
     match proto::GateState::try_from(value) {
         Ok(proto::GateState::Open) => Ok(GateState::Open),
         Ok(proto::GateState::Paused) => Ok(GateState::Paused),
@@ -299,7 +298,7 @@ pub(crate) fn gate_state_from_proto(value: i32) -> ServiceResult<GateState> {
     }
 }
 
-pub(crate) fn gate_to_proto(gate: Gate) -> proto::Gate {
+pub fn gate_to_proto(gate: Gate) -> proto::Gate {
     proto::Gate {
         state: gate_state_to_proto(gate.state) as i32,
         lambda: gate.lambda,
@@ -308,7 +307,7 @@ pub(crate) fn gate_to_proto(gate: Gate) -> proto::Gate {
     }
 }
 
-pub(crate) fn gate_from_proto(gate: proto::Gate) -> ServiceResult<Gate> {
+pub fn gate_from_proto(gate: proto::Gate) -> ServiceResult<Gate> {
     Ok(Gate {
         state: gate_state_from_proto(gate.state)?,
         lambda: gate.lambda,
@@ -317,7 +316,7 @@ pub(crate) fn gate_from_proto(gate: proto::Gate) -> ServiceResult<Gate> {
     })
 }
 
-pub(crate) fn claimed_to_proto(task: ClaimedTask) -> proto::ClaimedTask {
+pub fn claimed_to_proto(task: ClaimedTask) -> proto::ClaimedTask {
     proto::ClaimedTask {
         id: task.id,
         lambda: task.lambda,
@@ -331,7 +330,7 @@ pub(crate) fn claimed_to_proto(task: ClaimedTask) -> proto::ClaimedTask {
     }
 }
 
-pub(crate) fn claimed_from_proto(task: proto::ClaimedTask) -> ServiceResult<ClaimedTask> {
+pub fn claimed_from_proto(task: proto::ClaimedTask) -> ServiceResult<ClaimedTask> {
     Ok(ClaimedTask {
         priority: priority(task.priority)?,
         id: task.id,
@@ -345,7 +344,7 @@ pub(crate) fn claimed_from_proto(task: proto::ClaimedTask) -> ServiceResult<Clai
     })
 }
 
-pub(crate) fn refusal_to_proto(refusal: Refusal) -> proto::Refusal {
+pub fn refusal_to_proto(refusal: Refusal) -> proto::Refusal {
     use proto::refusal::Reason;
     proto::Refusal {
         reason: Some(match refusal {
@@ -358,7 +357,7 @@ pub(crate) fn refusal_to_proto(refusal: Refusal) -> proto::Refusal {
     }
 }
 
-pub(crate) fn refusal_from_proto(refusal: proto::Refusal) -> ServiceResult<Refusal> {
+pub fn refusal_from_proto(refusal: proto::Refusal) -> ServiceResult<Refusal> {
     use proto::refusal::Reason;
     Ok(match required(refusal.reason, "refusal.reason")? {
         Reason::NotFound(_) => Refusal::NotFound,
@@ -369,7 +368,7 @@ pub(crate) fn refusal_from_proto(refusal: proto::Refusal) -> ServiceResult<Refus
     })
 }
 
-pub(crate) fn result_to_proto(result: TaskResult) -> proto::Result {
+pub fn result_to_proto(result: TaskResult) -> proto::Result {
     use proto::result::Outcome;
     proto::Result {
         task_id: result.id,
@@ -389,7 +388,7 @@ pub(crate) fn result_to_proto(result: TaskResult) -> proto::Result {
     }
 }
 
-pub(crate) fn result_from_proto(result: proto::Result) -> ServiceResult<TaskResult> {
+pub fn result_from_proto(result: proto::Result) -> ServiceResult<TaskResult> {
     use proto::result::Outcome;
     Ok(TaskResult {
         outcome: match required(result.outcome, "result.outcome")? {
@@ -410,7 +409,7 @@ pub(crate) fn result_from_proto(result: proto::Result) -> ServiceResult<TaskResu
     })
 }
 
-pub(crate) fn cron_to_proto(schedule: Schedule) -> proto::Cron {
+pub fn cron_to_proto(schedule: Schedule) -> proto::Cron {
     proto::Cron {
         id: schedule.id,
         lambda: schedule.lambda,
@@ -425,7 +424,7 @@ pub(crate) fn cron_to_proto(schedule: Schedule) -> proto::Cron {
     }
 }
 
-pub(crate) fn cron_from_proto(cron: proto::Cron) -> ServiceResult<Schedule> {
+pub fn cron_from_proto(cron: proto::Cron) -> ServiceResult<Schedule> {
     Ok(Schedule {
         id: cron.id,
         lambda: cron.lambda,
@@ -440,7 +439,7 @@ pub(crate) fn cron_from_proto(cron: proto::Cron) -> ServiceResult<Schedule> {
     })
 }
 
-pub(crate) fn cron_request_to_proto(request: ScheduleRequest) -> proto::CreateCronRequest {
+pub fn cron_request_to_proto(request: ScheduleRequest) -> proto::CreateCronRequest {
     proto::CreateCronRequest {
         lambda: request.lambda,
         expression: request.cron,
@@ -452,7 +451,7 @@ pub(crate) fn cron_request_to_proto(request: ScheduleRequest) -> proto::CreateCr
     }
 }
 
-pub(crate) fn cron_request_from_proto(
+pub fn cron_request_from_proto(
     request: proto::CreateCronRequest,
 ) -> ServiceResult<ScheduleRequest> {
     Ok(ScheduleRequest {
@@ -466,7 +465,7 @@ pub(crate) fn cron_request_from_proto(
     })
 }
 
-pub(crate) fn attempt_to_proto(attempt: Attempt) -> proto::Attempt {
+pub fn attempt_to_proto(attempt: Attempt) -> proto::Attempt {
     let outcome = match attempt.outcome {
         AttemptOutcome::Success => proto::AttemptOutcome::Success,
         AttemptOutcome::Retriable => proto::AttemptOutcome::Retriable,
@@ -484,7 +483,7 @@ pub(crate) fn attempt_to_proto(attempt: Attempt) -> proto::Attempt {
     }
 }
 
-pub(crate) fn attempt_from_proto(attempt: proto::Attempt) -> ServiceResult<Attempt> {
+pub fn attempt_from_proto(attempt: proto::Attempt) -> ServiceResult<Attempt> {
     let outcome = match proto::AttemptOutcome::try_from(attempt.outcome) {
         Ok(proto::AttemptOutcome::Success) => AttemptOutcome::Success,
         Ok(proto::AttemptOutcome::Retriable) => AttemptOutcome::Retriable,
@@ -508,7 +507,7 @@ pub(crate) fn attempt_from_proto(attempt: proto::Attempt) -> ServiceResult<Attem
     })
 }
 
-pub(crate) fn token_role_to_proto(role: TokenRole) -> proto::TokenRole {
+pub fn token_role_to_proto(role: TokenRole) -> proto::TokenRole {
     match role {
         TokenRole::Admin => proto::TokenRole::Admin,
         TokenRole::Owner => proto::TokenRole::Owner,
@@ -516,7 +515,7 @@ pub(crate) fn token_role_to_proto(role: TokenRole) -> proto::TokenRole {
     }
 }
 
-pub(crate) fn token_role_from_proto(value: i32) -> ServiceResult<TokenRole> {
+pub fn token_role_from_proto(value: i32) -> ServiceResult<TokenRole> {
     match proto::TokenRole::try_from(value) {
         Ok(proto::TokenRole::Admin) => Ok(TokenRole::Admin),
         Ok(proto::TokenRole::Owner) => Ok(TokenRole::Owner),
@@ -527,7 +526,7 @@ pub(crate) fn token_role_from_proto(value: i32) -> ServiceResult<TokenRole> {
     }
 }
 
-pub(crate) fn token_to_proto(token: Token) -> proto::Token {
+pub fn token_to_proto(token: Token) -> proto::Token {
     proto::Token {
         role: token_role_to_proto(token.role) as i32,
         id: token.id,
@@ -538,7 +537,7 @@ pub(crate) fn token_to_proto(token: Token) -> proto::Token {
     }
 }
 
-pub(crate) fn token_from_proto(token: proto::Token) -> ServiceResult<Token> {
+pub fn token_from_proto(token: proto::Token) -> ServiceResult<Token> {
     Ok(Token {
         role: token_role_from_proto(token.role)?,
         id: token.id,
