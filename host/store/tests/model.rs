@@ -8,7 +8,10 @@
 //!
 //! On Postgres a step may also be a race: two or three operations run at
 //! once on separate connections, and the backend's answers and state must
-//! equal those of one of their serial orders (they are linearizable).
+//! equal those of one of their serial orders (they are linearizable). Polls
+//! racing each other may split the due tasks between them (`SKIP LOCKED`,
+//! as several consumers do); they are matched as one poll doing the work of
+//! all.
 //!
 //! `WAFT_MODEL_CASES` (default 48) sequences per backend, each of up to
 //! `WAFT_MODEL_STEPS` (default 40) steps; `WAFT_MODEL_SEED` replays a run.
@@ -648,7 +651,11 @@ async fn run_sequence(store: &dyn TaskStore, steps: &[Step]) {
                 // Serial orders that give the same answers may leave
                 // different states (a pause and a drop of one gate): one of
                 // them must be the backend's.
-                let serials = linearize(&run.model, run.now, ops, &inputs, &answers, &made);
+                let mut serials = linearize(&run.model, run.now, ops, &inputs, &answers, &made);
+                if serials.is_empty() {
+                    serials =
+                        linearize_polls_as_one(&run.model, run.now, ops, &inputs, &answers, &made);
+                }
                 assert!(
                     !serials.is_empty(),
                     "{context}: answers {answers:?} match no serial order"
@@ -698,6 +705,50 @@ async fn new_task_ids(store: &dyn TaskStore, run: &Run<'_>) -> Vec<String> {
         .map(|t| t.id)
         .filter(|id| !run.model.tasks.contains_key(id))
         .collect()
+}
+
+/// Like [`linearize`], with the polls of the race taken as one. Concurrent
+/// polls lock due tasks with `SKIP LOCKED` as they read them, so they may
+/// split the due tasks between them (as several consumers do): together
+/// they did the work of one poll, whose answer is the sum of theirs.
+fn linearize_polls_as_one(
+    model: &Model,
+    now: Millis,
+    ops: &[Op],
+    inputs: &[Input],
+    answers: &[Answer],
+    made: &[String],
+) -> Vec<Model> {
+    let polls: Vec<usize> = (0..ops.len())
+        .filter(|&i| matches!(ops[i], Op::Poll))
+        .collect();
+    if polls.len() < 2 {
+        return Vec::new();
+    }
+    let mut sum = PollAnswer::default();
+    for &i in &polls {
+        if let Answer::Poll(answer) = &answers[i] {
+            sum.enqueued.extend(answer.enqueued.iter().cloned());
+            sum.held += answer.held;
+            sum.dropped += answer.dropped;
+            sum.dead += answer.dead;
+        }
+    }
+    sum.enqueued.sort();
+    let kept: Vec<usize> = (0..ops.len()).filter(|i| !polls[1..].contains(i)).collect();
+    let ops: Vec<Op> = kept.iter().map(|&i| ops[i].clone()).collect();
+    let inputs: Vec<Input> = kept.iter().map(|&i| inputs[i].clone()).collect();
+    let answers: Vec<Answer> = kept
+        .iter()
+        .map(|&i| {
+            if i == polls[0] {
+                Answer::Poll(sum.clone())
+            } else {
+                answers[i].clone()
+            }
+        })
+        .collect();
+    linearize(model, now, &ops, &inputs, &answers, made)
 }
 
 /// The models after each serial order of `ops` that gives exactly the
