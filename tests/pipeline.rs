@@ -14,7 +14,7 @@ use serde_json::json;
 use support::Cluster;
 use waft_core::{ByteSize, LambdaConfig, TaskStatus};
 use waft_sample_artifacts as samples;
-use waft_services::{FrontendApi, RunAt, ScheduleRequest, ServiceError, TaskRequest};
+use waft_services::{CronRequest, FrontendApi, RunAt, ServiceError, TaskRequest};
 use waft_store::{AttemptOutcome, DeadSelector, GateState, TaskList};
 
 const WITHIN: Duration = Duration::from_secs(30);
@@ -103,14 +103,14 @@ async fn missed_occurrences_are_caught_up_or_skipped_after_downtime() {
     let mut cluster = Cluster::dev().await;
     cluster.deploy("tick", samples::HELLO, |_| {}).await;
     for (collection, catch_up) in [("caught", true), ("skipped", false)] {
-        let request = ScheduleRequest {
+        let request = CronRequest {
             lambda: "tick".into(),
             cron: "* * * * * *".into(),
             collection: Some(collection.into()),
             catch_up,
-            ..ScheduleRequest::default()
+            ..CronRequest::default()
         };
-        cluster.frontend.schedule_create(request).await.unwrap();
+        cluster.frontend.cron_create(request).await.unwrap();
     }
     let now = || {
         std::time::SystemTime::now()
@@ -623,16 +623,16 @@ async fn periodic(cluster: &Cluster) {
     occurrences.dedup();
     assert_eq!(occurrences.len(), tasks.len(), "an occurrence ran twice");
     for task in &tasks {
-        assert_eq!(task.schedule_id.as_deref(), Some(id.as_str()));
+        assert_eq!(task.cron_id.as_deref(), Some(id.as_str()));
         assert_eq!(task.scheduled_at % 1000, 0, "not on a whole second");
         assert_eq!(task.payload, br#"{"name": "tick"}"#);
     }
 
-    let request = |cron: &str, timezone: &str, lambda: &str| ScheduleRequest {
+    let request = |cron: &str, timezone: &str, lambda: &str| CronRequest {
         lambda: lambda.into(),
         cron: cron.into(),
         timezone: Some(timezone.into()),
-        ..ScheduleRequest::default()
+        ..CronRequest::default()
     };
     let cases = [
         (
@@ -646,11 +646,11 @@ async fn periodic(cluster: &Cluster) {
         (request("0 3 * * *", "UTC", "nope"), "unknown lambda"),
     ];
     for (bad, expected) in cases {
-        let error = cluster.frontend.schedule_create(bad).await.unwrap_err();
+        let error = cluster.frontend.cron_create(bad).await.unwrap_err();
         assert!(error.to_string().contains(expected), "{error:?}");
     }
-    assert!(cluster.frontend.schedule_list().await.unwrap().is_empty());
-    let error = cluster.frontend.schedule_delete(&id).await.unwrap_err();
+    assert!(cluster.frontend.cron_list().await.unwrap().is_empty());
+    let error = cluster.frontend.cron_delete(&id).await.unwrap_err();
     assert!(matches!(error, ServiceError::NotFound(_)), "{error:?}");
 }
 

@@ -405,7 +405,7 @@ impl proto::frontend_server::Frontend for FrontendService {
         let request = cron_request_from_proto(request.into_inner()).map_err(to_status)?;
         who.check(Action::Manage, &request.lambda)
             .map_err(to_status)?;
-        let schedule = self.0.schedule_create(request).await.map_err(to_status)?;
+        let schedule = self.0.cron_create(request).await.map_err(to_status)?;
         Ok(Response::new(proto::CreateCronResponse {
             cron: Some(cron_to_proto(schedule)),
         }))
@@ -416,7 +416,7 @@ impl proto::frontend_server::Frontend for FrontendService {
         request: Request<proto::ListCronsRequest>,
     ) -> Result<Response<proto::ListCronsResponse>, Status> {
         let who = principal(&request);
-        let schedules = self.0.schedule_list().await.map_err(to_status)?;
+        let schedules = self.0.cron_list().await.map_err(to_status)?;
         Ok(Response::new(proto::ListCronsResponse {
             crons: schedules
                 .into_iter()
@@ -433,13 +433,13 @@ impl proto::frontend_server::Frontend for FrontendService {
         let who = principal(&request);
         let id = request.into_inner().id;
         if who != Principal::Admin {
-            let schedules = self.0.schedule_list().await.map_err(to_status)?;
+            let schedules = self.0.cron_list().await.map_err(to_status)?;
             if let Some(schedule) = schedules.iter().find(|s| s.id == id) {
                 who.check(Action::Manage, &schedule.lambda)
                     .map_err(to_status)?;
             }
         }
-        self.0.schedule_delete(&id).await.map_err(to_status)?;
+        self.0.cron_delete(&id).await.map_err(to_status)?;
         Ok(Response::new(proto::DeleteCronResponse {}))
     }
 

@@ -13,12 +13,10 @@ use tonic::service::Interceptor;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 use waft_core::model::{
-    Attempt, ClaimedTask, DeadSelector, Gate, GateState, Heartbeat, Lambda, Refusal, Schedule,
-    Task, TaskInserted, TaskList, TaskResult, Token, TokenRole,
+    Attempt, ClaimedTask, Cron, DeadSelector, Gate, GateState, Heartbeat, Lambda, Refusal, Task,
+    TaskInserted, TaskList, TaskResult, Token, TokenRole,
 };
-use waft_core::roles::{
-    ControllerApi, FrontendApi, HscApi, NextWork, ScheduleRequest, TaskRequest,
-};
+use waft_core::roles::{ControllerApi, CronRequest, FrontendApi, HscApi, NextWork, TaskRequest};
 use waft_core::{LambdaConfig, TaskStatus};
 use waft_core::{ServiceError, ServiceResult};
 
@@ -434,7 +432,7 @@ impl FrontendApi for FrontendClient {
         Ok(())
     }
 
-    async fn schedule_create(&self, request: ScheduleRequest) -> ServiceResult<Schedule> {
+    async fn cron_create(&self, request: CronRequest) -> ServiceResult<Cron> {
         let response = self
             .0
             .clone()
@@ -444,7 +442,7 @@ impl FrontendApi for FrontendClient {
         cron_from_proto(required(response.into_inner().cron, "cron")?)
     }
 
-    async fn schedule_list(&self) -> ServiceResult<Vec<Schedule>> {
+    async fn cron_list(&self) -> ServiceResult<Vec<Cron>> {
         let response = self
             .0
             .clone()
@@ -459,7 +457,7 @@ impl FrontendApi for FrontendClient {
             .collect()
     }
 
-    async fn schedule_delete(&self, id: &str) -> ServiceResult<()> {
+    async fn cron_delete(&self, id: &str) -> ServiceResult<()> {
         self.0
             .clone()
             .delete_cron(proto::DeleteCronRequest { id: id.to_owned() })

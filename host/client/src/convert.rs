@@ -7,10 +7,10 @@
 use std::time::Duration;
 
 use waft_core::model::{
-    Attempt, AttemptOutcome, ClaimedTask, Continuation, Gate, GateState, Lambda, Millis, Refusal,
-    ResultOutcome, Schedule, Task, TaskResult, Token, TokenRole,
+    Attempt, AttemptOutcome, ClaimedTask, Continuation, Cron, Gate, GateState, Lambda, Millis,
+    Refusal, ResultOutcome, Task, TaskResult, Token, TokenRole,
 };
-use waft_core::roles::{RunAt, ScheduleRequest, TaskRequest};
+use waft_core::roles::{CronRequest, RunAt, TaskRequest};
 use waft_core::{Backoff, ByteSize, LambdaConfig, Limits, TaskStatus};
 use waft_core::{ServiceError, ServiceResult};
 
@@ -87,7 +87,7 @@ pub fn task_to_proto(task: Task) -> proto::Task {
         output: task.output,
         parent_id: task.parent_id,
         idempotency_key: task.idempotency_key,
-        schedule_id: task.schedule_id,
+        schedule_id: task.cron_id,
         log: task.log,
         version: task.version,
         then: task.continuation.map(continuation_to_proto),
@@ -121,7 +121,7 @@ pub fn task_from_proto(task: proto::Task) -> ServiceResult<Task> {
         output: task.output,
         parent_id: task.parent_id,
         idempotency_key: task.idempotency_key,
-        schedule_id: task.schedule_id,
+        cron_id: task.schedule_id,
         version: task.version,
         continuation: task.then.map(continuation_from_proto).transpose()?,
     })
@@ -409,7 +409,7 @@ pub fn result_from_proto(result: proto::Result) -> ServiceResult<TaskResult> {
     })
 }
 
-pub fn cron_to_proto(schedule: Schedule) -> proto::Cron {
+pub fn cron_to_proto(schedule: Cron) -> proto::Cron {
     proto::Cron {
         id: schedule.id,
         lambda: schedule.lambda,
@@ -424,8 +424,8 @@ pub fn cron_to_proto(schedule: Schedule) -> proto::Cron {
     }
 }
 
-pub fn cron_from_proto(cron: proto::Cron) -> ServiceResult<Schedule> {
-    Ok(Schedule {
+pub fn cron_from_proto(cron: proto::Cron) -> ServiceResult<Cron> {
+    Ok(Cron {
         id: cron.id,
         lambda: cron.lambda,
         cron: cron.expression,
@@ -439,7 +439,7 @@ pub fn cron_from_proto(cron: proto::Cron) -> ServiceResult<Schedule> {
     })
 }
 
-pub fn cron_request_to_proto(request: ScheduleRequest) -> proto::CreateCronRequest {
+pub fn cron_request_to_proto(request: CronRequest) -> proto::CreateCronRequest {
     proto::CreateCronRequest {
         lambda: request.lambda,
         expression: request.cron,
@@ -451,10 +451,8 @@ pub fn cron_request_to_proto(request: ScheduleRequest) -> proto::CreateCronReque
     }
 }
 
-pub fn cron_request_from_proto(
-    request: proto::CreateCronRequest,
-) -> ServiceResult<ScheduleRequest> {
-    Ok(ScheduleRequest {
+pub fn cron_request_from_proto(request: proto::CreateCronRequest) -> ServiceResult<CronRequest> {
+    Ok(CronRequest {
         lambda: request.lambda,
         cron: request.expression,
         timezone: request.timezone,
@@ -625,7 +623,7 @@ mod tests {
 
     #[test]
     fn periodic_schedules_round_trip_and_never_is_absent() {
-        let request = ScheduleRequest {
+        let request = CronRequest {
             lambda: "report".into(),
             cron: "0 3 * * *".into(),
             timezone: Some("Europe/Paris".into()),
@@ -638,7 +636,7 @@ mod tests {
             cron_request_from_proto(cron_request_to_proto(request.clone())).unwrap(),
             request
         );
-        let schedule = Schedule {
+        let schedule = Cron {
             id: "01J".into(),
             lambda: "report".into(),
             cron: "0 3 * * *".into(),

@@ -42,7 +42,7 @@ pub use client::{
 };
 pub use waft_core::model::*;
 pub use waft_core::roles::{
-    ControllerApi, FrontendApi, HscApi, LambdaSlots, NextWork, RunAt, ScheduleRequest, TaskRequest,
+    ControllerApi, CronRequest, FrontendApi, HscApi, LambdaSlots, NextWork, RunAt, TaskRequest,
 };
 pub use waft_core::{LambdaConfig, ServiceError, ServiceResult, TaskStatus};
 

@@ -47,7 +47,7 @@ pub struct Task {
     pub parent_id: Option<String>,
     pub idempotency_key: Option<String>,
     /// The periodic schedule that created the task, if any.
-    pub schedule_id: Option<String>,
+    pub cron_id: Option<String>,
     /// The lambda version the task is pinned to; `None` runs the version
     /// current when it is claimed.
     pub version: Option<u32>,
@@ -366,7 +366,7 @@ pub struct DeadRedrive {
 
 /// A periodic schedule: one task per occurrence.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Schedule {
+pub struct Cron {
     pub id: String,
     pub lambda: String,
     /// The cron expression, as given; the store does not parse it.
@@ -389,8 +389,8 @@ pub struct Schedule {
 /// the task for `occurrence`. The two differ when missed occurrences are
 /// skipped: `expected` is the oldest missed, `occurrence` the latest.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ScheduleMaterialize {
-    pub schedule_id: String,
+pub struct CronMaterialize {
+    pub cron_id: String,
     pub expected: Millis,
     pub occurrence: Millis,
     pub next_at: Millis,

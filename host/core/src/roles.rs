@@ -11,8 +11,8 @@ use async_trait::async_trait;
 
 use crate::error::ServiceResult;
 use crate::model::{
-    Attempt, ClaimedTask, Continuation, DeadSelector, Gate, GateState, Heartbeat, Lambda, Millis,
-    Refusal, Schedule, Task, TaskInserted, TaskList, TaskResult, Token, TokenRole,
+    Attempt, ClaimedTask, Continuation, Cron, DeadSelector, Gate, GateState, Heartbeat, Lambda,
+    Millis, Refusal, Task, TaskInserted, TaskList, TaskResult, Token, TokenRole,
 };
 use crate::{LambdaConfig, TaskStatus};
 
@@ -55,7 +55,7 @@ pub struct TaskRequest {
 /// A periodic schedule a client asks for: a task of `lambda` at every
 /// occurrence of `cron`.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct ScheduleRequest {
+pub struct CronRequest {
     pub lambda: String,
     /// Five fields (minute first) or six (seconds first).
     pub cron: String,
@@ -134,11 +134,11 @@ pub trait FrontendApi: Send + Sync {
     async fn token_revoke(&self, id: &str) -> ServiceResult<()>;
     /// Checks and stores a periodic schedule; answers it with its first
     /// occurrence.
-    async fn schedule_create(&self, request: ScheduleRequest) -> ServiceResult<Schedule>;
+    async fn cron_create(&self, request: CronRequest) -> ServiceResult<Cron>;
     /// Every periodic schedule, by id.
-    async fn schedule_list(&self) -> ServiceResult<Vec<Schedule>>;
+    async fn cron_list(&self) -> ServiceResult<Vec<Cron>>;
     /// Deletes a periodic schedule; its tasks already created stay.
-    async fn schedule_delete(&self, id: &str) -> ServiceResult<()>;
+    async fn cron_delete(&self, id: &str) -> ServiceResult<()>;
 }
 
 /// Room for more tasks of one lambda on an executor.

@@ -16,13 +16,13 @@ use waft_core::cron::DEFAULT_TIMEZONE;
 use waft_core::{CronSchedule, LambdaConfig};
 use waft_runtime::{Digest, Runtime};
 use waft_store::{
-    Attempt, DeadRedrive, DeadSelector, Gate, GateSet, GateState, GcReport, Lambda, LambdaDeploy,
-    LambdaGc, LambdaRollback, NewTask, Schedule, Task, TaskInsertMany, TaskInserted, TaskList,
+    Attempt, Cron, DeadRedrive, DeadSelector, Gate, GateSet, GateState, GcReport, Lambda,
+    LambdaDeploy, LambdaGc, LambdaRollback, NewTask, Task, TaskInsertMany, TaskInserted, TaskList,
     TaskStore, Token, TokenCreate, TokenRole,
 };
 
 use crate::quota::Quotas;
-use crate::{Clock, FrontendApi, RunAt, ScheduleRequest, ServiceError, ServiceResult, TaskRequest};
+use crate::{Clock, CronRequest, FrontendApi, RunAt, ServiceError, ServiceResult, TaskRequest};
 use crate::{auth, metrics};
 
 /// Tasks one request may schedule: one request is one transaction.
@@ -382,7 +382,7 @@ impl FrontendApi for Frontend {
         Ok(())
     }
 
-    async fn schedule_create(&self, request: ScheduleRequest) -> ServiceResult<Schedule> {
+    async fn cron_create(&self, request: CronRequest) -> ServiceResult<Cron> {
         let timezone = request
             .timezone
             .unwrap_or_else(|| DEFAULT_TIMEZONE.to_owned());
@@ -390,7 +390,7 @@ impl FrontendApi for Frontend {
         let next_at = CronSchedule::parse(&request.cron, &timezone)
             .and_then(|cron| cron.first_after(now))
             .map_err(|error| ServiceError::InvalidArgument(error.to_string()))?;
-        let schedule = Schedule {
+        let schedule = Cron {
             id: waft_store::new_id(),
             lambda: request.lambda,
             cron: request.cron,
@@ -402,17 +402,17 @@ impl FrontendApi for Frontend {
             next_at,
             created_at: now,
         };
-        self.store.schedule_create(schedule.clone()).await?;
+        self.store.cron_create(schedule.clone()).await?;
         tracing::info!(schedule = %schedule.id, lambda = %schedule.lambda, cron = %schedule.cron, timezone = %schedule.timezone, "periodic schedule created");
         Ok(schedule)
     }
 
-    async fn schedule_list(&self) -> ServiceResult<Vec<Schedule>> {
-        Ok(self.store.schedule_list().await?)
+    async fn cron_list(&self) -> ServiceResult<Vec<Cron>> {
+        Ok(self.store.cron_list().await?)
     }
 
-    async fn schedule_delete(&self, id: &str) -> ServiceResult<()> {
-        if !self.store.schedule_delete(id).await? {
+    async fn cron_delete(&self, id: &str) -> ServiceResult<()> {
+        if !self.store.cron_delete(id).await? {
             return Err(ServiceError::NotFound(format!("no periodic schedule {id}")));
         }
         tracing::info!(schedule = id, "periodic schedule deleted");

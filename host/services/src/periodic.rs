@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use waft_core::CronSchedule;
-use waft_store::{Materialized, Millis, Schedule, ScheduleMaterialize, StoreError, TaskStore};
+use waft_store::{Cron, CronMaterialize, Materialized, Millis, StoreError, TaskStore};
 
 use crate::{Clock, DueSignal};
 
@@ -72,7 +72,7 @@ impl Periodic {
         let mut report = PeriodicReport::default();
         let mut due_now = false;
         'turn: loop {
-            let schedules = self.store.schedule_due(horizon, BATCH).await?;
+            let schedules = self.store.cron_due(horizon, BATCH).await?;
             if schedules.is_empty() {
                 break;
             }
@@ -81,7 +81,7 @@ impl Periodic {
                 let Some(step) = next_step(&schedule, now) else {
                     continue;
                 };
-                match self.store.schedule_materialize(step.params).await {
+                match self.store.cron_materialize(step.params).await {
                     Ok(Materialized::Created(task)) => {
                         tracing::debug!(schedule = %schedule.id, %task, occurrence = step.occurrence, "periodic task created");
                         report.created += 1;
@@ -92,7 +92,7 @@ impl Periodic {
                         tracing::warn!(schedule = %schedule.id, lambda = %schedule.lambda, occurrence = step.occurrence, %why, "periodic task refused; occurrence skipped (fix the schedule or the lambda's settings)");
                         report.skipped += 1;
                     }
-                    Err(StoreError::ScheduleNotFound(_)) => {}
+                    Err(StoreError::CronNotFound(_)) => {}
                     Err(error) => {
                         tracing::warn!(schedule = %schedule.id, %error, "cannot create the periodic task; retrying next turn");
                         continue;
@@ -139,10 +139,10 @@ impl Periodic {
 /// The occurrence a due schedule materialises next.
 struct Step {
     occurrence: Millis,
-    params: ScheduleMaterialize,
+    params: CronMaterialize,
 }
 
-fn next_step(schedule: &Schedule, now: Millis) -> Option<Step> {
+fn next_step(schedule: &Cron, now: Millis) -> Option<Step> {
     let cron = match CronSchedule::parse(&schedule.cron, &schedule.timezone) {
         Ok(cron) => cron,
         Err(error) => {
@@ -162,8 +162,8 @@ fn next_step(schedule: &Schedule, now: Millis) -> Option<Step> {
     let next_at = cron.next_after(occurrence).unwrap_or(Millis::MAX);
     Some(Step {
         occurrence,
-        params: ScheduleMaterialize {
-            schedule_id: schedule.id.clone(),
+        params: CronMaterialize {
+            cron_id: schedule.id.clone(),
             expected: schedule.next_at,
             occurrence,
             next_at,
@@ -180,8 +180,8 @@ mod tests {
     /// 2026-03-09T08:30:00Z.
     const T: Millis = 1_773_045_000_000;
 
-    fn every_minute(catch_up: bool, next_at: Millis) -> Schedule {
-        Schedule {
+    fn every_minute(catch_up: bool, next_at: Millis) -> Cron {
+        Cron {
             id: "s".into(),
             lambda: "l".into(),
             cron: "* * * * *".into(),

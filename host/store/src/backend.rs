@@ -44,12 +44,12 @@ macro_rules! sql_task_store {
         use waft_core::task::{DEFAULT_COLLECTION, check_collection_name, check_lambda_name};
         use waft_core::{LambdaConfig, TaskStatus};
 
-        use $crate::rows::{self, LAMBDA_COLUMNS, RowExt, SCHEDULE_COLUMNS, TASK_COLUMNS};
+        use $crate::rows::{self, LAMBDA_COLUMNS, RowExt, CRON_COLUMNS, TASK_COLUMNS};
         use $crate::support::{GateEffect, RetryPlan, check_client_key, check_run_at, millis, new_id, sql, text_in};
         use $crate::{
             Attempt, Backlog, ClaimedTask, DeadRedrive, DeadSelector, EnqueueReport, EnqueuedTask, Gate, GateSet,
-            GateState, GcReport, Lambda, LambdaDeploy, LambdaGc, LambdaRollback, Materialized, Millis, NewTask, Refusal, Result, ResultOutcome, Schedule,
-            ScheduleMaterialize, StoreError, Task, Token, TokenCreate, TokenRole, TaskClaimMany, TaskEnqueueReady,
+            GateState, GcReport, Lambda, LambdaDeploy, LambdaGc, LambdaRollback, Materialized, Millis, NewTask, Refusal, Result, ResultOutcome, Cron,
+            CronMaterialize, StoreError, Task, Token, TokenCreate, TokenRole, TaskClaimMany, TaskEnqueueReady,
             TaskHeartbeatMany, TaskInsertMany, TaskInserted, TaskList, TaskSetResultMany, TaskStore,
         };
 
@@ -111,11 +111,11 @@ macro_rules! sql_task_store {
         }
 
         /// Checks tasks against their lambdas and inserts them in one
-        /// statement; `schedule_id` links tasks made by a periodic schedule.
+        /// statement; `cron_id` links tasks made by a periodic schedule.
         async fn insert_tasks(
             conn: &mut $conn,
             tasks: Vec<NewTask>,
-            schedule_id: Option<&str>,
+            cron_id: Option<&str>,
             origin: Origin,
             now: Millis,
         ) -> Result<Vec<TaskInserted>> {
@@ -276,7 +276,7 @@ macro_rules! sql_task_store {
                 )))
                 .bind(serde_json::Value::Array(rows).to_string())
                 .bind(now)
-                .bind(schedule_id)
+                .bind(cron_id)
                 .fetch_all(&mut *conn)
                 .await?;
                 if created.len() != answers.iter().filter(|a| a.created).count() {
@@ -1187,7 +1187,7 @@ macro_rules! sql_task_store {
                 row.as_ref().map(rows::token).transpose()
             }
 
-            async fn schedule_create(&self, schedule: Schedule) -> Result<()> {
+            async fn cron_create(&self, schedule: Cron) -> Result<()> {
                 check_lambda_name(&schedule.lambda)?;
                 if let Some(collection) = &schedule.collection {
                     check_collection_name(collection)?;
@@ -1230,16 +1230,16 @@ macro_rules! sql_task_store {
                 Ok(())
             }
 
-            async fn schedule_list(&self) -> Result<Vec<Schedule>> {
+            async fn cron_list(&self) -> Result<Vec<Cron>> {
                 let rows = sqlx::query(sql(format!(
-                    "SELECT {SCHEDULE_COLUMNS} FROM schedules ORDER BY id"
+                    "SELECT {CRON_COLUMNS} FROM schedules ORDER BY id"
                 )))
                 .fetch_all(&self.pool)
                 .await?;
-                rows.iter().map(rows::schedule).collect()
+                rows.iter().map(rows::cron).collect()
             }
 
-            async fn schedule_delete(&self, id: &str) -> Result<bool> {
+            async fn cron_delete(&self, id: &str) -> Result<bool> {
                 let deleted = sqlx::query("DELETE FROM schedules WHERE id = $1")
                     .bind(text_in(id))
                     .execute(&self.pool)
@@ -1248,39 +1248,39 @@ macro_rules! sql_task_store {
                 Ok(deleted == 1)
             }
 
-            async fn schedule_due(&self, now: Millis, limit: u32) -> Result<Vec<Schedule>> {
+            async fn cron_due(&self, now: Millis, limit: u32) -> Result<Vec<Cron>> {
                 let rows = sqlx::query(sql(format!(
-                    "SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE next_at <= $1 ORDER BY next_at LIMIT $2"
+                    "SELECT {CRON_COLUMNS} FROM schedules WHERE next_at <= $1 ORDER BY next_at LIMIT $2"
                 )))
                 .bind(now)
                 .bind(i64::from(limit))
                 .fetch_all(&self.pool)
                 .await?;
-                rows.iter().map(rows::schedule).collect()
+                rows.iter().map(rows::cron).collect()
             }
 
-            async fn schedule_materialize(&self, params: ScheduleMaterialize) -> Result<Materialized> {
+            async fn cron_materialize(&self, params: CronMaterialize) -> Result<Materialized> {
                 let mut tx = self.write().await?;
                 let row = sqlx::query(sql(format!(
                     "UPDATE schedules SET next_at = $3 WHERE id = $1 AND next_at = $2 \
-                     RETURNING {SCHEDULE_COLUMNS}"
+                     RETURNING {CRON_COLUMNS}"
                 )))
-                .bind(&params.schedule_id)
+                .bind(&params.cron_id)
                 .bind(params.expected)
                 .bind(params.next_at)
                 .fetch_optional(&mut *tx)
                 .await?;
                 let Some(row) = row else {
                     let exists = sqlx::query("SELECT 1 FROM schedules WHERE id = $1")
-                        .bind(&params.schedule_id)
+                        .bind(&params.cron_id)
                         .fetch_optional(&mut *tx)
                         .await?;
                     return match exists {
                         Some(_) => Ok(Materialized::AlreadyDone),
-                        None => Err(StoreError::ScheduleNotFound(params.schedule_id)),
+                        None => Err(StoreError::CronNotFound(params.cron_id)),
                     };
                 };
-                let schedule = rows::schedule(&row)?;
+                let schedule = rows::cron(&row)?;
                 let task = NewTask {
                     lambda: schedule.lambda,
                     collection: schedule.collection,

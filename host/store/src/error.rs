@@ -24,8 +24,8 @@ pub enum StoreError {
     },
     #[error("no task {0}")]
     TaskNotFound(String),
-    #[error("no schedule {0}")]
-    ScheduleNotFound(String),
+    #[error("no cron schedule {0}")]
+    CronNotFound(String),
     #[error(transparent)]
     InvalidName(#[from] NameError),
     #[error(transparent)]
@@ -69,7 +69,7 @@ impl From<StoreError> for ServiceError {
                 "unknown lambda {name:?}: deploy it first (waft lambda deploy {name} FILE.wasm)"
             )),
             StoreError::TaskNotFound(_)
-            | StoreError::ScheduleNotFound(_)
+            | StoreError::CronNotFound(_)
             | StoreError::UnknownVersion { .. } => ServiceError::NotFound(error.to_string()),
             StoreError::InvalidName(_)
             | StoreError::InvalidConfig(_)

@@ -110,14 +110,14 @@ pub trait TaskStore: Send + Sync {
     async fn token_find(&self, hash: &str) -> Result<Option<Token>>;
 
     /// Creates a periodic schedule.
-    async fn schedule_create(&self, schedule: Schedule) -> Result<()>;
+    async fn cron_create(&self, schedule: Cron) -> Result<()>;
     /// Every schedule, by id.
-    async fn schedule_list(&self) -> Result<Vec<Schedule>>;
+    async fn cron_list(&self) -> Result<Vec<Cron>>;
     /// Deletes a schedule; false if there was none.
-    async fn schedule_delete(&self, id: &str) -> Result<bool>;
+    async fn cron_delete(&self, id: &str) -> Result<bool>;
     /// Schedules whose next occurrence is due.
-    async fn schedule_due(&self, now: Millis, limit: u32) -> Result<Vec<Schedule>>;
+    async fn cron_due(&self, now: Millis, limit: u32) -> Result<Vec<Cron>>;
     /// Materialises one occurrence, exactly once; an occurrence whose task
     /// is refused is skipped, so one broken schedule never blocks the rest.
-    async fn schedule_materialize(&self, params: ScheduleMaterialize) -> Result<Materialized>;
+    async fn cron_materialize(&self, params: CronMaterialize) -> Result<Materialized>;
 }

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use waft_core::{Backoff, ByteSize, LambdaConfig, Limits, TaskStatus};
 
-use crate::{Attempt, Lambda, Schedule, StoreError, Task, Token};
+use crate::{Attempt, Cron, Lambda, StoreError, Task, Token};
 
 /// Typed column access shared by the backends' row types.
 pub(crate) trait RowExt {
@@ -99,7 +99,7 @@ pub(crate) fn task(row: &impl RowExt) -> Result<Task, StoreError> {
         output: row.opt_bytes("output")?,
         parent_id: row.opt_text("parent_id")?,
         idempotency_key: free_text(row, "idempotency_key")?,
-        schedule_id: row.opt_text("schedule_id")?,
+        cron_id: row.opt_text("schedule_id")?,
         version: row
             .opt_int("version")?
             .map(|v| small(v, "version"))
@@ -172,15 +172,15 @@ pub(crate) fn lambda(row: &impl RowExt) -> Result<Lambda, StoreError> {
 }
 
 /// The columns [`schedule`] reads.
-pub(crate) const SCHEDULE_COLUMNS: &str =
+pub(crate) const CRON_COLUMNS: &str =
     "id, lambda, cron, timezone, payload, collection, priority, catch_up, next_at, created_at";
 
-pub(crate) fn schedule(row: &impl RowExt) -> Result<Schedule, StoreError> {
+pub(crate) fn cron(row: &impl RowExt) -> Result<Cron, StoreError> {
     let priority = match row.opt_int("priority")? {
         Some(p) => Some(small(p, "priority")?),
         None => None,
     };
-    Ok(Schedule {
+    Ok(Cron {
         id: row.text("id")?,
         lambda: row.text("lambda")?,
         cron: row.text("cron")?,

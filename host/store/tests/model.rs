@@ -32,8 +32,8 @@ use reference::{
 use sqlx::{Connection as _, Executor as _};
 use waft_core::{LambdaConfig, TaskStatus};
 use waft_store::{
-    DeadRedrive, DeadSelector, GateSet, GateState, Heartbeat, LambdaDeploy, Materialized, Millis,
-    NewTask, PostgresStore, ResultOutcome, Schedule, ScheduleMaterialize, SqliteStore, StoreError,
+    Cron, CronMaterialize, DeadRedrive, DeadSelector, GateSet, GateState, Heartbeat, LambdaDeploy,
+    Materialized, Millis, NewTask, PostgresStore, ResultOutcome, SqliteStore, StoreError,
     TaskClaimMany, TaskEnqueueReady, TaskHeartbeatMany, TaskInsertMany, TaskResult,
     TaskSetResultMany, TaskStore,
 };
@@ -338,8 +338,8 @@ impl Run<'_> {
             (Op::Materialize { lambda, .. }, Input::Cron(expected)) => {
                 let schedule = format!("cron-{}", LAMBDAS[*lambda]);
                 let answer = store
-                    .schedule_materialize(ScheduleMaterialize {
-                        schedule_id: schedule,
+                    .cron_materialize(CronMaterialize {
+                        cron_id: schedule,
                         expected: *expected,
                         occurrence: *expected,
                         next_at: expected + CRON_PERIOD,
@@ -589,7 +589,7 @@ async fn setup(store: &dyn TaskStore) -> Model {
             .unwrap();
         let id = format!("cron-{lambda}");
         store
-            .schedule_create(Schedule {
+            .cron_create(Cron {
                 id: id.clone(),
                 lambda: lambda.into(),
                 cron: "* * * * *".into(),

@@ -4,8 +4,8 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 use serde_json::json;
-use waft_services::{FrontendApi, ScheduleRequest};
-use waft_store::{Millis, Schedule};
+use waft_services::{CronRequest, FrontendApi};
+use waft_store::{Cron, Millis};
 
 use crate::commands::client::{ClientArgs, PayloadArgs, block_on, json_bytes, time};
 use crate::exit::Failure;
@@ -61,7 +61,7 @@ pub fn run(args: CronArgs) -> Result<ExitCode, Failure> {
             CronCommand::Add(add) => {
                 let payload = add.payload.read()?;
                 let schedule = frontend
-                    .schedule_create(ScheduleRequest {
+                    .cron_create(CronRequest {
                         lambda: add.lambda,
                         cron: add.schedule,
                         timezone: Some(add.timezone),
@@ -73,18 +73,15 @@ pub fn run(args: CronArgs) -> Result<ExitCode, Failure> {
                     .await
                     .map_err(|e| client.failure(e))?;
                 if client.json {
-                    println!("{}", schedule_json(&schedule));
+                    println!("{}", cron_json(&schedule));
                 } else {
                     println!("{}  first at {}", schedule.id, next(schedule.next_at));
                 }
             }
             CronCommand::List => {
-                let schedules = frontend
-                    .schedule_list()
-                    .await
-                    .map_err(|e| client.failure(e))?;
+                let schedules = frontend.cron_list().await.map_err(|e| client.failure(e))?;
                 if client.json {
-                    let all: Vec<_> = schedules.iter().map(schedule_json).collect();
+                    let all: Vec<_> = schedules.iter().map(cron_json).collect();
                     println!("{}", serde_json::Value::Array(all));
                 } else {
                     for s in schedules {
@@ -102,7 +99,7 @@ pub fn run(args: CronArgs) -> Result<ExitCode, Failure> {
             }
             CronCommand::Remove { id } => {
                 frontend
-                    .schedule_delete(&id)
+                    .cron_delete(&id)
                     .await
                     .map_err(|e| client.failure(e))?;
                 if client.json {
@@ -124,7 +121,7 @@ fn next(at: Millis) -> String {
     }
 }
 
-fn schedule_json(s: &Schedule) -> serde_json::Value {
+fn cron_json(s: &Cron) -> serde_json::Value {
     json!({
         "id": s.id,
         "lambda": s.lambda,

@@ -12,9 +12,8 @@ use std::time::Duration;
 
 use waft_core::{Backoff, LambdaConfig, TaskStatus};
 use waft_store::{
-    AttemptOutcome, Continuation, GateSet, GateState, Materialized, NewTask, Refusal,
-    ResultOutcome, Schedule, ScheduleMaterialize, StoreError, TaskInsertMany, TaskStore, Token,
-    TokenCreate, TokenRole,
+    AttemptOutcome, Continuation, Cron, CronMaterialize, GateSet, GateState, Materialized, NewTask,
+    Refusal, ResultOutcome, StoreError, TaskInsertMany, TaskStore, Token, TokenCreate, TokenRole,
 };
 
 use crate::suite::{
@@ -403,7 +402,7 @@ pub async fn any_string_round_trips(store: &dyn TaskStore) {
     assert!(store.lambda_get(AWKWARD).await.unwrap().is_none());
     assert!(store.token_find(AWKWARD).await.unwrap().is_none());
     assert!(!store.token_revoke(AWKWARD, T0).await.unwrap());
-    assert!(!store.schedule_delete(AWKWARD).await.unwrap());
+    assert!(!store.cron_delete(AWKWARD).await.unwrap());
     assert!(store.component_get(AWKWARD).await.unwrap().is_none());
     let listed = store
         .task_list(waft_store::TaskList {
@@ -682,7 +681,7 @@ pub async fn children_of_other_lambdas_need_a_grant(store: &dyn TaskStore) {
 pub async fn a_cron_whose_task_is_refused_moves_on(store: &dyn TaskStore) {
     deploy(store, "mail").await;
     store
-        .schedule_create(Schedule {
+        .cron_create(Cron {
             id: "s1".into(),
             lambda: "mail".into(),
             cron: "* * * * *".into(),
@@ -702,8 +701,8 @@ pub async fn a_cron_whose_task_is_refused_moves_on(store: &dyn TaskStore) {
     };
     deploy_with(store, "mail", small).await;
     let answer = store
-        .schedule_materialize(ScheduleMaterialize {
-            schedule_id: "s1".into(),
+        .cron_materialize(CronMaterialize {
+            cron_id: "s1".into(),
             expected: T0,
             occurrence: T0,
             next_at: T0 + 60_000,
@@ -715,9 +714,9 @@ pub async fn a_cron_whose_task_is_refused_moves_on(store: &dyn TaskStore) {
         matches!(answer, Materialized::Skipped(ref why) if why.contains("payload")),
         "{answer:?}"
     );
-    let schedules = store.schedule_due(T0, 10).await.unwrap();
+    let schedules = store.cron_due(T0, 10).await.unwrap();
     assert!(schedules.is_empty(), "the schedule moved on: {schedules:?}");
-    assert_eq!(store.schedule_list().await.unwrap()[0].next_at, T0 + 60_000);
+    assert_eq!(store.cron_list().await.unwrap()[0].next_at, T0 + 60_000);
 }
 
 /// The store still writes a continuation under its own reserved key

@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use waft_core::{Backoff, ByteSize, LambdaConfig, TaskStatus};
 use waft_store::{
-    AttemptOutcome, Continuation, DeadRedrive, DeadSelector, GateSet, GateState, GcReport,
-    Heartbeat, LambdaDeploy, LambdaGc, LambdaRollback, Millis, NewTask, Refusal, ResultOutcome,
-    Schedule, ScheduleMaterialize, StoreError, TaskClaimMany, TaskEnqueueReady, TaskHeartbeatMany,
+    AttemptOutcome, Continuation, Cron, CronMaterialize, DeadRedrive, DeadSelector, GateSet,
+    GateState, GcReport, Heartbeat, LambdaDeploy, LambdaGc, LambdaRollback, Millis, NewTask,
+    Refusal, ResultOutcome, StoreError, TaskClaimMany, TaskEnqueueReady, TaskHeartbeatMany,
     TaskInsertMany, TaskList, TaskResult, TaskSetResultMany, TaskStore, Token, TokenCreate,
     TokenRole,
 };
@@ -1292,7 +1292,7 @@ pub async fn lists_filter_and_page(store: &dyn TaskStore) {
 
 pub async fn each_occurrence_materialises_once(store: &dyn TaskStore) {
     deploy(store, "report").await;
-    let schedule = Schedule {
+    let schedule = Cron {
         id: "nightly".into(),
         lambda: "report".into(),
         cron: "0 3 * * *".into(),
@@ -1304,52 +1304,42 @@ pub async fn each_occurrence_materialises_once(store: &dyn TaskStore) {
         next_at: T0,
         created_at: T0,
     };
-    store.schedule_create(schedule.clone()).await.unwrap();
-    assert!(store.schedule_due(T0 - 1, 10).await.unwrap().is_empty());
+    store.cron_create(schedule.clone()).await.unwrap();
+    assert!(store.cron_due(T0 - 1, 10).await.unwrap().is_empty());
     assert_eq!(
-        store.schedule_due(T0, 10).await.unwrap(),
+        store.cron_due(T0, 10).await.unwrap(),
         std::slice::from_ref(&schedule)
     );
 
-    let occurrence = |now| ScheduleMaterialize {
-        schedule_id: "nightly".into(),
+    let occurrence = |now| CronMaterialize {
+        cron_id: "nightly".into(),
         expected: T0,
         occurrence: T0,
         next_at: T0 + 86_400_000,
         now,
     };
     let task = store
-        .schedule_materialize(occurrence(T0))
+        .cron_materialize(occurrence(T0))
         .await
         .unwrap()
         .created()
         .expect("first wins");
     assert_eq!(
-        store
-            .schedule_materialize(occurrence(T0 + 1))
-            .await
-            .unwrap(),
+        store.cron_materialize(occurrence(T0 + 1)).await.unwrap(),
         waft_store::Materialized::AlreadyDone,
         "second loses"
     );
     let task = store.task_get(&task).await.unwrap().unwrap();
     assert_eq!(
-        (
-            task.schedule_id.as_deref(),
-            task.priority,
-            task.scheduled_at
-        ),
+        (task.cron_id.as_deref(), task.priority, task.scheduled_at),
         (Some("nightly"), 1, T0)
     );
-    assert_eq!(
-        store.schedule_list().await.unwrap()[0].next_at,
-        T0 + 86_400_000
-    );
+    assert_eq!(store.cron_list().await.unwrap()[0].next_at, T0 + 86_400_000);
 
     // Eight consumers race for the next occurrence: one task, once.
     const DAY: i64 = 86_400_000;
     let racers = (0..8).map(|_| {
-        store.schedule_materialize(ScheduleMaterialize {
+        store.cron_materialize(CronMaterialize {
             expected: T0 + DAY,
             occurrence: T0 + DAY,
             next_at: T0 + 2 * DAY,
@@ -1365,7 +1355,7 @@ pub async fn each_occurrence_materialises_once(store: &dyn TaskStore) {
 
     // Skipping missed occurrences: the oldest is expected, the latest runs.
     let skipped = store
-        .schedule_materialize(ScheduleMaterialize {
+        .cron_materialize(CronMaterialize {
             expected: T0 + 2 * DAY,
             occurrence: T0 + 5 * DAY,
             next_at: T0 + 6 * DAY,
@@ -1377,31 +1367,28 @@ pub async fn each_occurrence_materialises_once(store: &dyn TaskStore) {
         .expect("the latest occurrence");
     let skipped = store.task_get(&skipped).await.unwrap().unwrap();
     assert_eq!(skipped.scheduled_at, T0 + 5 * DAY);
-    assert_eq!(
-        store.schedule_list().await.unwrap()[0].next_at,
-        T0 + 6 * DAY
-    );
+    assert_eq!(store.cron_list().await.unwrap()[0].next_at, T0 + 6 * DAY);
 
     let missing = store
-        .schedule_materialize(ScheduleMaterialize {
-            schedule_id: "nope".into(),
+        .cron_materialize(CronMaterialize {
+            cron_id: "nope".into(),
             ..occurrence(T0)
         })
         .await;
     assert!(
-        matches!(missing, Err(StoreError::ScheduleNotFound(_))),
+        matches!(missing, Err(StoreError::CronNotFound(_))),
         "{missing:?}"
     );
     let bad = store
-        .schedule_create(Schedule {
+        .cron_create(Cron {
             id: "x".into(),
             lambda: "nope".into(),
             ..schedule
         })
         .await;
     assert!(matches!(bad, Err(StoreError::UnknownLambda(_))), "{bad:?}");
-    assert!(store.schedule_delete("nightly").await.unwrap());
-    assert!(!store.schedule_delete("nightly").await.unwrap());
+    assert!(store.cron_delete("nightly").await.unwrap());
+    assert!(!store.cron_delete("nightly").await.unwrap());
 }
 
 /// Deploys `paced`, with a quota of 10 tasks a second.
