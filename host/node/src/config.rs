@@ -20,6 +20,8 @@ use waft_services::{
     ConsumerConfig, ControllerConfig, ExecutionJournal, ExecutorConfig, HeartbeatConfig,
 };
 
+use crate::backends::QueueKind;
+
 /// One role of the distributed mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
@@ -88,7 +90,9 @@ impl Default for Config {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct StoreSection {
-    /// `postgres://user@host/db` (required by frontend, consumer and hsc).
+    /// `postgres://user@host/db` (required by frontend, consumer and hsc),
+    /// or `sqlite:PATH` for `waft dev` (whose default is a SQLite file in
+    /// its data directory).
     pub url: Option<String>,
     /// Connections in the pool (default 16).
     pub max_connections: u32,
@@ -108,10 +112,13 @@ impl Default for StoreSection {
     }
 }
 
-/// The SQS queues.
+/// The queues.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct QueueSection {
+    /// `memory` or `sqs`; `waft dev` defaults to `memory`, `waft serve`
+    /// takes `sqs` only.
+    pub kind: Option<QueueKind>,
     /// An SQS-compatible endpoint; AWS itself when absent.
     pub endpoint_url: Option<String>,
     /// Default `us-east-1`.
@@ -128,6 +135,7 @@ impl Default for QueueSection {
     fn default() -> Self {
         let sqs = SqsConfig::default();
         Self {
+            kind: None,
             endpoint_url: sqs.endpoint_url,
             region: sqs.region,
             prefix: sqs.prefix,
@@ -328,10 +336,10 @@ impl ExecutorSection {
             return Ok(None);
         };
         let journal = ExecutionJournal::open(path).map_err(|e| {
-            ConfigError(format!(
-                "cannot open the execution journal {}: {e}",
-                path.display()
-            ))
+            ConfigError::new(
+                "executor.journal",
+                format!("cannot open {}: {e}", path.display()),
+            )
         })?;
         Ok(Some(Arc::new(journal)))
     }
@@ -378,10 +386,47 @@ fn duration<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::E
     waft_core::parse_duration(&text).map_err(serde::de::Error::custom)
 }
 
-/// A configuration that cannot run.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct ConfigError(pub String);
+/// A configuration that cannot run: the key at fault, when one is, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    /// `section.key` as in the file (`WAFT_SECTION_KEY` in the environment).
+    pub key: Option<String>,
+    pub reason: String,
+}
+
+impl ConfigError {
+    /// `key` is wrong for `reason`.
+    pub fn new(key: impl Into<String>, reason: impl Into<String>) -> Self {
+        Self {
+            key: Some(key.into()),
+            reason: reason.into(),
+        }
+    }
+
+    /// The whole configuration is wrong (its reason names the place).
+    fn whole(reason: impl Into<String>) -> Self {
+        Self {
+            key: None,
+            reason: reason.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.key {
+            Some(key) => write!(
+                f,
+                "{key} (WAFT_{}): {}",
+                key.replace('.', "_").to_ascii_uppercase(),
+                self.reason
+            ),
+            None => f.write_str(&self.reason),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
 
 /// Keys an environment variable may set: `WAFT_<SECTION>_<KEY>`.
 const ENV_KEYS: &[(&str, &[&str])] = &[
@@ -389,7 +434,13 @@ const ENV_KEYS: &[(&str, &[&str])] = &[
     ("store", &["url", "max_connections", "keep_versions"]),
     (
         "queue",
-        &["endpoint_url", "region", "prefix", "visibility_timeout"],
+        &[
+            "kind",
+            "endpoint_url",
+            "region",
+            "prefix",
+            "visibility_timeout",
+        ],
     ),
     ("peers", &["frontend", "controller", "hsc"]),
     ("heartbeat", &["interval", "rpc_timeout", "timeout"]),
@@ -424,7 +475,7 @@ impl Config {
         let mut table: toml::Table = match file {
             Some(text) => text
                 .parse()
-                .map_err(|e| ConfigError(format!("invalid configuration file: {e}")))?,
+                .map_err(|e| ConfigError::whole(format!("invalid configuration file: {e}")))?,
             None => toml::Table::new(),
         };
         for (name, value) in env {
@@ -450,7 +501,7 @@ impl Config {
                             .entry((*section).to_owned())
                             .or_insert_with(|| toml::Value::Table(toml::Table::new()));
                         let toml::Value::Table(section_table) = entry else {
-                            return Err(ConfigError(format!("{section} must be a table")));
+                            return Err(ConfigError::new(*section, "must be a table"));
                         };
                         section_table.insert((*key).to_owned(), value);
                     }
@@ -459,7 +510,7 @@ impl Config {
         }
         toml::Value::Table(table)
             .try_into()
-            .map_err(|e: toml::de::Error| ConfigError(format!("invalid configuration: {e}")))
+            .map_err(|e: toml::de::Error| ConfigError::whole(format!("invalid configuration: {e}")))
     }
 
     /// Checks what `role` needs (`None`: every role in one process, as
@@ -467,18 +518,28 @@ impl Config {
     pub fn validate(&self, role: Option<Role>) -> Result<(), ConfigError> {
         let need = |field: &Option<String>, name: &str, role: Role| {
             field.as_ref().map(|_| ()).ok_or_else(|| {
-                ConfigError(format!(
-                    "the {} role needs {name} (in the file, or WAFT_{})",
-                    role.as_str(),
-                    name.replace('.', "_").to_ascii_uppercase()
-                ))
+                ConfigError::new(name, format!("the {} role needs it", role.as_str()))
             })
         };
         let heartbeat = self.heartbeat.config();
-        let fail = |e: String| ConfigError(e);
         match role {
             Some(role @ (Role::Frontend | Role::Hsc | Role::Consumer)) => {
                 need(&self.store.url, "store.url", role)?;
+                if self
+                    .store
+                    .url
+                    .as_deref()
+                    .is_some_and(|url| url.starts_with("sqlite:"))
+                {
+                    return Err(ConfigError::new(
+                        "store.url",
+                        format!(
+                            "the {} role needs postgres://: a SQLite file belongs to one \
+                             process (waft dev)",
+                            role.as_str()
+                        ),
+                    ));
+                }
             }
             Some(Role::Controller) => {
                 need(&self.peers.frontend, "peers.frontend", Role::Controller)?;
@@ -491,49 +552,81 @@ impl Config {
             }
             None => {}
         }
+        if matches!(role, Some(Role::Consumer | Role::Controller))
+            && self.queue.kind == Some(QueueKind::Memory)
+        {
+            return Err(ConfigError::new(
+                "queue.kind",
+                "memory queues live in one process (waft dev); waft serve needs sqs",
+            ));
+        }
         if self.auth.enabled {
             match &self.auth.cluster_token {
                 Some(token) if token.len() >= MIN_CLUSTER_TOKEN => {}
                 Some(_) => {
-                    return Err(fail(format!(
-                        "auth.cluster_token must be at least {MIN_CLUSTER_TOKEN} characters"
-                    )));
+                    return Err(ConfigError::new(
+                        "auth.cluster_token",
+                        format!("must be at least {MIN_CLUSTER_TOKEN} characters"),
+                    ));
                 }
                 None => {
-                    return Err(fail(
-                        "auth is enabled but auth.cluster_token (WAFT_AUTH_CLUSTER_TOKEN) is missing"
-                            .into(),
+                    return Err(ConfigError::new(
+                        "auth.cluster_token",
+                        "auth is enabled, so the cluster token is required",
                     ));
                 }
             }
         } else if role.is_none() && !self.listen.ip().is_loopback() {
-            return Err(fail(format!(
-                "waft dev listens on {} without auth: enable auth (auth.enabled and \
-                 auth.cluster_token) or listen on a loopback address",
-                self.listen
-            )));
-        }
-        if self.tls.cert.is_some() != self.tls.key.is_some() {
-            return Err(fail(
-                "tls.cert and tls.key go together: set both (or neither)".into(),
+            return Err(ConfigError::new(
+                "listen",
+                format!(
+                    "waft dev listens on {} without auth: enable auth (auth.enabled and \
+                     auth.cluster_token) or listen on a loopback address",
+                    self.listen
+                ),
             ));
         }
-        heartbeat.validate().map_err(|e| fail(e.to_string()))?;
-        self.controller.config().validate().map_err(fail)?;
-        self.executor.config(heartbeat).validate().map_err(fail)?;
+        if self.tls.cert.is_some() != self.tls.key.is_some() {
+            return Err(ConfigError::new(
+                if self.tls.cert.is_some() {
+                    "tls.key"
+                } else {
+                    "tls.cert"
+                },
+                "tls.cert and tls.key go together: set both (or neither)",
+            ));
+        }
+        heartbeat
+            .validate()
+            .map_err(|e| ConfigError::new("heartbeat", e.to_string()))?;
+        self.controller
+            .config()
+            .validate()
+            .map_err(|e| ConfigError::new("controller", e))?;
+        self.executor
+            .config(heartbeat)
+            .validate()
+            .map_err(|e| ConfigError::new("executor", e))?;
         let consumer = self.consumer.config();
-        if consumer.batch == 0 || consumer.poll_interval.is_zero() {
-            return Err(fail(
-                "consumer batch and poll interval must be above zero".into(),
+        if consumer.batch == 0 {
+            return Err(ConfigError::new("consumer.batch", "must be above zero"));
+        }
+        if consumer.poll_interval.is_zero() {
+            return Err(ConfigError::new(
+                "consumer.poll_interval",
+                "must be above zero",
             ));
         }
         if consumer.enqueue_timeout <= self.queue.visibility_timeout {
-            return Err(fail(format!(
-                "consumer enqueue_timeout ({:?}) must exceed the queue's visibility_timeout \
-                 ({:?}): a message a controller received but did not claim must become visible \
-                 again before the store enqueues its task anew",
-                consumer.enqueue_timeout, self.queue.visibility_timeout
-            )));
+            return Err(ConfigError::new(
+                "consumer.enqueue_timeout",
+                format!(
+                    "{:?} must exceed the queue's visibility_timeout ({:?}): a message a \
+                     controller received but did not claim must become visible again before \
+                     the store enqueues its task anew",
+                    consumer.enqueue_timeout, self.queue.visibility_timeout
+                ),
+            ));
         }
         Ok(())
     }
@@ -664,14 +757,22 @@ mod tests {
         let load = |pairs: &[(&str, &str)]| Config::load(None, env(pairs)).unwrap();
         let missing = load(&[("WAFT_AUTH_ENABLED", "true")]);
         let error = missing.validate(None).unwrap_err();
-        assert!(error.0.contains("WAFT_AUTH_CLUSTER_TOKEN"), "{error}");
+        assert!(
+            error.to_string().contains("WAFT_AUTH_CLUSTER_TOKEN"),
+            "{error}"
+        );
         let short = load(&[
             ("WAFT_AUTH_ENABLED", "true"),
             ("WAFT_AUTH_CLUSTER_TOKEN", "short"),
         ]);
-        assert!(short.validate(None).unwrap_err().0.contains("32"));
+        assert!(short.validate(None).unwrap_err().to_string().contains("32"));
         let open = load(&[("WAFT_LISTEN", "0.0.0.0:7070")]);
-        assert!(open.validate(None).unwrap_err().0.contains("loopback"));
+        assert!(
+            open.validate(None)
+                .unwrap_err()
+                .to_string()
+                .contains("loopback")
+        );
         let token = "x".repeat(32);
         let guarded = load(&[
             ("WAFT_LISTEN", "0.0.0.0:7070"),
@@ -684,9 +785,9 @@ mod tests {
     #[test]
     fn typos_and_bad_values_are_refused_with_their_place() {
         let typo = Config::load(Some("[heartbeat]\nintervall = \"1s\"\n"), []).unwrap_err();
-        assert!(typo.0.contains("intervall"), "{typo}");
+        assert!(typo.to_string().contains("intervall"), "{typo}");
         let bad = Config::load(None, env(&[("WAFT_HEARTBEAT_TIMEOUT", "soon")])).unwrap_err();
-        assert!(bad.0.contains("soon"), "{bad}");
+        assert!(bad.to_string().contains("soon"), "{bad}");
     }
 
     #[test]
@@ -697,15 +798,39 @@ mod tests {
         )
         .unwrap();
         let error = config.validate(None).unwrap_err();
-        assert!(error.0.contains("3 × heartbeat interval"), "{error}");
+        assert!(
+            error.to_string().contains("3 × heartbeat interval"),
+            "{error}"
+        );
 
         let error = Config::default()
             .validate(Some(Role::Executor))
             .unwrap_err();
-        assert!(error.0.contains("WAFT_PEERS_FRONTEND"), "{error}");
+        assert!(error.to_string().contains("WAFT_PEERS_FRONTEND"), "{error}");
         let error = Config::default()
             .validate(Some(Role::Frontend))
             .unwrap_err();
-        assert!(error.0.contains("WAFT_STORE_URL"), "{error}");
+        assert!(error.to_string().contains("WAFT_STORE_URL"), "{error}");
+        assert_eq!(error.key.as_deref(), Some("store.url"));
+    }
+
+    /// What several processes cannot share is refused for `waft serve`,
+    /// naming its key; `waft dev` takes it.
+    #[test]
+    fn serve_refuses_backends_of_one_process() {
+        let load = |pairs: &[(&str, &str)]| Config::load(None, env(pairs)).unwrap();
+        let sqlite = load(&[("WAFT_STORE_URL", "sqlite:/tmp/waft.db")]);
+        let error = sqlite.validate(Some(Role::Hsc)).unwrap_err();
+        assert_eq!(error.key.as_deref(), Some("store.url"), "{error}");
+        sqlite.validate(None).unwrap();
+        let memory = load(&[
+            ("WAFT_QUEUE_KIND", "memory"),
+            ("WAFT_STORE_URL", "postgres://db"),
+        ]);
+        let error = memory.validate(Some(Role::Consumer)).unwrap_err();
+        assert_eq!(error.key.as_deref(), Some("queue.kind"), "{error}");
+        memory.validate(None).unwrap();
+        let typo = Config::load(None, env(&[("WAFT_QUEUE_KIND", "kafka")])).unwrap_err();
+        assert!(typo.to_string().contains("kafka"), "{typo}");
     }
 }

@@ -2,11 +2,14 @@
 //! queues and peers, and put on the network.
 //!
 //! [`start_dev`] runs every role in one process on the embedded stack — a
-//! SQLite file and in-process queues — and the roles call each other
-//! directly. [`start_role`] runs one role on Postgres and SQS, reaching the
-//! other roles through gRPC clients that implement the same traits. Both
-//! validate the whole configuration before binding a port.
+//! SQLite file and in-process queues, unless the configuration names others
+//! — and the roles call each other directly. [`start_role`] runs one role
+//! on Postgres and SQS, reaching the other roles through gRPC clients that
+//! implement the same traits. Both open their store and queues in one place
+//! ([`backends`]) and validate the whole configuration before binding a
+//! port.
 
+pub mod backends;
 pub mod config;
 
 use std::net::SocketAddr;
@@ -19,7 +22,6 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::Identity;
 use waft_api::{ChannelOptions, ControllerClient, FrontendClient, HscClient, Roles, WaftChannel};
-use waft_queue::{MemoryQueue, SqsQueue, TaskQueue};
 use waft_runtime::{Allocator, Runtime, RuntimeConfig};
 use waft_services::auth::Authenticator;
 use waft_services::{
@@ -27,6 +29,8 @@ use waft_services::{
     StoreClock, StoreConsumer, Wake,
 };
 use waft_store::{PostgresStore, SqliteStore, TaskStore};
+
+use crate::backends::{QueueKind, StoreBackend, open_queues};
 
 pub use config::{Config, ConfigError, Role};
 
@@ -110,9 +114,12 @@ pub async fn start_dev(options: DevOptions) -> Result<Node, NodeError> {
         path: options.data_dir.clone(),
         source,
     })?;
-    let store: Arc<dyn TaskStore> =
-        Arc::new(SqliteStore::open(&options.data_dir.join("waft.db")).await?);
-    let queue: Arc<dyn TaskQueue> = Arc::new(MemoryQueue::new(config.queue.visibility_timeout));
+    let store = match &config.store.url {
+        Some(url) => StoreBackend::open(url, config.store.max_connections).await?,
+        None => StoreBackend::Sqlite(SqliteStore::open(&options.data_dir.join("waft.db")).await?),
+    }
+    .shared();
+    let queue = open_queues(&config.queue, QueueKind::Memory).await;
     let stop = CancellationToken::new();
     let clock: Arc<dyn Clock> = StoreClock::start(store.clone(), stop.clone()).await?;
     let runtime = Arc::new(Runtime::new(RuntimeConfig {
@@ -201,7 +208,7 @@ pub async fn start_role(role: Role, config: Config) -> Result<Node, NodeError> {
     let mut roles = Roles::default();
     match role {
         Role::Frontend => {
-            let store = postgres(&config).await?;
+            let store = postgres(&config, role).await?;
             // Only checks components at deploy: no pool of instances.
             let runtime = Arc::new(Runtime::new(RuntimeConfig {
                 allocator: Allocator::OnDemand,
@@ -217,14 +224,14 @@ pub async fn start_role(role: Role, config: Config) -> Result<Node, NodeError> {
             ));
         }
         Role::Hsc => {
-            let store: Arc<dyn TaskStore> = Arc::new(postgres(&config).await?);
+            let store: Arc<dyn TaskStore> = Arc::new(postgres(&config, role).await?);
             let clock = StoreClock::start(store.clone(), node.stop.clone()).await?;
             roles.auth = authenticator(&config, Some(store.clone()));
             roles.hsc = Some(Arc::new(Hsc::new(store, clock, heartbeat)));
         }
         Role::Consumer => {
-            let store = postgres(&config).await?;
-            let queue = Arc::new(SqsQueue::new(config.queue.sqs()).await);
+            let store = postgres(&config, role).await?;
+            let queue = open_queues(&config.queue, QueueKind::Sqs).await;
             let clock = StoreClock::start(Arc::new(store.clone()), node.stop.clone()).await?;
             let consumer = StoreConsumer::new(
                 Arc::new(store.clone()),
@@ -245,7 +252,7 @@ pub async fn start_role(role: Role, config: Config) -> Result<Node, NodeError> {
             });
         }
         Role::Controller => {
-            let queue = Arc::new(SqsQueue::new(config.queue.sqs()).await);
+            let queue = open_queues(&config.queue, QueueKind::Sqs).await;
             let controller = Controller::new(
                 queue,
                 Arc::new(HscClient::new(peer(&config, &config.peers.hsc)?)),
@@ -297,13 +304,16 @@ fn instances_for(config: &Config) -> u32 {
         .saturating_add(16)
 }
 
-async fn postgres(config: &Config) -> Result<PostgresStore, NodeError> {
+/// The Postgres store a role of `waft serve` shares with the others.
+async fn postgres(config: &Config, role: Role) -> Result<PostgresStore, NodeError> {
     let url = config
         .store
         .url
         .as_deref()
-        .ok_or_else(|| ConfigError("store.url is required".into()))?;
-    Ok(PostgresStore::connect(url, config.store.max_connections).await?)
+        .ok_or_else(|| ConfigError::new("store.url", "required"))?;
+    StoreBackend::open(url, config.store.max_connections)
+        .await?
+        .into_shared_between_processes(role)
 }
 
 /// A channel to a peer role: the cluster token when auth is on, TLS when
@@ -311,7 +321,7 @@ async fn postgres(config: &Config) -> Result<PostgresStore, NodeError> {
 fn peer(config: &Config, address: &Option<String>) -> Result<WaftChannel, NodeError> {
     let address = address
         .as_deref()
-        .ok_or_else(|| ConfigError("a peer address is missing".into()))?;
+        .ok_or_else(|| ConfigError::new("peers", "a peer address is missing"))?;
     let token = config
         .auth
         .enabled

@@ -1,0 +1,110 @@
+//! Where the store and the queues come from: the one place that turns their
+//! configuration into backends.
+//!
+//! The store by its URL's scheme: `sqlite:PATH` (a file one process owns)
+//! or `postgres://…`. The queues by kind: `memory` (in the process) or
+//! `sqs`. `waft dev` defaults to a SQLite file in its data directory and
+//! in-process queues, and takes either of the others; `waft serve` needs
+//! what several processes can share, Postgres and SQS. A new backend is a
+//! new arm here and a crate implementing `TaskStore` or `TaskQueue`.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use serde::Deserialize;
+use waft_queue::{MemoryQueue, SqsQueue, TaskQueue};
+use waft_store::{PostgresStore, SqliteStore, TaskStore};
+
+use crate::config::{ConfigError, QueueSection};
+use crate::{NodeError, Role};
+
+/// An open task store.
+pub enum StoreBackend {
+    Sqlite(SqliteStore),
+    Postgres(PostgresStore),
+}
+
+impl StoreBackend {
+    /// Opens the store `url` names (`sqlite:PATH`, `postgres://…`).
+    pub async fn open(url: &str, max_connections: u32) -> Result<Self, NodeError> {
+        if let Some(path) = url.strip_prefix("sqlite:") {
+            let path = path.strip_prefix("//").unwrap_or(path);
+            return Ok(Self::Sqlite(SqliteStore::open(Path::new(path)).await?));
+        }
+        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            return Ok(Self::Postgres(
+                PostgresStore::connect(url, max_connections).await?,
+            ));
+        }
+        Err(ConfigError::new(
+            "store.url",
+            "use postgres://user@host/db, or sqlite:PATH for one process",
+        )
+        .into())
+    }
+
+    /// The store as every role takes it.
+    pub fn shared(&self) -> Arc<dyn TaskStore> {
+        match self {
+            Self::Sqlite(store) => Arc::new(store.clone()),
+            Self::Postgres(store) => Arc::new(store.clone()),
+        }
+    }
+
+    /// The Postgres store a role of `waft serve` needs: its state and its
+    /// notifications are shared between processes; a SQLite file is not.
+    pub fn into_shared_between_processes(self, role: Role) -> Result<PostgresStore, NodeError> {
+        match self {
+            Self::Postgres(store) => Ok(store),
+            Self::Sqlite(_) => Err(ConfigError::new(
+                "store.url",
+                format!(
+                    "the {} role needs postgres://: a SQLite file belongs to one process \
+                     (waft dev)",
+                    role.as_str()
+                ),
+            )
+            .into()),
+        }
+    }
+}
+
+/// Where the queues live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum QueueKind {
+    /// In the process: `waft dev`'s default.
+    Memory,
+    /// An SQS-compatible service: `waft serve`'s, and the only one it takes.
+    Sqs,
+}
+
+/// Opens the queues `section` names, `default` when it names none.
+pub async fn open_queues(section: &QueueSection, default: QueueKind) -> Arc<dyn TaskQueue> {
+    match section.kind.unwrap_or(default) {
+        QueueKind::Memory => Arc::new(MemoryQueue::new(section.visibility_timeout)),
+        QueueKind::Sqs => Arc::new(SqsQueue::new(section.sqs()).await),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_store_is_chosen_by_its_urls_scheme() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite:{}", dir.path().join("waft.db").display());
+        let store = StoreBackend::open(&url, 4).await.unwrap();
+        assert!(matches!(store, StoreBackend::Sqlite(_)));
+        store.shared().lambda_list().await.unwrap();
+        let Err(NodeError::Config(error)) = store.into_shared_between_processes(Role::Hsc) else {
+            panic!("a SQLite store is not shared between processes");
+        };
+        assert_eq!(error.key.as_deref(), Some("store.url"));
+        let Err(NodeError::Config(error)) = StoreBackend::open("mysql://db/waft", 4).await else {
+            panic!("an unknown scheme is refused");
+        };
+        assert!(error.to_string().contains("postgres://"), "{error}");
+    }
+}
