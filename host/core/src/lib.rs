@@ -23,4 +23,4 @@ pub use error::{ServiceError, ServiceResult};
 pub use lambda::{ConfigError, LambdaConfig};
 pub use limits::{Limits, LimitsError};
 pub use task::{NameError, TaskStatus};
-pub use units::{ByteSize, ParseError, parse_duration};
+pub use units::{ByteSize, ParseError, deserialize_duration, parse_duration};

@@ -126,6 +126,15 @@ impl fmt::Display for ByteSize {
     }
 }
 
+/// Reads a duration the way people write one in a configuration file
+/// (`"30s"`, see [`parse_duration`]): for `#[serde(deserialize_with)]`.
+pub fn deserialize_duration<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Duration, D::Error> {
+    let text = <String as serde::Deserialize>::deserialize(deserializer)?;
+    parse_duration(&text).map_err(serde::de::Error::custom)
+}
+
 /// Parses a duration: `30s`, `250ms`, `2m`, `1h 30m`, `1.5s`.
 ///
 /// ```

@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::{Deserialize, Deserializer};
+use serde::Deserialize;
 use waft_queue::SqsConfig;
 use waft_services::{
     ConsumerConfig, ControllerConfig, ExecutionJournal, ExecutorConfig, HeartbeatConfig,
@@ -58,9 +58,10 @@ pub struct Config {
     pub store: StoreSection,
     pub queue: QueueSection,
     pub peers: PeersSection,
-    pub heartbeat: HeartbeatSection,
-    pub consumer: ConsumerSection,
-    pub controller: ControllerSection,
+    /// Heartbeat timing: the HSC's and the executors' must agree.
+    pub heartbeat: HeartbeatConfig,
+    pub consumer: ConsumerConfig,
+    pub controller: ControllerConfig,
     pub executor: ExecutorSection,
     pub runtime: RuntimeSection,
     pub auth: AuthSection,
@@ -75,9 +76,9 @@ impl Default for Config {
             store: StoreSection::default(),
             queue: QueueSection::default(),
             peers: PeersSection::default(),
-            heartbeat: HeartbeatSection::default(),
-            consumer: ConsumerSection::default(),
-            controller: ControllerSection::default(),
+            heartbeat: HeartbeatConfig::default(),
+            consumer: ConsumerConfig::default(),
+            controller: ControllerConfig::default(),
             executor: ExecutorSection::default(),
             runtime: RuntimeSection::default(),
             auth: AuthSection::default(),
@@ -127,7 +128,7 @@ pub struct QueueSection {
     pub prefix: String,
     /// A received message comes back after it unless acknowledged
     /// (default 30s).
-    #[serde(deserialize_with = "duration")]
+    #[serde(deserialize_with = "waft_core::deserialize_duration")]
     pub visibility_timeout: Duration,
 }
 
@@ -167,118 +168,6 @@ pub struct PeersSection {
     pub hsc: Option<String>,
 }
 
-/// Heartbeat timing: the HSC's and the executors' must agree.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct HeartbeatSection {
-    /// Between heartbeats of a running task (default 2s).
-    #[serde(deserialize_with = "duration")]
-    pub interval: Duration,
-    /// A heartbeat slower than this failed (default 1s).
-    #[serde(deserialize_with = "duration")]
-    pub rpc_timeout: Duration,
-    /// A task silent this long is re-enqueued (default 10s).
-    #[serde(deserialize_with = "duration")]
-    pub timeout: Duration,
-}
-
-impl Default for HeartbeatSection {
-    fn default() -> Self {
-        let defaults = HeartbeatConfig::default();
-        Self {
-            interval: defaults.interval,
-            rpc_timeout: defaults.rpc_timeout,
-            timeout: defaults.heartbeat_timeout,
-        }
-    }
-}
-
-impl HeartbeatSection {
-    pub fn config(&self) -> HeartbeatConfig {
-        HeartbeatConfig {
-            interval: self.interval,
-            rpc_timeout: self.rpc_timeout,
-            heartbeat_timeout: self.timeout,
-        }
-    }
-}
-
-/// The Store Consumer.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct ConsumerSection {
-    /// Longest wait of a delayed task past its time (default 1s).
-    #[serde(deserialize_with = "duration")]
-    pub poll_interval: Duration,
-    /// Tasks per poll (default 1000).
-    pub batch: u32,
-    /// An enqueued task not claimed within it is enqueued again
-    /// (default 60s).
-    #[serde(deserialize_with = "duration")]
-    pub enqueue_timeout: Duration,
-}
-
-impl Default for ConsumerSection {
-    fn default() -> Self {
-        let defaults = ConsumerConfig::default();
-        Self {
-            poll_interval: defaults.poll_interval,
-            batch: defaults.batch,
-            enqueue_timeout: defaults.enqueue_timeout,
-        }
-    }
-}
-
-impl ConsumerSection {
-    pub fn config(&self) -> ConsumerConfig {
-        ConsumerConfig {
-            poll_interval: self.poll_interval,
-            batch: self.batch,
-            enqueue_timeout: self.enqueue_timeout,
-        }
-    }
-}
-
-/// The Controller.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct ControllerSection {
-    /// Lambdas served; all when empty.
-    pub lambdas: Vec<String>,
-    /// Messages buffered per `<lambda, priority>` (default 256).
-    pub buffer: usize,
-    /// One long poll of a queue (default 1s).
-    #[serde(deserialize_with = "duration")]
-    pub receive_wait: Duration,
-    /// How often to look for new lambdas (default 1s).
-    #[serde(deserialize_with = "duration")]
-    pub refresh: Duration,
-}
-
-impl Default for ControllerSection {
-    fn default() -> Self {
-        let defaults = ControllerConfig::default();
-        Self {
-            lambdas: defaults.lambdas,
-            buffer: defaults.buffer,
-            receive_wait: defaults.receive_wait,
-            refresh: defaults.refresh,
-        }
-    }
-}
-
-impl ControllerSection {
-    pub fn config(&self) -> ControllerConfig {
-        ControllerConfig {
-            lambdas: self.lambdas.clone(),
-            buffer: self.buffer,
-            receive_batch: ControllerConfig::default().receive_batch,
-            receive_wait: self.receive_wait,
-            refresh: self.refresh,
-        }
-    }
-}
-
 /// The Executor.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -288,13 +177,13 @@ pub struct ExecutorSection {
     /// Tasks at once, all lambdas together (default 256).
     pub max_tasks: usize,
     /// One `NextWork` long poll (default 1s).
-    #[serde(deserialize_with = "duration")]
+    #[serde(deserialize_with = "waft_core::deserialize_duration")]
     pub next_work_wait: Duration,
     /// How often lambda settings are re-read (default 1s).
-    #[serde(deserialize_with = "duration")]
+    #[serde(deserialize_with = "waft_core::deserialize_duration")]
     pub refresh: Duration,
     /// Time running tasks get to finish at shutdown (default 10s).
-    #[serde(deserialize_with = "duration")]
+    #[serde(deserialize_with = "waft_core::deserialize_duration")]
     pub shutdown_grace: Duration,
     /// A file recording when each execution started and ended (none by
     /// default).
@@ -380,11 +269,6 @@ pub struct TlsSection {
 
 /// The shortest cluster token accepted.
 const MIN_CLUSTER_TOKEN: usize = 32;
-
-fn duration<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
-    let text = String::deserialize(deserializer)?;
-    waft_core::parse_duration(&text).map_err(serde::de::Error::custom)
-}
 
 /// A configuration that cannot run: the key at fault, when one is, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -521,7 +405,7 @@ impl Config {
                 ConfigError::new(name, format!("the {} role needs it", role.as_str()))
             })
         };
-        let heartbeat = self.heartbeat.config();
+        let heartbeat = self.heartbeat;
         match role {
             Some(role @ (Role::Frontend | Role::Hsc | Role::Consumer)) => {
                 need(&self.store.url, "store.url", role)?;
@@ -600,14 +484,13 @@ impl Config {
             .validate()
             .map_err(|e| ConfigError::new("heartbeat", e.to_string()))?;
         self.controller
-            .config()
             .validate()
             .map_err(|e| ConfigError::new("controller", e))?;
         self.executor
             .config(heartbeat)
             .validate()
             .map_err(|e| ConfigError::new("executor", e))?;
-        let consumer = self.consumer.config();
+        let consumer = &self.consumer;
         if consumer.batch == 0 {
             return Err(ConfigError::new("consumer.batch", "must be above zero"));
         }

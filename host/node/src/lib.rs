@@ -137,9 +137,9 @@ pub async fn start_dev(options: DevOptions) -> Result<Node, NodeError> {
         store.clone(),
         queue.clone(),
         clock.clone(),
-        config.consumer.config(),
+        config.consumer.clone(),
     );
-    let heartbeat = config.heartbeat.config();
+    let heartbeat = config.heartbeat;
     let frontend = Arc::new(
         Frontend::new(
             store.clone(),
@@ -155,7 +155,7 @@ pub async fn start_dev(options: DevOptions) -> Result<Node, NodeError> {
         queue,
         hsc.clone(),
         frontend.clone(),
-        config.controller.config(),
+        config.controller.clone(),
     );
     let executor = Executor::new(
         runtime,
@@ -198,7 +198,7 @@ pub async fn start_dev(options: DevOptions) -> Result<Node, NodeError> {
 /// Starts one role on Postgres and SQS.
 pub async fn start_role(role: Role, config: Config) -> Result<Node, NodeError> {
     config.validate(Some(role))?;
-    let heartbeat = config.heartbeat.config();
+    let heartbeat = config.heartbeat;
     let mut node = Node {
         addr: config.listen,
         metrics_addr: None,
@@ -237,7 +237,7 @@ pub async fn start_role(role: Role, config: Config) -> Result<Node, NodeError> {
                 Arc::new(store.clone()),
                 queue,
                 clock,
-                config.consumer.config(),
+                config.consumer.clone(),
             );
             let wake = consumer.waker();
             let stop = node.stop.clone();
@@ -257,7 +257,7 @@ pub async fn start_role(role: Role, config: Config) -> Result<Node, NodeError> {
                 queue,
                 Arc::new(HscClient::new(peer(&config, &config.peers.hsc)?)),
                 Arc::new(FrontendClient::new(peer(&config, &config.peers.frontend)?)),
-                config.controller.config(),
+                config.controller.clone(),
             );
             let stop = node.stop.clone();
             let polling = controller.clone();

@@ -32,16 +32,20 @@ use crate::{Clock, Periodic, lock};
 /// How often the backlog's metrics are recorded.
 const BACKLOG_INTERVAL: Duration = Duration::from_secs(5);
 
-/// Settings of a Store Consumer.
-#[derive(Debug, Clone)]
+/// Settings of a Store Consumer; the `[consumer]` section of a
+/// configuration file.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
 pub struct ConsumerConfig {
     /// The longest a due task waits for a turn when nobody wakes the
     /// consumer: the delivery-latency lever of delayed tasks (default 1 s).
+    #[serde(deserialize_with = "waft_core::deserialize_duration")]
     pub poll_interval: Duration,
     /// Tasks taken per turn (default 1000).
     pub batch: u32,
     /// How long an enqueued task may wait to be claimed before it is
     /// enqueued again (default 60 s).
+    #[serde(deserialize_with = "waft_core::deserialize_duration")]
     pub enqueue_timeout: Duration,
 }
 

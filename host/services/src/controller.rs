@@ -31,19 +31,25 @@ pub const MAX_NEXT_WORK_WAIT: Duration = Duration::from_secs(30);
 /// The most tasks one `NextWork` answer carries.
 pub const MAX_NEXT_WORK_TASKS: usize = 1000;
 
-/// Settings of a Controller.
-#[derive(Debug, Clone)]
+/// Settings of a Controller; the `[controller]` section of a
+/// configuration file.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
 pub struct ControllerConfig {
     /// The lambdas whose queues it polls; every lambda when empty.
     pub lambdas: Vec<String>,
     /// Messages buffered per `<lambda, priority>` (default 256).
     pub buffer: usize,
-    /// Messages asked for per receive (default 10, the most SQS allows).
+    /// Messages asked for per receive (default 10, the most SQS allows;
+    /// not in the file).
+    #[serde(skip)]
     pub receive_batch: usize,
     /// How long one receive waits for messages (default 1 s; at most 20 s
     /// on SQS).
+    #[serde(deserialize_with = "waft_core::deserialize_duration")]
     pub receive_wait: Duration,
     /// How often it looks for newly deployed lambdas (default 1 s).
+    #[serde(deserialize_with = "waft_core::deserialize_duration")]
     pub refresh: Duration,
 }
 

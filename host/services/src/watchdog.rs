@@ -29,16 +29,24 @@ use waft_runtime::KillSwitch;
 /// Consecutive failed heartbeats after which an execution stops itself.
 pub const FAILED_HEARTBEATS_TO_STOP: u32 = 3;
 
-/// Heartbeat timing, shared by executors and the HSC.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Heartbeat timing, shared by executors and the HSC; the `[heartbeat]`
+/// section of a configuration file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
 pub struct HeartbeatConfig {
     /// Between two heartbeats of one execution (default 2 s).
+    #[serde(deserialize_with = "waft_core::deserialize_duration")]
     pub interval: Duration,
     /// The longest a heartbeat may take before it counts as failed
     /// (default 1 s).
+    #[serde(deserialize_with = "waft_core::deserialize_duration")]
     pub rpc_timeout: Duration,
     /// How long the store waits after a task's last heartbeat before it
-    /// re-enqueues the task (default 10 s).
+    /// re-enqueues the task (default 10 s); `timeout` in the file.
+    #[serde(
+        rename = "timeout",
+        deserialize_with = "waft_core::deserialize_duration"
+    )]
     pub heartbeat_timeout: Duration,
 }
 
