@@ -41,11 +41,12 @@ macro_rules! sql_task_store {
         use std::collections::HashMap;
 
         use async_trait::async_trait;
-        use waft_core::task::{DEFAULT_COLLECTION, check_collection_name, check_lambda_name};
+        use waft_core::task::{check_collection_name, check_lambda_name};
         use waft_core::{LambdaConfig, TaskStatus};
 
         use $crate::rows::{self, LAMBDA_COLUMNS, RowExt, CRON_COLUMNS, TASK_COLUMNS};
-        use $crate::support::{GateEffect, RetryPlan, check_client_key, check_run_at, millis, new_id, sql, text_in};
+        use $crate::rules::{Admitted, GateEffect, Origin, RetryPlan, admit};
+        use $crate::support::{millis, new_id, sql, text_in};
         use $crate::{
             Attempt, Backlog, ClaimedTask, DeadRedrive, DeadSelector, EnqueueReport, EnqueuedTask, Gate, GateSet,
             GateState, GcReport, Lambda, LambdaDeploy, LambdaGc, LambdaRollback, Materialized, Millis, NewTask, Refusal, Result, ResultOutcome, Cron,
@@ -101,15 +102,6 @@ macro_rules! sql_task_store {
             }
         }
 
-        /// Who asks for an insert: a client, whose idempotency keys may not
-        /// use the prefixes the store writes itself, or the store (a
-        /// continuation, a periodic occurrence).
-        #[derive(Clone, Copy, PartialEq, Eq)]
-        enum Origin {
-            Client,
-            Store,
-        }
-
         /// Checks tasks against their lambdas and inserts them in one
         /// statement; `cron_id` links tasks made by a periodic schedule.
         async fn insert_tasks(
@@ -134,39 +126,11 @@ macro_rules! sql_task_store {
                     }
                 };
                 let config = &lambda.config;
-                let collection = task
-                    .collection
-                    .unwrap_or_else(|| DEFAULT_COLLECTION.to_owned());
-                check_collection_name(&collection)?;
-                let priority = task.priority.unwrap_or(config.default_priority);
-                if priority >= config.priorities {
-                    return Err(StoreError::InvalidPriority {
-                        lambda: lambda.name,
-                        priority,
-                        max: config.priorities - 1,
-                    });
-                }
-                if task.payload.len() as u64 > config.max_payload.bytes() {
-                    return Err(StoreError::PayloadTooLarge {
-                        lambda: lambda.name,
-                        size: task.payload.len(),
-                        max: config.max_payload.bytes(),
-                    });
-                }
-                let run_at = task.run_at.unwrap_or(now);
-                check_run_at(run_at, now)?;
+                let Admitted { collection, priority, run_at } = admit(&task, &lambda, origin, now)?;
                 if let Some(version) = task.version {
                     require_version(conn, &task.lambda, version).await?;
                 }
                 if let Some(key) = &task.idempotency_key {
-                    if key.is_empty() || key.len() > 255 {
-                        return Err(StoreError::Invalid(
-                            "an idempotency key must be 1 to 255 bytes".into(),
-                        ));
-                    }
-                    if origin == Origin::Client {
-                        check_client_key(key, task.parent_id.as_deref(), task.parent_lease)?;
-                    }
                     let slot = (task.lambda.clone(), key.clone());
                     if let Some(id) = keys.get(&slot) {
                         answers.push(TaskInserted { id: id.clone(), created: false });
@@ -892,7 +856,14 @@ macro_rules! sql_task_store {
                         answers[index] = Some(Err(Refusal::WrongState(status)));
                         continue;
                     }
-                    let plan = RetryPlan::new(&row, retry_after, now)?;
+                    let plan = RetryPlan::decide(
+                        row.int("attempt")?,
+                        row.int("max_attempts")?,
+                        &rows::backoff(&row)?,
+                        retry_after,
+                        now,
+                        fastrand::f64(),
+                    );
                     updates.push(serde_json::json!({
                         "id": id,
                         "lease": lease,

@@ -18,6 +18,7 @@ mod backend;
 mod error;
 mod postgres;
 mod rows;
+mod rules;
 mod sqlite;
 mod support;
 

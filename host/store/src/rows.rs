@@ -121,6 +121,19 @@ pub(crate) fn status(row: &impl RowExt) -> Result<TaskStatus, StoreError> {
         .map_err(|_| StoreError::Corrupt(format!("status {status:?}")))
 }
 
+/// A lambda's backoff, from the columns `backoff_base_ms`,
+/// `backoff_factor` and `backoff_max_ms`.
+pub(crate) fn backoff(row: &impl RowExt) -> Result<Backoff, StoreError> {
+    let ms = |column: &str| -> Result<Duration, StoreError> {
+        Ok(Duration::from_millis(small(row.int(column)?, column)?))
+    };
+    Ok(Backoff {
+        base: ms("backoff_base_ms")?,
+        factor: row.real("backoff_factor")?,
+        max: ms("backoff_max_ms")?,
+    })
+}
+
 /// The columns [`lambda`] reads: a `lambdas l JOIN lambda_versions v`.
 pub(crate) const LAMBDA_COLUMNS: &str = "l.name, v.version, v.digest, v.max_memory, v.timeout_ms, \
     v.fuel, v.max_output, v.max_log, v.max_attempts, v.backoff_base_ms, v.backoff_factor, \
@@ -151,11 +164,7 @@ pub(crate) fn lambda(row: &impl RowExt) -> Result<Lambda, StoreError> {
                 max_log: bytes("max_log")?,
             },
             max_attempts: small(row.int("max_attempts")?, "max_attempts")?,
-            backoff: Backoff {
-                base: ms("backoff_base_ms")?,
-                factor: row.real("backoff_factor")?,
-                max: ms("backoff_max_ms")?,
-            },
+            backoff: backoff(row)?,
             priorities: small(row.int("priorities")?, "priorities")?,
             default_priority: small(row.int("default_priority")?, "default_priority")?,
             max_payload: bytes("max_payload")?,

@@ -1,0 +1,336 @@
+//! The store's decisions that need no database, in plain Rust: whether a
+//! new task is admitted (and how it is stored), what a retriable failure
+//! does to its task, what a gate does to a task, which idempotency keys are
+//! Waft's own. The backends' SQL gathers the facts and applies the verdict;
+//! the rules themselves are unit-tested here.
+
+use std::time::Duration;
+
+use waft_core::task::{DEFAULT_COLLECTION, check_collection_name, check_lambda_name};
+use waft_core::{Backoff, TaskStatus};
+
+use crate::support::millis;
+use crate::{Lambda, Millis, NewTask, Result, StoreError};
+
+/// Who asks for an insert: a client, whose idempotency keys may not use the
+/// prefixes the store writes itself, or the store (a continuation, a
+/// periodic occurrence).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Origin {
+    Client,
+    Store,
+}
+
+/// How an admitted task is stored: its defaults filled in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Admitted {
+    pub(crate) collection: String,
+    pub(crate) priority: u8,
+    pub(crate) run_at: Millis,
+}
+
+/// Checks a new task against its lambda (at its current version): names,
+/// priority, payload size, time, idempotency key. What needs the database
+/// (a pinned version, a parent's lease, a continuation's lambda) is checked
+/// by the insert itself.
+pub(crate) fn admit(
+    task: &NewTask,
+    lambda: &Lambda,
+    origin: Origin,
+    now: Millis,
+) -> Result<Admitted> {
+    check_lambda_name(&task.lambda)?;
+    let config = &lambda.config;
+    let collection = task
+        .collection
+        .clone()
+        .unwrap_or_else(|| DEFAULT_COLLECTION.to_owned());
+    check_collection_name(&collection)?;
+    let priority = task.priority.unwrap_or(config.default_priority);
+    if priority >= config.priorities {
+        return Err(StoreError::InvalidPriority {
+            lambda: lambda.name.clone(),
+            priority,
+            max: config.priorities - 1,
+        });
+    }
+    if task.payload.len() as u64 > config.max_payload.bytes() {
+        return Err(StoreError::PayloadTooLarge {
+            lambda: lambda.name.clone(),
+            size: task.payload.len(),
+            max: config.max_payload.bytes(),
+        });
+    }
+    let run_at = task.run_at.unwrap_or(now);
+    check_run_at(run_at, now)?;
+    if let Some(key) = &task.idempotency_key {
+        if key.is_empty() || key.len() > 255 {
+            return Err(StoreError::Invalid(
+                "an idempotency key must be 1 to 255 bytes".into(),
+            ));
+        }
+        if origin == Origin::Client {
+            check_client_key(key, task.parent_id.as_deref(), task.parent_lease)?;
+        }
+    }
+    Ok(Admitted {
+        collection,
+        priority,
+        run_at,
+    })
+}
+
+/// Earliest and latest times a task may be scheduled at, around `now`:
+/// a year back (clock skew, replays) and ten years ahead.
+fn check_run_at(run_at: Millis, now: Millis) -> Result<()> {
+    const YEAR_MS: i64 = 365 * 24 * 3600 * 1000;
+    if run_at < now - YEAR_MS || run_at > now + 10 * YEAR_MS {
+        return Err(StoreError::TimeOutOfRange { at: run_at, now });
+    }
+    Ok(())
+}
+
+/// The idempotency-key prefixes Waft writes itself: a continuation's
+/// (`then:TASK`), a periodic occurrence's (`schedule:CRON:AT`), a child's
+/// (`child:PARENT:N`). A client using one could pre-empt a continuation or
+/// suppress an occurrence, so a client's key may not start with one, but a
+/// running parent's child may use its own parent's prefix.
+pub(crate) fn check_client_key(
+    key: &str,
+    parent: Option<&str>,
+    parent_lease: Option<i64>,
+) -> Result<()> {
+    let own_child = match (parent, parent_lease) {
+        (Some(parent), Some(_)) => key
+            .strip_prefix("child:")
+            .and_then(|rest| rest.strip_prefix(parent))
+            .is_some_and(|rest| rest.starts_with(':')),
+        _ => false,
+    };
+    let reserved = ["then:", "schedule:", "child:"]
+        .into_iter()
+        .find(|prefix| key.starts_with(prefix));
+    match reserved {
+        Some(prefix) if !own_child => Err(StoreError::Invalid(format!(
+            "idempotency keys starting with {prefix:?} are reserved for the keys Waft makes \
+             itself; choose another key"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// What the gates covering a task do to it when it comes due or is
+/// claimed. The SQL reads the strongest gate as a code (see
+/// `GATE_OF_TASK`: 2 drop, 1 pause, 0 or none open).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum GateEffect {
+    /// No gate closed: the task goes on.
+    Open,
+    /// Paused: the task waits in the store until the gate opens.
+    Hold,
+    /// Dropped: the task ends as `dropped`.
+    Drop,
+}
+
+impl GateEffect {
+    pub(crate) fn from_code(code: Option<i64>) -> Self {
+        match code {
+            Some(2..) => GateEffect::Drop,
+            Some(1) => GateEffect::Hold,
+            _ => GateEffect::Open,
+        }
+    }
+}
+
+/// What a retriable failure does to its task: another attempt after a
+/// delay, or `dead` when the attempts are used up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RetryPlan {
+    pub(crate) status: TaskStatus,
+    pub(crate) next_trigger_at: Option<Millis>,
+    pub(crate) finished_at: Option<Millis>,
+}
+
+impl RetryPlan {
+    /// Decides from the attempts made (the failed one included) and
+    /// allowed, the lambda's backoff, and the lambda's own delay if it
+    /// asked for one; `jitter` in `0..1` spreads the backoff. Every delay
+    /// is cut to [`waft_core::MAX_RETRY_DELAY`].
+    pub(crate) fn decide(
+        attempt: i64,
+        max_attempts: i64,
+        backoff: &Backoff,
+        retry_after: Option<Duration>,
+        now: Millis,
+        jitter: f64,
+    ) -> Self {
+        if attempt >= max_attempts {
+            return Self {
+                status: TaskStatus::Dead,
+                next_trigger_at: None,
+                finished_at: Some(now),
+            };
+        }
+        let delay = retry_after
+            .unwrap_or_else(|| {
+                backoff.delay(u32::try_from(attempt.max(1)).unwrap_or(u32::MAX), jitter)
+            })
+            .min(waft_core::MAX_RETRY_DELAY);
+        Self {
+            status: TaskStatus::RetriableFailure,
+            next_trigger_at: Some(now.saturating_add(millis(delay))),
+            finished_at: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use waft_core::{ByteSize, LambdaConfig};
+
+    use super::*;
+
+    const NOW: Millis = 1_800_000_000_000;
+
+    fn lambda() -> Lambda {
+        Lambda {
+            name: "mail".into(),
+            version: 1,
+            digest: "d".into(),
+            config: LambdaConfig {
+                priorities: 3,
+                default_priority: 1,
+                max_payload: ByteSize::b(8),
+                ..LambdaConfig::default()
+            },
+            created_at: NOW,
+        }
+    }
+
+    fn task() -> NewTask {
+        NewTask {
+            lambda: "mail".into(),
+            ..NewTask::default()
+        }
+    }
+
+    #[test]
+    fn an_admitted_task_takes_its_lambdas_defaults() {
+        assert_eq!(
+            admit(&task(), &lambda(), Origin::Client, NOW).unwrap(),
+            Admitted {
+                collection: "default".into(),
+                priority: 1,
+                run_at: NOW,
+            }
+        );
+    }
+
+    #[test]
+    fn each_bad_field_is_refused_precisely() {
+        let refused = |task: NewTask| admit(&task, &lambda(), Origin::Client, NOW).unwrap_err();
+        assert!(matches!(
+            refused(NewTask {
+                collection: Some("Bad Name".into()),
+                ..task()
+            }),
+            StoreError::InvalidName(_)
+        ));
+        assert!(matches!(
+            refused(NewTask {
+                priority: Some(3),
+                ..task()
+            }),
+            StoreError::InvalidPriority { max: 2, .. }
+        ));
+        assert!(matches!(
+            refused(NewTask {
+                payload: vec![0; 9],
+                ..task()
+            }),
+            StoreError::PayloadTooLarge {
+                size: 9,
+                max: 8,
+                ..
+            }
+        ));
+        assert!(matches!(
+            refused(NewTask {
+                run_at: Some(NOW + 11 * 365 * 24 * 3600 * 1000),
+                ..task()
+            }),
+            StoreError::TimeOutOfRange { .. }
+        ));
+        for key in [String::new(), "k".repeat(256), "then:x".into()] {
+            assert!(matches!(
+                refused(NewTask {
+                    idempotency_key: Some(key),
+                    ..task()
+                }),
+                StoreError::Invalid(_)
+            ));
+        }
+    }
+
+    #[test]
+    fn the_store_may_use_its_own_keys() {
+        let continuation = NewTask {
+            idempotency_key: Some("then:01ABC".into()),
+            ..task()
+        };
+        admit(&continuation, &lambda(), Origin::Store, NOW).unwrap();
+    }
+
+    #[test]
+    fn reserved_keys_are_refused_except_a_parent_for_its_children() {
+        assert!(check_client_key("order-1", None, None).is_ok());
+        assert!(check_client_key("then:x", None, None).is_err());
+        assert!(check_client_key("schedule:s:1", None, None).is_err());
+        assert!(check_client_key("child:p:0", None, None).is_err());
+        assert!(check_client_key("child:p:0", Some("p"), None).is_err());
+        assert!(check_client_key("child:p:0", Some("p"), Some(3)).is_ok());
+        assert!(check_client_key("child:pq:0", Some("p"), Some(3)).is_err());
+        assert!(check_client_key("then:p", Some("p"), Some(3)).is_err());
+    }
+
+    #[test]
+    fn the_strongest_gate_decides() {
+        assert_eq!(GateEffect::from_code(None), GateEffect::Open);
+        assert_eq!(GateEffect::from_code(Some(0)), GateEffect::Open);
+        assert_eq!(GateEffect::from_code(Some(1)), GateEffect::Hold);
+        assert_eq!(GateEffect::from_code(Some(2)), GateEffect::Drop);
+    }
+
+    #[test]
+    fn a_retry_backs_off_until_the_last_attempt_is_dead() {
+        let backoff = Backoff {
+            base: Duration::from_secs(1),
+            factor: 2.0,
+            max: Duration::from_secs(60),
+        };
+        let plan = RetryPlan::decide(2, 3, &backoff, None, NOW, 1.0);
+        assert_eq!(plan.status, TaskStatus::RetriableFailure);
+        let delay = plan.next_trigger_at.unwrap() - NOW;
+        assert!((1..=60_000).contains(&delay), "{delay}");
+        let asked = RetryPlan::decide(2, 3, &backoff, Some(Duration::from_millis(250)), NOW, 0.5);
+        assert_eq!(asked.next_trigger_at, Some(NOW + 250));
+        let last = RetryPlan::decide(3, 3, &backoff, None, NOW, 0.5);
+        assert_eq!(
+            last,
+            RetryPlan {
+                status: TaskStatus::Dead,
+                next_trigger_at: None,
+                finished_at: Some(NOW),
+            }
+        );
+    }
+
+    #[test]
+    fn a_retry_delay_is_cut_to_the_bound() {
+        let plan = RetryPlan::decide(1, 5, &Backoff::default(), Some(Duration::MAX), 0, 0.5);
+        assert_eq!(
+            plan.next_trigger_at,
+            Some(millis(waft_core::MAX_RETRY_DELAY))
+        );
+    }
+}
