@@ -27,9 +27,8 @@ pub enum StoreBackend {
 impl StoreBackend {
     /// Opens the store `url` names (`sqlite:PATH`, `postgres://…`).
     pub async fn open(url: &str, max_connections: u32) -> Result<Self, NodeError> {
-        if let Some(path) = url.strip_prefix("sqlite:") {
-            let path = path.strip_prefix("//").unwrap_or(path);
-            return Ok(Self::Sqlite(SqliteStore::open(Path::new(path)).await?));
+        if let Some(path) = sqlite_path(url) {
+            return Ok(Self::Sqlite(SqliteStore::open(path).await?));
         }
         if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             return Ok(Self::Postgres(
@@ -56,17 +55,26 @@ impl StoreBackend {
     pub fn into_shared_between_processes(self, role: Role) -> Result<PostgresStore, NodeError> {
         match self {
             Self::Postgres(store) => Ok(store),
-            Self::Sqlite(_) => Err(ConfigError::new(
-                "store.url",
-                format!(
-                    "the {} role needs postgres://: a SQLite file belongs to one process \
-                     (waft dev)",
-                    role.as_str()
-                ),
-            )
-            .into()),
+            Self::Sqlite(_) => Err(one_process_store(role).into()),
         }
     }
+}
+
+/// The file a `sqlite:` URL names; `None` for any other URL.
+pub(crate) fn sqlite_path(url: &str) -> Option<&Path> {
+    let path = url.strip_prefix("sqlite:")?;
+    Some(Path::new(path.strip_prefix("//").unwrap_or(path)))
+}
+
+/// Why a role of `waft serve` cannot take a SQLite store.
+pub(crate) fn one_process_store(role: Role) -> ConfigError {
+    ConfigError::new(
+        "store.url",
+        format!(
+            "the {} role needs postgres://: a SQLite file belongs to one process (waft dev)",
+            role.as_str()
+        ),
+    )
 }
 
 /// Where the queues live.

@@ -20,7 +20,7 @@ use waft_services::{
     ConsumerConfig, ControllerConfig, ExecutionJournal, ExecutorConfig, HeartbeatConfig,
 };
 
-use crate::backends::QueueKind;
+use crate::backends::{QueueKind, one_process_store, sqlite_path};
 
 /// One role of the distributed mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -409,20 +409,8 @@ impl Config {
         match role {
             Some(role @ (Role::Frontend | Role::Hsc | Role::Consumer)) => {
                 need(&self.store.url, "store.url", role)?;
-                if self
-                    .store
-                    .url
-                    .as_deref()
-                    .is_some_and(|url| url.starts_with("sqlite:"))
-                {
-                    return Err(ConfigError::new(
-                        "store.url",
-                        format!(
-                            "the {} role needs postgres://: a SQLite file belongs to one \
-                             process (waft dev)",
-                            role.as_str()
-                        ),
-                    ));
+                if self.store.url.as_deref().and_then(sqlite_path).is_some() {
+                    return Err(one_process_store(role));
                 }
             }
             Some(Role::Controller) => {

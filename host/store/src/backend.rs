@@ -88,6 +88,20 @@ macro_rules! sql_task_store {
                 .ok_or_else(|| StoreError::UnknownLambda(name.to_owned()))
         }
 
+        /// A lambda at its current version, read once per insert.
+        async fn cached_lambda(
+            conn: &mut $conn,
+            lambdas: &mut HashMap<String, Lambda>,
+            name: &str,
+        ) -> Result<Lambda> {
+            if let Some(lambda) = lambdas.get(name) {
+                return Ok(lambda.clone());
+            }
+            let lambda = require_lambda(conn, name).await?;
+            lambdas.insert(name.to_owned(), lambda.clone());
+            Ok(lambda)
+        }
+
         async fn require_version(conn: &mut $conn, lambda: &str, version: u32) -> Result<()> {
             let found: Option<i64> = sqlx::query_scalar(
                 "SELECT version FROM lambda_versions WHERE lambda = $1 AND version = $2",
@@ -117,14 +131,7 @@ macro_rules! sql_task_store {
             let mut rows = Vec::with_capacity(tasks.len());
             for task in tasks {
                 check_lambda_name(&task.lambda)?;
-                let lambda = match lambdas.get(&task.lambda) {
-                    Some(lambda) => lambda.clone(),
-                    None => {
-                        let lambda = require_lambda(conn, &task.lambda).await?;
-                        lambdas.insert(task.lambda.clone(), lambda.clone());
-                        lambda
-                    }
-                };
+                let lambda = cached_lambda(conn, &mut lambdas, &task.lambda).await?;
                 let config = &lambda.config;
                 let Admitted { collection, priority, run_at } = admit(&task, &lambda, origin, now)?;
                 if let Some(version) = task.version {
@@ -166,7 +173,7 @@ macro_rules! sql_task_store {
                         // and of those its lambda's current version names.
                         let parent_lambda = row.text("lambda")?;
                         if parent_lambda != task.lambda
-                            && !require_lambda(conn, &parent_lambda)
+                            && !cached_lambda(conn, &mut lambdas, &parent_lambda)
                                 .await?
                                 .config
                                 .allows_child(&parent_lambda, &task.lambda)
