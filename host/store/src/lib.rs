@@ -13,9 +13,17 @@
 //! issue a strictly increasing lease token per task; heartbeats and results
 //! with an older token are refused, which is what keeps a stale execution
 //! from writing over a newer one.
+//!
+//! The tree: `sql/` holds the SQL, one file per entity (`lambda`, `task`,
+//! `poll`, `lease`, `gate`, `cron`, `token`), written once and compiled for
+//! each backend; `dialect.rs` names the few fragments in which SQLite and
+//! Postgres differ; `rules.rs` holds the decisions that need no database
+//! (admitting a task, planning a retry, what a gate does), with unit tests;
+//! `names.rs` spells the model's statuses in SQL; `rows.rs` reads rows back.
 
-mod backend;
+mod dialect;
 mod error;
+mod names;
 mod postgres;
 mod rows;
 mod rules;

@@ -67,20 +67,16 @@ impl PostgresStore {
     }
 }
 
-crate::backend::sql_task_store! {
-    store: PostgresStore,
-    connection: PgConnection,
-    row: PgRow,
-    poll_lock: "FOR UPDATE OF t SKIP LOCKED",
-    row_lock: "FOR UPDATE",
-    json_rows: "jsonb_array_elements(CAST($1 AS jsonb)) AS j(value)",
-    unhex: "decode({}, 'hex')",
-    // One advisory lock key (an arbitrary constant) for "the gates".
-    gate_read_lock: "SELECT pg_advisory_xact_lock_shared(7239)",
-    gate_write_lock: "SELECT pg_advisory_xact_lock(7239)",
-    // The time now, not at the transaction's start.
-    clock: "SELECT CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
-}
+// The shared SQL (`sql/`), compiled for this backend's types. The same
+// files are mounted in the other backend too, on purpose: see sql/mod.rs.
+#[path = "sql/mod.rs"]
+#[allow(clippy::duplicate_mod, reason = "one copy per backend's types")]
+mod sql;
+
+type Store = PostgresStore;
+type Connection = PgConnection;
+type Row = PgRow;
+const DIALECT: crate::dialect::Dialect = crate::dialect::Dialect::POSTGRES;
 
 #[cfg(test)]
 mod tests {

@@ -19,41 +19,6 @@ pub(crate) trait RowExt {
     fn flag(&self, column: &str) -> Result<bool, StoreError>;
 }
 
-macro_rules! impl_row_ext {
-    ($row:ty) => {
-        impl crate::rows::RowExt for $row {
-            fn int(&self, column: &str) -> Result<i64, StoreError> {
-                Ok(sqlx::Row::try_get(self, column)?)
-            }
-            fn opt_int(&self, column: &str) -> Result<Option<i64>, StoreError> {
-                Ok(sqlx::Row::try_get(self, column)?)
-            }
-            fn real(&self, column: &str) -> Result<f64, StoreError> {
-                Ok(sqlx::Row::try_get(self, column)?)
-            }
-            fn opt_real(&self, column: &str) -> Result<Option<f64>, StoreError> {
-                Ok(sqlx::Row::try_get(self, column)?)
-            }
-            fn text(&self, column: &str) -> Result<String, StoreError> {
-                Ok(sqlx::Row::try_get(self, column)?)
-            }
-            fn opt_text(&self, column: &str) -> Result<Option<String>, StoreError> {
-                Ok(sqlx::Row::try_get(self, column)?)
-            }
-            fn bytes(&self, column: &str) -> Result<Vec<u8>, StoreError> {
-                Ok(sqlx::Row::try_get(self, column)?)
-            }
-            fn opt_bytes(&self, column: &str) -> Result<Option<Vec<u8>>, StoreError> {
-                Ok(sqlx::Row::try_get(self, column)?)
-            }
-            fn flag(&self, column: &str) -> Result<bool, StoreError> {
-                Ok(sqlx::Row::try_get(self, column)?)
-            }
-        }
-    };
-}
-pub(crate) use impl_row_ext;
-
 /// A free-text column, as it was given (see [`crate::support::text_in`]).
 fn free_text(row: &impl RowExt, column: &str) -> Result<Option<String>, StoreError> {
     Ok(row.opt_text(column)?.map(crate::support::text_out))

@@ -15,6 +15,8 @@ use sqlx::sqlite::{
     SqliteSynchronous,
 };
 
+use crate::Result;
+
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
 
 /// The task store in a SQLite file.
@@ -60,18 +62,13 @@ impl SqliteStore {
     }
 }
 
-crate::backend::sql_task_store! {
-    store: SqliteStore,
-    connection: SqliteConnection,
-    row: SqliteRow,
-    // One writer at a time: `BEGIN IMMEDIATE` already serialises consumers.
-    poll_lock: "",
-    row_lock: "",
-    json_rows: "json_each($1) AS j",
-    unhex: "unhex({})",
-    // `BEGIN IMMEDIATE` already makes gate changes wait for polls.
-    gate_read_lock: "",
-    gate_write_lock: "",
-    // SQLite runs in the process: its clock is the host's.
-    clock: "SELECT CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)",
-}
+// The shared SQL (`sql/`), compiled for this backend's types. The same
+// files are mounted in the other backend too, on purpose: see sql/mod.rs.
+#[path = "sql/mod.rs"]
+#[allow(clippy::duplicate_mod, reason = "one copy per backend's types")]
+mod sql;
+
+type Store = SqliteStore;
+type Connection = SqliteConnection;
+type Row = SqliteRow;
+const DIALECT: crate::dialect::Dialect = crate::dialect::Dialect::SQLITE;

@@ -1,14 +1,30 @@
 //! The store conformance suite, run against every backend.
 //!
-//! `suite.rs` holds the checks; this file runs each one on a fresh store of
-//! each backend: a SQLite file, and a database of its own on a throwaway
+//! The checks live in `conformance/`, one file per area as the store's SQL
+//! is split (lambdas, the state table, tasks, gates, pacing, cron, tokens)
+//! and one for the guarantees on paths a crash soak never takes; this file
+//! runs each one on a fresh store of each backend: a SQLite file, and a database of its own on a throwaway
 //! PostgreSQL cluster the tests start (see `waft-testing`; under `CI=true`
 //! the Postgres tests fail rather than skip when it cannot start).
 
+#[path = "conformance/cron.rs"]
+mod cron;
+#[path = "conformance/gates.rs"]
+mod gates;
 #[path = "conformance/guarantees.rs"]
 mod guarantees;
-#[path = "conformance/suite.rs"]
-mod suite;
+#[path = "conformance/lambdas.rs"]
+mod lambdas;
+#[path = "conformance/lifecycle.rs"]
+mod lifecycle;
+#[path = "conformance/pacing.rs"]
+mod pacing;
+#[path = "conformance/support.rs"]
+mod support;
+#[path = "conformance/tasks.rs"]
+mod tasks;
+#[path = "conformance/tokens.rs"]
+mod tokens;
 
 use waft_store::{PostgresStore, SqliteStore, TaskStore};
 
@@ -65,8 +81,8 @@ macro_rules! conformance {
 }
 
 conformance!(
-    suite: [
-        lambdas_are_versioned,
+    lambdas: [lambdas_are_versioned, versions_pin_roll_back_and_are_collected],
+    lifecycle: [
         the_happy_path_follows_the_state_table,
         every_refusal_is_precise,
         a_lost_queue_message_is_enqueued_again,
@@ -75,23 +91,25 @@ conformance!(
         retriable_failures_back_off_then_die,
         a_fatal_failure_is_final,
         dead_letters_are_redriven_with_a_fresh_budget,
-        paused_tasks_wait_and_resume_in_order,
-        gates_on_a_collection_and_drops,
+        the_backlog_is_the_oldest_waiting_task,
+    ],
+    tasks: [
         cancel_ends_a_task_and_its_lease,
         bad_input_is_refused_and_nothing_is_half_written,
         idempotency_keys_deduplicate,
         lists_filter_and_page,
-        each_occurrence_materialises_once,
-        tokens_are_found_by_hash_until_revoked,
-        the_backlog_is_the_oldest_waiting_task,
         children_of_a_superseded_execution_are_not_created,
         a_continuation_runs_once_on_success_with_the_output,
-        versions_pin_roll_back_and_are_collected,
+        concurrent_inserts_with_one_key_make_one_task,
+    ],
+    gates: [paused_tasks_wait_and_resume_in_order, gates_on_a_collection_and_drops],
+    pacing: [
         a_quota_paces_a_backlog_and_spares_other_lambdas,
         concurrent_consumers_share_one_pace,
         concurrent_consumers_and_claimers_never_double_up,
-        concurrent_inserts_with_one_key_make_one_task,
     ],
+    cron: [each_occurrence_materialises_once],
+    tokens: [tokens_are_found_by_hash_until_revoked],
     guarantees: [
         a_pause_stops_claims_of_queued_tasks,
         a_paused_backlog_is_not_run_and_resume_reruns_nothing,

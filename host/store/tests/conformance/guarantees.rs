@@ -16,7 +16,7 @@ use waft_store::{
     Refusal, ResultOutcome, StoreError, TaskInsertMany, TaskStore, Token, TokenCreate, TokenRole,
 };
 
-use crate::suite::{
+use crate::support::{
     CLAIM_TIMEOUT, ENQUEUE_TIMEOUT, T0, claim, config, deploy, deploy_with, finish, heartbeat,
     insert, new_task, poll, start, status,
 };

@@ -1,0 +1,67 @@
+//! What differs between SQLite and Postgres, named once.
+//!
+//! The store's SQL (`sql/`) is written once for both databases: `$N`
+//! parameters, `RETURNING`, `ON CONFLICT`, `TRUE`/`FALSE` and BIGINT casts
+//! mean the same in both. These are the places where they do not, as
+//! fragments the shared statements splice in. Each backend also names its
+//! connection and row types, and how a writing transaction begins (SQLite's
+//! `BEGIN IMMEDIATE`); everything else is common.
+
+/// The SQL fragments in which the databases differ.
+pub(crate) struct Dialect {
+    /// Appended to the poll's SELECT: Postgres's `FOR UPDATE ... SKIP
+    /// LOCKED`, so concurrent consumers take different tasks.
+    pub poll_lock: &'static str,
+    /// Appended to a SELECT of one row the transaction will update:
+    /// Postgres's `FOR UPDATE`, so concurrent writers take turns.
+    pub row_lock: &'static str,
+    /// The rows of the JSON array bound as `$1`, as a table `j` with a
+    /// column `value` holding each element.
+    pub json_rows: &'static str,
+    /// Decodes hex text (`{}`) into bytes; see [`Dialect::unhex`].
+    unhex: &'static str,
+    /// A statement run first by every transaction that reads gates to act
+    /// on tasks (the poll, claims), and one run first by a gate change:
+    /// Postgres's shared and exclusive advisory locks, so a gate change
+    /// never interleaves with a poll or claim that read the gate before it
+    /// (a resume would miss the tasks such a poll holds). Empty where the
+    /// database needs none.
+    pub gate_read_lock: &'static str,
+    pub gate_write_lock: &'static str,
+    /// Selects the database server's clock, in Unix milliseconds.
+    pub clock: &'static str,
+}
+
+impl Dialect {
+    /// SQLite has one writer at a time and every writing transaction takes
+    /// the write lock first (`BEGIN IMMEDIATE`): no row or gate locks.
+    pub const SQLITE: Dialect = Dialect {
+        poll_lock: "",
+        row_lock: "",
+        json_rows: "json_each($1) AS j",
+        unhex: "unhex({})",
+        gate_read_lock: "",
+        gate_write_lock: "",
+        // SQLite runs in the process: its clock is the host's.
+        clock: "SELECT CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)",
+    };
+
+    /// Postgres runs concurrent writers: the poll skips rows another
+    /// consumer holds, single-row updates lock first, and gates take an
+    /// advisory lock (one arbitrary constant key for "the gates").
+    pub const POSTGRES: Dialect = Dialect {
+        poll_lock: "FOR UPDATE OF t SKIP LOCKED",
+        row_lock: "FOR UPDATE",
+        json_rows: "jsonb_array_elements(CAST($1 AS jsonb)) AS j(value)",
+        unhex: "decode({}, 'hex')",
+        gate_read_lock: "SELECT pg_advisory_xact_lock_shared(7239)",
+        gate_write_lock: "SELECT pg_advisory_xact_lock(7239)",
+        // The time now, not at the transaction's start.
+        clock: "SELECT CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
+    };
+
+    /// SQL that decodes the hex text `expression` into bytes.
+    pub fn unhex(&self, expression: &str) -> String {
+        self.unhex.replace("{}", expression)
+    }
+}

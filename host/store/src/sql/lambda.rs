@@ -1,0 +1,272 @@
+//! Lambdas: versions with their config, components by digest, rollback
+//! and garbage collection.
+
+use std::collections::HashMap;
+
+use waft_core::LambdaConfig;
+use waft_core::task::check_lambda_name;
+
+use super::poll;
+use super::{Connection, Store};
+use crate::names::status::FINAL;
+use crate::rows::{self, LAMBDA_COLUMNS};
+use crate::support::{millis, sql, text_in};
+use crate::{GcReport, Lambda, LambdaDeploy, LambdaGc, LambdaRollback, Result, StoreError};
+
+pub(super) async fn lambda_current(conn: &mut Connection, name: &str) -> Result<Option<Lambda>> {
+    let row = sqlx::query(sql(format!(
+        "SELECT {LAMBDA_COLUMNS} FROM lambdas l JOIN lambda_versions v \
+         ON v.lambda = l.name AND v.version = l.current_version WHERE l.name = $1"
+    )))
+    .bind(text_in(name))
+    .fetch_optional(&mut *conn)
+    .await?;
+    row.as_ref().map(rows::lambda).transpose()
+}
+
+pub(super) async fn require_lambda(conn: &mut Connection, name: &str) -> Result<Lambda> {
+    lambda_current(conn, name)
+        .await?
+        .ok_or_else(|| StoreError::UnknownLambda(name.to_owned()))
+}
+
+/// A lambda at its current version, read once per insert.
+pub(super) async fn cached_lambda(
+    conn: &mut Connection,
+    lambdas: &mut HashMap<String, Lambda>,
+    name: &str,
+) -> Result<Lambda> {
+    if let Some(lambda) = lambdas.get(name) {
+        return Ok(lambda.clone());
+    }
+    let lambda = require_lambda(conn, name).await?;
+    lambdas.insert(name.to_owned(), lambda.clone());
+    Ok(lambda)
+}
+
+pub(super) async fn require_version(
+    conn: &mut Connection,
+    lambda: &str,
+    version: u32,
+) -> Result<()> {
+    let found: Option<i64> = sqlx::query_scalar(
+        "SELECT version FROM lambda_versions WHERE lambda = $1 AND version = $2",
+    )
+    .bind(lambda)
+    .bind(i64::from(version))
+    .fetch_optional(&mut *conn)
+    .await?;
+    match found {
+        Some(_) => Ok(()),
+        None => Err(StoreError::UnknownVersion {
+            lambda: lambda.to_owned(),
+            version,
+        }),
+    }
+}
+
+pub(super) async fn insert_version(
+    conn: &mut Connection,
+    params: &LambdaDeploy,
+    version: i64,
+) -> Result<()> {
+    let LambdaConfig {
+        limits,
+        max_attempts,
+        backoff,
+        priorities,
+        default_priority,
+        max_payload,
+        concurrency,
+        quota_per_sec,
+        allowed_children,
+    } = &params.config;
+    sqlx::query(
+        "INSERT INTO lambda_versions (lambda, version, digest, max_memory, timeout_ms, fuel, \
+         max_output, max_log, max_attempts, backoff_base_ms, backoff_factor, backoff_max_ms, \
+         priorities, default_priority, max_payload, concurrency, quota_per_sec, created_at, \
+         allowed_children) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, \
+         $18, $19)",
+    )
+    .bind(&params.name)
+    .bind(version)
+    .bind(&params.digest)
+    .bind(limits.max_memory.bytes() as i64)
+    .bind(millis(limits.timeout))
+    .bind(limits.fuel.map(|f| i64::try_from(f).unwrap_or(i64::MAX)))
+    .bind(limits.max_output.bytes() as i64)
+    .bind(limits.max_log.bytes() as i64)
+    .bind(i64::from(*max_attempts))
+    .bind(millis(backoff.base))
+    .bind(backoff.factor)
+    .bind(millis(backoff.max))
+    .bind(i64::from(*priorities))
+    .bind(i64::from(*default_priority))
+    .bind(max_payload.bytes() as i64)
+    .bind(i64::from(*concurrency))
+    .bind(*quota_per_sec)
+    .bind(params.now)
+    .bind(allowed_children.join("\n"))
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+pub(super) async fn deploy(store: &Store, params: LambdaDeploy) -> Result<Lambda> {
+    check_lambda_name(&params.name)?;
+    params.config.validate()?;
+    let mut tx = store.write().await?;
+    sqlx::query(
+        "INSERT INTO components (digest, bytes, created_at) VALUES ($1, $2, $3) \
+         ON CONFLICT (digest) DO NOTHING",
+    )
+    .bind(&params.digest)
+    .bind(&params.component)
+    .bind(params.now)
+    .execute(&mut *tx)
+    .await?;
+    let version: i64 = sqlx::query_scalar(
+        "INSERT INTO lambdas (name, current_version, created_at) VALUES ($1, 1, $2) \
+         ON CONFLICT (name) DO UPDATE SET current_version = lambdas.current_version + 1 \
+         RETURNING current_version",
+    )
+    .bind(&params.name)
+    .bind(params.now)
+    .fetch_one(&mut *tx)
+    .await?;
+    insert_version(&mut tx, &params, version).await?;
+    poll::repace(&mut tx, &params.name, params.now).await?;
+    let lambda = require_lambda(&mut tx, &params.name).await?;
+    tx.commit().await?;
+    Ok(lambda)
+}
+
+pub(super) async fn get(store: &Store, name: &str) -> Result<Option<Lambda>> {
+    let mut conn = store.pool.acquire().await?;
+    lambda_current(&mut conn, name).await
+}
+
+pub(super) async fn get_version(store: &Store, name: &str, version: u32) -> Result<Option<Lambda>> {
+    let row = sqlx::query(sql(format!(
+        "SELECT {LAMBDA_COLUMNS} FROM lambdas l JOIN lambda_versions v \
+         ON v.lambda = l.name WHERE l.name = $1 AND v.version = $2"
+    )))
+    .bind(text_in(name))
+    .bind(i64::from(version))
+    .fetch_optional(&store.pool)
+    .await?;
+    row.as_ref().map(rows::lambda).transpose()
+}
+
+pub(super) async fn list(store: &Store) -> Result<Vec<Lambda>> {
+    let rows = sqlx::query(sql(format!(
+        "SELECT {LAMBDA_COLUMNS} FROM lambdas l JOIN lambda_versions v \
+         ON v.lambda = l.name AND v.version = l.current_version ORDER BY l.name"
+    )))
+    .fetch_all(&store.pool)
+    .await?;
+    rows.iter().map(rows::lambda).collect()
+}
+
+pub(super) async fn versions(store: &Store, name: &str) -> Result<Vec<Lambda>> {
+    let rows = sqlx::query(sql(format!(
+        "SELECT {LAMBDA_COLUMNS} FROM lambdas l JOIN lambda_versions v \
+         ON v.lambda = l.name WHERE l.name = $1 ORDER BY v.version"
+    )))
+    .bind(text_in(name))
+    .fetch_all(&store.pool)
+    .await?;
+    if rows.is_empty() {
+        return Err(StoreError::UnknownLambda(name.to_owned()));
+    }
+    rows.iter().map(rows::lambda).collect()
+}
+
+pub(super) async fn rollback(store: &Store, params: LambdaRollback) -> Result<Lambda> {
+    check_lambda_name(&params.name)?;
+    let mut tx = store.write().await?;
+    let current = require_lambda(&mut tx, &params.name).await?;
+    let to = params.to.unwrap_or(current.version.saturating_sub(1));
+    if to == current.version {
+        return Err(StoreError::Invalid(format!(
+            "version {to} of {:?} is already current",
+            params.name
+        )));
+    }
+    let row = sqlx::query(sql(format!(
+        "SELECT {LAMBDA_COLUMNS} FROM lambdas l JOIN lambda_versions v \
+         ON v.lambda = l.name WHERE l.name = $1 AND v.version = $2"
+    )))
+    .bind(&params.name)
+    .bind(i64::from(to))
+    .fetch_optional(&mut *tx)
+    .await?;
+    let target =
+        row.as_ref()
+            .map(rows::lambda)
+            .transpose()?
+            .ok_or_else(|| StoreError::UnknownVersion {
+                lambda: params.name.clone(),
+                version: to,
+            })?;
+    let version: i64 = sqlx::query_scalar(
+        "UPDATE lambdas SET current_version = current_version + 1 WHERE name = $1 \
+         RETURNING current_version",
+    )
+    .bind(&params.name)
+    .fetch_one(&mut *tx)
+    .await?;
+    let copy = LambdaDeploy {
+        name: params.name.clone(),
+        digest: target.digest,
+        component: Vec::new(),
+        config: target.config,
+        now: params.now,
+    };
+    insert_version(&mut tx, &copy, version).await?;
+    poll::repace(&mut tx, &params.name, params.now).await?;
+    let lambda = require_lambda(&mut tx, &params.name).await?;
+    tx.commit().await?;
+    Ok(lambda)
+}
+
+pub(super) async fn gc(store: &Store, params: LambdaGc) -> Result<GcReport> {
+    let keep = i64::from(params.keep.max(1));
+    let mut tx = store.write().await?;
+    // Older than the newest `keep`, not current, and not pinned
+    // by a task that may still run (a dead one may be redriven).
+    let versions = sqlx::query(sql(format!(
+        "DELETE FROM lambda_versions WHERE lambda = $1 \
+         AND version <= (SELECT current_version FROM lambdas WHERE name = $1) - $2 \
+         AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.lambda = lambda_versions.lambda \
+            AND t.version = lambda_versions.version \
+            AND t.status NOT IN {FINAL})"
+    )))
+    .bind(&params.lambda)
+    .bind(keep)
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
+    let components = sqlx::query(
+        "DELETE FROM components WHERE NOT EXISTS \
+         (SELECT 1 FROM lambda_versions v WHERE v.digest = components.digest)",
+    )
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
+    tx.commit().await?;
+    Ok(GcReport {
+        versions,
+        components,
+    })
+}
+
+pub(super) async fn component(store: &Store, digest: &str) -> Result<Option<Vec<u8>>> {
+    Ok(
+        sqlx::query_scalar("SELECT bytes FROM components WHERE digest = $1")
+            .bind(text_in(digest))
+            .fetch_optional(&store.pool)
+            .await?,
+    )
+}

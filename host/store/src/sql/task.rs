@@ -1,0 +1,362 @@
+//! Tasks as clients see them: insert (validated, idempotent, with
+//! continuations and parents), read, list, cancel, the backlog, attempts,
+//! and the redrive of dead tasks.
+
+use std::collections::HashMap;
+
+use waft_core::TaskStatus;
+use waft_core::task::{check_collection_name, check_lambda_name};
+
+use super::lambda;
+use super::{Connection, DIALECT, Store};
+use crate::names::status::{CANCELLED, DEAD, NEW, UNFINISHED, WAITING};
+use crate::rows::{self, RowExt, TASK_COLUMNS};
+use crate::rules::{Admitted, Origin, admit};
+use crate::support::{new_id, sql, text_in};
+use crate::{
+    Attempt, Backlog, DeadRedrive, DeadSelector, Lambda, Millis, NewTask, Result, StoreError, Task,
+    TaskInsertMany, TaskInserted, TaskList,
+};
+
+/// Checks tasks against their lambdas and inserts them in one
+/// statement; `cron_id` links tasks made by a periodic schedule.
+pub(super) async fn insert(
+    conn: &mut Connection,
+    tasks: Vec<NewTask>,
+    cron_id: Option<&str>,
+    origin: Origin,
+    now: Millis,
+) -> Result<Vec<TaskInserted>> {
+    let mut lambdas: HashMap<String, Lambda> = HashMap::new();
+    let mut keys: HashMap<(String, String), String> = HashMap::new();
+    let mut answers = Vec::with_capacity(tasks.len());
+    let mut rows = Vec::with_capacity(tasks.len());
+    for task in tasks {
+        check_lambda_name(&task.lambda)?;
+        let lambda = lambda::cached_lambda(conn, &mut lambdas, &task.lambda).await?;
+        let config = &lambda.config;
+        let Admitted {
+            collection,
+            priority,
+            run_at,
+        } = admit(&task, &lambda, origin, now)?;
+        if let Some(version) = task.version {
+            lambda::require_version(conn, &task.lambda, version).await?;
+        }
+        if let Some(key) = &task.idempotency_key {
+            let slot = (task.lambda.clone(), key.clone());
+            if let Some(id) = keys.get(&slot) {
+                answers.push(TaskInserted {
+                    id: id.clone(),
+                    created: false,
+                });
+                continue;
+            }
+            let existing: Option<String> = sqlx::query_scalar(
+                "SELECT id FROM tasks WHERE lambda = $1 AND idempotency_key = $2",
+            )
+            .bind(&task.lambda)
+            .bind(text_in(key))
+            .fetch_optional(&mut *conn)
+            .await?;
+            if let Some(id) = existing {
+                answers.push(TaskInserted { id, created: false });
+                continue;
+            }
+        }
+        if let Some(parent) = &task.parent_id {
+            let row = sqlx::query("SELECT lambda, status, lease_token FROM tasks WHERE id = $1")
+                .bind(text_in(parent))
+                .fetch_optional(&mut *conn)
+                .await?
+                .ok_or_else(|| StoreError::Invalid(format!("unknown parent task {parent}")))?;
+            if let Some(lease) = task.parent_lease {
+                let running = matches!(
+                    rows::status(&row)?,
+                    TaskStatus::Claimed | TaskStatus::Processing
+                );
+                if !running || row.int("lease_token")? != lease {
+                    return Err(StoreError::ParentLeaseLost {
+                        parent: parent.clone(),
+                        lease,
+                    });
+                }
+                // An execution schedules children of its own lambda,
+                // and of those its lambda's current version names.
+                let parent_lambda = row.text("lambda")?;
+                if parent_lambda != task.lambda
+                    && !lambda::cached_lambda(conn, &mut lambdas, &parent_lambda)
+                        .await?
+                        .config
+                        .allows_child(&parent_lambda, &task.lambda)
+                {
+                    return Err(StoreError::ChildNotAllowed {
+                        parent_lambda,
+                        child_lambda: task.lambda.clone(),
+                    });
+                }
+            }
+        } else if task.parent_lease.is_some() {
+            return Err(StoreError::Invalid(
+                "a parent lease needs a parent task".into(),
+            ));
+        }
+        let continuation = match &task.continuation {
+            None => None,
+            Some(then) => {
+                check_lambda_name(&then.lambda)?;
+                if let Some(collection) = &then.collection {
+                    check_collection_name(collection)?;
+                }
+                let next = lambda::require_lambda(conn, &then.lambda).await?;
+                if let Some(priority) = then.priority
+                    && priority >= next.config.priorities
+                {
+                    return Err(StoreError::InvalidPriority {
+                        lambda: next.name,
+                        priority,
+                        max: next.config.priorities - 1,
+                    });
+                }
+                Some(serde_json::to_string(then).map_err(|e| StoreError::Invalid(e.to_string()))?)
+            }
+        };
+        let id = new_id();
+        if let Some(key) = &task.idempotency_key {
+            keys.insert((task.lambda.clone(), key.clone()), id.clone());
+        }
+        rows.push(serde_json::json!({
+            "id": id,
+            "lambda": task.lambda,
+            "collection": collection,
+            "priority": priority,
+            "payload": hex::encode(&task.payload),
+            "max_attempts": config.max_attempts,
+            "run_at": run_at,
+            "parent_id": task.parent_id,
+            "key": task.idempotency_key.as_deref().map(text_in),
+            "version": task.version,
+            "continuation": continuation,
+        }));
+        answers.push(TaskInserted { id, created: true });
+    }
+    if !rows.is_empty() {
+        // A task with the same idempotency key committed by another
+        // transaction since the lookup above is skipped here (no
+        // error) and answered with that task below.
+        let created: Vec<String> = sqlx::query_scalar(sql(format!(
+            "INSERT INTO tasks (id, lambda, collection, priority, payload, status, \
+             max_attempts, scheduled_at, due_at, next_trigger_at, created_at, parent_id, \
+             idempotency_key, schedule_id, version, continuation) \
+             SELECT j.value->>'id', j.value->>'lambda', j.value->>'collection', \
+             CAST(j.value->>'priority' AS BIGINT), {payload}, {NEW}, \
+             CAST(j.value->>'max_attempts' AS BIGINT), CAST(j.value->>'run_at' AS BIGINT), \
+             CAST(j.value->>'run_at' AS BIGINT), CAST(j.value->>'run_at' AS BIGINT), $2, \
+             j.value->>'parent_id', j.value->>'key', $3, CAST(j.value->>'version' AS BIGINT), \
+             j.value->>'continuation' FROM {rows} WHERE TRUE \
+             ON CONFLICT (lambda, idempotency_key) WHERE idempotency_key IS NOT NULL \
+             DO NOTHING RETURNING id",
+            payload = DIALECT.unhex("j.value->>'payload'"),
+            rows = DIALECT.json_rows,
+        )))
+        .bind(serde_json::Value::Array(rows).to_string())
+        .bind(now)
+        .bind(cron_id)
+        .fetch_all(&mut *conn)
+        .await?;
+        if created.len() != answers.iter().filter(|a| a.created).count() {
+            let created: std::collections::HashSet<String> = created.into_iter().collect();
+            for ((lambda, key), id) in &keys {
+                if created.contains(id) {
+                    continue;
+                }
+                let winner: String = sqlx::query_scalar(
+                    "SELECT id FROM tasks WHERE lambda = $1 AND idempotency_key = $2",
+                )
+                .bind(lambda)
+                .bind(text_in(key))
+                .fetch_one(&mut *conn)
+                .await?;
+                for answer in answers.iter_mut().filter(|a| &a.id == id) {
+                    *answer = TaskInserted {
+                        id: winner.clone(),
+                        created: false,
+                    };
+                }
+            }
+        }
+    }
+    Ok(answers)
+}
+
+pub(super) async fn insert_many(
+    store: &Store,
+    params: TaskInsertMany,
+) -> Result<Vec<TaskInserted>> {
+    let mut tx = store.write().await?;
+    let inserted = insert(&mut tx, params.tasks, None, Origin::Client, params.now).await?;
+    tx.commit().await?;
+    Ok(inserted)
+}
+
+pub(super) async fn get(store: &Store, id: &str) -> Result<Option<Task>> {
+    let row = sqlx::query(sql(format!(
+        "SELECT {TASK_COLUMNS} FROM tasks WHERE id = $1"
+    )))
+    .bind(text_in(id))
+    .fetch_optional(&store.pool)
+    .await?;
+    row.as_ref().map(rows::task).transpose()
+}
+
+pub(super) async fn list(store: &Store, params: TaskList) -> Result<Vec<Task>> {
+    let limit = match params.limit {
+        0 => 100,
+        n => n.min(1000),
+    };
+    let rows = sqlx::query(sql(format!(
+        "SELECT {TASK_COLUMNS} FROM tasks WHERE \
+         ($1 IS NULL OR lambda = $1) AND ($2 IS NULL OR collection = $2) \
+         AND ($3 IS NULL OR status = $3) AND ($4 IS NULL OR parent_id = $4) \
+         AND ($5 IS NULL OR id > $5) ORDER BY id LIMIT $6"
+    )))
+    .bind(params.lambda.as_deref().map(text_in))
+    .bind(params.collection.as_deref().map(text_in))
+    .bind(params.status.map(TaskStatus::as_str))
+    .bind(params.parent_id.as_deref().map(text_in))
+    .bind(params.after.as_deref().map(text_in))
+    .bind(i64::from(limit))
+    .fetch_all(&store.pool)
+    .await?;
+    rows.iter().map(rows::task).collect()
+}
+
+pub(super) async fn cancel(store: &Store, id: &str, now: Millis) -> Result<Task> {
+    let mut tx = store.write().await?;
+    // Locked, and the update guarded too: a result committing
+    // meanwhile either ends the task first (and the cancel is
+    // refused) or waits, and is then refused itstore.
+    let row = sqlx::query(sql(format!(
+        "SELECT status FROM tasks WHERE id = $1 {}",
+        DIALECT.row_lock
+    )))
+    .bind(text_in(id))
+    .fetch_optional(&mut *tx)
+    .await?
+    .ok_or_else(|| StoreError::TaskNotFound(id.to_owned()))?;
+    let status = rows::status(&row)?;
+    if status.is_terminal() {
+        return Err(StoreError::AlreadyEnded {
+            id: id.to_owned(),
+            status,
+        });
+    }
+    let row = sqlx::query(sql(format!(
+        "UPDATE tasks SET status = {CANCELLED}, next_trigger_at = NULL, held = FALSE, \
+         finished_at = $2 WHERE id = $1 AND status IN {UNFINISHED} RETURNING {TASK_COLUMNS}"
+    )))
+    .bind(id)
+    .bind(now)
+    .fetch_optional(&mut *tx)
+    .await?
+    .ok_or_else(|| StoreError::Corrupt(format!("task {id} ended under a row lock")))?;
+    let task = rows::task(&row)?;
+    tx.commit().await?;
+    Ok(task)
+}
+
+pub(super) async fn backlog(store: &Store, now: Millis) -> Result<Vec<Backlog>> {
+    let rows = sqlx::query(sql(format!(
+        "SELECT lambda, priority, MIN(due_at) AS oldest FROM tasks \
+         WHERE status IN {WAITING} AND held = FALSE \
+         AND due_at <= $1 GROUP BY lambda, priority ORDER BY lambda, priority"
+    )))
+    .bind(now)
+    .fetch_all(&store.pool)
+    .await?;
+    rows.iter()
+        .map(|row| {
+            Ok(Backlog {
+                lambda: row.text("lambda")?,
+                priority: u8::try_from(row.int("priority")?)
+                    .map_err(|_| StoreError::Corrupt("priority".into()))?,
+                oldest_due: row.int("oldest")?,
+            })
+        })
+        .collect()
+}
+
+pub(super) async fn attempts(store: &Store, task_id: &str) -> Result<Vec<Attempt>> {
+    let rows = sqlx::query(
+        "SELECT attempt, lease_token, outcome, error, log, started_at, ended_at \
+         FROM attempts WHERE task_id = $1 ORDER BY lease_token",
+    )
+    .bind(text_in(task_id))
+    .fetch_all(&store.pool)
+    .await?;
+    rows.iter().map(rows::attempt).collect()
+}
+
+pub(super) async fn redrive(store: &Store, params: DeadRedrive) -> Result<u64> {
+    // The version to pin (`$3` here; NULL for the current one)
+    // also sets the fresh attempt budget.
+    let redrive = |v: &str| {
+        format!(
+            "UPDATE tasks SET status = {NEW}, attempt = 0, \
+             max_attempts = (SELECT v.max_attempts FROM lambda_versions v \
+                WHERE v.lambda = tasks.lambda AND v.version = COALESCE(CAST({v} AS BIGINT), \
+                (SELECT current_version FROM lambdas WHERE name = tasks.lambda))), \
+             due_at = $2, next_trigger_at = $2, finished_at = NULL, \
+             version = CAST({v} AS BIGINT)"
+        )
+    };
+    let version = params.version.map(i64::from);
+    let mut tx = store.write().await?;
+    let count = match params.selector {
+        DeadSelector::Ids(ids) => {
+            for id in &ids {
+                let row = sqlx::query("SELECT status, lambda FROM tasks WHERE id = $1")
+                    .bind(text_in(id))
+                    .fetch_optional(&mut *tx)
+                    .await?
+                    .ok_or_else(|| StoreError::TaskNotFound(id.clone()))?;
+                let status = rows::status(&row)?;
+                if status != TaskStatus::Dead {
+                    return Err(StoreError::NotDead {
+                        id: id.clone(),
+                        status,
+                    });
+                }
+                if let Some(pin) = params.version {
+                    lambda::require_version(&mut tx, &row.text("lambda")?, pin).await?;
+                }
+                sqlx::query(sql(format!("{} WHERE id = $1", redrive("$3"))))
+                    .bind(id)
+                    .bind(params.now)
+                    .bind(version)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            ids.len() as u64
+        }
+        DeadSelector::Filter { lambda, collection } => {
+            lambda::require_lambda(&mut tx, &lambda).await?;
+            if let Some(pin) = params.version {
+                lambda::require_version(&mut tx, &lambda, pin).await?;
+            }
+            sqlx::query(sql(format!(
+                "{} WHERE status = {DEAD} AND lambda = $1 AND ($3 IS NULL OR collection = $3)",
+                redrive("$4")
+            )))
+            .bind(&lambda)
+            .bind(params.now)
+            .bind(collection)
+            .bind(version)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected()
+        }
+    };
+    tx.commit().await?;
+    Ok(count)
+}

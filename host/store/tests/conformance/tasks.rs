@@ -1,0 +1,336 @@
+//! Tasks as clients see them: cancel, validation, idempotency keys, lists,
+//! children and continuations.
+
+use waft_core::{LambdaConfig, TaskStatus};
+use waft_store::{
+    Continuation, NewTask, Refusal, ResultOutcome, StoreError, TaskInsertMany, TaskList, TaskStore,
+};
+
+use crate::support::*;
+
+pub async fn cancel_ends_a_task_and_its_lease(store: &dyn TaskStore) {
+    deploy(store, "mail").await;
+    let waiting = insert(store, new_task("mail"), T0 + 1000).await;
+    let cancelled = store.task_cancel(&waiting, T0).await.unwrap();
+    assert_eq!(
+        (cancelled.status, cancelled.next_trigger_at),
+        (TaskStatus::Cancelled, None)
+    );
+    let again = store.task_cancel(&waiting, T0).await;
+    assert!(
+        matches!(again, Err(StoreError::AlreadyEnded { .. })),
+        "{again:?}"
+    );
+    assert!(matches!(
+        store.task_cancel("nope", T0).await,
+        Err(StoreError::TaskNotFound(_))
+    ));
+
+    let running = insert(store, new_task("mail"), T0).await;
+    let lease = start(store, &running, T0).await;
+    store.task_cancel(&running, T0 + 1).await.unwrap();
+    assert_eq!(
+        heartbeat(store, &running, lease, None, T0 + 2).await,
+        Err(Refusal::WrongState(TaskStatus::Cancelled))
+    );
+}
+
+pub async fn bad_input_is_refused_and_nothing_is_half_written(store: &dyn TaskStore) {
+    deploy(store, "mail").await;
+    type Expected = fn(&StoreError) -> bool;
+    let cases: Vec<(NewTask, Expected)> = vec![
+        (new_task("nope"), |e| {
+            matches!(e, StoreError::UnknownLambda(_))
+        }),
+        (
+            NewTask {
+                priority: Some(3),
+                ..new_task("mail")
+            },
+            |e| matches!(e, StoreError::InvalidPriority { max: 2, .. }),
+        ),
+        (
+            NewTask {
+                collection: Some("Not Valid".into()),
+                ..new_task("mail")
+            },
+            |e| matches!(e, StoreError::InvalidName(_)),
+        ),
+        (
+            NewTask {
+                payload: vec![0; 1025],
+                ..new_task("mail")
+            },
+            |e| {
+                matches!(
+                    e,
+                    StoreError::PayloadTooLarge {
+                        size: 1025,
+                        max: 1024,
+                        ..
+                    }
+                )
+            },
+        ),
+        (
+            NewTask {
+                run_at: Some(T0 + 11 * 365 * 86_400_000),
+                ..new_task("mail")
+            },
+            |e| matches!(e, StoreError::TimeOutOfRange { .. }),
+        ),
+        (
+            NewTask {
+                parent_id: Some("nope".into()),
+                ..new_task("mail")
+            },
+            |e| matches!(e, StoreError::Invalid(_)),
+        ),
+    ];
+    for (bad, expected) in cases {
+        // The bad task comes second: the good first one must not be stored.
+        let result = store
+            .task_insert_many(TaskInsertMany {
+                tasks: vec![new_task("mail"), bad.clone()],
+                now: T0,
+            })
+            .await;
+        match result {
+            Err(error) => assert!(expected(&error), "{bad:?}: {error}"),
+            Ok(_) => panic!("accepted {bad:?}"),
+        }
+    }
+    let stored = store.task_list(TaskList::default()).await.unwrap();
+    assert!(stored.is_empty(), "half-written: {stored:?}");
+}
+
+pub async fn idempotency_keys_deduplicate(store: &dyn TaskStore) {
+    deploy(store, "mail").await;
+    let keyed = || NewTask {
+        idempotency_key: Some("order-42".into()),
+        ..new_task("mail")
+    };
+    let first = store
+        .task_insert_many(TaskInsertMany {
+            tasks: vec![keyed()],
+            now: T0,
+        })
+        .await
+        .unwrap();
+    let second = store
+        .task_insert_many(TaskInsertMany {
+            tasks: vec![keyed()],
+            now: T0,
+        })
+        .await
+        .unwrap();
+    assert!(first[0].created && !second[0].created);
+    assert_eq!(first[0].id, second[0].id);
+    assert_eq!(store.task_list(TaskList::default()).await.unwrap().len(), 1);
+}
+
+pub async fn lists_filter_and_page(store: &dyn TaskStore) {
+    deploy(store, "mail").await;
+    deploy(store, "other").await;
+    let parent = insert(store, new_task("mail"), T0).await;
+    let mut children = Vec::new();
+    for _ in 0..5 {
+        children.push(
+            insert(
+                store,
+                NewTask {
+                    parent_id: Some(parent.clone()),
+                    ..new_task("mail")
+                },
+                T0,
+            )
+            .await,
+        );
+    }
+    insert(store, new_task("other"), T0).await;
+
+    let by_parent = TaskList {
+        parent_id: Some(parent.clone()),
+        limit: 2,
+        ..TaskList::default()
+    };
+    let mut seen = Vec::new();
+    let mut page = store.task_list(by_parent.clone()).await.unwrap();
+    while !page.is_empty() {
+        assert!(page.len() <= 2);
+        seen.extend(page.iter().map(|t| t.id.clone()));
+        let after = page.last().map(|t| t.id.clone());
+        page = store
+            .task_list(TaskList {
+                after,
+                ..by_parent.clone()
+            })
+            .await
+            .unwrap();
+    }
+    children.sort();
+    assert_eq!(seen, children);
+    let mail = TaskList {
+        lambda: Some("mail".into()),
+        ..TaskList::default()
+    };
+    assert_eq!(store.task_list(mail).await.unwrap().len(), 6);
+    let new = TaskList {
+        status: Some(TaskStatus::New),
+        ..TaskList::default()
+    };
+    assert_eq!(store.task_list(new).await.unwrap().len(), 7);
+    let child = store.task_get(&children[0]).await.unwrap().unwrap();
+    assert_eq!(child.parent_id.as_deref(), Some(parent.as_str()));
+}
+
+/// A child scheduled with its parent's lease is created only while the
+/// parent still holds that lease.
+pub async fn children_of_a_superseded_execution_are_not_created(store: &dyn TaskStore) {
+    deploy(store, "mail").await;
+    let parent = insert(store, new_task("mail"), T0).await;
+    let lease = start(store, &parent, T0).await;
+    let child = |lease| NewTask {
+        parent_id: Some(parent.clone()),
+        parent_lease: Some(lease),
+        ..new_task("mail")
+    };
+    insert(store, child(lease), T0).await;
+    // The executor goes silent; the task runs again under a new lease.
+    let later = T0 + 20_000;
+    let newer = start(store, &parent, later).await;
+    assert!(newer > lease);
+    let stale = store
+        .task_insert_many(TaskInsertMany {
+            tasks: vec![child(lease)],
+            now: later,
+        })
+        .await;
+    assert!(
+        matches!(stale, Err(StoreError::ParentLeaseLost { .. })),
+        "{stale:?}"
+    );
+    insert(store, child(newer), later).await;
+    let children = TaskList {
+        parent_id: Some(parent.clone()),
+        ..TaskList::default()
+    };
+    assert_eq!(store.task_list(children).await.unwrap().len(), 2);
+}
+
+/// A continuation declared at schedule time runs on the task's success with
+/// its output, once; one that cannot be created leaves the success standing
+/// with the reason in `last_error`.
+pub async fn a_continuation_runs_once_on_success_with_the_output(store: &dyn TaskStore) {
+    deploy(store, "mail").await;
+    deploy_with(
+        store,
+        "small",
+        LambdaConfig {
+            max_payload: waft_core::ByteSize::b(4),
+            ..config()
+        },
+    )
+    .await;
+    let then = |lambda: &str| NewTask {
+        continuation: Some(Continuation {
+            lambda: lambda.into(),
+            collection: Some("next".into()),
+            priority: Some(1),
+        }),
+        ..new_task("mail")
+    };
+    let first = insert(store, then("mail"), T0).await;
+    let lease = start(store, &first, T0).await;
+    let output = ResultOutcome::Success {
+        output: Some(b"out".to_vec()),
+    };
+    finish(store, &first, lease, output.clone(), T0)
+        .await
+        .unwrap();
+    // A repeated delivery of the result is refused and makes nothing.
+    assert!(
+        finish(store, &first, lease, output.clone(), T0)
+            .await
+            .is_err()
+    );
+    let children = |parent: &str| TaskList {
+        parent_id: Some(parent.into()),
+        ..TaskList::default()
+    };
+    let next = store.task_list(children(&first)).await.unwrap();
+    assert_eq!(next.len(), 1, "{next:#?}");
+    assert_eq!(
+        (
+            next[0].lambda.as_str(),
+            next[0].payload.as_slice(),
+            next[0].collection.as_str(),
+            next[0].priority
+        ),
+        ("mail", &b"out"[..], "next", 1)
+    );
+
+    // The output is over the next lambda's payload limit.
+    let big = insert(store, then("small"), T0).await;
+    let lease = start(store, &big, T0).await;
+    let output = ResultOutcome::Success {
+        output: Some(b"too long".to_vec()),
+    };
+    assert_eq!(
+        finish(store, &big, lease, output, T0).await,
+        Ok(TaskStatus::Success)
+    );
+    assert!(store.task_list(children(&big)).await.unwrap().is_empty());
+    let task = store.task_get(&big).await.unwrap().unwrap();
+    assert!(
+        task.last_error
+            .as_deref()
+            .is_some_and(|e| e.contains("continuation was not created")),
+        "{task:#?}"
+    );
+
+    let unknown = store
+        .task_insert_many(TaskInsertMany {
+            tasks: vec![then("nope")],
+            now: T0,
+        })
+        .await;
+    assert!(
+        matches!(unknown, Err(StoreError::UnknownLambda(_))),
+        "{unknown:?}"
+    );
+}
+
+/// Concurrent inserts with one idempotency key make one task, and every
+/// caller gets its id. Many rounds, so that the callers really overlap once
+/// the connection pool is warm.
+pub async fn concurrent_inserts_with_one_key_make_one_task(store: &dyn TaskStore) {
+    deploy(store, "mail").await;
+    for round in 0..30 {
+        let key = format!("order-{round}");
+        let inserts = (0..8).map(|_| {
+            store.task_insert_many(TaskInsertMany {
+                tasks: vec![NewTask {
+                    idempotency_key: Some(key.clone()),
+                    ..new_task("mail")
+                }],
+                now: T0,
+            })
+        });
+        let answers: Vec<_> = futures::future::join_all(inserts)
+            .await
+            .into_iter()
+            .map(|answer| answer.unwrap().remove(0))
+            .collect();
+        assert_eq!(
+            answers.iter().filter(|a| a.created).count(),
+            1,
+            "{answers:?}"
+        );
+        assert!(answers.iter().all(|a| a.id == answers[0].id), "{answers:?}");
+    }
+    assert_eq!(
+        store.task_list(TaskList::default()).await.unwrap().len(),
+        30
+    );
+}
