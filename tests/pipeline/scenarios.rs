@@ -1,0 +1,988 @@
+//! The scenarios, each run against each mode's installation: a client
+//! schedules over gRPC and real `waft` processes run the sample lambdas to
+//! a terminal state. A scenario deploys what it needs beyond [`setup`]'s
+//! lambdas and assumes nothing of the scenarios run before it.
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use waft_core::{ByteSize, LambdaConfig, TaskStatus};
+use waft_sample_artifacts as samples;
+use waft_services::{CronRequest, FrontendApi, RunAt, ServiceError, TaskRequest};
+use waft_store::{AttemptOutcome, DeadSelector, GateState, TaskList};
+
+const WITHIN: Duration = Duration::from_secs(30);
+
+use crate::support::Cluster;
+
+/// Deploys the lambdas the scenarios share, once per installation.
+pub async fn setup(cluster: &Cluster) {
+    cluster.deploy("hello", samples::HELLO, |_| {}).await;
+    cluster.deploy("flaky", samples::FLAKY, |_| {}).await;
+    cluster
+        .deploy("flaky2", samples::FLAKY, |c| c.max_attempts = 2)
+        .await;
+    cluster.deploy("fatal", samples::FATAL, |_| {}).await;
+    cluster
+        .deploy("chain", samples::CHAIN, |c| {
+            c.allowed_children = vec!["hello".into()]
+        })
+        .await;
+    cluster
+        .deploy("hog", samples::HOG, |c| {
+            c.limits.max_memory = ByteSize::mib(2)
+        })
+        .await;
+    cluster
+        .deploy("one-at-a-time", samples::HELLO, |c| c.concurrency = 1)
+        .await;
+}
+
+/// Generic gRPC tools work, and a call to a role a server does not run
+/// fails plainly.
+pub async fn wrong_role_and_health(cluster: &Cluster) {
+    let frontend = cluster.frontend_addr.clone();
+    let channel = cluster.channel(&frontend, cluster.token.as_deref());
+    let mut health = tonic_health::pb::health_client::HealthClient::new(channel.clone());
+    let serving = health
+        .check(tonic_health::pb::HealthCheckRequest {
+            service: "waft.v1.Frontend".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        serving.status,
+        tonic_health::pb::health_check_response::ServingStatus::Serving as i32
+    );
+    let controller = waft_api::ControllerClient::new(channel);
+    let error = waft_services::ControllerApi::next_work(
+        &controller,
+        waft_services::NextWork {
+            slots: Vec::new(),
+            max_tasks: 1,
+            wait: Duration::ZERO,
+        },
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(&error, ServiceError::FailedPrecondition(m) if m.contains("Controller")),
+        "{error:?}"
+    );
+}
+
+fn denied<T>(result: Result<T, ServiceError>) {
+    match result {
+        Err(ServiceError::PermissionDenied(_)) => {}
+        Err(other) => panic!("expected PermissionDenied, got {other:?}"),
+        Ok(_) => panic!("expected PermissionDenied, got success"),
+    }
+}
+
+/// Tokens: an owner acts on its lambdas only, a scheduler schedules and
+/// reads but manages nothing, a call without a token or with a revoked one
+/// is refused, and only the cluster token reaches the internal roles. The
+/// distributed mode runs with auth on; `waft dev` runs without and says so.
+pub async fn auth(cluster: &Cluster) {
+    let Some(admin) = &cluster.token else {
+        assert!(cluster.logs().contains("auth is off"), "{}", cluster.logs());
+        return;
+    };
+    let create = |name: &str, role: &str| {
+        let created = cluster.cli(&[
+            "token", "create", name, "--role", role, "--lambda", "hello", "--json",
+        ]);
+        let created: serde_json::Value = serde_json::from_str(&created).unwrap();
+        (
+            created["id"].as_str().unwrap().to_owned(),
+            created["secret"].as_str().unwrap().to_owned(),
+        )
+    };
+    let (owner_id, owner_secret) = create("hello team", "owner");
+    let (_, scheduler_secret) = create("hello scheduler", "scheduler");
+    let client = |secret: Option<&str>| {
+        waft_api::FrontendClient::new(cluster.channel(&cluster.frontend_addr, secret))
+    };
+    let hello = std::fs::read(samples::HELLO).unwrap();
+    let flaky_task = cluster.schedule("flaky", json!({}), None).await;
+
+    let owner = client(Some(&owner_secret));
+    let mine = owner
+        .task_schedule_many(vec![TaskRequest {
+            lambda: "hello".into(),
+            ..TaskRequest::default()
+        }])
+        .await
+        .unwrap();
+    assert_eq!(
+        cluster.finished(&mine[0].id, WITHIN).await.status,
+        TaskStatus::Success
+    );
+    owner.task_get(&mine[0].id).await.unwrap();
+    denied(owner.task_get(&flaky_task).await);
+    denied(
+        owner
+            .lambda_deploy("flaky", hello.clone(), Default::default())
+            .await,
+    );
+    denied(owner.gate_set("flaky", None, GateState::Paused).await);
+    denied(owner.token_list().await);
+    // Allowing hello to schedule flaky's tasks would hand on a right the
+    // owner does not have.
+    denied(
+        owner
+            .lambda_deploy(
+                "hello",
+                hello.clone(),
+                LambdaConfig {
+                    allowed_children: vec!["flaky".into()],
+                    ..Default::default()
+                },
+            )
+            .await,
+    );
+    let visible: Vec<String> = owner
+        .lambda_list()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|l| l.name)
+        .collect();
+    assert_eq!(visible, ["hello"]);
+
+    let scheduler = client(Some(&scheduler_secret));
+    let scheduled = scheduler
+        .task_schedule_many(vec![TaskRequest {
+            lambda: "hello".into(),
+            ..TaskRequest::default()
+        }])
+        .await
+        .unwrap();
+    scheduler.task_get(&scheduled[0].id).await.unwrap();
+    // A continuation of a lambda the token may not schedule is refused: the
+    // store would create that task later without asking anyone.
+    denied(
+        scheduler
+            .task_schedule_many(vec![TaskRequest {
+                lambda: "hello".into(),
+                then: Some(waft_store::Continuation {
+                    lambda: "flaky".into(),
+                    ..Default::default()
+                }),
+                ..TaskRequest::default()
+            }])
+            .await,
+    );
+    denied(scheduler.gate_set("hello", None, GateState::Paused).await);
+    denied(
+        scheduler
+            .lambda_deploy("hello", hello, Default::default())
+            .await,
+    );
+    // The internal roles take only the cluster token: the HSC knows the
+    // client tokens and refuses this one's right, the Controller knows none.
+    let channel = |role: &str| {
+        let addr = cluster.processes[role].listen();
+        cluster.channel(&addr, Some(&scheduler_secret))
+    };
+    let hsc = waft_api::HscClient::new(channel("hsc"));
+    denied(waft_services::HscApi::task_claim_many(&hsc, Vec::new()).await);
+    let controller = waft_api::ControllerClient::new(channel("controller"));
+    let next = waft_services::ControllerApi::next_work(
+        &controller,
+        waft_services::NextWork {
+            slots: Vec::new(),
+            max_tasks: 1,
+            wait: Duration::ZERO,
+        },
+    )
+    .await;
+    assert!(
+        matches!(next, Err(ServiceError::Unauthenticated(_))),
+        "{next:?}"
+    );
+
+    // No token, or a revoked one: refused, and the CLI says so with code 8.
+    let anonymous = client(None).lambda_list().await.unwrap_err();
+    assert!(
+        matches!(anonymous, ServiceError::Unauthenticated(_)),
+        "{anonymous:?}"
+    );
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_waft"))
+        .args(["lambda", "list"])
+        .env("WAFT_SERVER", &cluster.frontend_addr)
+        .env("WAFT_CA", &cluster.ca.as_ref().unwrap().1)
+        .env_remove("WAFT_TOKEN")
+        .output()
+        .unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(8),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(String::from_utf8_lossy(&output.stderr).contains("token"));
+    cluster.cli(&["token", "revoke", &owner_id]);
+    let revoked = owner.lambda_list().await.unwrap_err();
+    assert!(
+        matches!(revoked, ServiceError::Unauthenticated(_)),
+        "{revoked:?}"
+    );
+    let listed = cluster.cli(&["token", "list", "--json"]);
+    assert!(!listed.contains(&owner_secret) && !listed.contains(admin.as_str()));
+    assert!(listed.contains("revoked_at"), "{listed}");
+}
+
+/// Every role's metrics are served for Prometheus, labelled by lambda. The
+/// scenario first makes what they count happen: a success, a retry, a
+/// memory breach, a quota refusal.
+pub async fn metrics(cluster: &Cluster) {
+    success(cluster).await;
+    retry_then_success(cluster).await;
+    over_its_limit(cluster).await;
+    cluster
+        .deploy("metered", samples::HELLO, |c| c.quota_per_sec = Some(1.0))
+        .await;
+    let burst = vec![
+        TaskRequest {
+            lambda: "metered".into(),
+            ..TaskRequest::default()
+        };
+        20
+    ];
+    let refused = cluster.frontend.task_schedule_many(burst).await;
+    assert!(
+        matches!(refused, Err(ServiceError::ResourceExhausted(_))),
+        "{refused:?}"
+    );
+    // A backlog the consumer measures: three 5-second tasks, one at a time.
+    cluster
+        .deploy("backlogged", samples::SLEEPY, |c| c.concurrency = 1)
+        .await;
+    for _ in 0..3 {
+        cluster
+            .schedule("backlogged", json!({"steps": 50, "step_ms": 100}), None)
+            .await;
+    }
+    let (frontend, consumer, executor) = if cluster.processes.contains_key("dev") {
+        ("dev", "dev", "dev")
+    } else {
+        ("frontend", "consumer", "executor1")
+    };
+    let expected = [
+        (frontend, r#"waft_tasks_scheduled_total{lambda="hello"}"#),
+        (
+            frontend,
+            r#"waft_tasks_refused_by_quota_total{lambda="metered"}"#,
+        ),
+        (
+            consumer,
+            r#"waft_tasks_enqueued_total{lambda="hello",priority="0"}"#,
+        ),
+        (
+            consumer,
+            r#"waft_queue_depth{lambda="backlogged",priority="0"}"#,
+        ),
+        (
+            consumer,
+            r#"waft_oldest_ready_task_age_seconds{lambda="backlogged",priority="0"}"#,
+        ),
+        (executor, r#"waft_executions_started_total{lambda="hello"}"#),
+        (
+            executor,
+            r#"waft_executions_ended_total{lambda="flaky",outcome="retriable"}"#,
+        ),
+        (
+            executor,
+            r#"waft_limit_breaches_total{lambda="hog",limit="memory"}"#,
+        ),
+        (
+            executor,
+            r#"waft_schedule_to_start_seconds_count{lambda="hello"}"#,
+        ),
+        (executor, r#"waft_execution_seconds_count{lambda="hello"}"#),
+    ];
+    // Gauges are measured every few seconds.
+    let deadline = Instant::now() + WITHIN;
+    for (process, metric) in expected {
+        loop {
+            let text = cluster.metrics(process).await;
+            if text.contains(metric) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "no {metric} in:\n{text}");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
+/// Schedule→claim latency of one task of `lambda` scheduled now, in ms.
+async fn start_latency(cluster: &Cluster, lambda: &str) -> i64 {
+    let id = cluster
+        .schedule(lambda, json!({"name": "calm"}), None)
+        .await;
+    let task = cluster.finished(&id, WITHIN).await;
+    assert_eq!(task.status, TaskStatus::Success);
+    task.claimed_at.unwrap() - task.created_at
+}
+
+fn median(mut values: Vec<i64>) -> i64 {
+    values.sort_unstable();
+    values[values.len() / 2]
+}
+
+/// Isolation: flooding lambda A at 100× its quota is refused at the
+/// Frontend beyond the quota and leaves lambda B's schedule→start latency
+/// within a stated bound (median at most 250 ms, none over 1 s); a backlog
+/// of A that came due at once starts at A's rate, not all at once.
+pub async fn quotas(cluster: &Cluster) {
+    const QUOTA: f64 = 20.0;
+    cluster
+        .deploy("flood", samples::HELLO, |c| c.quota_per_sec = Some(QUOTA))
+        .await;
+    cluster.deploy("calm", samples::HELLO, |_| {}).await;
+    let mut baseline = Vec::new();
+    for _ in 0..5 {
+        baseline.push(start_latency(cluster, "calm").await);
+    }
+
+    // 100× the quota for three seconds: batches of 20 every 10 ms.
+    let flooding = Duration::from_secs(3);
+    let frontend = cluster.frontend.clone();
+    let flood = tokio::spawn(async move {
+        let (mut admitted, mut refused) = (0, 0);
+        let until = Instant::now() + flooding;
+        while Instant::now() < until {
+            let batch = vec![
+                TaskRequest {
+                    lambda: "flood".into(),
+                    ..TaskRequest::default()
+                };
+                20
+            ];
+            match frontend.task_schedule_many(batch).await {
+                Ok(tasks) => admitted += tasks.len(),
+                Err(ServiceError::ResourceExhausted(_)) => refused += 20,
+                Err(error) => panic!("{error:?}"),
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        (admitted, refused)
+    });
+    let mut during = Vec::new();
+    while !flood.is_finished() {
+        during.push(start_latency(cluster, "calm").await);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (admitted, refused) = flood.await.unwrap();
+    let most = (QUOTA * (flooding.as_secs_f64() + 1.0)) as usize + 20;
+    assert!(
+        admitted <= most && refused > admitted * 10,
+        "admitted {admitted}, refused {refused}"
+    );
+    eprintln!(
+        "calm lambda schedule→start: baseline median {} ms; during the flood median {} ms, \
+         max {} ms over {} tasks",
+        median(baseline.clone()),
+        median(during.clone()),
+        during.iter().max().unwrap(),
+        during.len()
+    );
+    assert!(
+        median(during.clone()) <= 250 && during.iter().all(|&ms| ms <= 1000),
+        "calm latencies during the flood: {during:?} (baseline {baseline:?})"
+    );
+
+    // A backlog that predates the quota: 100 tasks due at once, then the
+    // quota is deployed; they start at 20 a second.
+    cluster.deploy("backlog", samples::HELLO, |_| {}).await;
+    let due = cluster.frontend.task_schedule_many(
+        (0..100)
+            .map(|_| TaskRequest {
+                lambda: "backlog".into(),
+                run_at: RunAt::After(Duration::from_secs(2)),
+                ..TaskRequest::default()
+            })
+            .collect(),
+    );
+    let ids: Vec<String> = due.await.unwrap().into_iter().map(|t| t.id).collect();
+    cluster
+        .deploy("backlog", samples::HELLO, |c| c.quota_per_sec = Some(QUOTA))
+        .await;
+    let mut claims = Vec::new();
+    for id in &ids {
+        let task = cluster.finished(id, Duration::from_secs(60)).await;
+        assert_eq!(task.status, TaskStatus::Success);
+        claims.push(task.claimed_at.unwrap());
+    }
+    claims.sort_unstable();
+    let first_second = claims.iter().filter(|&&at| at < claims[0] + 1000).count();
+    let span = claims[99] - claims[0];
+    assert!(
+        first_second <= 2 * QUOTA as usize + 5 && span >= 3000,
+        "{first_second} started in the first second; all within {span} ms"
+    );
+}
+
+/// A cron schedule makes one task per occurrence, even with two consumers
+/// (the distributed mode runs two); removing it stops them. A bad
+/// expression, time zone or lambda is refused and nothing is stored.
+pub async fn periodic(cluster: &Cluster) {
+    cluster.deploy("ticker", samples::HELLO, |_| {}).await;
+    let added = cluster.cli(&[
+        "cron",
+        "add",
+        "ticker",
+        "* * * * * *",
+        "--payload",
+        r#"{"name": "tick"}"#,
+        "--timezone",
+        "Europe/Paris",
+        "--json",
+    ]);
+    let added: serde_json::Value = serde_json::from_str(&added).unwrap();
+    let id = added["id"].as_str().unwrap().to_owned();
+    let ticks = || async {
+        let all = TaskList {
+            lambda: Some("ticker".into()),
+            limit: 1000,
+            ..TaskList::default()
+        };
+        cluster.frontend.task_list(all).await.unwrap()
+    };
+    let deadline = Instant::now() + WITHIN;
+    while ticks()
+        .await
+        .iter()
+        .filter(|t| t.status == TaskStatus::Success)
+        .count()
+        < 3
+    {
+        assert!(Instant::now() < deadline, "no ticks:\n{}", cluster.logs());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(cluster.cli(&["cron", "list"]).contains(&id));
+    cluster.cli(&["cron", "remove", &id]);
+    assert!(!cluster.cli(&["cron", "list"]).contains(&id));
+
+    // Tasks made one turn ahead may still appear; then no more.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let tasks = ticks().await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(ticks().await.len(), tasks.len(), "ticks after removal");
+    let mut occurrences: Vec<i64> = tasks.iter().map(|t| t.scheduled_at).collect();
+    occurrences.sort_unstable();
+    occurrences.dedup();
+    assert_eq!(occurrences.len(), tasks.len(), "an occurrence ran twice");
+    for task in &tasks {
+        assert_eq!(task.cron_id.as_deref(), Some(id.as_str()));
+        assert_eq!(task.scheduled_at % 1000, 0, "not on a whole second");
+        assert_eq!(task.payload, br#"{"name": "tick"}"#);
+    }
+
+    let request = |cron: &str, timezone: &str, lambda: &str| CronRequest {
+        lambda: lambda.into(),
+        cron: cron.into(),
+        timezone: Some(timezone.into()),
+        ..CronRequest::default()
+    };
+    let cases = [
+        (
+            request("61 * * * *", "UTC", "ticker"),
+            "invalid cron expression",
+        ),
+        (
+            request("0 3 * * *", "Mars/Olympus", "ticker"),
+            "unknown time zone",
+        ),
+        (request("0 3 * * *", "UTC", "nope"), "unknown lambda"),
+    ];
+    for (bad, expected) in cases {
+        let error = cluster.frontend.cron_create(bad).await.unwrap_err();
+        assert!(error.to_string().contains(expected), "{error:?}");
+    }
+    assert!(cluster.frontend.cron_list().await.unwrap().is_empty());
+    let error = cluster.frontend.cron_delete(&id).await.unwrap_err();
+    assert!(matches!(error, ServiceError::NotFound(_)), "{error:?}");
+}
+
+/// A paused lambda's tasks wait in the store until it resumes; a dropped
+/// collection's tasks end as dropped.
+pub async fn gates(cluster: &Cluster) {
+    cluster
+        .frontend
+        .gate_set("hello", None, GateState::Paused)
+        .await
+        .unwrap();
+    let id = cluster
+        .schedule("hello", json!({"name": "later"}), None)
+        .await;
+    let held = cluster.until(&id, WITHIN, |t| t.held).await;
+    assert_eq!(held.status, TaskStatus::New);
+    let gates = cluster.frontend.gate_list().await.unwrap();
+    assert!(
+        gates
+            .iter()
+            .any(|g| g.lambda == "hello" && g.state == GateState::Paused)
+    );
+    let released = cluster
+        .frontend
+        .gate_set("hello", None, GateState::Open)
+        .await
+        .unwrap();
+    assert_eq!(released, 1);
+    assert_eq!(
+        cluster.finished(&id, WITHIN).await.status,
+        TaskStatus::Success
+    );
+
+    cluster
+        .frontend
+        .gate_set("hello", Some("promo"), GateState::Dropped)
+        .await
+        .unwrap();
+    let request = TaskRequest {
+        lambda: "hello".into(),
+        collection: Some("promo".into()),
+        ..TaskRequest::default()
+    };
+    let id = cluster
+        .frontend
+        .task_schedule_many(vec![request])
+        .await
+        .unwrap()[0]
+        .id
+        .clone();
+    assert_eq!(
+        cluster.finished(&id, WITHIN).await.status,
+        TaskStatus::Dropped
+    );
+    let unknown = cluster
+        .frontend
+        .gate_set("nope", None, GateState::Paused)
+        .await
+        .unwrap_err();
+    assert!(matches!(unknown, ServiceError::NotFound(_)), "{unknown:?}");
+}
+
+pub async fn success(cluster: &Cluster) {
+    let id = cluster
+        .schedule("hello", json!({"name": "Ada"}), None)
+        .await;
+    let task = cluster.finished(&id, WITHIN).await;
+    assert_eq!(task.status, TaskStatus::Success, "{task:#?}");
+    assert_eq!(task.attempt, 1);
+    let output: serde_json::Value =
+        serde_json::from_slice(task.output.as_deref().unwrap()).unwrap();
+    assert_eq!(output, json!({"greeting": "Hello, Ada!"}));
+    assert!(task.log.unwrap().contains("greeted on attempt 1"));
+}
+
+pub async fn retry_then_success(cluster: &Cluster) {
+    let id = cluster
+        .schedule("flaky", json!({"succeed_on": 3}), None)
+        .await;
+    let task = cluster.finished(&id, WITHIN).await;
+    assert_eq!(
+        (task.status, task.attempt),
+        (TaskStatus::Success, 3),
+        "{task:#?}"
+    );
+    // Two backoffs of at least half of 50 ms and 100 ms (equal jitter).
+    let took = task.finished_at.unwrap() - task.created_at;
+    assert!(took >= 75, "retried after {took} ms only");
+}
+
+pub async fn fatal(cluster: &Cluster) {
+    let id = cluster.schedule("fatal", json!({}), None).await;
+    let task = cluster.finished(&id, WITHIN).await;
+    assert_eq!((task.status, task.attempt), (TaskStatus::FatalFailure, 1));
+    assert!(task.last_error.unwrap().contains("no such account"));
+}
+
+pub async fn dead_letter(cluster: &Cluster) {
+    let id = cluster
+        .schedule("flaky2", json!({"succeed_on": 10}), None)
+        .await;
+    let task = cluster.finished(&id, WITHIN).await;
+    assert_eq!(
+        (task.status, task.attempt),
+        (TaskStatus::Dead, 2),
+        "{task:#?}"
+    );
+    assert!(task.last_error.is_some());
+    // Inspect it: both executions, each with its own error and log.
+    let shown: serde_json::Value =
+        serde_json::from_str(&cluster.cli(&["dlq", "show", &id, "--json"])).unwrap();
+    assert_eq!(shown["task"]["status"], "dead");
+    let attempts = shown["attempts"].as_array().unwrap();
+    assert_eq!(attempts.len(), 2, "{shown:#}");
+    for (n, attempt) in attempts.iter().enumerate() {
+        assert_eq!(attempt["attempt"], n + 1);
+        assert_eq!(attempt["outcome"], "retriable");
+        assert!(attempt["error"].as_str().is_some_and(|e| !e.is_empty()));
+        let log = attempt["log"].as_str().unwrap_or_default();
+        assert!(log.contains(&format!("attempt {}", n + 1)), "{attempt:#}");
+    }
+
+    // Fix, redeploy, redrive: the dead task runs again on the new version.
+    let not_dead = cluster
+        .frontend
+        .dead_redrive(
+            DeadSelector::Ids(vec![id.clone(), "no-such-task".into()]),
+            None,
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(not_dead, ServiceError::NotFound(_)),
+        "{not_dead:?}"
+    );
+    cluster
+        .deploy("flaky2", samples::HELLO, |c| c.max_attempts = 2)
+        .await;
+    let unknown = cluster
+        .frontend
+        .dead_redrive(
+            DeadSelector::Filter {
+                lambda: "flaky2".into(),
+                collection: None,
+            },
+            Some(9),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(unknown, ServiceError::NotFound(_)), "{unknown:?}");
+    let redriven = cluster.cli(&["dlq", "redrive", &id, "--version", "2"]);
+    assert!(redriven.starts_with("1 dead tasks redriven"), "{redriven}");
+    let task = cluster.finished(&id, WITHIN).await;
+    assert_eq!(task.version, Some(2));
+    assert_eq!(
+        (task.status, task.attempt),
+        (TaskStatus::Success, 1),
+        "{task:#?}"
+    );
+    // The history keeps the dead attempts before the redriven one.
+    let attempts = cluster.frontend.task_attempts(&id).await.unwrap();
+    let outcomes: Vec<_> = attempts.iter().map(|a| (a.attempt, a.outcome)).collect();
+    assert_eq!(
+        outcomes,
+        [
+            (1, AttemptOutcome::Retriable),
+            (2, AttemptOutcome::Retriable),
+            (1, AttemptOutcome::Success)
+        ]
+    );
+    let unknown = cluster.frontend.task_attempts("nope").await.unwrap_err();
+    assert!(matches!(unknown, ServiceError::NotFound(_)), "{unknown:?}");
+}
+
+pub async fn over_its_limit(cluster: &Cluster) {
+    let id = cluster.schedule("hog", json!({}), None).await;
+    let task = cluster.finished(&id, WITHIN).await;
+    assert_eq!(task.status, TaskStatus::FatalFailure, "{task:#?}");
+    let error = task.last_error.unwrap();
+    assert!(error.contains("limit exceeded (memory)"), "{error}");
+}
+
+pub async fn chaining(cluster: &Cluster) {
+    let id = cluster
+        .schedule(
+            "chain",
+            json!({"lambda": "hello", "names": ["x", "y"]}),
+            None,
+        )
+        .await;
+    let parent = cluster.finished(&id, WITHIN).await;
+    assert_eq!(parent.status, TaskStatus::Success, "{parent:#?}");
+    let children = cluster
+        .frontend
+        .task_list(TaskList {
+            parent_id: Some(id.clone()),
+            ..TaskList::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(children.len(), 2);
+    for child in children {
+        let child = cluster.finished(&child.id, WITHIN).await;
+        assert_eq!(child.status, TaskStatus::Success);
+        assert_eq!(child.parent_id.as_deref(), Some(id.as_str()));
+    }
+
+    // The CLI shows the chain and the parent's log.
+    let tree = cluster.cli(&["task", "tree", &id, "--json"]);
+    let tree: serde_json::Value = serde_json::from_str(&tree).unwrap();
+    assert_eq!(tree["status"], "success");
+    let children = tree["children"].as_array().unwrap();
+    assert_eq!(children.len(), 2);
+    assert!(children.iter().all(|c| c["status"] == "success"));
+    let logs = cluster.cli(&["task", "logs", &id]);
+    assert!(logs.contains("scheduled 2 children"), "{logs}");
+
+    // Children of a lambda it was not allowed are refused, and the task's
+    // log says what to grant.
+    let id = cluster
+        .schedule("chain", json!({"lambda": "fatal", "names": ["x"]}), None)
+        .await;
+    let parent = cluster.finished(&id, WITHIN).await;
+    assert_eq!(parent.status, TaskStatus::FatalFailure, "{parent:#?}");
+    let logs = cluster.cli(&["task", "logs", &id]);
+    assert!(
+        logs.contains("refused to schedule a child") && logs.contains("--allow-child fatal"),
+        "{logs}"
+    );
+
+    // A continuation declared at schedule time runs with the output.
+    let first = cluster.cli(&[
+        "task",
+        "schedule",
+        "hello",
+        "--payload",
+        r#"{"name": "Ada"}"#,
+        "--then",
+        "hello",
+    ]);
+    let first = cluster.finished(first.trim(), WITHIN).await;
+    assert_eq!(first.status, TaskStatus::Success);
+    let shown: serde_json::Value =
+        serde_json::from_str(&cluster.cli(&["task", "get", &first.id, "--json"])).unwrap();
+    assert_eq!(shown["then"]["lambda"], "hello");
+    let children = shown["children"].as_array().unwrap();
+    assert_eq!(children.len(), 1, "{shown:#}");
+    let next = cluster
+        .finished(children[0].as_str().unwrap(), WITHIN)
+        .await;
+    assert_eq!(next.status, TaskStatus::Success, "{next:#?}");
+    assert_eq!(Some(next.payload), first.output);
+    assert_eq!(next.parent_id, Some(first.id));
+}
+
+pub async fn cancel(cluster: &Cluster) {
+    let request = TaskRequest {
+        lambda: "hello".into(),
+        run_at: RunAt::After(Duration::from_secs(3600)),
+        ..TaskRequest::default()
+    };
+    let id = cluster
+        .frontend
+        .task_schedule_many(vec![request])
+        .await
+        .unwrap()[0]
+        .id
+        .clone();
+    let task = cluster.frontend.task_cancel(&id).await.unwrap();
+    assert_eq!(task.status, TaskStatus::Cancelled);
+    let again = cluster.frontend.task_cancel(&id).await.unwrap_err();
+    assert!(
+        matches!(again, ServiceError::FailedPrecondition(_)),
+        "{again:?}"
+    );
+}
+
+pub async fn bad_input_stores_nothing(cluster: &Cluster) {
+    let before = cluster
+        .frontend
+        .task_list(TaskList::default())
+        .await
+        .unwrap()
+        .len();
+    let good = TaskRequest {
+        lambda: "hello".into(),
+        ..TaskRequest::default()
+    };
+    let cases = [
+        (
+            TaskRequest {
+                priority: Some(9),
+                ..good.clone()
+            },
+            "priority",
+        ),
+        (
+            TaskRequest {
+                lambda: "nope".into(),
+                ..good.clone()
+            },
+            "unknown lambda",
+        ),
+        (
+            TaskRequest {
+                payload: vec![b'x'; 300 * 1024],
+                ..good.clone()
+            },
+            "over lambda",
+        ),
+        (
+            TaskRequest {
+                run_at: RunAt::At(1),
+                ..good.clone()
+            },
+            "too far",
+        ),
+    ];
+    for (bad, expected) in cases {
+        // The bad task rides with a good one: all or nothing.
+        let error = cluster
+            .frontend
+            .task_schedule_many(vec![good.clone(), bad])
+            .await
+            .unwrap_err();
+        assert!(error.to_string().contains(expected), "{error:?}");
+    }
+    let too_many = vec![good.clone(); 10_001];
+    let error = cluster
+        .frontend
+        .task_schedule_many(too_many)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, ServiceError::ResourceExhausted(_)),
+        "{error:?}"
+    );
+    let error = cluster
+        .frontend
+        .lambda_deploy("broken", b"\0asm garbage".to_vec(), Default::default())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, ServiceError::InvalidArgument(_)),
+        "{error:?}"
+    );
+    let after = cluster
+        .frontend
+        .task_list(TaskList::default())
+        .await
+        .unwrap()
+        .len();
+    assert_eq!(before, after, "a refused request stored tasks");
+    assert!(cluster.frontend.lambda_get("broken", None).await.is_err());
+}
+
+pub async fn new_versions_apply_without_restart(cluster: &Cluster) {
+    cluster.deploy("swap", samples::HELLO, |_| {}).await;
+    let id = cluster.schedule("swap", json!({"name": "v1"}), None).await;
+    assert_eq!(
+        cluster.finished(&id, WITHIN).await.status,
+        TaskStatus::Success
+    );
+    let v2 = cluster.deploy("swap", samples::FATAL, |_| {}).await;
+    assert_eq!(v2.version, 2);
+    let id = cluster.schedule("swap", json!({}), None).await;
+    let task = cluster.finished(&id, WITHIN).await;
+    assert_eq!(task.status, TaskStatus::FatalFailure, "{task:#?}");
+
+    // A task pinned to version 1 runs it while version 2 is current.
+    let pinned = cluster.cli(&[
+        "task",
+        "schedule",
+        "swap",
+        "--payload",
+        r#"{"name": "pinned"}"#,
+        "--pin-version",
+        "1",
+    ]);
+    let task = cluster.finished(pinned.trim(), WITHIN).await;
+    assert_eq!(
+        (task.status, task.version),
+        (TaskStatus::Success, Some(1)),
+        "{task:#?}"
+    );
+
+    // Roll back: version 3 is version 1 again.
+    let rolled: serde_json::Value =
+        serde_json::from_str(&cluster.cli(&["lambda", "rollback", "swap", "--json"])).unwrap();
+    assert_eq!(rolled["version"], 3);
+    assert_eq!(
+        rolled["digest"],
+        json!(
+            cluster
+                .frontend
+                .lambda_get("swap", Some(1))
+                .await
+                .unwrap()
+                .digest
+        )
+    );
+    let id = cluster.schedule("swap", json!({"name": "v3"}), None).await;
+    assert_eq!(
+        cluster.finished(&id, WITHIN).await.status,
+        TaskStatus::Success
+    );
+    let versions = cluster.cli(&["lambda", "versions", "swap"]);
+    assert_eq!(versions.lines().count(), 3, "{versions}");
+
+    let unknown = cluster
+        .frontend
+        .lambda_rollback("swap", Some(9))
+        .await
+        .unwrap_err();
+    assert!(matches!(unknown, ServiceError::NotFound(_)), "{unknown:?}");
+    let pin = TaskRequest {
+        lambda: "swap".into(),
+        version: Some(9),
+        ..TaskRequest::default()
+    };
+    let unknown = cluster
+        .frontend
+        .task_schedule_many(vec![pin])
+        .await
+        .unwrap_err();
+    assert!(matches!(unknown, ServiceError::NotFound(_)), "{unknown:?}");
+}
+
+/// A backlog at low priority does not delay a high-priority task: with one
+/// task at a time, the high one runs next, not after the backlog.
+pub async fn priorities(cluster: &Cluster) {
+    const BACKLOG: usize = 100;
+    let low: Vec<TaskRequest> = (0..BACKLOG)
+        .map(|i| TaskRequest {
+            lambda: "one-at-a-time".into(),
+            payload: json!({"name": format!("low {i}")}).to_string().into_bytes(),
+            priority: Some(0),
+            ..TaskRequest::default()
+        })
+        .collect();
+    let low_ids: Vec<String> = cluster
+        .frontend
+        .task_schedule_many(low)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.id)
+        .collect();
+    // Let the backlog reach the queues and start running.
+    cluster
+        .until(&low_ids[0], WITHIN, |t| t.status == TaskStatus::Success)
+        .await;
+    let high = cluster
+        .schedule("one-at-a-time", json!({"name": "vip"}), Some(2))
+        .await;
+    let high = cluster.finished(&high, WITHIN).await;
+    assert_eq!(high.status, TaskStatus::Success);
+    let done_before = cluster
+        .frontend
+        .task_list(TaskList {
+            lambda: Some("one-at-a-time".into()),
+            status: Some(TaskStatus::Success),
+            limit: 1000,
+            ..TaskList::default()
+        })
+        .await
+        .unwrap()
+        .iter()
+        .filter(|t| t.priority == 0 && t.finished_at <= high.finished_at)
+        .count();
+    assert!(
+        done_before < BACKLOG / 2,
+        "{done_before} of {BACKLOG} low-priority tasks finished before the high-priority one"
+    );
+    // The backlog drains too. Queues are not FIFO (SQS standard queues
+    // reorder), so no task but the high one has a promised place.
+    for id in &low_ids {
+        let task = cluster.finished(id, Duration::from_secs(120)).await;
+        assert_eq!(task.status, TaskStatus::Success, "{task:#?}");
+    }
+}
