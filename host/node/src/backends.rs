@@ -90,8 +90,8 @@ pub enum QueueKind {
 /// Opens the queues `section` names, `default` when it names none.
 pub async fn open_queues(section: &QueueSection, default: QueueKind) -> Arc<dyn TaskQueue> {
     match section.kind.unwrap_or(default) {
-        QueueKind::Memory => Arc::new(MemoryQueue::new(section.visibility_timeout)),
-        QueueKind::Sqs => Arc::new(SqsQueue::new(section.sqs()).await),
+        QueueKind::Memory => Arc::new(MemoryQueue::new(section.sqs.visibility_timeout)),
+        QueueKind::Sqs => Arc::new(SqsQueue::new(section.sqs.clone()).await),
     }
 }
 

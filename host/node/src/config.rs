@@ -11,14 +11,10 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::time::Duration;
 
 use serde::Deserialize;
 use waft_queue::SqsConfig;
-use waft_services::{
-    ConsumerConfig, ControllerConfig, ExecutionJournal, ExecutorConfig, HeartbeatConfig,
-};
+use waft_services::{ConsumerConfig, ControllerConfig, ExecutorConfig, HeartbeatConfig};
 
 use crate::backends::{QueueKind, one_process_store, sqlite_path};
 
@@ -62,7 +58,7 @@ pub struct Config {
     pub heartbeat: HeartbeatConfig,
     pub consumer: ConsumerConfig,
     pub controller: ControllerConfig,
-    pub executor: ExecutorSection,
+    pub executor: ExecutorConfig,
     pub runtime: RuntimeSection,
     pub auth: AuthSection,
     pub tls: TlsSection,
@@ -79,7 +75,7 @@ impl Default for Config {
             heartbeat: HeartbeatConfig::default(),
             consumer: ConsumerConfig::default(),
             controller: ControllerConfig::default(),
-            executor: ExecutorSection::default(),
+            executor: ExecutorConfig::default(),
             runtime: RuntimeSection::default(),
             auth: AuthSection::default(),
             tls: TlsSection::default(),
@@ -113,46 +109,33 @@ impl Default for StoreSection {
     }
 }
 
-/// The queues.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields, default)]
+/// The queues: their kind, and the settings of SQS beside it
+/// (`visibility_timeout` applies to both kinds).
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct QueueSection {
     /// `memory` or `sqs`; `waft dev` defaults to `memory`, `waft serve`
     /// takes `sqs` only.
     pub kind: Option<QueueKind>,
-    /// An SQS-compatible endpoint; AWS itself when absent.
-    pub endpoint_url: Option<String>,
-    /// Default `us-east-1`.
-    pub region: String,
-    /// Queue names start with it (default `waft`).
-    pub prefix: String,
-    /// A received message comes back after it unless acknowledged
-    /// (default 30s).
-    #[serde(deserialize_with = "waft_core::deserialize_duration")]
-    pub visibility_timeout: Duration,
+    /// `endpoint_url` (AWS itself when absent), `region` (default
+    /// `us-east-1`), `prefix` of queue names (default `waft`), and
+    /// `visibility_timeout`: a received message comes back after it unless
+    /// acknowledged (default 30s).
+    pub sqs: SqsConfig,
 }
 
-impl Default for QueueSection {
-    fn default() -> Self {
-        let sqs = SqsConfig::default();
-        Self {
-            kind: None,
-            endpoint_url: sqs.endpoint_url,
-            region: sqs.region,
-            prefix: sqs.prefix,
-            visibility_timeout: sqs.visibility_timeout,
-        }
-    }
-}
-
-impl QueueSection {
-    pub fn sqs(&self) -> SqsConfig {
-        SqsConfig {
-            endpoint_url: self.endpoint_url.clone(),
-            region: self.region.clone(),
-            prefix: self.prefix.clone(),
-            visibility_timeout: self.visibility_timeout,
-        }
+/// One table, `kind` and the SQS keys side by side, as the reference and
+/// the `WAFT_QUEUE_*` variables name them.
+impl<'de> Deserialize<'de> for QueueSection {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let mut table = toml::Table::deserialize(deserializer)?;
+        let kind = table
+            .remove("kind")
+            .map(QueueKind::deserialize)
+            .transpose()
+            .map_err(D::Error::custom)?;
+        let sqs = SqsConfig::deserialize(toml::Value::Table(table)).map_err(D::Error::custom)?;
+        Ok(Self { kind, sqs })
     }
 }
 
@@ -166,72 +149,6 @@ pub struct PeersSection {
     pub controller: Option<String>,
     /// Needed by controller and executor.
     pub hsc: Option<String>,
-}
-
-/// The Executor.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct ExecutorSection {
-    /// Lambdas run; all when empty.
-    pub lambdas: Vec<String>,
-    /// Tasks at once, all lambdas together (default 256).
-    pub max_tasks: usize,
-    /// One `NextWork` long poll (default 1s).
-    #[serde(deserialize_with = "waft_core::deserialize_duration")]
-    pub next_work_wait: Duration,
-    /// How often lambda settings are re-read (default 1s).
-    #[serde(deserialize_with = "waft_core::deserialize_duration")]
-    pub refresh: Duration,
-    /// Time running tasks get to finish at shutdown (default 10s).
-    #[serde(deserialize_with = "waft_core::deserialize_duration")]
-    pub shutdown_grace: Duration,
-    /// A file recording when each execution started and ended (none by
-    /// default).
-    pub journal: Option<PathBuf>,
-}
-
-impl Default for ExecutorSection {
-    fn default() -> Self {
-        let defaults = ExecutorConfig::default();
-        Self {
-            lambdas: defaults.lambdas,
-            max_tasks: defaults.max_tasks,
-            next_work_wait: defaults.next_work_wait,
-            refresh: defaults.refresh,
-            shutdown_grace: defaults.shutdown_grace,
-            journal: None,
-        }
-    }
-}
-
-impl ExecutorSection {
-    /// The Executor's settings, without the journal (see
-    /// [`journal`](Self::journal)).
-    pub fn config(&self, heartbeat: HeartbeatConfig) -> ExecutorConfig {
-        ExecutorConfig {
-            lambdas: self.lambdas.clone(),
-            max_tasks: self.max_tasks,
-            heartbeat,
-            next_work_wait: self.next_work_wait,
-            refresh: self.refresh,
-            shutdown_grace: self.shutdown_grace,
-            journal: None,
-        }
-    }
-
-    /// Opens the execution journal, if one is configured.
-    pub fn journal(&self) -> Result<Option<Arc<ExecutionJournal>>, ConfigError> {
-        let Some(path) = &self.journal else {
-            return Ok(None);
-        };
-        let journal = ExecutionJournal::open(path).map_err(|e| {
-            ConfigError::new(
-                "executor.journal",
-                format!("cannot open {}: {e}", path.display()),
-            )
-        })?;
-        Ok(Some(Arc::new(journal)))
-    }
 }
 
 /// The WebAssembly runtime (executors, and the Frontend's deploy checks).
@@ -474,10 +391,12 @@ impl Config {
         self.controller
             .validate()
             .map_err(|e| ConfigError::new("controller", e))?;
-        self.executor
-            .config(heartbeat)
-            .validate()
-            .map_err(|e| ConfigError::new("executor", e))?;
+        ExecutorConfig {
+            heartbeat,
+            ..self.executor.clone()
+        }
+        .validate()
+        .map_err(|e| ConfigError::new("executor", e))?;
         let consumer = &self.consumer;
         if consumer.batch == 0 {
             return Err(ConfigError::new("consumer.batch", "must be above zero"));
@@ -488,14 +407,14 @@ impl Config {
                 "must be above zero",
             ));
         }
-        if consumer.enqueue_timeout <= self.queue.visibility_timeout {
+        if consumer.enqueue_timeout <= self.queue.sqs.visibility_timeout {
             return Err(ConfigError::new(
                 "consumer.enqueue_timeout",
                 format!(
                     "{:?} must exceed the queue's visibility_timeout ({:?}): a message a \
                      controller received but did not claim must become visible again before \
                      the store enqueues its task anew",
-                    consumer.enqueue_timeout, self.queue.visibility_timeout
+                    consumer.enqueue_timeout, self.queue.sqs.visibility_timeout
                 ),
             ));
         }
@@ -527,6 +446,8 @@ fn env_value(key: &str, value: &str) -> toml::Value {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     /// `docs/configuration.md` cannot drift from the code: its keys are the
@@ -657,6 +578,15 @@ mod tests {
     fn typos_and_bad_values_are_refused_with_their_place() {
         let typo = Config::load(Some("[heartbeat]\nintervall = \"1s\"\n"), []).unwrap_err();
         assert!(typo.to_string().contains("intervall"), "{typo}");
+        // `[queue]` is read in two parts, `kind` and the SQS settings.
+        let typo = Config::load(Some("[queue]\nkind = \"sqs\"\nregoin = \"x\"\n"), []).unwrap_err();
+        assert!(typo.to_string().contains("regoin"), "{typo}");
+        let file = "[queue]\nkind = \"memory\"\nvisibility_timeout = \"7s\"\n[executor]\njournal = \"j\"\n";
+        let config = Config::load(Some(file), env(&[("WAFT_QUEUE_PREFIX", "p")])).unwrap();
+        assert_eq!(config.queue.kind, Some(QueueKind::Memory));
+        assert_eq!(config.queue.sqs.visibility_timeout, Duration::from_secs(7));
+        assert_eq!(config.queue.sqs.prefix, "p");
+        assert_eq!(config.executor.journal, Some(PathBuf::from("j")));
         let bad = Config::load(None, env(&[("WAFT_HEARTBEAT_TIMEOUT", "soon")])).unwrap_err();
         assert!(bad.to_string().contains("soon"), "{bad}");
     }

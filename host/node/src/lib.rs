@@ -163,10 +163,11 @@ pub async fn start_dev(options: DevOptions) -> Result<Node, NodeError> {
         hsc.clone(),
         frontend.clone(),
         ExecutorConfig {
-            journal: config.executor.journal()?,
-            ..config.executor.config(heartbeat)
+            heartbeat,
+            ..config.executor.clone()
         },
-    );
+    )
+    .map_err(|e| ConfigError::new("executor.journal", e.to_string()))?;
     let listener = bind(config.listen).await?;
     let mut node = Node {
         addr: local_addr(&listener, config.listen)?,
@@ -281,10 +282,11 @@ pub async fn start_role(role: Role, config: Config) -> Result<Node, NodeError> {
                 Arc::new(HscClient::new(peer(&config, &config.peers.hsc)?)),
                 Arc::new(FrontendClient::new(peer(&config, &config.peers.frontend)?)),
                 ExecutorConfig {
-                    journal: config.executor.journal()?,
-                    ..config.executor.config(heartbeat)
+                    heartbeat,
+                    ..config.executor.clone()
                 },
-            );
+            )
+            .map_err(|e| ConfigError::new("executor.journal", e.to_string()))?;
             let stop = node.stop.clone();
             node.tasks.spawn(executor.run(stop.cancelled_owned()));
         }

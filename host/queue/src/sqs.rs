@@ -22,8 +22,10 @@ const BATCH: usize = 10;
 /// SQS's longest long poll.
 const MAX_WAIT: Duration = Duration::from_secs(20);
 
-/// Where and how to reach SQS.
-#[derive(Debug, Clone)]
+/// Where and how to reach SQS; with the queue kind beside it, the
+/// `[queue]` section of a configuration file.
+#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
 pub struct SqsConfig {
     /// An SQS-compatible endpoint (`http://127.0.0.1:4566`); AWS's own when
     /// `None`, with credentials from the environment.
@@ -34,6 +36,7 @@ pub struct SqsConfig {
     pub prefix: String,
     /// How long a received message stays invisible before it is delivered
     /// again unless acknowledged.
+    #[serde(deserialize_with = "waft_core::deserialize_duration")]
     pub visibility_timeout: Duration,
 }
 

@@ -122,7 +122,8 @@ async fn hand_out_after(delay: Duration) -> TaskStatus {
             refresh: Duration::from_millis(100),
             ..ExecutorConfig::default()
         },
-    );
+    )
+    .unwrap();
     let stop = CancellationToken::new();
     let running = tokio::spawn(executor.run(stop.clone().cancelled_owned()));
     tokio::time::sleep(delay + Duration::from_secs(1)).await;

@@ -24,6 +24,7 @@ mod reporter;
 mod slots;
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, UNIX_EPOCH};
@@ -47,24 +48,31 @@ use crate::{
     WatchEnd, Watched, lock, watch,
 };
 
-/// Settings of an Executor.
-#[derive(Debug, Clone)]
+/// Settings of an Executor; the `[executor]` section of a configuration
+/// file (but `heartbeat`, which is the `[heartbeat]` section).
+#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
 pub struct ExecutorConfig {
     /// The lambdas it runs; every lambda when empty.
     pub lambdas: Vec<String>,
     /// Tasks running at once, all lambdas together (default 256).
     pub max_tasks: usize,
     /// Heartbeat timing; must match the HSC's.
+    #[serde(skip)]
     pub heartbeat: HeartbeatConfig,
     /// How long one `NextWork` call waits for work (default 1 s).
+    #[serde(deserialize_with = "waft_core::deserialize_duration")]
     pub next_work_wait: Duration,
     /// How often it re-reads the lambdas' settings (default 1 s).
+    #[serde(deserialize_with = "waft_core::deserialize_duration")]
     pub refresh: Duration,
     /// On shutdown, how long running tasks may finish before they are
     /// stopped (default 10 s). A stopped task runs again elsewhere.
+    #[serde(deserialize_with = "waft_core::deserialize_duration")]
     pub shutdown_grace: Duration,
-    /// Where each execution's start and end are recorded, if anywhere.
-    pub journal: Option<Arc<ExecutionJournal>>,
+    /// A file recording when each execution starts and ends, if any
+    /// (appended to; see [`ExecutionJournal`]).
+    pub journal: Option<PathBuf>,
 }
 
 impl Default for ExecutorConfig {
@@ -113,6 +121,7 @@ pub struct Executor {
     hsc: Arc<dyn HscApi>,
     frontend: Arc<dyn FrontendApi>,
     config: ExecutorConfig,
+    journal: Option<ExecutionJournal>,
     versions: Versions,
     /// Running tasks per lambda.
     running: Mutex<HashMap<String, usize>>,
@@ -126,25 +135,33 @@ pub struct Executor {
 impl Executor {
     /// An Executor running tasks from `controller` in `runtime`, reporting to
     /// `hsc`, loading lambdas and scheduling child tasks through `frontend`.
+    /// Fails only when the journal cannot be opened.
     pub fn new(
         runtime: Arc<Runtime>,
         controller: Arc<dyn ControllerApi>,
         hsc: Arc<dyn HscApi>,
         frontend: Arc<dyn FrontendApi>,
         config: ExecutorConfig,
-    ) -> Arc<Self> {
-        Arc::new(Self {
+    ) -> std::io::Result<Arc<Self>> {
+        let journal = match &config.journal {
+            Some(path) => Some(ExecutionJournal::open(path).map_err(|e| {
+                std::io::Error::new(e.kind(), format!("cannot open {}: {e}", path.display()))
+            })?),
+            None => None,
+        };
+        Ok(Arc::new(Self {
             runtime,
             controller,
             hsc,
             frontend,
             config,
+            journal,
             versions: Mutex::default(),
             running: Mutex::default(),
             running_total: AtomicUsize::new(0),
             freed: Notify::new(),
             refreshed_list: Arc::new(Notify::new()),
-        })
+        }))
     }
 
     /// Tasks running now.
@@ -382,13 +399,13 @@ impl Executor {
         }
         tracing::info!(task = %task.id, lease = task.lease_token, attempt = task.attempt, "execution started");
         record_start(&task);
-        if let Some(journal) = &self.config.journal {
+        if let Some(journal) = &self.journal {
             journal.started(&task.id, task.lease_token, task.attempt);
         }
         let (execution, watched) = tokio::join!(execution, watchdog);
         // The instance is gone by now: these records bound its lifetime.
         tracing::info!(task = %task.id, lease = task.lease_token, outcome = execution.outcome.kind(), "execution ended");
-        if let Some(journal) = &self.config.journal {
+        if let Some(journal) = &self.journal {
             let outcome = match watched {
                 WatchEnd::Stopped(_) => "stopped",
                 WatchEnd::Finished => execution.outcome.kind(),
