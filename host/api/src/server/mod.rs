@@ -1,0 +1,118 @@
+//! gRPC servers over the roles: each adapter decodes a request, calls the
+//! role through its trait, and encodes the answer or the error's status.
+//!
+//! [`serve`] puts any set of roles on one listener with the standard health
+//! and reflection services beside them, so `grpcurl` and load balancers work
+//! without Waft-specific knowledge. A role not served answers
+//! `UNIMPLEMENTED`: a request sent to the wrong role fails plainly.
+//!
+//! One adapter a role: `frontend.rs` (with the authorization of every
+//! client call), `controller.rs`, `hsc.rs`.
+
+mod controller;
+mod frontend;
+mod hsc;
+
+pub use controller::ControllerService;
+pub use frontend::FrontendService;
+pub use hsc::HscService;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tonic::transport::server::TcpIncoming;
+use tonic::transport::{Identity, ServerTlsConfig};
+use waft_client::proto;
+use waft_client::proto::controller_server::ControllerServer;
+use waft_client::proto::frontend_server::FrontendServer;
+use waft_client::proto::hsc_server::HscServer;
+use waft_client::{MAX_FRONTEND_REQUEST, MAX_INTERNAL_REQUEST};
+use waft_services::auth::Authenticator;
+use waft_services::{ControllerApi, FrontendApi, HscApi};
+
+use crate::auth::AuthLayer;
+
+/// The roles one server serves; `None` ones answer `UNIMPLEMENTED`.
+#[derive(Clone, Default)]
+pub struct Roles {
+    pub frontend: Option<Arc<dyn FrontendApi>>,
+    pub controller: Option<Arc<dyn ControllerApi>>,
+    pub hsc: Option<Arc<dyn HscApi>>,
+    /// Checks every call's token; no authentication when absent.
+    pub auth: Option<Arc<Authenticator>>,
+    /// The server's certificate and key: TLS only when present.
+    pub tls: Option<Identity>,
+}
+
+/// Why a server stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("cannot build the reflection service: {0}")]
+    Reflection(#[from] tonic_reflection::server::Error),
+    #[error("the gRPC server failed: {0}")]
+    Transport(#[from] tonic::transport::Error),
+}
+
+/// Serves `roles` on `listener` (with `TCP_NODELAY`) until `shutdown`
+/// resolves, then drains the calls in flight.
+pub async fn serve(
+    listener: TcpListener,
+    roles: Roles,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), ServeError> {
+    let (health, health_service) = tonic_health::server::health_reporter();
+    let reflection = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(proto::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1()?;
+    let frontend = match roles.frontend {
+        Some(role) => {
+            health
+                .set_serving::<FrontendServer<FrontendService>>()
+                .await;
+            Some(
+                FrontendServer::new(FrontendService(role))
+                    .max_decoding_message_size(MAX_FRONTEND_REQUEST),
+            )
+        }
+        None => None,
+    };
+    let controller = match roles.controller {
+        Some(role) => {
+            health
+                .set_serving::<ControllerServer<ControllerService>>()
+                .await;
+            Some(
+                ControllerServer::new(ControllerService(role))
+                    .max_decoding_message_size(MAX_INTERNAL_REQUEST),
+            )
+        }
+        None => None,
+    };
+    let hsc = match roles.hsc {
+        Some(role) => {
+            health.set_serving::<HscServer<HscService>>().await;
+            Some(HscServer::new(HscService(role)).max_decoding_message_size(MAX_INTERNAL_REQUEST))
+        }
+        None => None,
+    };
+    let incoming = TcpIncoming::from(listener)
+        .with_nodelay(Some(true))
+        .with_keepalive(Some(Duration::from_secs(60)));
+    let mut server = tonic::transport::Server::builder();
+    if let Some(identity) = roles.tls {
+        server = server.tls_config(ServerTlsConfig::new().identity(identity))?;
+    }
+    server
+        .layer(AuthLayer(roles.auth))
+        .add_service(health_service)
+        .add_service(reflection)
+        .add_optional_service(frontend)
+        .add_optional_service(controller)
+        .add_optional_service(hsc)
+        .serve_with_incoming_shutdown(incoming, shutdown)
+        .await?;
+    Ok(())
+}

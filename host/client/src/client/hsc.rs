@@ -1,0 +1,121 @@
+//! The HSC's client: claims, heartbeats and results, for executors.
+
+use async_trait::async_trait;
+use waft_core::model::*;
+use waft_core::roles::HscApi;
+use waft_core::{ServiceError, ServiceResult, TaskStatus};
+
+use super::{WaftChannel, answer};
+use crate::MAX_INTERNAL_REQUEST;
+use crate::convert::*;
+use crate::proto;
+use crate::status::from_status;
+
+/// The HSC, over gRPC.
+#[derive(Clone)]
+pub struct HscClient(proto::hsc_client::HscClient<WaftChannel>);
+
+impl HscClient {
+    const ROLE: &str = "HSC";
+
+    /// A client of the HSC on `channel`.
+    pub fn new(channel: WaftChannel) -> Self {
+        Self(
+            proto::hsc_client::HscClient::new(channel)
+                .max_decoding_message_size(MAX_INTERNAL_REQUEST)
+                .max_encoding_message_size(MAX_INTERNAL_REQUEST),
+        )
+    }
+
+    fn error(status: tonic::Status) -> ServiceError {
+        from_status(status, Self::ROLE)
+    }
+}
+
+#[async_trait]
+impl HscApi for HscClient {
+    async fn task_claim_many(
+        &self,
+        claims: Vec<(String, i64)>,
+    ) -> ServiceResult<Vec<Result<ClaimedTask, Refusal>>> {
+        let request = proto::ClaimTasksRequest {
+            claims: claims
+                .into_iter()
+                .map(|(task_id, enqueue_token)| proto::Claim {
+                    task_id,
+                    enqueue_token,
+                })
+                .collect(),
+        };
+        let response = self
+            .0
+            .clone()
+            .claim_tasks(request)
+            .await
+            .map_err(Self::error)?;
+        response
+            .into_inner()
+            .answers
+            .into_iter()
+            .map(|a| match answer(a.answer, Self::ROLE)? {
+                proto::claim_answer::Answer::Task(task) => Ok(Ok(claimed_from_proto(task)?)),
+                proto::claim_answer::Answer::Refused(r) => Ok(Err(refusal_from_proto(r)?)),
+            })
+            .collect()
+    }
+
+    async fn task_heartbeat_many(
+        &self,
+        beats: Vec<Heartbeat>,
+    ) -> ServiceResult<Vec<Result<(), Refusal>>> {
+        let request = proto::HeartbeatRequest {
+            beats: beats
+                .into_iter()
+                .map(|beat| proto::Beat {
+                    task_id: beat.id,
+                    lease_token: beat.lease_token,
+                    progress: beat.progress,
+                })
+                .collect(),
+        };
+        let response = self
+            .0
+            .clone()
+            .heartbeat(request)
+            .await
+            .map_err(Self::error)?;
+        response
+            .into_inner()
+            .answers
+            .into_iter()
+            .map(|a| match a.refused {
+                None => Ok(Ok(())),
+                Some(refusal) => Ok(Err(refusal_from_proto(refusal)?)),
+            })
+            .collect()
+    }
+
+    async fn task_set_result_many(
+        &self,
+        results: Vec<TaskResult>,
+    ) -> ServiceResult<Vec<Result<TaskStatus, Refusal>>> {
+        let request = proto::SetResultsRequest {
+            results: results.into_iter().map(result_to_proto).collect(),
+        };
+        let response = self
+            .0
+            .clone()
+            .set_results(request)
+            .await
+            .map_err(Self::error)?;
+        response
+            .into_inner()
+            .answers
+            .into_iter()
+            .map(|a| match answer(a.answer, Self::ROLE)? {
+                proto::result_answer::Answer::Status(s) => Ok(Ok(status_from_proto(s)?)),
+                proto::result_answer::Answer::Refused(r) => Ok(Err(refusal_from_proto(r)?)),
+            })
+            .collect()
+    }
+}
