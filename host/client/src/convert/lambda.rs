@@ -1,0 +1,101 @@
+//! Lambdas and their configuration.
+
+use std::time::Duration;
+
+use waft_core::ServiceResult;
+use waft_core::model::Lambda;
+use waft_core::{Backoff, ByteSize, LambdaConfig, Limits};
+
+use super::*;
+use crate::proto;
+
+/// Every field set, so a reader sees the whole effective config.
+pub fn config_to_proto(config: &LambdaConfig) -> proto::LambdaConfig {
+    proto::LambdaConfig {
+        max_memory_bytes: Some(config.limits.max_memory.bytes()),
+        timeout_ms: Some(millis(config.limits.timeout)),
+        fuel: Some(config.limits.fuel.unwrap_or(0)),
+        max_output_bytes: Some(config.limits.max_output.bytes()),
+        max_log_bytes: Some(config.limits.max_log.bytes()),
+        max_attempts: Some(config.max_attempts),
+        backoff_base_ms: Some(millis(config.backoff.base)),
+        backoff_factor: Some(config.backoff.factor),
+        backoff_max_ms: Some(millis(config.backoff.max)),
+        priorities: Some(u32::from(config.priorities)),
+        default_priority: Some(u32::from(config.default_priority)),
+        max_payload_bytes: Some(config.max_payload.bytes()),
+        concurrency: Some(config.concurrency),
+        quota_per_sec: config.quota_per_sec,
+        allowed_children: config.allowed_children.clone(),
+    }
+}
+
+/// Absent fields take their defaults; the result is not yet validated.
+pub fn config_from_proto(config: Option<proto::LambdaConfig>) -> ServiceResult<LambdaConfig> {
+    let config = config.unwrap_or_default();
+    let defaults = LambdaConfig::default();
+    let small = |value: Option<u32>, name: &str, default: u8| -> ServiceResult<u8> {
+        value.map_or(Ok(default), |v| {
+            u8::try_from(v).map_err(|_| invalid(format!("{name} {v} is out of range")))
+        })
+    };
+    Ok(LambdaConfig {
+        limits: Limits {
+            max_memory: config
+                .max_memory_bytes
+                .map_or(defaults.limits.max_memory, ByteSize::b),
+            timeout: config
+                .timeout_ms
+                .map_or(defaults.limits.timeout, Duration::from_millis),
+            fuel: config.fuel.filter(|fuel| *fuel > 0),
+            max_output: config
+                .max_output_bytes
+                .map_or(defaults.limits.max_output, ByteSize::b),
+            max_log: config
+                .max_log_bytes
+                .map_or(defaults.limits.max_log, ByteSize::b),
+        },
+        max_attempts: config.max_attempts.unwrap_or(defaults.max_attempts),
+        backoff: Backoff {
+            base: config
+                .backoff_base_ms
+                .map_or(defaults.backoff.base, Duration::from_millis),
+            factor: config.backoff_factor.unwrap_or(defaults.backoff.factor),
+            max: config
+                .backoff_max_ms
+                .map_or(defaults.backoff.max, Duration::from_millis),
+        },
+        priorities: small(config.priorities, "priorities", defaults.priorities)?,
+        default_priority: small(
+            config.default_priority,
+            "default_priority",
+            defaults.default_priority,
+        )?,
+        max_payload: config
+            .max_payload_bytes
+            .map_or(defaults.max_payload, ByteSize::b),
+        concurrency: config.concurrency.unwrap_or(defaults.concurrency),
+        quota_per_sec: config.quota_per_sec,
+        allowed_children: config.allowed_children,
+    })
+}
+
+pub fn lambda_to_proto(lambda: Lambda) -> proto::Lambda {
+    proto::Lambda {
+        config: Some(config_to_proto(&lambda.config)),
+        name: lambda.name,
+        version: lambda.version,
+        digest: lambda.digest,
+        created_at_ms: lambda.created_at,
+    }
+}
+
+pub fn lambda_from_proto(lambda: proto::Lambda) -> ServiceResult<Lambda> {
+    Ok(Lambda {
+        config: config_from_proto(Some(required(lambda.config, "lambda.config")?))?,
+        name: lambda.name,
+        version: lambda.version,
+        digest: lambda.digest,
+        created_at: lambda.created_at_ms,
+    })
+}

@@ -1,0 +1,189 @@
+//! Between the wire (`proto`) and Waft's own types, in both directions.
+//!
+//! Decoding checks what the wire cannot say (a priority is one byte, a
+//! status is known, a required message is present) and answers a precise
+//! `InvalidArgument`; encoding cannot fail.
+
+mod admin;
+mod lambda;
+mod lease;
+mod task;
+
+pub use admin::*;
+pub use lambda::*;
+pub use lease::*;
+pub use task::*;
+
+use waft_core::{ServiceError, ServiceResult};
+
+pub(crate) fn invalid(message: impl Into<String>) -> ServiceError {
+    ServiceError::InvalidArgument(message.into())
+}
+
+/// A required message field.
+pub fn required<T>(field: Option<T>, name: &str) -> ServiceResult<T> {
+    field.ok_or_else(|| invalid(format!("{name} is required")))
+}
+
+pub fn priority(value: u32) -> ServiceResult<u8> {
+    u8::try_from(value).map_err(|_| invalid(format!("priority {value} is out of range")))
+}
+
+pub(crate) fn millis(duration: std::time::Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use waft_core::model::*;
+    use waft_core::roles::{CronRequest, RunAt, TaskRequest};
+    use waft_core::{LambdaConfig, TaskStatus};
+
+    use super::*;
+    use crate::proto;
+
+    #[test]
+    fn configs_round_trip_and_absent_fields_take_defaults() {
+        let config = LambdaConfig {
+            max_attempts: 7,
+            quota_per_sec: Some(2.5),
+            allowed_children: vec!["hello".into(), "mail".into()],
+            ..LambdaConfig::default()
+        };
+        assert_eq!(
+            config_from_proto(Some(config_to_proto(&config))).unwrap(),
+            config
+        );
+        assert_eq!(config_from_proto(None).unwrap(), LambdaConfig::default());
+        let too_many = proto::LambdaConfig {
+            priorities: Some(300),
+            ..Default::default()
+        };
+        assert!(matches!(
+            config_from_proto(Some(too_many)),
+            Err(ServiceError::InvalidArgument(_))
+        ));
+    }
+
+    #[test]
+    fn every_status_and_refusal_round_trips() {
+        for status in TaskStatus::ALL {
+            assert_eq!(
+                status_from_proto(status_to_proto(status) as i32).unwrap(),
+                status
+            );
+        }
+        assert!(status_from_proto(0).is_err());
+        assert!(status_from_proto(99).is_err());
+        for refusal in [
+            Refusal::NotFound,
+            Refusal::WrongState(TaskStatus::Dead),
+            Refusal::StaleEnqueueToken { current: 4 },
+            Refusal::StaleLease { current: 9 },
+            Refusal::Held,
+        ] {
+            assert_eq!(
+                refusal_from_proto(refusal_to_proto(refusal.clone())).unwrap(),
+                refusal
+            );
+        }
+    }
+
+    #[test]
+    fn attempts_round_trip() {
+        for outcome in [
+            AttemptOutcome::Success,
+            AttemptOutcome::Retriable,
+            AttemptOutcome::Fatal,
+            AttemptOutcome::Lost,
+        ] {
+            let attempt = Attempt {
+                attempt: 2,
+                lease_token: 7,
+                outcome,
+                error: Some("busy".into()),
+                log: None,
+                started_at: Some(1),
+                ended_at: 2,
+            };
+            assert_eq!(
+                attempt_from_proto(attempt_to_proto(attempt.clone())).unwrap(),
+                attempt
+            );
+        }
+    }
+
+    #[test]
+    fn periodic_schedules_round_trip_and_never_is_absent() {
+        let request = CronRequest {
+            lambda: "report".into(),
+            cron: "0 3 * * *".into(),
+            timezone: Some("Europe/Paris".into()),
+            payload: b"{}".to_vec(),
+            collection: Some("eu".into()),
+            priority: Some(1),
+            catch_up: true,
+        };
+        assert_eq!(
+            cron_request_from_proto(cron_request_to_proto(request.clone())).unwrap(),
+            request
+        );
+        let schedule = Cron {
+            id: "01J".into(),
+            lambda: "report".into(),
+            cron: "0 3 * * *".into(),
+            timezone: "UTC".into(),
+            payload: Vec::new(),
+            collection: None,
+            priority: None,
+            catch_up: false,
+            next_at: Millis::MAX,
+            created_at: 5,
+        };
+        let wire = cron_to_proto(schedule.clone());
+        assert_eq!(wire.next_at_ms, None);
+        assert_eq!(cron_from_proto(wire).unwrap(), schedule);
+    }
+
+    #[test]
+    fn requests_and_results_round_trip() {
+        for run_at in [
+            RunAt::Now,
+            RunAt::At(1_700_000_000_000),
+            RunAt::After(Duration::from_secs(5)),
+        ] {
+            let request = TaskRequest {
+                lambda: "hello".into(),
+                payload: b"{}".to_vec(),
+                priority: Some(2),
+                run_at,
+                ..TaskRequest::default()
+            };
+            assert_eq!(
+                new_task_from_proto(new_task_to_proto(request.clone())).unwrap(),
+                request
+            );
+        }
+        let result = TaskResult {
+            id: "t".into(),
+            lease_token: 3,
+            outcome: ResultOutcome::Retriable {
+                error: "busy".into(),
+                retry_after: Some(Duration::from_millis(1500)),
+            },
+            log: Some("+0ms info hi\n".into()),
+        };
+        assert_eq!(
+            result_from_proto(result_to_proto(result.clone())).unwrap(),
+            result
+        );
+        let high = proto::NewTask {
+            lambda: "hello".into(),
+            priority: Some(256),
+            ..Default::default()
+        };
+        assert!(new_task_from_proto(high).is_err());
+    }
+}

@@ -1,0 +1,208 @@
+//! Tasks: their states, requests, continuations and attempts.
+
+use std::time::Duration;
+
+use waft_core::ServiceResult;
+use waft_core::TaskStatus;
+use waft_core::model::{Attempt, AttemptOutcome, Continuation, Task};
+use waft_core::roles::{RunAt, TaskRequest};
+
+use super::*;
+use crate::proto;
+
+pub fn status_to_proto(status: TaskStatus) -> proto::TaskStatus {
+    match status {
+        TaskStatus::New => proto::TaskStatus::New,
+        TaskStatus::Enqueued => proto::TaskStatus::Enqueued,
+        TaskStatus::Claimed => proto::TaskStatus::Claimed,
+        TaskStatus::Processing => proto::TaskStatus::Processing,
+        TaskStatus::RetriableFailure => proto::TaskStatus::RetriableFailure,
+        TaskStatus::Success => proto::TaskStatus::Success,
+        TaskStatus::FatalFailure => proto::TaskStatus::FatalFailure,
+        TaskStatus::Dead => proto::TaskStatus::Dead,
+        TaskStatus::Dropped => proto::TaskStatus::Dropped,
+        TaskStatus::Cancelled => proto::TaskStatus::Cancelled,
+    }
+}
+
+pub fn status_from_proto(value: i32) -> ServiceResult<TaskStatus> {
+    Ok(
+        match proto::TaskStatus::try_from(value)
+            .map_err(|_| invalid(format!("unknown task status {value}")))?
+        {
+            proto::TaskStatus::Unspecified => return Err(invalid("task status is unspecified")),
+            proto::TaskStatus::New => TaskStatus::New,
+            proto::TaskStatus::Enqueued => TaskStatus::Enqueued,
+            proto::TaskStatus::Claimed => TaskStatus::Claimed,
+            proto::TaskStatus::Processing => TaskStatus::Processing,
+            proto::TaskStatus::RetriableFailure => TaskStatus::RetriableFailure,
+            proto::TaskStatus::Success => TaskStatus::Success,
+            proto::TaskStatus::FatalFailure => TaskStatus::FatalFailure,
+            proto::TaskStatus::Dead => TaskStatus::Dead,
+            proto::TaskStatus::Dropped => TaskStatus::Dropped,
+            proto::TaskStatus::Cancelled => TaskStatus::Cancelled,
+        },
+    )
+}
+
+pub fn task_to_proto(task: Task) -> proto::Task {
+    proto::Task {
+        id: task.id,
+        lambda: task.lambda,
+        collection: task.collection,
+        priority: u32::from(task.priority),
+        payload: task.payload,
+        status: status_to_proto(task.status) as i32,
+        attempt: task.attempt,
+        max_attempts: task.max_attempts,
+        scheduled_at_ms: task.scheduled_at,
+        next_trigger_at_ms: task.next_trigger_at,
+        held: task.held,
+        created_at_ms: task.created_at,
+        enqueued_at_ms: task.enqueued_at,
+        claimed_at_ms: task.claimed_at,
+        heartbeat_at_ms: task.heartbeat_at,
+        finished_at_ms: task.finished_at,
+        progress: task.progress,
+        last_error: task.last_error,
+        output: task.output,
+        parent_id: task.parent_id,
+        idempotency_key: task.idempotency_key,
+        schedule_id: task.cron_id,
+        log: task.log,
+        version: task.version,
+        then: task.continuation.map(continuation_to_proto),
+    }
+}
+
+pub fn task_from_proto(task: proto::Task) -> ServiceResult<Task> {
+    Ok(Task {
+        status: status_from_proto(task.status)?,
+        priority: priority(task.priority)?,
+        id: task.id,
+        lambda: task.lambda,
+        collection: task.collection,
+        payload: task.payload,
+        attempt: task.attempt,
+        max_attempts: task.max_attempts,
+        scheduled_at: task.scheduled_at_ms,
+        next_trigger_at: task.next_trigger_at_ms,
+        held: task.held,
+        // Internal to the store; never on the wire.
+        enqueue_token: 0,
+        lease_token: 0,
+        created_at: task.created_at_ms,
+        enqueued_at: task.enqueued_at_ms,
+        claimed_at: task.claimed_at_ms,
+        heartbeat_at: task.heartbeat_at_ms,
+        finished_at: task.finished_at_ms,
+        progress: task.progress,
+        last_error: task.last_error,
+        log: task.log,
+        output: task.output,
+        parent_id: task.parent_id,
+        idempotency_key: task.idempotency_key,
+        cron_id: task.schedule_id,
+        version: task.version,
+        continuation: task.then.map(continuation_from_proto).transpose()?,
+    })
+}
+
+pub fn new_task_from_proto(task: proto::NewTask) -> ServiceResult<TaskRequest> {
+    let run_at = match task.when {
+        None => RunAt::Now,
+        Some(proto::new_task::When::RunAtMs(at)) => RunAt::At(at),
+        Some(proto::new_task::When::DelayMs(delay)) => RunAt::After(Duration::from_millis(delay)),
+    };
+    Ok(TaskRequest {
+        priority: task.priority.map(priority).transpose()?,
+        lambda: task.lambda,
+        payload: task.payload,
+        collection: task.collection,
+        run_at,
+        idempotency_key: task.idempotency_key,
+        parent_id: task.parent_id,
+        version: task.version,
+        parent_lease: task.parent_lease,
+        then: task.then.map(continuation_from_proto).transpose()?,
+    })
+}
+
+pub fn new_task_to_proto(task: TaskRequest) -> proto::NewTask {
+    proto::NewTask {
+        lambda: task.lambda,
+        payload: task.payload,
+        collection: task.collection,
+        priority: task.priority.map(u32::from),
+        when: match task.run_at {
+            RunAt::Now => None,
+            RunAt::At(at) => Some(proto::new_task::When::RunAtMs(at)),
+            RunAt::After(delay) => Some(proto::new_task::When::DelayMs(
+                u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+            )),
+        },
+        idempotency_key: task.idempotency_key,
+        parent_id: task.parent_id,
+        version: task.version,
+        parent_lease: task.parent_lease,
+        then: task.then.map(continuation_to_proto),
+    }
+}
+
+pub fn continuation_to_proto(then: Continuation) -> proto::Continuation {
+    proto::Continuation {
+        lambda: then.lambda,
+        collection: then.collection,
+        priority: then.priority.map(u32::from),
+    }
+}
+
+pub fn continuation_from_proto(then: proto::Continuation) -> ServiceResult<Continuation> {
+    Ok(Continuation {
+        priority: then.priority.map(priority).transpose()?,
+        lambda: then.lambda,
+        collection: then.collection,
+    })
+}
+
+pub fn attempt_to_proto(attempt: Attempt) -> proto::Attempt {
+    let outcome = match attempt.outcome {
+        AttemptOutcome::Success => proto::AttemptOutcome::Success,
+        AttemptOutcome::Retriable => proto::AttemptOutcome::Retriable,
+        AttemptOutcome::Fatal => proto::AttemptOutcome::Fatal,
+        AttemptOutcome::Lost => proto::AttemptOutcome::Lost,
+    };
+    proto::Attempt {
+        attempt: attempt.attempt,
+        lease_token: attempt.lease_token,
+        outcome: outcome as i32,
+        error: attempt.error,
+        log: attempt.log,
+        started_at_ms: attempt.started_at,
+        ended_at_ms: attempt.ended_at,
+    }
+}
+
+pub fn attempt_from_proto(attempt: proto::Attempt) -> ServiceResult<Attempt> {
+    let outcome = match proto::AttemptOutcome::try_from(attempt.outcome) {
+        Ok(proto::AttemptOutcome::Success) => AttemptOutcome::Success,
+        Ok(proto::AttemptOutcome::Retriable) => AttemptOutcome::Retriable,
+        Ok(proto::AttemptOutcome::Fatal) => AttemptOutcome::Fatal,
+        Ok(proto::AttemptOutcome::Lost) => AttemptOutcome::Lost,
+        _ => {
+            return Err(invalid(format!(
+                "attempt outcome {} is unknown",
+                attempt.outcome
+            )));
+        }
+    };
+    Ok(Attempt {
+        attempt: attempt.attempt,
+        lease_token: attempt.lease_token,
+        outcome,
+        error: attempt.error,
+        log: attempt.log,
+        started_at: attempt.started_at_ms,
+        ended_at: attempt.ended_at_ms,
+    })
+}
