@@ -1,6 +1,6 @@
 //! A lambda's configuration: how its tasks run and how they are retried.
 
-use crate::{Backoff, ByteSize, Limits, LimitsError};
+use crate::{Backoff, ByteSize, GrantError, Grants, Limits, LimitsError};
 
 /// Everything an owner configures about a lambda, per version.
 ///
@@ -31,6 +31,9 @@ pub struct LambdaConfig {
     /// as children (a lambda may always schedule its own). Empty by
     /// default: a child of any other lambda is refused.
     pub allowed_children: Vec<String>,
+    /// What its executions may reach: outbound HTTP, configuration
+    /// variables. Nothing by default.
+    pub grants: Grants,
 }
 
 impl Default for LambdaConfig {
@@ -45,6 +48,7 @@ impl Default for LambdaConfig {
             concurrency: 64,
             quota_per_sec: None,
             allowed_children: Vec::new(),
+            grants: Grants::default(),
         }
     }
 }
@@ -54,6 +58,8 @@ impl Default for LambdaConfig {
 pub enum ConfigError {
     #[error(transparent)]
     Limits(#[from] LimitsError),
+    #[error(transparent)]
+    Grant(#[from] GrantError),
     #[error("{field} is {value}: {rule}")]
     Invalid {
         field: &'static str,
@@ -92,6 +98,7 @@ impl LambdaConfig {
     /// Checks every field against its bounds.
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.limits.validate()?;
+        self.grants.validate()?;
         let invalid = |field, value: String, rule| Err(ConfigError::Invalid { field, value, rule });
         if !(1..=1000).contains(&self.max_attempts) {
             return invalid(

@@ -10,6 +10,7 @@
 pub mod backoff;
 pub mod cron;
 pub mod error;
+pub mod grants;
 pub mod lambda;
 pub mod limits;
 pub mod model;
@@ -20,6 +21,7 @@ pub mod units;
 pub use backoff::{Backoff, MAX_RETRY_DELAY};
 pub use cron::{CronError, CronSchedule};
 pub use error::{ServiceError, ServiceResult};
+pub use grants::{GrantError, Grants, OutboundLimits, OutboundPattern};
 pub use lambda::{ConfigError, LambdaConfig};
 pub use limits::{Limits, LimitsError};
 pub use task::{NameError, TaskStatus};

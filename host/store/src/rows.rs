@@ -103,7 +103,7 @@ pub(crate) fn backoff(row: &impl RowExt) -> Result<Backoff, StoreError> {
 pub(crate) const LAMBDA_COLUMNS: &str = "l.name, v.version, v.digest, v.max_memory, v.timeout_ms, \
     v.fuel, v.max_output, v.max_log, v.max_attempts, v.backoff_base_ms, v.backoff_factor, \
     v.backoff_max_ms, v.priorities, v.default_priority, v.max_payload, v.concurrency, \
-    v.quota_per_sec, v.allowed_children, v.created_at";
+    v.quota_per_sec, v.allowed_children, v.grants, v.created_at";
 
 pub(crate) fn lambda(row: &impl RowExt) -> Result<Lambda, StoreError> {
     let ms = |column: &str| -> Result<Duration, StoreError> {
@@ -140,6 +140,11 @@ pub(crate) fn lambda(row: &impl RowExt) -> Result<Lambda, StoreError> {
                 .lines()
                 .map(str::to_owned)
                 .collect(),
+            grants: {
+                let json = row.text("grants")?;
+                serde_json::from_str(&json)
+                    .map_err(|e| StoreError::Corrupt(format!("grants {json:?}: {e}")))?
+            },
         },
         created_at: row.int("created_at")?,
     })

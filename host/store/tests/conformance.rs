@@ -81,7 +81,11 @@ macro_rules! conformance {
 }
 
 conformance!(
-    lambdas: [lambdas_are_versioned, versions_pin_roll_back_and_are_collected],
+    lambdas: [
+        lambdas_are_versioned,
+        versions_pin_roll_back_and_are_collected,
+        grants_are_kept_with_each_version,
+    ],
     lifecycle: [
         the_happy_path_follows_the_state_table,
         every_refusal_is_precise,

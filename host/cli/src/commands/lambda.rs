@@ -1,12 +1,13 @@
 //! `waft lambda …`: deploy lambdas and look at them.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
 use serde_json::json;
-use waft_core::{Backoff, ByteSize, LambdaConfig};
+use waft_core::{Backoff, ByteSize, Grants, LambdaConfig, OutboundLimits, OutboundPattern};
 use waft_services::FrontendApi;
 use waft_store::Lambda;
 
@@ -87,6 +88,78 @@ pub struct DeployArgs {
     /// to schedule that lambda's tasks.
     #[arg(long = "allow-child", value_name = "LAMBDA")]
     pub allow_child: Vec<String>,
+    #[command(flatten)]
+    pub grants: GrantArgs,
+}
+
+/// What the lambda's executions may reach; nothing unless granted here.
+#[derive(Debug, Args)]
+pub struct GrantArgs {
+    /// A destination its executions may send HTTP requests to (repeatable):
+    /// `https://api.example.com`, `https://*.example.com:8443`,
+    /// `http://10.0.0.0/8:*`; `*://*:*` for every destination. None: no
+    /// network.
+    #[arg(long = "allow-outbound", value_name = "PATTERN", value_parser = parse_pattern)]
+    pub allow_outbound: Vec<OutboundPattern>,
+    /// A configuration variable the lambda reads through wasi:config
+    /// (repeatable). Visible to anyone who may read the lambda: put secrets
+    /// in `waft secret set` instead.
+    #[arg(long = "env", value_name = "KEY=VALUE", value_parser = parse_env)]
+    pub env: Vec<(String, String)>,
+    /// Outbound requests one execution may send.
+    #[arg(long, value_name = "N", default_value_t = OutboundLimits::default().max_requests)]
+    pub outbound_max_requests: u32,
+    /// Outbound requests one execution may have open at once.
+    #[arg(long, value_name = "N", default_value_t = OutboundLimits::default().max_connections)]
+    pub outbound_max_connections: u32,
+    /// Largest response body an outbound request may receive.
+    #[arg(long, value_name = "SIZE", default_value = "16MiB", value_parser = parse_size)]
+    pub outbound_max_response: ByteSize,
+    /// Time to connect (TLS included), cut to what is left of the task's.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration_arg)]
+    pub outbound_connect_timeout: Duration,
+    /// Time from a request sent to the response's first byte.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration_arg)]
+    pub outbound_first_byte_timeout: Duration,
+    /// Time between two chunks of a response body.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration_arg)]
+    pub outbound_between_bytes_timeout: Duration,
+}
+
+impl GrantArgs {
+    fn grants(&self) -> Result<Grants, Failure> {
+        let mut env = BTreeMap::new();
+        for (key, value) in &self.env {
+            if env.insert(key.clone(), value.clone()).is_some() {
+                return Err(Failure::usage(format!("--env {key} is given twice")));
+            }
+        }
+        Ok(Grants {
+            outbound: self.allow_outbound.clone(),
+            outbound_limits: OutboundLimits {
+                max_requests: self.outbound_max_requests,
+                max_connections: self.outbound_max_connections,
+                max_response: self.outbound_max_response,
+                connect_timeout: self.outbound_connect_timeout,
+                first_byte_timeout: self.outbound_first_byte_timeout,
+                between_bytes_timeout: self.outbound_between_bytes_timeout,
+            },
+            env,
+        })
+    }
+}
+
+fn parse_pattern(text: &str) -> Result<OutboundPattern, String> {
+    text.parse()
+        .map_err(|e: waft_core::GrantError| e.to_string())
+}
+
+fn parse_env(text: &str) -> Result<(String, String), String> {
+    let (key, value) = text
+        .split_once('=')
+        .ok_or_else(|| format!("{text:?} is not KEY=VALUE"))?;
+    waft_core::grants::check_key(key).map_err(|e| e.to_string())?;
+    Ok((key.to_owned(), value.to_owned()))
 }
 
 impl DeployArgs {
@@ -105,6 +178,7 @@ impl DeployArgs {
             concurrency: self.concurrency,
             quota_per_sec: self.quota,
             allowed_children: self.allow_child.clone(),
+            grants: self.grants.grants()?,
         };
         config
             .validate()
@@ -225,6 +299,16 @@ fn lambda_json(lambda: &Lambda) -> serde_json::Value {
             "concurrency": config.concurrency,
             "quota_per_sec": config.quota_per_sec,
             "allowed_children": config.allowed_children,
+            "allow_outbound": config.grants.outbound.iter().map(|p| p.as_str()).collect::<Vec<_>>(),
+            "outbound_limits": {
+                "max_requests": config.grants.outbound_limits.max_requests,
+                "max_connections": config.grants.outbound_limits.max_connections,
+                "max_response": config.grants.outbound_limits.max_response.to_string(),
+                "connect_timeout": humantime::format_duration(config.grants.outbound_limits.connect_timeout).to_string(),
+                "first_byte_timeout": humantime::format_duration(config.grants.outbound_limits.first_byte_timeout).to_string(),
+                "between_bytes_timeout": humantime::format_duration(config.grants.outbound_limits.between_bytes_timeout).to_string(),
+            },
+            "env": config.grants.env,
         },
     })
 }

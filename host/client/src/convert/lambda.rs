@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use waft_core::ServiceResult;
 use waft_core::model::Lambda;
-use waft_core::{Backoff, ByteSize, LambdaConfig, Limits};
+use waft_core::{Backoff, ByteSize, Grants, LambdaConfig, Limits, OutboundLimits};
 
 use super::*;
 use crate::proto;
@@ -27,6 +27,44 @@ pub fn config_to_proto(config: &LambdaConfig) -> proto::LambdaConfig {
         concurrency: Some(config.concurrency),
         quota_per_sec: config.quota_per_sec,
         allowed_children: config.allowed_children.clone(),
+        allow_outbound: config
+            .grants
+            .outbound
+            .iter()
+            .map(|pattern| pattern.as_str().to_owned())
+            .collect(),
+        outbound_limits: Some(outbound_limits_to_proto(&config.grants.outbound_limits)),
+        env: config.grants.env.clone().into_iter().collect(),
+    }
+}
+
+fn outbound_limits_to_proto(limits: &OutboundLimits) -> proto::OutboundLimits {
+    proto::OutboundLimits {
+        max_requests: Some(limits.max_requests),
+        max_connections: Some(limits.max_connections),
+        max_response_bytes: Some(limits.max_response.bytes()),
+        connect_timeout_ms: Some(millis(limits.connect_timeout)),
+        first_byte_timeout_ms: Some(millis(limits.first_byte_timeout)),
+        between_bytes_timeout_ms: Some(millis(limits.between_bytes_timeout)),
+    }
+}
+
+fn outbound_limits_from_proto(limits: Option<proto::OutboundLimits>) -> OutboundLimits {
+    let limits = limits.unwrap_or_default();
+    let defaults = OutboundLimits::default();
+    let ms = |value: Option<u64>, default| value.map_or(default, Duration::from_millis);
+    OutboundLimits {
+        max_requests: limits.max_requests.unwrap_or(defaults.max_requests),
+        max_connections: limits.max_connections.unwrap_or(defaults.max_connections),
+        max_response: limits
+            .max_response_bytes
+            .map_or(defaults.max_response, ByteSize::b),
+        connect_timeout: ms(limits.connect_timeout_ms, defaults.connect_timeout),
+        first_byte_timeout: ms(limits.first_byte_timeout_ms, defaults.first_byte_timeout),
+        between_bytes_timeout: ms(
+            limits.between_bytes_timeout_ms,
+            defaults.between_bytes_timeout,
+        ),
     }
 }
 
@@ -77,6 +115,19 @@ pub fn config_from_proto(config: Option<proto::LambdaConfig>) -> ServiceResult<L
         concurrency: config.concurrency.unwrap_or(defaults.concurrency),
         quota_per_sec: config.quota_per_sec,
         allowed_children: config.allowed_children,
+        grants: Grants {
+            outbound: config
+                .allow_outbound
+                .iter()
+                .map(|pattern| {
+                    pattern
+                        .parse()
+                        .map_err(|e: waft_core::GrantError| invalid(e.to_string()))
+                })
+                .collect::<ServiceResult<_>>()?,
+            outbound_limits: outbound_limits_from_proto(config.outbound_limits),
+            env: config.env.into_iter().collect(),
+        },
     })
 }
 

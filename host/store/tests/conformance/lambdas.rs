@@ -189,3 +189,57 @@ pub async fn versions_pin_roll_back_and_are_collected(store: &dyn TaskStore) {
         Err(StoreError::UnknownLambda(_))
     ));
 }
+
+/// Grants are kept with each version, any bytes a variable holds included,
+/// and a rollback restores the version's own.
+pub async fn grants_are_kept_with_each_version(store: &dyn TaskStore) {
+    let granted = LambdaConfig {
+        grants: waft_core::Grants {
+            outbound: vec![
+                "https://api.example.com".parse().unwrap(),
+                "http://10.0.0.0/8:*".parse().unwrap(),
+            ],
+            outbound_limits: waft_core::OutboundLimits {
+                max_requests: 3,
+                first_byte_timeout: Duration::from_millis(1500),
+                ..Default::default()
+            },
+            env: [
+                ("REGION".to_owned(), "eu-west-1".to_owned()),
+                ("ODD".to_owned(), "a\0b\\0\"c\"\n🦀".to_owned()),
+            ]
+            .into(),
+        },
+        ..config()
+    };
+    deploy_with(store, "mail", granted.clone()).await;
+    deploy(store, "mail").await;
+    assert_eq!(
+        store
+            .lambda_get_version("mail", 1)
+            .await
+            .unwrap()
+            .unwrap()
+            .config,
+        granted
+    );
+    assert_eq!(
+        store
+            .lambda_get("mail")
+            .await
+            .unwrap()
+            .unwrap()
+            .config
+            .grants,
+        waft_core::Grants::default()
+    );
+    let back = store
+        .lambda_rollback(LambdaRollback {
+            name: "mail".into(),
+            to: Some(1),
+            now: T0 + 5,
+        })
+        .await
+        .unwrap();
+    assert_eq!(back.config, granted);
+}

@@ -1,0 +1,712 @@
+//! What a lambda is granted beyond computing on its payload: outbound HTTP
+//! to the destinations of an allow-list, and configuration variables.
+//!
+//! Deny by default: [`Grants::default`] grants nothing. Grants are kept
+//! with each version of a lambda, so a deploy changes them and a rollback
+//! restores them.
+//!
+//! # Allow-list patterns
+//!
+//! `SCHEME://HOST[:PORT]`, one destination each:
+//!
+//! | part | forms |
+//! |---|---|
+//! | scheme | `http`, `https`, or `*` (either) |
+//! | host | a name (`api.example.com`); `*.example.com` (its subdomains, not itself); an address (`10.0.0.7`, `[fd00::7]`) or a network (`10.0.0.0/8`, `[fd00::/8]`) |
+//! | port | a number; `*` (any); absent: the scheme's own (80, 443) |
+//!
+//! `*://*:*` allows every destination and must be written out whole: a
+//! wildcard that covers every host anywhere else (`https://*`, `*.com`) is
+//! refused, so nobody grants the internet without saying so.
+//!
+//! Names are resolved by Waft, and an address that is not global (loopback,
+//! private, link-local — the cloud metadata address 169.254.169.254 — or
+//! unspecified) is reached only when a pattern names that address or its
+//! network: a name on the list cannot be pointed at the inside.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::ByteSize;
+
+/// What a lambda's executions may reach; nothing by default.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Grants {
+    /// Destinations of outbound HTTP requests; none by default.
+    pub outbound: Vec<OutboundPattern>,
+    /// Bounds of outbound HTTP, per execution.
+    pub outbound_limits: OutboundLimits,
+    /// Configuration variables, read by the guest through `wasi:config`.
+    pub env: BTreeMap<String, String>,
+}
+
+/// Bounds of one execution's outbound HTTP. Every timeout is also cut to
+/// what is left of the task's own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OutboundLimits {
+    /// Requests an execution may send, redirects followed included
+    /// (default 64).
+    pub max_requests: u32,
+    /// Requests open at once (default 8).
+    pub max_connections: u32,
+    /// Bytes of one response body (default 16 MiB).
+    #[serde(with = "as_bytes")]
+    pub max_response: ByteSize,
+    /// To connect, TLS included (default 10 s).
+    #[serde(with = "as_millis")]
+    pub connect_timeout: Duration,
+    /// From the request sent to the response's first byte (default 30 s).
+    #[serde(with = "as_millis")]
+    pub first_byte_timeout: Duration,
+    /// Between two chunks of a response body (default 30 s).
+    #[serde(with = "as_millis")]
+    pub between_bytes_timeout: Duration,
+}
+
+impl Default for OutboundLimits {
+    fn default() -> Self {
+        Self {
+            max_requests: 64,
+            max_connections: 8,
+            max_response: ByteSize::mib(16),
+            connect_timeout: Duration::from_secs(10),
+            first_byte_timeout: Duration::from_secs(30),
+            between_bytes_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// A grant out of bounds, or a pattern that does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GrantError {
+    #[error("outbound pattern {pattern:?}: {reason}")]
+    Pattern { pattern: String, reason: String },
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl Grants {
+    /// The most allow-list patterns a lambda may have.
+    pub const MAX_OUTBOUND: usize = 64;
+    /// The most configuration variables a lambda may have.
+    pub const MAX_ENV: usize = 128;
+    /// The largest value of one variable (and of one secret).
+    pub const MAX_VALUE: usize = 64 * 1024;
+
+    /// Checks every grant against its bounds.
+    pub fn validate(&self) -> Result<(), GrantError> {
+        if self.outbound.len() > Self::MAX_OUTBOUND {
+            return Err(GrantError::Invalid(format!(
+                "{} outbound patterns; a lambda may have at most {}",
+                self.outbound.len(),
+                Self::MAX_OUTBOUND
+            )));
+        }
+        let limits = &self.outbound_limits;
+        if !(1..=10_000).contains(&limits.max_requests) {
+            return Err(GrantError::Invalid(
+                "outbound max_requests must be within 1..=10000".into(),
+            ));
+        }
+        if !(1..=1_000).contains(&limits.max_connections) {
+            return Err(GrantError::Invalid(
+                "outbound max_connections must be within 1..=1000".into(),
+            ));
+        }
+        if limits.max_response > ByteSize::gib(1) {
+            return Err(GrantError::Invalid(
+                "outbound max_response must be at most 1GiB".into(),
+            ));
+        }
+        for (name, timeout) in [
+            ("connect_timeout", limits.connect_timeout),
+            ("first_byte_timeout", limits.first_byte_timeout),
+            ("between_bytes_timeout", limits.between_bytes_timeout),
+        ] {
+            if timeout < Duration::from_millis(1) || timeout > Duration::from_secs(3600) {
+                return Err(GrantError::Invalid(format!(
+                    "outbound {name} must be within 1ms..=1h"
+                )));
+            }
+        }
+        if self.env.len() > Self::MAX_ENV {
+            return Err(GrantError::Invalid(format!(
+                "{} variables; a lambda may have at most {}",
+                self.env.len(),
+                Self::MAX_ENV
+            )));
+        }
+        for (key, value) in &self.env {
+            check_key(key)?;
+            if value.len() > Self::MAX_VALUE {
+                return Err(GrantError::Invalid(format!(
+                    "variable {key} is {} bytes; at most {} are allowed",
+                    value.len(),
+                    Self::MAX_VALUE
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The patterns that allow a request to `scheme://host:port` (`host`
+    /// lowercase, an address in its usual text form), first match first.
+    pub fn outbound_matches<'a>(
+        &'a self,
+        scheme: &'a str,
+        host: &'a str,
+        port: u16,
+    ) -> impl Iterator<Item = &'a OutboundPattern> + 'a {
+        self.outbound
+            .iter()
+            .filter(move |pattern| pattern.matches(scheme, host, port))
+    }
+}
+
+/// Checks the name of a variable or secret: 1 to 128 characters from
+/// `A-Z`, `a-z`, `0-9`, `_`, `-` and `.`.
+pub fn check_key(key: &str) -> Result<(), GrantError> {
+    let fine = !key.is_empty()
+        && key.len() <= 128
+        && key
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
+    if fine {
+        Ok(())
+    } else {
+        Err(GrantError::Invalid(format!(
+            "{key:?} is not a variable name: 1 to 128 characters from A-Z, a-z, 0-9, '_', '-' and '.'"
+        )))
+    }
+}
+
+/// One allow-list entry; see the [module docs](self) for the syntax.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutboundPattern {
+    text: String,
+    scheme: Option<Scheme>,
+    host: HostPattern,
+    port: PortPattern,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scheme {
+    Http,
+    Https,
+}
+
+impl Scheme {
+    fn default_port(self) -> u16 {
+        match self {
+            Scheme::Http => 80,
+            Scheme::Https => 443,
+        }
+    }
+
+    fn parse(text: &str) -> Option<Self> {
+        match text {
+            "http" => Some(Scheme::Http),
+            "https" => Some(Scheme::Https),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum HostPattern {
+    /// Every host: only in `*://*:*`.
+    Any,
+    Name(String),
+    /// `*.suffix`: the suffix's subdomains.
+    Subdomains(String),
+    Network(Network),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PortPattern {
+    /// The request's scheme's own port.
+    Default,
+    Exact(u16),
+    Any,
+}
+
+/// An address, or a network of them (`10.0.0.0/8`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Network {
+    address: IpAddr,
+    prefix: u8,
+}
+
+impl Network {
+    fn contains(&self, ip: IpAddr) -> bool {
+        match (self.address, ip) {
+            (IpAddr::V4(net), IpAddr::V4(ip)) => {
+                let mask = u32::MAX
+                    .checked_shl(32 - u32::from(self.prefix))
+                    .unwrap_or(0);
+                u32::from(net) & mask == u32::from(ip) & mask
+            }
+            (IpAddr::V6(net), IpAddr::V6(ip)) => {
+                let mask = u128::MAX
+                    .checked_shl(128 - u32::from(self.prefix))
+                    .unwrap_or(0);
+                u128::from(net) & mask == u128::from(ip) & mask
+            }
+            (IpAddr::V4(_), IpAddr::V6(ip)) => ip
+                .to_ipv4_mapped()
+                .is_some_and(|ip| self.contains(IpAddr::V4(ip))),
+            (IpAddr::V6(_), IpAddr::V4(_)) => false,
+        }
+    }
+}
+
+impl OutboundPattern {
+    /// Whether a request to `scheme://host:port` is on this entry.
+    pub fn matches(&self, scheme: &str, host: &str, port: u16) -> bool {
+        let Some(scheme) = Scheme::parse(scheme) else {
+            return false;
+        };
+        if self.scheme.is_some_and(|s| s != scheme) {
+            return false;
+        }
+        let port_fits = match self.port {
+            PortPattern::Any => true,
+            PortPattern::Exact(p) => p == port,
+            PortPattern::Default => port == scheme.default_port(),
+        };
+        if !port_fits {
+            return false;
+        }
+        let host = host.trim_end_matches('.');
+        match &self.host {
+            HostPattern::Any => true,
+            HostPattern::Name(name) => name == host,
+            HostPattern::Subdomains(suffix) => host
+                .strip_suffix(suffix.as_str())
+                .is_some_and(|rest| !rest.is_empty()),
+            HostPattern::Network(network) => {
+                parse_address(host).is_some_and(|ip| network.contains(ip))
+            }
+        }
+    }
+
+    /// Whether this entry names `ip` itself (an address or a network holding
+    /// it): how a non-global address is allowed.
+    pub fn names_address(&self, ip: IpAddr) -> bool {
+        matches!(&self.host, HostPattern::Network(network) if network.contains(ip))
+    }
+
+    /// The pattern as written.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// The narrowest pattern allowing requests to `scheme://host:port`:
+    /// what to add to a list that refused one.
+    pub fn suggest(scheme: &str, host: &str, port: u16) -> String {
+        let default = Scheme::parse(scheme).map(Scheme::default_port);
+        let host = if host.contains(':') {
+            format!("[{host}]")
+        } else {
+            host.to_owned()
+        };
+        if default == Some(port) {
+            format!("{scheme}://{host}")
+        } else {
+            format!("{scheme}://{host}:{port}")
+        }
+    }
+}
+
+/// An address as a URI's host spells it (`10.0.0.7`, `[::1]` or `::1`).
+pub fn parse_address(host: &str) -> Option<IpAddr> {
+    let bare = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    bare.parse().ok()
+}
+
+impl FromStr for OutboundPattern {
+    type Err = GrantError;
+
+    fn from_str(text: &str) -> Result<Self, GrantError> {
+        let refuse = |reason: &str| GrantError::Pattern {
+            pattern: text.to_owned(),
+            reason: reason.to_owned(),
+        };
+        let (scheme, rest) = text
+            .split_once("://")
+            .ok_or_else(|| refuse("expected SCHEME://HOST[:PORT], e.g. https://api.example.com"))?;
+        let scheme = match scheme {
+            "*" => None,
+            other => Some(
+                Scheme::parse(other)
+                    .ok_or_else(|| refuse("the scheme must be http, https or * (either)"))?,
+            ),
+        };
+        if rest.contains(['?', '#', '@']) {
+            return Err(refuse(NOT_A_PATH));
+        }
+        let (host, port) = split_port(rest).map_err(|reason| refuse(&reason))?;
+        if port.is_some_and(|port| port.contains('/')) {
+            return Err(refuse(NOT_A_PATH));
+        }
+        let port =
+            match port {
+                None => PortPattern::Default,
+                Some("*") => PortPattern::Any,
+                Some(number) => {
+                    PortPattern::Exact(number.parse::<u16>().ok().filter(|p| *p != 0).ok_or_else(
+                        || refuse("the port must be a number within 1..=65535, or *"),
+                    )?)
+                }
+            };
+        let host = host.to_ascii_lowercase();
+        let host = host.trim_end_matches('.');
+        let host = if host == "*" {
+            if text != "*://*:*" {
+                return Err(refuse(
+                    "a wildcard host allows every host; to mean that, write the pattern *://*:* whole",
+                ));
+            }
+            HostPattern::Any
+        } else if let Some(network) = parse_network(host).map_err(|reason| refuse(&reason))? {
+            HostPattern::Network(network)
+        } else if let Some(suffix) = host.strip_prefix("*.") {
+            check_name(suffix).map_err(|reason| refuse(&reason))?;
+            if !suffix.contains('.') {
+                return Err(refuse(
+                    "*. must be followed by a domain of at least two labels (*.example.com): \
+                     a wildcard over a whole top-level domain allows nearly everything",
+                ));
+            }
+            HostPattern::Subdomains(format!(".{suffix}"))
+        } else {
+            check_name(host).map_err(|reason| refuse(&reason))?;
+            HostPattern::Name(host.to_owned())
+        };
+        Ok(Self {
+            text: text.to_owned(),
+            scheme,
+            host,
+            port,
+        })
+    }
+}
+
+const NOT_A_PATH: &str = "a pattern names a destination (scheme, host, port): no path, query or \
+     user; a / follows an address only, as a network length (10.0.0.0/8)";
+
+/// `host:port`, `host`, `[v6]:port`, `[v6/len]`.
+fn split_port(rest: &str) -> Result<(&str, Option<&str>), String> {
+    if let Some(bracketed) = rest.strip_prefix('[') {
+        let (inside, after) = bracketed
+            .split_once(']')
+            .ok_or("an IPv6 address needs its closing ]")?;
+        return match after {
+            "" => Ok((inside, None)),
+            port => port
+                .strip_prefix(':')
+                .map(|port| (inside, Some(port)))
+                .ok_or_else(|| "expected :PORT after the IPv6 address".to_owned()),
+        };
+    }
+    Ok(match rest.rsplit_once(':') {
+        Some((host, port)) => (host, Some(port)),
+        None => (rest, None),
+    })
+}
+
+/// An address or network, if `host` is one.
+fn parse_network(host: &str) -> Result<Option<Network>, String> {
+    let (address, prefix) = match host.split_once('/') {
+        Some((address, prefix)) => (address, Some(prefix)),
+        None => (host, None),
+    };
+    let Ok(address) = address.parse::<IpAddr>() else {
+        if prefix.is_some() {
+            return Err(NOT_A_PATH.into());
+        }
+        return Ok(None);
+    };
+    let width = if address.is_ipv4() { 32 } else { 128 };
+    let prefix = match prefix {
+        None => width,
+        Some(text) => text
+            .parse::<u8>()
+            .ok()
+            .filter(|p| *p <= width)
+            .ok_or_else(|| format!("the network length must be within 0..={width}"))?,
+    };
+    if prefix == 0 {
+        return Err("a network of length 0 is every address; write *://*:* to mean that".into());
+    }
+    Ok(Some(Network { address, prefix }))
+}
+
+fn check_name(name: &str) -> Result<(), String> {
+    let fine = !name.is_empty()
+        && name.len() <= 253
+        && name.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+        });
+    if fine {
+        Ok(())
+    } else {
+        Err(format!("{name:?} is not a host name"))
+    }
+}
+
+impl fmt::Display for OutboundPattern {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl Serialize for OutboundPattern {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.text)
+    }
+}
+
+impl<'de> Deserialize<'de> for OutboundPattern {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// Whether `ip` is an address of the public internet: not loopback,
+/// private, shared, link-local, unspecified, multicast, documentation or
+/// otherwise reserved. Only these are reached through a name.
+pub fn is_global(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(ip) => is_global_v4(ip),
+        IpAddr::V6(ip) => match ip.to_ipv4_mapped() {
+            Some(v4) => is_global_v4(v4),
+            None => is_global_v6(ip),
+        },
+    }
+}
+
+fn is_global_v4(ip: Ipv4Addr) -> bool {
+    let [a, b, c, _] = ip.octets();
+    !(ip.is_unspecified()
+        || ip.is_loopback()
+        || ip.is_private()
+        || ip.is_link_local()
+        || ip.is_broadcast()
+        || ip.is_documentation()
+        || ip.is_multicast()
+        || a == 0
+        // Shared address space (carrier-grade NAT), 100.64.0.0/10.
+        || (a == 100 && (b & 0xc0) == 64)
+        // IETF protocol assignments, 192.0.0.0/24.
+        || (a == 192 && b == 0 && c == 0)
+        // Benchmarking, 198.18.0.0/15.
+        || (a == 198 && (b & 0xfe) == 18)
+        // Reserved, 240.0.0.0/4.
+        || a >= 240)
+}
+
+fn is_global_v6(ip: Ipv6Addr) -> bool {
+    let first = ip.segments()[0];
+    !(ip.is_unspecified()
+        || ip.is_loopback()
+        || ip.is_multicast()
+        // Unique local, fc00::/7.
+        || (first & 0xfe00) == 0xfc00
+        // Link-local, fe80::/10.
+        || (first & 0xffc0) == 0xfe80
+        // Documentation, 2001:db8::/32.
+        || (first == 0x2001 && ip.segments()[1] == 0x0db8)
+        // Discard-only, 100::/64.
+        || (first == 0x0100 && ip.segments()[1..4] == [0, 0, 0]))
+}
+
+mod as_millis {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(value: &Duration, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_u64(u64::try_from(value.as_millis()).unwrap_or(u64::MAX))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
+        Ok(Duration::from_millis(u64::deserialize(deserializer)?))
+    }
+}
+
+mod as_bytes {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    use crate::ByteSize;
+
+    pub fn serialize<S: Serializer>(value: &ByteSize, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_u64(value.bytes())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<ByteSize, D::Error> {
+        Ok(ByteSize::b(u64::deserialize(deserializer)?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pattern(text: &str) -> OutboundPattern {
+        text.parse()
+            .unwrap_or_else(|e| panic!("{text} should parse: {e}"))
+    }
+
+    fn refused(text: &str) -> String {
+        match text.parse::<OutboundPattern>() {
+            Ok(_) => panic!("{text} should be refused"),
+            Err(error) => error.to_string(),
+        }
+    }
+
+    #[test]
+    fn patterns_match_their_destinations() {
+        let api = pattern("https://api.example.com");
+        assert!(api.matches("https", "api.example.com", 443));
+        assert!(api.matches("https", "api.example.com.", 443));
+        assert!(!api.matches("http", "api.example.com", 80));
+        assert!(!api.matches("https", "api.example.com", 8443));
+        assert!(!api.matches("https", "evil-api.example.com", 443));
+
+        let subdomains = pattern("https://*.example.com:8443");
+        assert!(subdomains.matches("https", "a.example.com", 8443));
+        assert!(subdomains.matches("https", "a.b.example.com", 8443));
+        assert!(!subdomains.matches("https", "example.com", 8443));
+        assert!(!subdomains.matches("https", "badexample.com", 8443));
+        assert!(!subdomains.matches("https", "a.example.com", 443));
+
+        let network = pattern("http://10.0.0.0/8:*");
+        assert!(network.matches("http", "10.1.2.3", 9000));
+        assert!(!network.matches("http", "11.1.2.3", 9000));
+        assert!(!network.matches("https", "10.1.2.3", 443));
+        assert!(network.names_address("10.9.9.9".parse().unwrap()));
+        assert!(!api.names_address("10.9.9.9".parse().unwrap()));
+
+        let either = pattern("*://localhost:8080");
+        assert!(either.matches("http", "localhost", 8080));
+        assert!(either.matches("https", "localhost", 8080));
+        let default_port = pattern("*://example.org");
+        assert!(default_port.matches("http", "example.org", 80));
+        assert!(default_port.matches("https", "example.org", 443));
+        assert!(!default_port.matches("http", "example.org", 443));
+
+        let v6 = pattern("http://[::1]:8080");
+        assert!(v6.matches("http", "::1", 8080));
+        assert!(v6.matches("http", "[::1]", 8080));
+        assert!(v6.names_address("::1".parse().unwrap()));
+        let v6_net = pattern("https://[fd00::/8]");
+        assert!(v6_net.matches("https", "fd12::1", 443));
+
+        let everything = pattern("*://*:*");
+        assert!(everything.matches("http", "anything.example", 1));
+        assert!(!everything.names_address("127.0.0.1".parse().unwrap()));
+        assert!(!everything.matches("ftp", "example.com", 21));
+    }
+
+    #[test]
+    fn bad_patterns_say_what_is_wrong() {
+        for (text, says) in [
+            ("api.example.com", "SCHEME://HOST"),
+            ("ftp://example.com", "scheme"),
+            ("https://example.com/path", "no path"),
+            ("https://user@example.com", "no path, query or user"),
+            ("https://example.com:0", "port"),
+            ("https://example.com:70000", "port"),
+            ("https://*", "*://*:*"),
+            ("*://*", "*://*:*"),
+            ("https://*:443", "*://*:*"),
+            ("https://*.com", "two labels"),
+            ("https://exa mple.com", "not a host name"),
+            ("http://10.0.0.0/0", "every address"),
+            ("http://10.0.0.0/33", "0..=32"),
+            ("http://example.com/8", "no path"),
+            ("http://example.com:8080/path", "no path"),
+            ("http://[::1", "closing ]"),
+        ] {
+            let error = refused(text);
+            assert!(error.contains(says), "{text}: {error}");
+            assert!(error.contains(text), "{text}: {error}");
+        }
+    }
+
+    #[test]
+    fn only_public_addresses_are_global() {
+        for ip in [
+            "127.0.0.1",
+            "10.1.2.3",
+            "172.16.0.1",
+            "192.168.1.1",
+            "169.254.169.254",
+            "0.0.0.0",
+            "100.64.0.1",
+            "255.255.255.255",
+            "224.0.0.1",
+            "::1",
+            "::",
+            "fd00::1",
+            "fe80::1",
+            "::ffff:127.0.0.1",
+            "::ffff:169.254.169.254",
+        ] {
+            assert!(!is_global(ip.parse().unwrap()), "{ip}");
+        }
+        for ip in ["93.184.215.14", "1.1.1.1", "2606:4700::1111"] {
+            assert!(is_global(ip.parse().unwrap()), "{ip}");
+        }
+    }
+
+    #[test]
+    fn grants_round_trip_and_are_bounded() {
+        let grants = Grants {
+            outbound: vec![pattern("https://api.example.com")],
+            outbound_limits: OutboundLimits {
+                max_requests: 3,
+                ..OutboundLimits::default()
+            },
+            env: BTreeMap::from([("REGION".into(), "eu".into())]),
+        };
+        grants.validate().unwrap();
+        let json = serde_json::to_string(&grants).unwrap();
+        assert_eq!(serde_json::from_str::<Grants>(&json).unwrap(), grants);
+        assert_eq!(
+            serde_json::from_str::<Grants>("{}").unwrap(),
+            Grants::default()
+        );
+        let bad_key = Grants {
+            env: BTreeMap::from([("A B".into(), String::new())]),
+            ..Grants::default()
+        };
+        assert!(bad_key.validate().unwrap_err().to_string().contains("A B"));
+        assert_eq!(
+            OutboundPattern::suggest("https", "api.example.com", 443),
+            "https://api.example.com"
+        );
+        assert_eq!(
+            OutboundPattern::suggest("http", "::1", 8080),
+            "http://[::1]:8080"
+        );
+    }
+}
