@@ -28,7 +28,7 @@ pub struct LambdaArgs {
 pub enum LambdaCommand {
     /// Deploy a `.wasm` component as the lambda's next version. The server
     /// checks it is a Waft lambda first.
-    Deploy(DeployArgs),
+    Deploy(Box<DeployArgs>),
     /// Every lambda at its current version.
     List,
     /// Make an earlier version current again (the previous one unless
