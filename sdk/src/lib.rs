@@ -33,8 +33,9 @@
 //!
 //! The generated WebAssembly glue stays inside this crate: lambda code only
 //! sees the types below. Inside a lambda, [`heartbeat`] reports liveness and
-//! progress, the [logging macros](info) append to the task's log, and
-//! [`schedule`] starts child tasks.
+//! progress, the [logging macros](info) append to the task's log,
+//! [`schedule`] starts child tasks, and [`http`] calls the destinations the
+//! lambda was granted.
 
 #![warn(missing_docs)]
 
@@ -43,6 +44,7 @@ extern crate self as waft_sdk;
 
 mod error;
 mod host;
+pub mod http;
 mod outcome;
 mod task;
 
@@ -81,8 +83,8 @@ pub mod __private {
 
     /// Converts the raw task, runs the user's handler, converts the result.
     pub fn run<R: crate::IntoOutcome>(task: RawTask, handler: fn(crate::Task) -> R) -> RawOutcome {
-        handler(crate::Task::from_raw(task))
-            .into_outcome()
-            .into_raw()
+        let task = crate::Task::from_raw(task);
+        crate::http::begin_execution(&task.idempotency_key());
+        handler(task).into_outcome().into_raw()
     }
 }

@@ -81,6 +81,14 @@ impl Task {
         &self.id
     }
 
+    /// A key naming this task's work, the same on every attempt: what a
+    /// service receiving the task's requests can deduplicate by. The
+    /// [`http`](crate::http) client sends it, with the request's rank in the
+    /// execution, as each request's `Idempotency-Key`.
+    pub fn idempotency_key(&self) -> String {
+        format!("waft-{}", self.id)
+    }
+
     /// The lambda the task was scheduled for.
     ///
     /// ```

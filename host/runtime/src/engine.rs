@@ -19,6 +19,7 @@ use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAlloc
 use crate::cache::ArtifactCache;
 use crate::error::RuntimeError;
 use crate::guests::{GuestThreads, GuestThreadsConfig};
+use crate::outbound::Tls;
 use crate::run::HostState;
 
 /// How instances get their memory.
@@ -72,6 +73,9 @@ pub struct RuntimeConfig {
     /// that takes longer is refused. Every task instantiates its lambda
     /// anew, so a slow start-up is paid on every run. Default 5 s.
     pub max_startup: Duration,
+    /// A CA certificate file (PEM) that outbound HTTPS trusts besides the
+    /// system's roots: a private CA's. None by default.
+    pub outbound_ca: Option<PathBuf>,
 }
 
 impl Default for RuntimeConfig {
@@ -87,6 +91,7 @@ impl Default for RuntimeConfig {
             guest_threads: 0,
             guest_nice: 10,
             max_startup: Duration::from_secs(5),
+            outbound_ca: None,
         }
     }
 }
@@ -104,6 +109,7 @@ pub(crate) struct Inner {
     pub(crate) cache: Option<ArtifactCache>,
     pub(crate) fuel: bool,
     pub(crate) max_startup: Duration,
+    pub(crate) tls: Arc<Tls>,
     pooling: bool,
     pub(crate) guests: GuestThreads,
     _ticker: EpochTicker,
@@ -160,6 +166,9 @@ impl Runtime {
 
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(RuntimeError::Linker)?;
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)
+            .map_err(RuntimeError::Linker)?;
+        let tls = Arc::new(Tls::new(config.outbound_ca.as_deref()).map_err(RuntimeError::Config)?);
         crate::bindings::Lambda::add_to_linker::<HostState, wasmtime::component::HasSelf<HostState>>(
             &mut linker,
             |state| state,
@@ -185,6 +194,7 @@ impl Runtime {
                 cache,
                 fuel: config.fuel,
                 max_startup: config.max_startup,
+                tls,
                 pooling,
                 guests,
                 _ticker: ticker,

@@ -119,6 +119,12 @@ impl KillSwitch {
         self.inner.reason.get().map(String::as_str)
     }
 
+    /// [`killed`](Self::killed), owning its switch: a future that may
+    /// outlive the borrow (a response body's).
+    pub(crate) async fn killed_owned(self) {
+        self.killed().await;
+    }
+
     /// Resolves when the switch is pulled, or its fence passes.
     pub async fn killed(&self) {
         loop {

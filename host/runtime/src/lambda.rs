@@ -18,7 +18,7 @@ use waft_core::Limits;
 use crate::bindings::{LambdaIndices, LambdaPre};
 use crate::error::LoadError;
 use crate::log::LogSink;
-use crate::run::{HostState, Stop, new_store};
+use crate::run::{HostState, Sandbox, Stop, new_store};
 use crate::{KillSwitch, RecordingHost, Runtime};
 
 /// The name of the export every lambda must have.
@@ -163,7 +163,8 @@ impl Runtime {
         let started = Instant::now();
         let log = LogSink::new(limits.max_log.bytes(), started, kill.clone());
         let host = Arc::new(RecordingHost::default());
-        let (mut store, _) = new_store(self, &limits, started + limits.timeout, log, host, &kill);
+        let sandbox = Sandbox::from(limits);
+        let (mut store, _) = new_store(self, &sandbox, started + limits.timeout, log, host, &kill);
         let instance = match pre.instance_pre().instantiate_async(&mut store).await {
             Ok(instance) => instance,
             Err(_) if store.data().stopped == Some(Stop::Deadline) => {

@@ -38,6 +38,7 @@ mod host;
 mod kill;
 mod lambda;
 mod log;
+mod outbound;
 mod outcome;
 mod run;
 
@@ -47,5 +48,6 @@ pub use host::{ChildRequest, LeaseLost, RecordingHost, ScheduleRejection, TaskHo
 pub use kill::KillSwitch;
 pub use lambda::{Digest, HANDLER_EXPORT, PreparedLambda};
 pub use log::{Level, LogRecord, LogSource, TaskLog};
+pub use outbound::OutboundRecord;
 pub use outcome::{Execution, Limit, Outcome};
-pub use run::TaskInput;
+pub use run::{Sandbox, TaskInput};

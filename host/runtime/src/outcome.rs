@@ -94,6 +94,8 @@ pub struct Execution {
     /// where it ran, so a caller that gets to read the execution late still
     /// knows when it ended.
     pub ended_at: SystemTime,
+    /// The outbound HTTP requests it made or was refused, in order.
+    pub outbound: Vec<crate::OutboundRecord>,
 }
 
 impl Execution {
@@ -108,6 +110,7 @@ impl Execution {
             fuel_consumed: None,
             peak_memory: 0,
             ended_at: SystemTime::now(),
+            outbound: Vec::new(),
         }
     }
 }

@@ -11,15 +11,17 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tokio::time::sleep_until;
-use waft_core::Limits;
+use waft_core::{Grants, Limits};
 use wasmtime::component::ResourceTable;
 use wasmtime::{ResourceLimiter, Store, Trap, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use crate::bindings::Lambda;
 use crate::bindings::waft::lambda::{host as wit_host, types as wit_types};
 use crate::lambda::error_chain;
 use crate::log::{Level, LogSink, LogSource};
+use crate::outbound::Outbound;
 use crate::{
     ChildRequest, Execution, KillSwitch, Limit, Outcome, PreparedLambda, Runtime, TaskHost,
 };
@@ -37,6 +39,23 @@ pub struct TaskInput {
     pub payload: Vec<u8>,
 }
 
+/// What one execution runs under: its limits, and what its lambda is
+/// granted (nothing by default).
+#[derive(Debug, Clone, Default)]
+pub struct Sandbox {
+    pub limits: Limits,
+    pub grants: Arc<Grants>,
+}
+
+impl From<Limits> for Sandbox {
+    fn from(limits: Limits) -> Self {
+        Self {
+            limits,
+            grants: Arc::default(),
+        }
+    }
+}
+
 /// Why the host stopped an instance that was still running.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Stop {
@@ -47,6 +66,8 @@ pub(crate) enum Stop {
 /// The data of one task's store.
 pub(crate) struct HostState {
     wasi: WasiCtx,
+    http: WasiHttpCtx,
+    outbound: Outbound,
     table: ResourceTable,
     limiter: MemoryLimiter,
     log: LogSink,
@@ -61,6 +82,16 @@ impl WasiView for HostState {
         WasiCtxView {
             ctx: &mut self.wasi,
             table: &mut self.table,
+        }
+    }
+}
+
+impl WasiHttpView for HostState {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: &mut self.outbound,
         }
     }
 }
@@ -117,18 +148,18 @@ impl PreparedLambda {
     pub async fn run_on_guest_threads(
         &self,
         task: TaskInput,
-        limits: &Limits,
+        sandbox: &Sandbox,
         host: Arc<dyn TaskHost>,
         kill: &KillSwitch,
     ) -> Execution {
         let lambda = self.clone();
-        let limits = *limits;
+        let sandbox = sandbox.clone();
         let guest_kill = kill.clone();
         let spawned = self
             .runtime
             .inner
             .guests
-            .spawn(async move { lambda.run(task, &limits, host, &guest_kill).await });
+            .spawn(async move { lambda.run(task, &sandbox, host, &guest_kill).await });
         match spawned {
             Ok(running) => running.join().await.unwrap_or_else(|error| {
                 Execution::host_error(format!("the execution's thread failed: {error}"))
@@ -139,20 +170,23 @@ impl PreparedLambda {
 
     /// Runs `task` to an outcome in a fresh instance.
     ///
-    /// `host` answers the lambda's heartbeats and child-task requests;
-    /// `kill` stops the execution from elsewhere. Never panics on anything
-    /// the guest does: every failure is an [`Outcome`].
+    /// `sandbox` holds its limits and grants; `host` answers the lambda's
+    /// heartbeats and child-task requests; `kill` stops the execution from
+    /// elsewhere. Never panics on anything the guest does: every failure is
+    /// an [`Outcome`].
     pub async fn run(
         &self,
         task: TaskInput,
-        limits: &Limits,
+        sandbox: &Sandbox,
         host: Arc<dyn TaskHost>,
         kill: &KillSwitch,
     ) -> Execution {
+        let limits = &sandbox.limits;
         let started = Instant::now();
         let deadline = started + limits.timeout;
         let log = LogSink::new(limits.max_log.bytes(), started, kill.clone());
-        let (mut store, fuel) = new_store(&self.runtime, limits, deadline, log.clone(), host, kill);
+        let (mut store, fuel) =
+            new_store(&self.runtime, sandbox, deadline, log.clone(), host, kill);
         let runtime = &self.runtime.inner;
 
         let wit_task = wit_types::Task {
@@ -198,6 +232,8 @@ impl PreparedLambda {
             Ok(Err(error)) => trapped(&error, state, kill, limits),
         };
         let peak_memory = state.limiter.peak as u64;
+        let outbound = state.outbound.records();
+        // Dropping the store aborts whatever requests are still in flight.
         drop(store);
         let ended_at = SystemTime::now();
         Execution {
@@ -207,6 +243,7 @@ impl PreparedLambda {
             fuel_consumed,
             peak_memory,
             ended_at,
+            outbound,
         }
     }
 }
@@ -214,13 +251,14 @@ impl PreparedLambda {
 /// A store for one execution, its limits set, and the fuel it was given.
 pub(crate) fn new_store(
     runtime: &Runtime,
-    limits: &Limits,
+    sandbox: &Sandbox,
     deadline: Instant,
     log: LogSink,
     host: Arc<dyn TaskHost>,
     kill: &KillSwitch,
 ) -> (Store<HostState>, u64) {
     let runtime = &runtime.inner;
+    let limits = &sandbox.limits;
     let wasi = WasiCtxBuilder::new()
         .stdout(log.stream(LogSource::Stdout))
         .stderr(log.stream(LogSource::Stderr))
@@ -232,6 +270,14 @@ pub(crate) fn new_store(
         &runtime.engine,
         HostState {
             wasi,
+            http: WasiHttpCtx::new(),
+            outbound: Outbound::new(
+                sandbox.grants.clone(),
+                runtime.tls.clone(),
+                kill.clone(),
+                log.clone(),
+                deadline,
+            ),
             table: ResourceTable::new(),
             limiter: MemoryLimiter {
                 max: limits.max_memory.as_usize(),

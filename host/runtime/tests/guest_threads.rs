@@ -9,7 +9,7 @@ use serde_json::json;
 use waft_core::Limits;
 use waft_runtime::{
     Execution, KillSwitch, Limit, Outcome, PreparedLambda, RecordingHost, Runtime, RuntimeConfig,
-    TaskInput,
+    Sandbox, TaskInput,
 };
 use waft_sample_artifacts as samples;
 
@@ -40,7 +40,7 @@ async fn runaway_on_guest_threads(
     runaway
         .run_on_guest_threads(
             task(json!({})),
-            &limits,
+            &Sandbox::from(limits),
             Arc::new(RecordingHost::default()),
             &kill,
         )
@@ -89,7 +89,7 @@ async fn outcomes_are_those_of_the_callers_runtime() {
     let execution = hello
         .run_on_guest_threads(
             task(json!({"name": "Ada"})),
-            &Limits::default(),
+            &Sandbox::default(),
             host,
             &KillSwitch::new(),
         )

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use waft_core::{ByteSize, Limits};
 use waft_runtime::{
     Execution, KillSwitch, LeaseLost, Limit, LogSource, Outcome, PreparedLambda, RecordingHost,
-    Runtime, RuntimeConfig, ScheduleRejection, TaskHost, TaskInput,
+    Runtime, RuntimeConfig, Sandbox, ScheduleRejection, TaskHost, TaskInput,
 };
 use waft_sample_artifacts as samples;
 
@@ -45,7 +45,9 @@ async fn run_with(
 ) -> Execution {
     let runtime = runtime();
     let lambda = prepare(&runtime, path).await;
-    lambda.run(input, &limits, host, &KillSwitch::new()).await
+    lambda
+        .run(input, &Sandbox::from(limits), host, &KillSwitch::new())
+        .await
 }
 
 async fn run(path: &str, payload: Value, limits: Limits) -> Execution {
@@ -62,7 +64,7 @@ async fn run(path: &str, payload: Value, limits: Limits) -> Execution {
 async fn run_default(lambda: &PreparedLambda, input: TaskInput) -> Execution {
     let host = Arc::new(RecordingHost::default());
     lambda
-        .run(input, &Limits::default(), host, &KillSwitch::new())
+        .run(input, &Sandbox::default(), host, &KillSwitch::new())
         .await
 }
 
@@ -410,7 +412,7 @@ async fn the_kill_switch_stops_a_runaway_within_50ms() {
             lambda
                 .run(
                     task("runaway", Value::Null),
-                    &Limits::default(),
+                    &Sandbox::default(),
                     Arc::new(RecordingHost::default()),
                     &kill,
                 )
@@ -464,7 +466,7 @@ async fn a_killed_instance_makes_no_further_host_calls() {
     let execution = lambda
         .run(
             task("sleepy", json!({"steps": 5, "step_ms": 0})),
-            &Limits::default(),
+            &Sandbox::default(),
             host.clone(),
             &kill,
         )
@@ -494,7 +496,7 @@ async fn a_sleeping_instance_is_killed_at_once() {
     let execution = lambda
         .run(
             task("sleepy", json!({"steps": 1, "step_ms": 60_000})),
-            &Limits::default(),
+            &Sandbox::default(),
             Arc::new(RecordingHost::default()),
             &kill,
         )
@@ -595,7 +597,7 @@ async fn a_full_pool_is_a_host_error_not_the_lambdas() {
         let host = sleeper_host.clone();
         tokio::spawn(async move {
             let input = task("sleepy", json!({"steps": 100_000, "step_ms": 20}));
-            sleepy.run(input, &Limits::default(), host, &kill).await
+            sleepy.run(input, &Sandbox::default(), host, &kill).await
         })
     };
     // Once the sleeper has heartbeaten it is running, so it holds the only slot.

@@ -1,13 +1,17 @@
 //! Real backing services for tests, started by the tests themselves.
 //!
 //! A test that needs Postgres asks [`postgres`] for a fresh database, one
-//! that needs SQS asks [`sqs`] for a server. On a
+//! that needs SQS asks [`sqs`] for a server; one whose lambda calls out
+//! starts an [`HttpServer`] (always available: it is in-process). On a
 //! laptop without PostgreSQL it gets `None` and a printed reason, and may
 //! skip; under `CI=true` the same condition fails the test instead, so CI
 //! never passes by skipping.
 
+pub mod http;
 mod postgres;
 mod sqs;
+
+pub use http::HttpServer;
 
 pub use postgres::{Durability, TestPostgres, postgres};
 pub use sqs::{TestSqs, sqs};

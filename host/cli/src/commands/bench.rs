@@ -12,7 +12,8 @@ use std::time::{Duration, Instant, SystemTime};
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use waft_runtime::{
-    Allocator, KillSwitch, PreparedLambda, RecordingHost, Runtime, RuntimeConfig, TaskInput,
+    Allocator, KillSwitch, PreparedLambda, RecordingHost, Runtime, RuntimeConfig, Sandbox,
+    TaskInput,
 };
 
 use crate::commands::invoke::{LimitArgs, read_wasm};
@@ -165,7 +166,7 @@ async fn once(
     let host = Arc::new(RecordingHost::default());
     let kill = KillSwitch::new();
     let started = Instant::now();
-    let execution = lambda.run(task, limits, host, &kill).await;
+    let execution = lambda.run(task, &Sandbox::from(*limits), host, &kill).await;
     let took = started.elapsed();
     if execution.outcome.kind() != "success" {
         return Err(Failure::usage(format!(

@@ -13,7 +13,7 @@ use clap::Args;
 use serde_json::json;
 use waft_core::{ByteSize, Limits, parse_duration};
 use waft_runtime::{
-    Execution, KillSwitch, Outcome, PreparedLambda, RecordingHost, Runtime, RuntimeConfig,
+    Execution, KillSwitch, Outcome, PreparedLambda, RecordingHost, Runtime, RuntimeConfig, Sandbox,
     TaskInput,
 };
 
@@ -135,7 +135,9 @@ pub fn run(args: InvokeArgs) -> Result<ExitCode, Failure> {
                 interrupt.kill("interrupted");
             }
         });
-        let execution = lambda.run(task, &limits, host.clone(), &kill).await;
+        let execution = lambda
+            .run(task, &Sandbox::from(limits), host.clone(), &kill)
+            .await;
         if args.json {
             println!("{}", report_json(&execution, &host));
         } else {

@@ -32,8 +32,7 @@ use std::time::{Duration, UNIX_EPOCH};
 use tokio::sync::{Notify, OnceCell, mpsc};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
-use waft_core::LambdaConfig;
-use waft_runtime::{Execution, KillSwitch, Outcome, PreparedLambda, Runtime, TaskInput};
+use waft_runtime::{Execution, KillSwitch, Outcome, PreparedLambda, Runtime, Sandbox, TaskInput};
 use waft_store::{ClaimedTask, Lambda, TaskResult};
 
 pub use outcome::render_log;
@@ -111,7 +110,8 @@ type Versions = Mutex<HashMap<(String, u32), Arc<OnceCell<Arc<Loaded>>>>>;
 /// A lambda version ready to run.
 struct Loaded {
     prepared: PreparedLambda,
-    config: LambdaConfig,
+    /// Its limits and grants, as each execution runs under them.
+    sandbox: Sandbox,
 }
 
 /// The Executor role.
@@ -466,7 +466,7 @@ impl Executor {
         };
         loaded
             .prepared
-            .run_on_guest_threads(input, &loaded.config.limits, host, kill)
+            .run_on_guest_threads(input, &loaded.sandbox, host, kill)
             .await
     }
 
@@ -496,7 +496,10 @@ impl Executor {
             tracing::info!(lambda = name, version, "lambda version loaded");
             Ok(Arc::new(Loaded {
                 prepared,
-                config: lambda.config,
+                sandbox: Sandbox {
+                    limits: lambda.config.limits,
+                    grants: Arc::new(lambda.config.grants),
+                },
             }))
         })
         .await

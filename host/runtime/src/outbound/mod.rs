@@ -1,0 +1,243 @@
+//! Outbound HTTP for lambdas: `wasi:http/outgoing-handler`, through Waft's
+//! own sender.
+//!
+//! Deny by default. Every request is checked before any I/O against the
+//! lambda's allow-list ([`Grants`]), the execution's request budget and
+//! whether the instance still runs; a redirect is a request of its own and
+//! is checked the same way. Names are resolved here, not by the OS on the
+//! way to `connect`, so the address connected to is the address checked:
+//! an address that is not global is reached only when a pattern names it.
+//! A refusal reaches the guest as `HttpRequestDenied` and the task's log
+//! says what was refused and what to add to the list.
+//!
+//! Requests end with the instance: none starts once the kill switch has
+//! passed, and one in flight — sending its body, waiting, streaming the
+//! response — is cut off, its connection dropped, the moment it does.
+
+mod send;
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use tokio::sync::Semaphore;
+use waft_core::grants::{is_global, parse_address};
+use waft_core::{Grants, OutboundPattern};
+use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
+
+use crate::KillSwitch;
+use crate::log::{LogSink, LogSource};
+
+pub(crate) use send::Tls;
+
+/// One outbound request of an execution, for metrics.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutboundRecord {
+    /// The destination's host, as the lambda named it.
+    pub host: String,
+    /// `2xx`…`5xx` for an answer, `denied` for a refusal, `failed` for an
+    /// error on the way (connect, TLS, a timeout, a limit).
+    pub outcome: &'static str,
+    pub duration: Duration,
+}
+
+/// What one execution's requests share.
+pub(crate) struct Outbound {
+    grants: Arc<Grants>,
+    tls: Arc<Tls>,
+    kill: KillSwitch,
+    log: LogSink,
+    deadline: Instant,
+    sent: u32,
+    open: Arc<Semaphore>,
+    records: Arc<Mutex<Vec<OutboundRecord>>>,
+}
+
+impl Outbound {
+    pub(crate) fn new(
+        grants: Arc<Grants>,
+        tls: Arc<Tls>,
+        kill: KillSwitch,
+        log: LogSink,
+        deadline: Instant,
+    ) -> Self {
+        let open = Arc::new(Semaphore::new(
+            grants.outbound_limits.max_connections as usize,
+        ));
+        Self {
+            grants,
+            tls,
+            kill,
+            log,
+            deadline,
+            sent: 0,
+            open,
+            records: Arc::default(),
+        }
+    }
+
+    /// The requests so far, for the execution's record.
+    pub(crate) fn records(&self) -> Vec<OutboundRecord> {
+        self.records
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Refuses a request, in the task's log and to the guest.
+    fn deny(&self, host: &str, why: String) -> Error {
+        self.log.record(
+            LogSource::Waft,
+            format!("outbound request refused: {why}"),
+            Vec::new(),
+        );
+        record(&self.records, host, "denied", Duration::ZERO);
+        Error::HttpRequestDenied
+    }
+
+    /// The checks that need no I/O: the instance runs, the budget holds, a
+    /// pattern allows the destination. Answers where to go.
+    fn admit(&mut self, request: &http::Request<WasiBody>) -> Result<Destination, Error> {
+        let uri = request.uri();
+        let scheme = uri.scheme_str().unwrap_or("https").to_ascii_lowercase();
+        let host = uri
+            .host()
+            .map(|h| {
+                h.trim_start_matches('[')
+                    .trim_end_matches(']')
+                    .to_ascii_lowercase()
+            })
+            .unwrap_or_default();
+        if let Some(reason) = self.kill.reason() {
+            return Err(self.deny(&host, format!("the execution was stopped ({reason})")));
+        }
+        let port = match (uri.port_u16(), scheme.as_str()) {
+            (Some(port), _) => port,
+            (None, "http") => 80,
+            (None, "https") => 443,
+            (None, other) => {
+                return Err(self.deny(&host, format!("the scheme {other:?} is not http or https")));
+            }
+        };
+        let target = format!("{scheme}://{}", authority(&host, port));
+        let limits = self.grants.outbound_limits;
+        if self.sent >= limits.max_requests {
+            return Err(self.deny(
+                &host,
+                format!(
+                    "{target}: the execution already sent its {} requests \
+                     (raise --outbound-max-requests)",
+                    limits.max_requests
+                ),
+            ));
+        }
+        let patterns: Vec<OutboundPattern> = self
+            .grants
+            .outbound_matches(&scheme, &host, port)
+            .cloned()
+            .collect();
+        if patterns.is_empty() {
+            let hint = OutboundPattern::suggest(&scheme, &host, port);
+            let why = if self.grants.outbound.is_empty() {
+                format!(
+                    "{target}: the lambda is granted no network; to allow it, deploy with --allow-outbound {hint}"
+                )
+            } else {
+                format!(
+                    "{target} is not on the lambda's allow-list; to allow it, deploy with --allow-outbound {hint}"
+                )
+            };
+            return Err(self.deny(&host, why));
+        }
+        self.sent += 1;
+        Ok(Destination {
+            https: scheme == "https",
+            host,
+            port,
+            target,
+            patterns,
+        })
+    }
+}
+
+/// Where an admitted request goes, and the patterns that allowed it.
+struct Destination {
+    https: bool,
+    /// Lowercase; an address without brackets.
+    host: String,
+    port: u16,
+    /// `scheme://host:port`, for messages.
+    target: String,
+    patterns: Vec<OutboundPattern>,
+}
+
+impl Destination {
+    /// Whether the request may connect to `ip`: a global address, or one a
+    /// pattern that allowed the request names.
+    fn may_reach(&self, ip: std::net::IpAddr) -> bool {
+        is_global(ip) || self.patterns.iter().any(|p| p.names_address(ip))
+    }
+
+    /// Whether the host is an address rather than a name.
+    fn is_address(&self) -> bool {
+        parse_address(&self.host).is_some()
+    }
+}
+
+fn authority(host: &str, port: u16) -> String {
+    if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
+}
+
+fn record(
+    records: &Mutex<Vec<OutboundRecord>>,
+    host: &str,
+    outcome: &'static str,
+    duration: Duration,
+) {
+    records
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .push(OutboundRecord {
+            host: host.to_owned(),
+            outcome,
+            duration,
+        });
+}
+
+type Sent = Box<
+    dyn Future<
+            Output = Result<
+                (
+                    http::Response<WasiBody>,
+                    Box<dyn Future<Output = Result<(), Error>> + Send>,
+                ),
+                Error,
+            >,
+        > + Send,
+>;
+
+impl WasiHttpHooks for Outbound {
+    fn send_request(
+        &mut self,
+        request: http::Request<WasiBody>,
+        options: Option<RequestOptions>,
+        _response_errors: Box<dyn Future<Output = Result<(), Error>> + Send>,
+    ) -> Sent {
+        let admitted = self.admit(&request);
+        let request = send::Request {
+            http: request,
+            limits: self.grants.outbound_limits,
+            options: options.unwrap_or_default(),
+            deadline: self.deadline,
+            tls: self.tls.clone(),
+            kill: self.kill.clone(),
+            log: self.log.clone(),
+            open: self.open.clone(),
+            records: self.records.clone(),
+        };
+        Box::new(async move { request.send(admitted?).await })
+    }
+}
