@@ -157,6 +157,9 @@ pub struct PeersSection {
 pub struct RuntimeSection {
     /// Compiled components are cached here across restarts.
     pub cache_dir: Option<PathBuf>,
+    /// A CA certificate file (PEM) that lambdas' outbound HTTPS trusts
+    /// besides the system's roots.
+    pub outbound_ca: Option<PathBuf>,
 }
 
 /// Who may call. Every process of an installation needs the same settings.
@@ -261,7 +264,7 @@ const ENV_KEYS: &[(&str, &[&str])] = &[
             "journal",
         ],
     ),
-    ("runtime", &["cache_dir"]),
+    ("runtime", &["cache_dir", "outbound_ca"]),
     ("auth", &["enabled", "cluster_token"]),
     ("tls", &["cert", "key", "ca"]),
 ];

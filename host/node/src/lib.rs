@@ -130,6 +130,7 @@ pub async fn start_dev(options: DevOptions) -> Result<Node, NodeError> {
                 .clone()
                 .unwrap_or_else(|| options.data_dir.join("cache")),
         ),
+        outbound_ca: config.runtime.outbound_ca.clone(),
         max_instances: instances_for(config),
         ..RuntimeConfig::default()
     })?);
@@ -270,6 +271,7 @@ pub async fn start_role(role: Role, config: Config) -> Result<Node, NodeError> {
         Role::Executor => {
             let runtime = Arc::new(Runtime::new(RuntimeConfig {
                 cache_dir: config.runtime.cache_dir.clone(),
+                outbound_ca: config.runtime.outbound_ca.clone(),
                 max_instances: instances_for(&config),
                 ..RuntimeConfig::default()
             })?);

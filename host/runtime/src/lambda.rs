@@ -13,7 +13,7 @@ use wasmtime::component::Component;
 use std::sync::Arc;
 use std::time::Instant;
 
-use waft_core::Limits;
+use waft_core::{Grants, Limits};
 
 use crate::bindings::{LambdaIndices, LambdaPre};
 use crate::error::LoadError;
@@ -66,6 +66,32 @@ impl PreparedLambda {
     /// The content hash of the component.
     pub fn digest(&self) -> Digest {
         self.digest
+    }
+
+    /// The interfaces the component imports (`wasi:http/outgoing-handler@0.2.4`…).
+    pub fn imports(&self) -> Vec<String> {
+        let engine = &self.runtime.inner.engine;
+        let component = self.pre.instance_pre().component();
+        component
+            .component_type()
+            .imports(engine)
+            .map(|(name, _)| name.to_owned())
+            .collect()
+    }
+
+    /// Refuses a component that imports a capability its lambda is not
+    /// granted, naming the import and the flag that grants it: deploying
+    /// it would only fail every call at run time.
+    pub fn check_grants(&self, grants: &Grants) -> Result<(), String> {
+        for import in self.imports() {
+            if import.starts_with("wasi:http/outgoing-handler@") && grants.outbound.is_empty() {
+                return Err(format!(
+                    "the component imports {import}, and the lambda is granted no destination: \
+                     deploy it with --allow-outbound PATTERN for each host it calls"
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// The same lambda, linked afresh for every task instead of

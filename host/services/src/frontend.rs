@@ -227,6 +227,9 @@ impl FrontendApi for Frontend {
         let prepared = self.runtime.prepare(&component).await.map_err(|error| {
             ServiceError::InvalidArgument(format!("cannot deploy {name:?}: {error}"))
         })?;
+        prepared.check_grants(&config.grants).map_err(|error| {
+            ServiceError::InvalidArgument(format!("cannot deploy {name:?}: {error}"))
+        })?;
         drop(prepared);
         let lambda = self
             .store

@@ -49,6 +49,15 @@ pub struct LimitLabels {
     pub limit: &'static str,
 }
 
+/// An outbound request of a lambda: its destination's host, and `2xx`…
+/// `5xx`, `denied` or `failed`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutboundLabels {
+    pub lambda: String,
+    pub host: String,
+    pub outcome: &'static str,
+}
+
 /// Every metric Waft records.
 pub struct Metrics {
     pub scheduled: Family<LambdaLabels, Counter>,
@@ -63,6 +72,8 @@ pub struct Metrics {
     pub execution_time: Family<LambdaLabels, Histogram>,
     pub queue_depth: Family<QueueLabels, Gauge>,
     pub oldest_ready_age: Family<QueueLabels, Gauge<f64, AtomicU64>>,
+    pub outbound_requests: Family<OutboundLabels, Counter>,
+    pub outbound_time: Family<LambdaLabels, Histogram>,
     registry: Registry,
 }
 
@@ -86,6 +97,8 @@ impl Metrics {
             execution_time: Family::new_with_constructor(latency_histogram),
             queue_depth: Family::default(),
             oldest_ready_age: Family::default(),
+            outbound_requests: Family::default(),
+            outbound_time: Family::new_with_constructor(latency_histogram),
             registry: Registry::with_prefix("waft"),
         };
         let r = &mut metrics.registry;
@@ -149,7 +162,43 @@ impl Metrics {
             "Age of the oldest due task that has not started",
             metrics.oldest_ready_age.clone(),
         );
+        r.register(
+            "outbound_requests",
+            "Outbound HTTP requests of lambdas, by destination host and outcome",
+            metrics.outbound_requests.clone(),
+        );
+        r.register(
+            "outbound_request_seconds",
+            "From an outbound request's start to its response's headers",
+            metrics.outbound_time.clone(),
+        );
         metrics
+    }
+
+    /// Counts one outbound request of `lambda`. A refused request's host
+    /// is not a label (`-`): the lambda chose it, and a label per refused
+    /// name would let a lambda grow the metrics without bound.
+    pub fn outbound_request(
+        &self,
+        lambda: &str,
+        host: &str,
+        outcome: &'static str,
+        took: Duration,
+    ) {
+        self.outbound_requests
+            .get_or_create(&OutboundLabels {
+                lambda: lambda.to_owned(),
+                host: if outcome == "denied" { "-" } else { host }.to_owned(),
+                outcome,
+            })
+            .inc();
+        if outcome != "denied" {
+            self.outbound_time
+                .get_or_create(&LambdaLabels {
+                    lambda: lambda.to_owned(),
+                })
+                .observe(took.as_secs_f64());
+        }
     }
 
     /// Counts an execution's end and how long it ran.

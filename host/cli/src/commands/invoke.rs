@@ -17,6 +17,7 @@ use waft_runtime::{
     TaskInput,
 };
 
+use crate::commands::lambda::GrantArgs;
 use crate::exit::{self, Failure};
 
 /// Arguments of `waft invoke`.
@@ -40,6 +41,11 @@ pub struct InvokeArgs {
     pub max_payload: ByteSize,
     #[command(flatten)]
     pub limits: LimitArgs,
+    #[command(flatten)]
+    pub grants: GrantArgs,
+    /// A CA certificate (PEM) outbound HTTPS trusts besides the system's.
+    #[arg(long, value_name = "FILE")]
+    pub outbound_ca: Option<PathBuf>,
     /// The attempt number the lambda sees (1 = first run).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub attempt: u32,
@@ -109,7 +115,10 @@ pub(crate) fn parse_duration_arg(text: &str) -> Result<Duration, String> {
 
 /// Runs `waft invoke`.
 pub fn run(args: InvokeArgs) -> Result<ExitCode, Failure> {
-    let limits = args.limits.limits()?;
+    let sandbox = Sandbox {
+        limits: args.limits.limits()?,
+        grants: Arc::new(args.grants.grants()?),
+    };
     let payload = read_payload(&args)?;
     let wasm = read_wasm(&args.file)?;
     let tokio = tokio::runtime::Builder::new_current_thread()
@@ -117,7 +126,13 @@ pub fn run(args: InvokeArgs) -> Result<ExitCode, Failure> {
         .build()
         .map_err(|e| Failure::internal(format!("cannot start the async runtime: {e}")))?;
     tokio.block_on(async {
-        let lambda = load(&wasm, &args.file, args.cache_dir.clone()).await?;
+        let lambda = load(
+            &wasm,
+            &args.file,
+            args.cache_dir.clone(),
+            args.outbound_ca.clone(),
+        )
+        .await?;
         let task = TaskInput {
             id: "local".into(),
             lambda: args.lambda.clone().unwrap_or_else(|| file_stem(&args.file)),
@@ -135,9 +150,7 @@ pub fn run(args: InvokeArgs) -> Result<ExitCode, Failure> {
                 interrupt.kill("interrupted");
             }
         });
-        let execution = lambda
-            .run(task, &Sandbox::from(limits), host.clone(), &kill)
-            .await;
+        let execution = lambda.run(task, &sandbox, host.clone(), &kill).await;
         if args.json {
             println!("{}", report_json(&execution, &host));
         } else {
@@ -152,10 +165,12 @@ pub async fn load(
     wasm: &[u8],
     file: &Path,
     cache_dir: Option<PathBuf>,
+    outbound_ca: Option<PathBuf>,
 ) -> Result<PreparedLambda, Failure> {
     let runtime = Runtime::new(RuntimeConfig {
         max_instances: 16,
         cache_dir,
+        outbound_ca,
         ..RuntimeConfig::default()
     })
     .map_err(|e| Failure::internal(e.to_string()))?;

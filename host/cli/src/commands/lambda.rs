@@ -127,7 +127,7 @@ pub struct GrantArgs {
 }
 
 impl GrantArgs {
-    fn grants(&self) -> Result<Grants, Failure> {
+    pub(crate) fn grants(&self) -> Result<Grants, Failure> {
         let mut env = BTreeMap::new();
         for (key, value) in &self.env {
             if env.insert(key.clone(), value.clone()).is_some() {

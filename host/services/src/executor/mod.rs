@@ -413,6 +413,14 @@ impl Executor {
             journal.ended(&task.id, task.lease_token, outcome, execution.ended_at);
         }
         let metrics = metrics::metrics();
+        for request in &execution.outbound {
+            metrics.outbound_request(
+                &task.lambda,
+                &request.host,
+                request.outcome,
+                request.duration,
+            );
+        }
         if let WatchEnd::Stopped(why) = watched {
             tracing::warn!(task = %task.id, %why, "execution stopped by its watchdog; reporting nothing");
             metrics
