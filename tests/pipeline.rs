@@ -79,6 +79,7 @@ fn main() -> ExitCode {
         quotas,
         metrics,
         auth,
+        outbound,
     ] {
         for installation in [&dev, &distributed] {
             trials.push(installation.trial(&runtime, name, scenario));

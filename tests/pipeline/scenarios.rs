@@ -986,3 +986,101 @@ pub async fn priorities(cluster: &Cluster) {
         assert_eq!(task.status, TaskStatus::Success, "{task:#?}");
     }
 }
+
+/// A lambda granted a destination calls it; a retried task sends the same
+/// idempotency key on every attempt; anything else is refused and the
+/// task's log says what to grant; a component that calls out cannot be
+/// deployed without a destination.
+pub async fn outbound(cluster: &Cluster) {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use waft_testing::http::{HttpServer, Reply};
+
+    let flaky_calls = Arc::new(AtomicUsize::new(0));
+    let calls = flaky_calls.clone();
+    let server = HttpServer::start(move |request| match request.path.as_str() {
+        "/flaky" if calls.fetch_add(1, Ordering::SeqCst) == 0 => Reply::Answer {
+            status: 503,
+            headers: vec![("retry-after".into(), "0".into())],
+            body: Vec::new(),
+        },
+        _ => Reply::status(200, "received"),
+    })
+    .await;
+    let refused = cluster
+        .frontend
+        .lambda_deploy(
+            "webhook",
+            std::fs::read(samples::WEBHOOK).unwrap(),
+            LambdaConfig::default(),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&refused, ServiceError::InvalidArgument(m)
+            if m.contains("wasi:http/outgoing-handler") && m.contains("--allow-outbound")),
+        "{refused:?}"
+    );
+    let url = server.url();
+    cluster
+        .deploy("webhook", samples::WEBHOOK, |c| {
+            c.grants.outbound = vec![url.parse().unwrap()]
+        })
+        .await;
+
+    let id = cluster
+        .schedule(
+            "webhook",
+            json!({"url": format!("{url}/hook"), "body": {"n": 1}}),
+            None,
+        )
+        .await;
+    let task = cluster.finished(&id, WITHIN).await;
+    assert_eq!(task.status, TaskStatus::Success, "{task:#?}");
+
+    let id = cluster
+        .schedule("webhook", json!({"url": format!("{url}/flaky")}), None)
+        .await;
+    let task = cluster.finished(&id, WITHIN).await;
+    assert_eq!(
+        (task.status, task.attempt),
+        (TaskStatus::Success, 2),
+        "{task:#?}"
+    );
+    let keys: Vec<_> = server
+        .requests()
+        .iter()
+        .filter(|r| r.path == "/flaky")
+        .map(|r| r.header("idempotency-key").map(str::to_owned))
+        .collect();
+    assert_eq!(keys.len(), 2);
+    assert_eq!(keys[0], Some(format!("waft-{id}-0")));
+    assert_eq!(keys[0], keys[1]);
+
+    let before = server.requests().len();
+    let id = cluster
+        .schedule("webhook", json!({"url": "http://127.0.0.1:9/nope"}), None)
+        .await;
+    let task = cluster.finished(&id, WITHIN).await;
+    assert_eq!(task.status, TaskStatus::FatalFailure, "{task:#?}");
+    let log = cluster.cli(&["task", "logs", &id]);
+    assert!(
+        log.contains("not on the lambda's allow-list")
+            && log.contains("--allow-outbound http://127.0.0.1:9"),
+        "{log}"
+    );
+    assert_eq!(server.requests().len(), before);
+
+    let executor = if cluster.processes.contains_key("dev") {
+        "dev"
+    } else {
+        "executor1"
+    };
+    let metrics = cluster.metrics(executor).await;
+    for expected in [
+        r#"waft_outbound_requests_total{lambda="webhook",host="127.0.0.1",outcome="2xx"}"#,
+        r#"waft_outbound_requests_total{lambda="webhook",host="-",outcome="denied"}"#,
+    ] {
+        assert!(metrics.contains(expected), "no {expected} in:\n{metrics}");
+    }
+}
