@@ -34,14 +34,15 @@
 //! The generated WebAssembly glue stays inside this crate: lambda code only
 //! sees the types below. Inside a lambda, [`heartbeat`] reports liveness and
 //! progress, the [logging macros](info) append to the task's log,
-//! [`schedule`] starts child tasks, and [`http`] calls the destinations the
-//! lambda was granted.
+//! [`schedule`] starts child tasks, [`http`] calls the destinations the
+//! lambda was granted, and [`config`] reads its variables and secrets.
 
 #![warn(missing_docs)]
 
 // Lets generated code name this crate `::waft_sdk` from inside it too.
 extern crate self as waft_sdk;
 
+pub mod config;
 mod error;
 mod host;
 pub mod http;

@@ -168,6 +168,10 @@ impl Runtime {
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(RuntimeError::Linker)?;
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)
             .map_err(RuntimeError::Linker)?;
+        wasmtime_wasi_config::add_to_linker(&mut linker, |state: &mut HostState| {
+            wasmtime_wasi_config::WasiConfig::from(&state.config)
+        })
+        .map_err(RuntimeError::Linker)?;
         let tls = Arc::new(Tls::new(config.outbound_ca.as_deref()).map_err(RuntimeError::Config)?);
         crate::bindings::Lambda::add_to_linker::<HostState, wasmtime::component::HasSelf<HostState>>(
             &mut linker,

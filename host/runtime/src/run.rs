@@ -15,6 +15,7 @@ use waft_core::{Grants, Limits};
 use wasmtime::component::ResourceTable;
 use wasmtime::{ResourceLimiter, Store, Trap, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+use wasmtime_wasi_config::WasiConfigVariables;
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use crate::bindings::Lambda;
@@ -68,6 +69,8 @@ pub(crate) struct HostState {
     wasi: WasiCtx,
     http: WasiHttpCtx,
     outbound: Outbound,
+    /// What `wasi:config` serves: the lambda's variables.
+    pub(crate) config: WasiConfigVariables,
     table: ResourceTable,
     limiter: MemoryLimiter,
     log: LogSink,
@@ -271,6 +274,7 @@ pub(crate) fn new_store(
         HostState {
             wasi,
             http: WasiHttpCtx::new(),
+            config: sandbox.grants.env.iter().collect(),
             outbound: Outbound::new(
                 sandbox.grants.clone(),
                 runtime.tls.clone(),

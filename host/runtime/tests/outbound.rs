@@ -127,6 +127,32 @@ async fn a_granted_destination_is_reached_with_a_stable_idempotency_key() {
 }
 
 #[tokio::test]
+async fn variables_reach_the_lambda_and_nothing_else_does() {
+    let server = HttpServer::start(|_| Reply::status(200, "")).await;
+    let runtime = runtime();
+    let lambda = webhook(&runtime).await;
+    let mut sandbox = granted(&[&server.url()], OutboundLimits::default());
+    Arc::get_mut(&mut sandbox.grants)
+        .unwrap()
+        .env
+        .insert("SOURCE".into(), "billing".into());
+    output(&run(&lambda, &server.url(), &sandbox).await);
+    // Another lambda's variables are not this one's.
+    output(
+        &run(
+            &lambda,
+            &server.url(),
+            &granted(&[&server.url()], OutboundLimits::default()),
+        )
+        .await,
+    );
+    let requests = server.requests();
+    assert_eq!(requests[0].header("x-waft-source"), Some("billing"));
+    assert_eq!(requests[1].header("x-waft-source"), None);
+    assert_eq!(requests[1].header("authorization"), None);
+}
+
+#[tokio::test]
 async fn anything_not_granted_is_refused_before_any_io_and_logged() {
     let server = HttpServer::start(|_| Reply::status(200, "")).await;
     let runtime = runtime();

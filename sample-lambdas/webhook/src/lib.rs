@@ -7,12 +7,15 @@
 //! server's `Retry-After` (seconds) when it gives one; any other status is
 //! fatal. A refused destination is fatal (the grant is missing, retrying
 //! will not help); a timeout or a connection failure is retriable.
+//!
+//! Configuration: the secret `WEBHOOK_TOKEN`, when set, is sent as a bearer
+//! token; the variable `SOURCE`, when set, as the `x-waft-source` header.
 
 use std::time::Duration;
 
 use serde::Deserialize;
 use waft_sdk::http::{self, HttpError};
-use waft_sdk::{Error, Outcome, Task, lambda};
+use waft_sdk::{Error, Outcome, Task, config, lambda};
 
 #[derive(Deserialize)]
 struct Call {
@@ -32,6 +35,12 @@ fn webhook(task: Task) -> Result<Outcome, Error> {
     let mut request = http::post(&call.url)
         .json(&body)
         .map_err(|e| Error::fatal(e.to_string()))?;
+    if let Some(token) = config::get("WEBHOOK_TOKEN") {
+        request = request.header("authorization", format!("Bearer {token}"));
+    }
+    if let Some(source) = config::get("SOURCE") {
+        request = request.header("x-waft-source", source);
+    }
     if let Some(ms) = call.timeout_ms {
         request = request.timeout(Duration::from_millis(ms));
     }
