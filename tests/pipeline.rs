@@ -80,6 +80,7 @@ fn main() -> ExitCode {
         metrics,
         auth,
         outbound,
+        secrets,
     ] {
         for installation in [&dev, &distributed] {
             trials.push(installation.trial(&runtime, name, scenario));

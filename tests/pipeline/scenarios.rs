@@ -1084,3 +1084,78 @@ pub async fn outbound(cluster: &Cluster) {
         assert!(metrics.contains(expected), "no {expected} in:\n{metrics}");
     }
 }
+
+/// A secret reaches its lambda's next task, rotated or removed without a
+/// redeploy, and never comes back out: not in the task's output, not in
+/// any listing.
+pub async fn secrets(cluster: &Cluster) {
+    use waft_testing::http::{HttpServer, Reply};
+
+    let server = HttpServer::start(|request| {
+        Reply::status(200, request.header("authorization").unwrap_or("none"))
+    })
+    .await;
+    let url = server.url();
+    cluster
+        .deploy("notifier", samples::WEBHOOK, |c| {
+            c.grants.outbound = vec![url.parse().unwrap()];
+            c.grants.env.insert("SOURCE".into(), "billing".into());
+        })
+        .await;
+    let dir = tempfile::TempDir::new().unwrap();
+    let set = |value: &str| {
+        let file = dir.path().join("value");
+        std::fs::write(&file, format!("{value}\n")).unwrap();
+        cluster.cli(&[
+            "secret",
+            "set",
+            "notifier",
+            "WEBHOOK_TOKEN",
+            "--file",
+            &file.display().to_string(),
+        ]);
+    };
+    let call = || async {
+        let id = cluster
+            .schedule("notifier", json!({"url": format!("{url}/notify")}), None)
+            .await;
+        let task = cluster.finished(&id, WITHIN).await;
+        assert_eq!(task.status, TaskStatus::Success, "{task:#?}");
+        (id, task)
+    };
+
+    set("tok-first-4b1d");
+    let (id, task) = call().await;
+    let sent = server.requests().pop().unwrap();
+    assert_eq!(sent.header("authorization"), Some("Bearer tok-first-4b1d"));
+    assert_eq!(sent.header("x-waft-source"), Some("billing"));
+    let output = String::from_utf8(task.output.unwrap()).unwrap();
+    assert!(output.contains("Bearer [redacted]"), "{output}");
+    for shown in [
+        cluster.cli(&["secret", "list", "notifier"]),
+        cluster.cli(&["lambda", "get", "notifier", "--json"]),
+        cluster.cli(&["task", "get", &id, "--json"]),
+        cluster.cli(&["task", "logs", &id]),
+    ] {
+        assert!(!shown.contains("tok-first-4b1d"), "{shown}");
+    }
+    assert!(
+        cluster
+            .cli(&["secret", "list", "notifier"])
+            .contains("WEBHOOK_TOKEN")
+    );
+
+    set("tok-second-9e2c");
+    call().await;
+    assert_eq!(
+        server.requests().pop().unwrap().header("authorization"),
+        Some("Bearer tok-second-9e2c")
+    );
+
+    cluster.cli(&["secret", "remove", "notifier", "WEBHOOK_TOKEN"]);
+    call().await;
+    assert_eq!(
+        server.requests().pop().unwrap().header("authorization"),
+        None
+    );
+}

@@ -255,6 +255,10 @@ impl Cluster {
         std::fs::write(&cert, tls.cert.pem()).unwrap();
         std::fs::write(&key, tls.signing_key.serialize_pem()).unwrap();
         let (cert_path, key_path) = (cert.display().to_string(), key.display().to_string());
+        let secrets_key = dir.path().join("secrets.key");
+        let secrets_key_path = secrets_key.display().to_string();
+        // The Frontend seals with it and the executors open with it.
+        waft_services::secrets::SecretKey::read_or_create(&secrets_key).unwrap();
         let mut base = fast_env();
         base.extend(
             [
@@ -270,6 +274,7 @@ impl Cluster {
                 ("WAFT_TLS_CERT", cert_path.as_str()),
                 ("WAFT_TLS_KEY", key_path.as_str()),
                 ("WAFT_TLS_CA", cert_path.as_str()),
+                ("WAFT_SECRETS_KEY_FILE", secrets_key_path.as_str()),
             ]
             .map(|(k, v)| (k.to_owned(), v.to_owned())),
         );

@@ -42,6 +42,8 @@ pub enum Command {
     Cron(commands::cron::CronArgs),
     /// API tokens: create, list, revoke (admin only).
     Token(commands::token::TokenArgs),
+    /// A lambda's secrets: set (from stdin or a file), list names, remove.
+    Secret(commands::secret::SecretArgs),
     /// Measure the runtime: per-task overhead of instantiate + call + drop.
     Bench(commands::bench::BenchArgs),
 }
@@ -67,6 +69,7 @@ pub fn main() -> ExitCode {
         Command::Dlq(args) => commands::gate::run_dlq(args),
         Command::Cron(args) => commands::cron::run(args),
         Command::Token(args) => commands::token::run(args),
+        Command::Secret(args) => commands::secret::run(args),
         Command::Bench(args) => commands::bench::run(args),
     };
     match result {

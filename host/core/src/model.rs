@@ -175,6 +175,26 @@ pub struct ClaimedTask {
     pub scheduled_at: Millis,
     /// The fencing token: heartbeats and results must carry it.
     pub lease_token: i64,
+    /// The lambda's secrets as of the claim: it changes with every set or
+    /// removal, so an executor knows when to read them again.
+    pub secrets_version: i64,
+}
+
+/// A secret as anyone may see it: its name, never its value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SecretInfo {
+    pub name: String,
+    pub updated_at: Millis,
+}
+
+/// A lambda's secrets as the store keeps them: sealed with the
+/// installation's key.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SealedSecrets {
+    /// Changes with every set or removal.
+    pub version: i64,
+    /// Each secret's name and sealed value.
+    pub secrets: Vec<(String, Vec<u8>)>,
 }
 
 /// Why a claim, heartbeat or result was refused.
@@ -528,4 +548,13 @@ pub struct TokenCreate {
     pub token: Token,
     /// SHA-256 of the secret, hex.
     pub hash: String,
+}
+
+/// A secret to store, sealed by the Frontend.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SecretSet {
+    pub lambda: String,
+    pub name: String,
+    pub sealed: Vec<u8>,
+    pub now: Millis,
 }

@@ -12,7 +12,8 @@ use async_trait::async_trait;
 use crate::error::ServiceResult;
 use crate::model::{
     Attempt, ClaimedTask, Continuation, Cron, DeadSelector, Gate, GateState, Heartbeat, Lambda,
-    Millis, Refusal, Task, TaskInserted, TaskList, TaskResult, Token, TokenRole,
+    Millis, Refusal, SealedSecrets, SecretInfo, Task, TaskInserted, TaskList, TaskResult, Token,
+    TokenRole,
 };
 use crate::{LambdaConfig, TaskStatus};
 
@@ -132,6 +133,15 @@ pub trait FrontendApi: Send + Sync {
     async fn token_list(&self) -> ServiceResult<Vec<Token>>;
     /// Revokes a token: calls with it fail from now on.
     async fn token_revoke(&self, id: &str) -> ServiceResult<()>;
+    /// Stores a secret of a lambda (replacing one of that name), sealed
+    /// with the installation's key; no call ever answers its value.
+    async fn secret_set(&self, lambda: &str, name: &str, value: &str) -> ServiceResult<()>;
+    /// A lambda's secrets by name, without their values.
+    async fn secret_list(&self, lambda: &str) -> ServiceResult<Vec<SecretInfo>>;
+    /// Removes a secret of a lambda.
+    async fn secret_remove(&self, lambda: &str, name: &str) -> ServiceResult<()>;
+    /// A lambda's secrets, sealed: what an executor opens with the key.
+    async fn secret_sealed(&self, lambda: &str) -> ServiceResult<SealedSecrets>;
     /// Checks and stores a periodic schedule; answers it with its first
     /// occurrence.
     async fn cron_create(&self, request: CronRequest) -> ServiceResult<Cron>;

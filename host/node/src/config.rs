@@ -62,6 +62,7 @@ pub struct Config {
     pub runtime: RuntimeSection,
     pub auth: AuthSection,
     pub tls: TlsSection,
+    pub secrets: SecretsSection,
 }
 
 impl Default for Config {
@@ -79,6 +80,7 @@ impl Default for Config {
             runtime: RuntimeSection::default(),
             auth: AuthSection::default(),
             tls: TlsSection::default(),
+            secrets: SecretsSection::default(),
         }
     }
 }
@@ -160,6 +162,16 @@ pub struct RuntimeSection {
     /// A CA certificate file (PEM) that lambdas' outbound HTTPS trusts
     /// besides the system's roots.
     pub outbound_ca: Option<PathBuf>,
+}
+
+/// The key that seals lambdas' secrets: the Frontend seals with it,
+/// executors open with it; the same file on every such process.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SecretsSection {
+    /// 64 hex digits (32 random bytes), readable by the Waft processes
+    /// only. `waft dev` makes `DATA_DIR/secrets.key` when absent.
+    pub key_file: Option<PathBuf>,
 }
 
 /// Who may call. Every process of an installation needs the same settings.
@@ -267,6 +279,7 @@ const ENV_KEYS: &[(&str, &[&str])] = &[
     ("runtime", &["cache_dir", "outbound_ca"]),
     ("auth", &["enabled", "cluster_token"]),
     ("tls", &["cert", "key", "ca"]),
+    ("secrets", &["key_file"]),
 ];
 
 impl Config {

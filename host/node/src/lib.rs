@@ -24,6 +24,7 @@ use tonic::transport::Identity;
 use waft_api::{ChannelOptions, ControllerClient, FrontendClient, HscClient, Roles, WaftChannel};
 use waft_runtime::{Allocator, Runtime, RuntimeConfig};
 use waft_services::auth::Authenticator;
+use waft_services::secrets::SecretKey;
 use waft_services::{
     Clock, Controller, DueSignal, Executor, ExecutorConfig, Frontend, Hsc, ServiceError,
     StoreClock, StoreConsumer, Wake,
@@ -141,6 +142,15 @@ pub async fn start_dev(options: DevOptions) -> Result<Node, NodeError> {
         config.consumer.clone(),
     );
     let heartbeat = config.heartbeat;
+    let key_file = config
+        .secrets
+        .key_file
+        .clone()
+        .unwrap_or_else(|| options.data_dir.join("secrets.key"));
+    let secret_key = Arc::new(
+        SecretKey::read_or_create(&key_file)
+            .map_err(|e| ConfigError::new("secrets.key_file", e.to_string()))?,
+    );
     let frontend = Arc::new(
         Frontend::new(
             store.clone(),
@@ -148,7 +158,8 @@ pub async fn start_dev(options: DevOptions) -> Result<Node, NodeError> {
             runtime.clone(),
             Arc::new(consumer.waker()),
         )
-        .keep_versions(config.store.keep_versions),
+        .keep_versions(config.store.keep_versions)
+        .secrets(secret_key.clone()),
     );
     let auth_store = store.clone();
     let hsc = Arc::new(Hsc::new(store, clock, heartbeat));
@@ -167,6 +178,7 @@ pub async fn start_dev(options: DevOptions) -> Result<Node, NodeError> {
             heartbeat,
             ..config.executor.clone()
         },
+        Some(secret_key),
     )
     .map_err(|e| ConfigError::new("executor.journal", e.to_string()))?;
     let listener = bind(config.listen).await?;
@@ -222,7 +234,11 @@ pub async fn start_role(role: Role, config: Config) -> Result<Node, NodeError> {
             let clock = StoreClock::start(store.clone(), node.stop.clone()).await?;
             roles.auth = authenticator(&config, Some(store.clone()));
             roles.frontend = Some(Arc::new(
-                Frontend::new(store, clock, runtime, due).keep_versions(config.store.keep_versions),
+                match secret_key(&config)? {
+                    Some(key) => Frontend::new(store, clock, runtime, due).secrets(key),
+                    None => Frontend::new(store, clock, runtime, due),
+                }
+                .keep_versions(config.store.keep_versions),
             ));
         }
         Role::Hsc => {
@@ -287,6 +303,7 @@ pub async fn start_role(role: Role, config: Config) -> Result<Node, NodeError> {
                     heartbeat,
                     ..config.executor.clone()
                 },
+                secret_key(&config)?,
             )
             .map_err(|e| ConfigError::new("executor.journal", e.to_string()))?;
             let stop = node.stop.clone();
@@ -362,6 +379,20 @@ fn identity(config: &Config) -> Result<Option<Identity>, NodeError> {
 
 /// The authenticator of this process's server: `None` when auth is off.
 /// Roles without the store accept only the cluster token.
+/// The secrets key `secrets.key_file` names, if it names one.
+fn secret_key(config: &Config) -> Result<Option<Arc<SecretKey>>, ConfigError> {
+    config
+        .secrets
+        .key_file
+        .as_deref()
+        .map(|path| {
+            SecretKey::read(path)
+                .map(Arc::new)
+                .map_err(|e| ConfigError::new("secrets.key_file", e.to_string()))
+        })
+        .transpose()
+}
+
 fn authenticator(config: &Config, store: Option<Arc<dyn TaskStore>>) -> Option<Arc<Authenticator>> {
     if !config.auth.enabled {
         return None;

@@ -187,7 +187,12 @@ impl Runtime {
         };
         let kill = KillSwitch::new();
         let started = Instant::now();
-        let log = LogSink::new(limits.max_log.bytes(), started, kill.clone());
+        let log = LogSink::new(
+            limits.max_log.bytes(),
+            started,
+            kill.clone(),
+            Arc::default(),
+        );
         let host = Arc::new(RecordingHost::default());
         let sandbox = Sandbox::from(limits);
         let (mut store, _) = new_store(self, &sandbox, started + limits.timeout, log, host, &kill);

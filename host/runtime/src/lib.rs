@@ -40,6 +40,7 @@ mod lambda;
 mod log;
 mod outbound;
 mod outcome;
+mod redact;
 mod run;
 
 pub use engine::{Allocator, Runtime, RuntimeConfig};

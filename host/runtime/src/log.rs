@@ -14,6 +14,7 @@ use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamError, StreamResult};
 
 use crate::KillSwitch;
+use crate::redact::Redactor;
 
 /// Severity of a record written through the `log` import.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -103,6 +104,7 @@ pub(crate) struct LogSink {
 
 struct SinkState {
     started: Instant,
+    redactor: Arc<Redactor>,
     budget: u64,
     log: TaskLog,
     stdout: Vec<u8>,
@@ -110,10 +112,16 @@ struct SinkState {
 }
 
 impl LogSink {
-    pub(crate) fn new(budget: u64, started: Instant, kill: KillSwitch) -> Self {
+    pub(crate) fn new(
+        budget: u64,
+        started: Instant,
+        kill: KillSwitch,
+        redactor: Arc<Redactor>,
+    ) -> Self {
         Self {
             state: Arc::new(Mutex::new(SinkState {
                 started,
+                redactor,
                 budget,
                 log: TaskLog::default(),
                 stdout: Vec::new(),
@@ -183,6 +191,18 @@ impl LogSink {
 
 impl SinkState {
     fn push(&mut self, source: LogSource, message: String, fields: Vec<(String, String)>) {
+        let (message, fields) = if self.redactor.is_empty() {
+            (message, fields)
+        } else {
+            let redactor = &self.redactor;
+            (
+                redactor.text(message),
+                fields
+                    .into_iter()
+                    .map(|(k, v)| (redactor.text(k), redactor.text(v)))
+                    .collect(),
+            )
+        };
         let size =
             (message.len() + fields.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>()) as u64;
         if size > self.budget {
@@ -280,7 +300,7 @@ mod tests {
     use super::*;
 
     fn sink(budget: u64) -> LogSink {
-        LogSink::new(budget, Instant::now(), KillSwitch::new())
+        LogSink::new(budget, Instant::now(), KillSwitch::new(), Arc::default())
     }
 
     #[test]
@@ -325,7 +345,7 @@ mod tests {
     #[test]
     fn a_killed_execution_cannot_write() {
         let kill = KillSwitch::new();
-        let log = LogSink::new(100, Instant::now(), kill.clone());
+        let log = LogSink::new(100, Instant::now(), kill.clone(), Arc::default());
         let stream = log.stream(LogSource::Stdout);
         assert!(stream.write_checked(b"before\n").is_ok());
         kill.kill("lease lost");

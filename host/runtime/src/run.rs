@@ -23,6 +23,7 @@ use crate::bindings::waft::lambda::{host as wit_host, types as wit_types};
 use crate::lambda::error_chain;
 use crate::log::{Level, LogSink, LogSource};
 use crate::outbound::Outbound;
+use crate::redact::Redactor;
 use crate::{
     ChildRequest, Execution, KillSwitch, Limit, Outcome, PreparedLambda, Runtime, TaskHost,
 };
@@ -46,13 +47,17 @@ pub struct TaskInput {
 pub struct Sandbox {
     pub limits: Limits,
     pub grants: Arc<Grants>,
+    /// The lambda's secrets in clear, by name: served through `wasi:config`
+    /// beside its variables (a secret wins over a variable of its name),
+    /// and redacted from its log, errors and output.
+    pub secrets: Arc<Vec<(String, String)>>,
 }
 
 impl From<Limits> for Sandbox {
     fn from(limits: Limits) -> Self {
         Self {
             limits,
-            grants: Arc::default(),
+            ..Self::default()
         }
     }
 }
@@ -187,7 +192,15 @@ impl PreparedLambda {
         let limits = &sandbox.limits;
         let started = Instant::now();
         let deadline = started + limits.timeout;
-        let log = LogSink::new(limits.max_log.bytes(), started, kill.clone());
+        let redactor = Arc::new(Redactor::new(
+            sandbox.secrets.iter().map(|(_, value)| value.as_str()),
+        ));
+        let log = LogSink::new(
+            limits.max_log.bytes(),
+            started,
+            kill.clone(),
+            redactor.clone(),
+        );
         let (mut store, fuel) =
             new_store(&self.runtime, sandbox, deadline, log.clone(), host, kill);
         let runtime = &self.runtime.inner;
@@ -234,6 +247,11 @@ impl PreparedLambda {
             Ok(Ok(outcome)) => answered(outcome, limits),
             Ok(Err(error)) => trapped(&error, state, kill, limits),
         };
+        let outcome = if redactor.is_empty() {
+            outcome
+        } else {
+            redact(outcome, &redactor)
+        };
         let peak_memory = state.limiter.peak as u64;
         let outbound = state.outbound.records();
         // Dropping the store aborts whatever requests are still in flight.
@@ -248,6 +266,31 @@ impl PreparedLambda {
             ended_at,
             outbound,
         }
+    }
+}
+
+/// The outcome without the secrets' values.
+fn redact(outcome: Outcome, redactor: &Redactor) -> Outcome {
+    match outcome {
+        Outcome::Success { output } => Outcome::Success {
+            output: output.map(|bytes| redactor.bytes(bytes)),
+        },
+        Outcome::Retriable {
+            message,
+            retry_after,
+        } => Outcome::Retriable {
+            message: redactor.text(message),
+            retry_after,
+        },
+        Outcome::Fatal { message } => Outcome::Fatal {
+            message: redactor.text(message),
+        },
+        Outcome::Trapped { message } => Outcome::Trapped {
+            message: redactor.text(message),
+        },
+        other @ (Outcome::LimitExceeded { .. }
+        | Outcome::Killed { .. }
+        | Outcome::HostError { .. }) => other,
     }
 }
 
@@ -274,7 +317,12 @@ pub(crate) fn new_store(
         HostState {
             wasi,
             http: WasiHttpCtx::new(),
-            config: sandbox.grants.env.iter().collect(),
+            config: sandbox
+                .grants
+                .env
+                .iter()
+                .chain(sandbox.secrets.iter().map(|(k, v)| (k, v)))
+                .collect(),
             outbound: Outbound::new(
                 sandbox.grants.clone(),
                 runtime.tls.clone(),

@@ -45,6 +45,7 @@ fn granted(patterns: &[&str], limits: OutboundLimits) -> Sandbox {
             outbound_limits: limits,
             ..Grants::default()
         }),
+        secrets: Arc::default(),
     }
 }
 
@@ -150,6 +151,30 @@ async fn variables_reach_the_lambda_and_nothing_else_does() {
     assert_eq!(requests[0].header("x-waft-source"), Some("billing"));
     assert_eq!(requests[1].header("x-waft-source"), None);
     assert_eq!(requests[1].header("authorization"), None);
+}
+
+#[tokio::test]
+async fn secrets_are_served_and_never_echoed() {
+    let server = HttpServer::start(|request| {
+        // The server echoes what it was sent, token included.
+        Reply::status(200, request.header("authorization").unwrap_or("none"))
+    })
+    .await;
+    let runtime = runtime();
+    let lambda = webhook(&runtime).await;
+    let sandbox = Sandbox {
+        secrets: Arc::new(vec![("WEBHOOK_TOKEN".into(), "tok-3f9a1c77".into())]),
+        ..granted(&[&server.url()], OutboundLimits::default())
+    };
+    let execution = run(&lambda, &server.url(), &sandbox).await;
+    // The token went out to the granted destination...
+    assert_eq!(
+        server.requests()[0].header("authorization"),
+        Some("Bearer tok-3f9a1c77")
+    );
+    // ...and what came back into the output is redacted.
+    let answer = output(&execution);
+    assert_eq!(answer["body"], "Bearer [redacted]");
 }
 
 #[tokio::test]

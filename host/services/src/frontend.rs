@@ -17,11 +17,12 @@ use waft_core::{CronSchedule, LambdaConfig};
 use waft_runtime::{Digest, Runtime};
 use waft_store::{
     Attempt, Cron, DeadRedrive, DeadSelector, Gate, GateSet, GateState, GcReport, Lambda,
-    LambdaDeploy, LambdaGc, LambdaRollback, NewTask, Task, TaskInsertMany, TaskInserted, TaskList,
-    TaskStore, Token, TokenCreate, TokenRole,
+    LambdaDeploy, LambdaGc, LambdaRollback, NewTask, SealedSecrets, SecretInfo, SecretSet, Task,
+    TaskInsertMany, TaskInserted, TaskList, TaskStore, Token, TokenCreate, TokenRole,
 };
 
 use crate::quota::Quotas;
+use crate::secrets::SecretKey;
 use crate::{Clock, CronRequest, FrontendApi, RunAt, ServiceError, ServiceResult, TaskRequest};
 use crate::{auth, metrics};
 
@@ -55,6 +56,8 @@ pub struct Frontend {
     due: Arc<dyn DueSignal>,
     quotas: Quotas,
     keep_versions: u32,
+    /// Seals secrets; none: secrets cannot be set.
+    secrets: Option<Arc<SecretKey>>,
 }
 
 impl Frontend {
@@ -73,7 +76,14 @@ impl Frontend {
             runtime,
             due,
             keep_versions: KEEP_VERSIONS,
+            secrets: None,
         }
+    }
+
+    /// Seals the secrets `waft secret set` sends with `key`.
+    pub fn secrets(mut self, key: Arc<SecretKey>) -> Self {
+        self.secrets = Some(key);
+        self
     }
 
     /// Keeps this many versions of each lambda (at least 1, the current);
@@ -383,6 +393,53 @@ impl FrontendApi for Frontend {
         }
         tracing::info!(token = id, "token revoked");
         Ok(())
+    }
+
+    async fn secret_set(&self, lambda: &str, name: &str, value: &str) -> ServiceResult<()> {
+        let key = self.secrets.as_ref().ok_or_else(|| {
+            ServiceError::FailedPrecondition(
+                "this Frontend has no secrets key: set secrets.key_file \
+                 (waft dev makes one in its data directory)"
+                    .into(),
+            )
+        })?;
+        waft_core::grants::check_key(name)
+            .map_err(|e| ServiceError::InvalidArgument(e.to_string()))?;
+        if value.len() > waft_core::Grants::MAX_VALUE {
+            return Err(ServiceError::InvalidArgument(format!(
+                "secret {name} is {} bytes; at most {} are allowed",
+                value.len(),
+                waft_core::Grants::MAX_VALUE
+            )));
+        }
+        self.store
+            .secret_set(SecretSet {
+                lambda: lambda.to_owned(),
+                name: name.to_owned(),
+                sealed: key.seal(lambda, name, value),
+                now: self.clock.now(),
+            })
+            .await?;
+        tracing::info!(lambda, secret = name, "secret set");
+        Ok(())
+    }
+
+    async fn secret_list(&self, lambda: &str) -> ServiceResult<Vec<SecretInfo>> {
+        Ok(self.store.secret_list(lambda).await?)
+    }
+
+    async fn secret_remove(&self, lambda: &str, name: &str) -> ServiceResult<()> {
+        if !self.store.secret_remove(lambda, name).await? {
+            return Err(ServiceError::NotFound(format!(
+                "lambda {lambda:?} has no secret {name:?}"
+            )));
+        }
+        tracing::info!(lambda, secret = name, "secret removed");
+        Ok(())
+    }
+
+    async fn secret_sealed(&self, lambda: &str) -> ServiceResult<SealedSecrets> {
+        Ok(self.store.secret_sealed(lambda).await?)
     }
 
     async fn cron_create(&self, request: CronRequest) -> ServiceResult<Cron> {

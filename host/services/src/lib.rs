@@ -20,6 +20,7 @@ pub mod journal;
 pub mod metrics;
 pub mod periodic;
 pub mod quota;
+pub mod secrets;
 pub mod watchdog;
 
 pub use clock::{Clock, StoreClock, SystemClock};

@@ -122,6 +122,7 @@ async fn hand_out_after(delay: Duration) -> TaskStatus {
             refresh: Duration::from_millis(100),
             ..ExecutorConfig::default()
         },
+        None,
     )
     .unwrap();
     let stop = CancellationToken::new();

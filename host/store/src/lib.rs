@@ -118,6 +118,15 @@ pub trait TaskStore: Send + Sync {
     /// The unrevoked token whose secret hashes to `hash`.
     async fn token_find(&self, hash: &str) -> Result<Option<Token>>;
 
+    /// Stores a secret of a lambda, sealed; replaces one of that name.
+    async fn secret_set(&self, params: SecretSet) -> Result<()>;
+    /// A lambda's secrets by name, without their values.
+    async fn secret_list(&self, lambda: &str) -> Result<Vec<SecretInfo>>;
+    /// Removes a secret; false if there was none.
+    async fn secret_remove(&self, lambda: &str, name: &str) -> Result<bool>;
+    /// A lambda's secrets, sealed, with their version.
+    async fn secret_sealed(&self, lambda: &str) -> Result<SealedSecrets>;
+
     /// Creates a periodic schedule.
     async fn cron_create(&self, schedule: Cron) -> Result<()>;
     /// Every schedule, by id.

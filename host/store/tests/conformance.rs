@@ -19,6 +19,8 @@ mod lambdas;
 mod lifecycle;
 #[path = "conformance/pacing.rs"]
 mod pacing;
+#[path = "conformance/secrets.rs"]
+mod secrets;
 #[path = "conformance/support.rs"]
 mod support;
 #[path = "conformance/tasks.rs"]
@@ -114,6 +116,7 @@ conformance!(
     ],
     cron: [each_occurrence_materialises_once],
     tokens: [tokens_are_found_by_hash_until_revoked],
+    secrets: [secrets_are_kept_sealed_and_versioned],
     guarantees: [
         a_pause_stops_claims_of_queued_tasks,
         a_paused_backlog_is_not_run_and_resume_reruns_nothing,

@@ -392,6 +392,82 @@ impl proto::frontend_server::Frontend for FrontendService {
             .map_err(to_status)?;
         Ok(Response::new(proto::RevokeTokenResponse {}))
     }
+
+    async fn set_secret(
+        &self,
+        request: Request<proto::SetSecretRequest>,
+    ) -> Result<Response<proto::SetSecretResponse>, Status> {
+        let who = principal(&request);
+        let request = request.into_inner();
+        who.check(Action::Manage, &request.lambda)
+            .map_err(to_status)?;
+        self.0
+            .secret_set(&request.lambda, &request.name, &request.value)
+            .await
+            .map_err(to_status)?;
+        Ok(Response::new(proto::SetSecretResponse {}))
+    }
+
+    async fn list_secrets(
+        &self,
+        request: Request<proto::ListSecretsRequest>,
+    ) -> Result<Response<proto::ListSecretsResponse>, Status> {
+        let who = principal(&request);
+        let request = request.into_inner();
+        who.check(Action::Read, &request.lambda)
+            .map_err(to_status)?;
+        let secrets = self
+            .0
+            .secret_list(&request.lambda)
+            .await
+            .map_err(to_status)?;
+        Ok(Response::new(proto::ListSecretsResponse {
+            secrets: secrets
+                .into_iter()
+                .map(|secret| proto::Secret {
+                    name: secret.name,
+                    updated_at_ms: secret.updated_at,
+                })
+                .collect(),
+        }))
+    }
+
+    async fn remove_secret(
+        &self,
+        request: Request<proto::RemoveSecretRequest>,
+    ) -> Result<Response<proto::RemoveSecretResponse>, Status> {
+        let who = principal(&request);
+        let request = request.into_inner();
+        who.check(Action::Manage, &request.lambda)
+            .map_err(to_status)?;
+        self.0
+            .secret_remove(&request.lambda, &request.name)
+            .await
+            .map_err(to_status)?;
+        Ok(Response::new(proto::RemoveSecretResponse {}))
+    }
+
+    async fn sealed_secrets(
+        &self,
+        request: Request<proto::SealedSecretsRequest>,
+    ) -> Result<Response<proto::SealedSecretsResponse>, Status> {
+        principal(&request)
+            .check_admin("fetch sealed secrets")
+            .map_err(to_status)?;
+        let sealed = self
+            .0
+            .secret_sealed(&request.into_inner().lambda)
+            .await
+            .map_err(to_status)?;
+        Ok(Response::new(proto::SealedSecretsResponse {
+            version: sealed.version,
+            secrets: sealed
+                .secrets
+                .into_iter()
+                .map(|(name, sealed)| proto::SealedSecret { name, sealed })
+                .collect(),
+        }))
+    }
 }
 
 impl FrontendService {

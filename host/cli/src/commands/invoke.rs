@@ -118,6 +118,7 @@ pub fn run(args: InvokeArgs) -> Result<ExitCode, Failure> {
     let sandbox = Sandbox {
         limits: args.limits.limits()?,
         grants: Arc::new(args.grants.grants()?),
+        secrets: Arc::default(),
     };
     let payload = read_payload(&args)?;
     let wasm = read_wasm(&args.file)?;

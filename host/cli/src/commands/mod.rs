@@ -7,6 +7,7 @@ pub mod cron;
 pub mod gate;
 pub mod invoke;
 pub mod lambda;
+pub mod secret;
 pub mod serve;
 pub mod task;
 pub mod token;

@@ -315,6 +315,71 @@ impl FrontendApi for FrontendClient {
         Ok(())
     }
 
+    async fn secret_set(&self, lambda: &str, name: &str, value: &str) -> ServiceResult<()> {
+        self.0
+            .clone()
+            .set_secret(proto::SetSecretRequest {
+                lambda: lambda.to_owned(),
+                name: name.to_owned(),
+                value: value.to_owned(),
+            })
+            .await
+            .map_err(Self::error)?;
+        Ok(())
+    }
+
+    async fn secret_list(&self, lambda: &str) -> ServiceResult<Vec<SecretInfo>> {
+        let response = self
+            .0
+            .clone()
+            .list_secrets(proto::ListSecretsRequest {
+                lambda: lambda.to_owned(),
+            })
+            .await
+            .map_err(Self::error)?;
+        Ok(response
+            .into_inner()
+            .secrets
+            .into_iter()
+            .map(|secret| SecretInfo {
+                name: secret.name,
+                updated_at: secret.updated_at_ms,
+            })
+            .collect())
+    }
+
+    async fn secret_remove(&self, lambda: &str, name: &str) -> ServiceResult<()> {
+        self.0
+            .clone()
+            .remove_secret(proto::RemoveSecretRequest {
+                lambda: lambda.to_owned(),
+                name: name.to_owned(),
+            })
+            .await
+            .map_err(Self::error)?;
+        Ok(())
+    }
+
+    async fn secret_sealed(&self, lambda: &str) -> ServiceResult<SealedSecrets> {
+        let response = self
+            .0
+            .clone()
+            .sealed_secrets(proto::SealedSecretsRequest {
+                lambda: lambda.to_owned(),
+            })
+            .await
+            .map_err(Self::error)?
+            .into_inner();
+        Ok(SealedSecrets {
+            version: response.version,
+            secrets: response
+                .secrets
+                .into_iter()
+                .map(|secret| (secret.name, secret.sealed))
+                .collect(),
+        })
+    }
+
     async fn cron_create(&self, request: CronRequest) -> ServiceResult<Cron> {
         let response = self
             .0

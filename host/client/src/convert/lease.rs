@@ -19,6 +19,7 @@ pub fn claimed_to_proto(task: ClaimedTask) -> proto::ClaimedTask {
         attempt: task.attempt,
         scheduled_at_ms: task.scheduled_at,
         lease_token: task.lease_token,
+        secrets_version: task.secrets_version,
     }
 }
 
@@ -33,6 +34,7 @@ pub fn claimed_from_proto(task: proto::ClaimedTask) -> ServiceResult<ClaimedTask
         attempt: task.attempt,
         scheduled_at: task.scheduled_at_ms,
         lease_token: task.lease_token,
+        secrets_version: task.secrets_version,
     })
 }
 

@@ -42,6 +42,7 @@ use self::reporter::ResultReporter;
 use self::slots::{MAX_POLLS, Reserved};
 use crate::journal::ExecutionJournal;
 use crate::metrics;
+use crate::secrets::SecretKey;
 use crate::{
     ControllerApi, FrontendApi, HeartbeatConfig, HeartbeatSink, HscApi, LambdaSlots, NextWork,
     WatchEnd, Watched, lock, watch,
@@ -105,6 +106,9 @@ impl ExecutorConfig {
 
 /// Loaded lambda versions by name and version; a failed load leaves its
 /// cell empty, so it is retried.
+/// A lambda's secrets in clear, by name.
+type ClearSecrets = Arc<Vec<(String, String)>>;
+
 type Versions = Mutex<HashMap<(String, u32), Arc<OnceCell<Arc<Loaded>>>>>;
 
 /// A lambda version ready to run.
@@ -123,6 +127,11 @@ pub struct Executor {
     config: ExecutorConfig,
     journal: Option<ExecutionJournal>,
     versions: Versions,
+    /// Opens the lambdas' sealed secrets; none: a lambda with secrets
+    /// cannot run here.
+    secret_key: Option<Arc<SecretKey>>,
+    /// Each lambda's secrets in clear, with the version they were read at.
+    secrets: Mutex<HashMap<String, (i64, ClearSecrets)>>,
     /// Running tasks per lambda.
     running: Mutex<HashMap<String, usize>>,
     running_total: AtomicUsize,
@@ -134,14 +143,16 @@ pub struct Executor {
 
 impl Executor {
     /// An Executor running tasks from `controller` in `runtime`, reporting to
-    /// `hsc`, loading lambdas and scheduling child tasks through `frontend`.
-    /// Fails only when the journal cannot be opened.
+    /// `hsc`, loading lambdas and scheduling child tasks through `frontend`,
+    /// opening the lambdas' secrets with `secret_key`. Fails only when the
+    /// journal cannot be opened.
     pub fn new(
         runtime: Arc<Runtime>,
         controller: Arc<dyn ControllerApi>,
         hsc: Arc<dyn HscApi>,
         frontend: Arc<dyn FrontendApi>,
         config: ExecutorConfig,
+        secret_key: Option<Arc<SecretKey>>,
     ) -> std::io::Result<Arc<Self>> {
         let journal = match &config.journal {
             Some(path) => Some(ExecutionJournal::open(path).map_err(|e| {
@@ -157,6 +168,8 @@ impl Executor {
             config,
             journal,
             versions: Mutex::default(),
+            secret_key,
+            secrets: Mutex::default(),
             running: Mutex::default(),
             running_total: AtomicUsize::new(0),
             freed: Notify::new(),
@@ -472,10 +485,59 @@ impl Executor {
                 + Duration::from_millis(u64::try_from(task.scheduled_at).unwrap_or(0)),
             payload: task.payload.clone(),
         };
+        let sandbox = match self.secrets_of(&task.lambda, task.secrets_version).await {
+            Ok(secrets) if secrets.is_empty() => loaded.sandbox.clone(),
+            Ok(secrets) => Sandbox {
+                secrets,
+                ..loaded.sandbox.clone()
+            },
+            Err(message) => return Execution::host_error(message),
+        };
         loaded
             .prepared
-            .run_on_guest_threads(input, &loaded.sandbox, host, kill)
+            .run_on_guest_threads(input, &sandbox, host, kill)
             .await
+    }
+
+    /// The lambda's secrets in clear, read again when the task was claimed
+    /// at a newer version of them: a set or a removal applies to the next
+    /// task. Version 0 is a lambda that never had one.
+    async fn secrets_of(
+        &self,
+        lambda: &str,
+        version: i64,
+    ) -> Result<ClearSecrets, String> {
+        if version == 0 {
+            return Ok(Arc::default());
+        }
+        if let Some((read, secrets)) = lock(&self.secrets).get(lambda)
+            && *read >= version
+        {
+            return Ok(secrets.clone());
+        }
+        let key = self.secret_key.as_ref().ok_or_else(|| {
+            format!(
+                "lambda {lambda} has secrets and this executor has no secrets key \
+                 (secrets.key_file)"
+            )
+        })?;
+        let sealed = self
+            .frontend
+            .secret_sealed(lambda)
+            .await
+            .map_err(|e| format!("cannot read the secrets of lambda {lambda}: {e}"))?;
+        let secrets = sealed
+            .secrets
+            .iter()
+            .map(|(name, sealed)| {
+                key.open(lambda, name, sealed)
+                    .map(|value| (name.clone(), value))
+                    .map_err(|e| format!("secret {name} of lambda {lambda}: {e}"))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let secrets = Arc::new(secrets);
+        lock(&self.secrets).insert(lambda.to_owned(), (sealed.version, secrets.clone()));
+        Ok(secrets)
     }
 
     /// A lambda version, compiled (or taken from the artifact cache) on
@@ -507,6 +569,7 @@ impl Executor {
                 sandbox: Sandbox {
                     limits: lambda.config.limits,
                     grants: Arc::new(lambda.config.grants),
+                    secrets: Arc::default(),
                 },
             }))
         })

@@ -41,7 +41,8 @@ pub(super) async fn claim_many(
             AND (g.collection = '' OR g.collection = tasks.collection)) \
          RETURNING id, lambda, collection, priority, payload, attempt, scheduled_at, \
          lease_token, COALESCE(tasks.version, \
-            (SELECT current_version FROM lambdas WHERE name = tasks.lambda)) AS lambda_version",
+            (SELECT current_version FROM lambdas WHERE name = tasks.lambda)) AS lambda_version, \
+         (SELECT secrets_version FROM lambdas WHERE name = tasks.lambda) AS secrets_version",
         DIALECT.json_rows
     )))
     .bind(serde_json::Value::Array(claims).to_string())
@@ -413,6 +414,7 @@ fn claimed(row: &Row) -> Result<ClaimedTask> {
             .map_err(|_| StoreError::Corrupt("attempt".into()))?,
         scheduled_at: small("scheduled_at")?,
         lease_token: small("lease_token")?,
+        secrets_version: row.int("secrets_version")?,
     })
 }
 

@@ -28,6 +28,7 @@ mod gate;
 mod lambda;
 mod lease;
 mod poll;
+mod secret;
 mod task;
 mod token;
 
@@ -38,8 +39,9 @@ use crate::names::GATE_OF_TASK;
 use crate::{
     Attempt, Backlog, ClaimedTask, Cron, CronMaterialize, DeadRedrive, EnqueueReport, Gate,
     GateSet, GcReport, Lambda, LambdaDeploy, LambdaGc, LambdaRollback, Materialized, Millis,
-    Refusal, Result, Task, TaskClaimMany, TaskEnqueueReady, TaskHeartbeatMany, TaskInsertMany,
-    TaskInserted, TaskList, TaskSetResultMany, TaskStore, Token, TokenCreate,
+    Refusal, Result, SealedSecrets, SecretInfo, SecretSet, Task, TaskClaimMany, TaskEnqueueReady,
+    TaskHeartbeatMany, TaskInsertMany, TaskInserted, TaskList, TaskSetResultMany, TaskStore, Token,
+    TokenCreate,
 };
 
 /// Runs a dialect's lock statement, if it has one.
@@ -178,6 +180,19 @@ impl TaskStore for Store {
     }
     async fn token_find(&self, hash: &str) -> Result<Option<Token>> {
         token::find(self, hash).await
+    }
+
+    async fn secret_set(&self, params: SecretSet) -> Result<()> {
+        secret::set(self, params).await
+    }
+    async fn secret_list(&self, lambda: &str) -> Result<Vec<SecretInfo>> {
+        secret::list(self, lambda).await
+    }
+    async fn secret_remove(&self, lambda: &str, name: &str) -> Result<bool> {
+        secret::remove(self, lambda, name).await
+    }
+    async fn secret_sealed(&self, lambda: &str) -> Result<SealedSecrets> {
+        secret::sealed(self, lambda).await
     }
 
     async fn cron_create(&self, cron: Cron) -> Result<()> {
