@@ -21,6 +21,7 @@
 mod host;
 mod outcome;
 mod reporter;
+mod secrets;
 mod slots;
 
 use std::collections::HashMap;
@@ -39,6 +40,7 @@ pub use outcome::render_log;
 
 use self::host::{ExecutionHost, HscSink};
 use self::reporter::ResultReporter;
+use self::secrets::Secrets;
 use self::slots::{MAX_POLLS, Reserved};
 use crate::journal::ExecutionJournal;
 use crate::metrics;
@@ -106,9 +108,6 @@ impl ExecutorConfig {
 
 /// Loaded lambda versions by name and version; a failed load leaves its
 /// cell empty, so it is retried.
-/// A lambda's secrets in clear, by name.
-type ClearSecrets = Arc<Vec<(String, String)>>;
-
 type Versions = Mutex<HashMap<(String, u32), Arc<OnceCell<Arc<Loaded>>>>>;
 
 /// A lambda version ready to run.
@@ -127,11 +126,8 @@ pub struct Executor {
     config: ExecutorConfig,
     journal: Option<ExecutionJournal>,
     versions: Versions,
-    /// Opens the lambdas' sealed secrets; none: a lambda with secrets
-    /// cannot run here.
-    secret_key: Option<Arc<SecretKey>>,
-    /// Each lambda's secrets in clear, with the version they were read at.
-    secrets: Mutex<HashMap<String, (i64, ClearSecrets)>>,
+    /// The lambdas' secrets, opened.
+    secrets: Secrets,
     /// Running tasks per lambda.
     running: Mutex<HashMap<String, usize>>,
     running_total: AtomicUsize,
@@ -168,8 +164,7 @@ impl Executor {
             config,
             journal,
             versions: Mutex::default(),
-            secret_key,
-            secrets: Mutex::default(),
+            secrets: Secrets::new(secret_key),
             running: Mutex::default(),
             running_total: AtomicUsize::new(0),
             freed: Notify::new(),
@@ -485,7 +480,11 @@ impl Executor {
                 + Duration::from_millis(u64::try_from(task.scheduled_at).unwrap_or(0)),
             payload: task.payload.clone(),
         };
-        let sandbox = match self.secrets_of(&task.lambda, task.secrets_version).await {
+        let opened = self
+            .secrets
+            .of(self.frontend.as_ref(), &task.lambda, task.secrets_version)
+            .await;
+        let sandbox = match opened {
             Ok(secrets) if secrets.is_empty() => loaded.sandbox.clone(),
             Ok(secrets) => Sandbox {
                 secrets,
@@ -497,47 +496,6 @@ impl Executor {
             .prepared
             .run_on_guest_threads(input, &sandbox, host, kill)
             .await
-    }
-
-    /// The lambda's secrets in clear, read again when the task was claimed
-    /// at a newer version of them: a set or a removal applies to the next
-    /// task. Version 0 is a lambda that never had one.
-    async fn secrets_of(
-        &self,
-        lambda: &str,
-        version: i64,
-    ) -> Result<ClearSecrets, String> {
-        if version == 0 {
-            return Ok(Arc::default());
-        }
-        if let Some((read, secrets)) = lock(&self.secrets).get(lambda)
-            && *read >= version
-        {
-            return Ok(secrets.clone());
-        }
-        let key = self.secret_key.as_ref().ok_or_else(|| {
-            format!(
-                "lambda {lambda} has secrets and this executor has no secrets key \
-                 (secrets.key_file)"
-            )
-        })?;
-        let sealed = self
-            .frontend
-            .secret_sealed(lambda)
-            .await
-            .map_err(|e| format!("cannot read the secrets of lambda {lambda}: {e}"))?;
-        let secrets = sealed
-            .secrets
-            .iter()
-            .map(|(name, sealed)| {
-                key.open(lambda, name, sealed)
-                    .map(|value| (name.clone(), value))
-                    .map_err(|e| format!("secret {name} of lambda {lambda}: {e}"))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let secrets = Arc::new(secrets);
-        lock(&self.secrets).insert(lambda.to_owned(), (sealed.version, secrets.clone()));
-        Ok(secrets)
     }
 
     /// A lambda version, compiled (or taken from the artifact cache) on
