@@ -17,6 +17,7 @@ use waft_runtime::{
 };
 
 use crate::commands::invoke::{LimitArgs, read_wasm};
+use crate::commands::lambda::GrantArgs;
 use crate::exit::Failure;
 
 /// Arguments of `waft bench`.
@@ -53,6 +54,10 @@ pub struct InvokeBenchArgs {
     pub only: Option<String>,
     #[command(flatten)]
     pub limits: LimitArgs,
+    /// Grants the task runs with (unused by a lambda that does not call
+    /// out: what they cost by being there).
+    #[command(flatten)]
+    pub grants: GrantArgs,
 }
 
 /// The runtime set-ups compared.
@@ -72,7 +77,11 @@ pub fn run(args: BenchArgs) -> Result<ExitCode, Failure> {
 }
 
 fn invoke(args: InvokeBenchArgs) -> Result<ExitCode, Failure> {
-    let limits = args.limits.limits()?;
+    let sandbox = Sandbox {
+        limits: args.limits.limits()?,
+        grants: Arc::new(args.grants.grants()?),
+        secrets: Arc::default(),
+    };
     let wasm = read_wasm(&args.file)?;
     let tokio = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -115,7 +124,7 @@ fn invoke(args: InvokeBenchArgs) -> Result<ExitCode, Failure> {
             };
             let payload = args.payload.as_bytes();
             for _ in 0..args.warmup {
-                once(&lambda, payload, &limits).await?;
+                once(&lambda, payload, &sandbox).await?;
             }
             let progress = ProgressBar::new(args.iterations).with_style(
                 ProgressStyle::with_template("{msg:<30} [{bar:30}] {pos}/{len}")
@@ -125,7 +134,7 @@ fn invoke(args: InvokeBenchArgs) -> Result<ExitCode, Failure> {
             let mut samples = Vec::with_capacity(args.iterations as usize);
             let started = Instant::now();
             for i in 0..args.iterations {
-                samples.push(once(&lambda, payload, &limits).await?);
+                samples.push(once(&lambda, payload, &sandbox).await?);
                 if i % 256 == 0 {
                     progress.set_position(i);
                 }
@@ -152,7 +161,7 @@ fn invoke(args: InvokeBenchArgs) -> Result<ExitCode, Failure> {
 async fn once(
     lambda: &PreparedLambda,
     payload: &[u8],
-    limits: &waft_core::Limits,
+    sandbox: &Sandbox,
 ) -> Result<Duration, Failure> {
     let task = TaskInput {
         id: "bench".into(),
@@ -166,7 +175,7 @@ async fn once(
     let host = Arc::new(RecordingHost::default());
     let kill = KillSwitch::new();
     let started = Instant::now();
-    let execution = lambda.run(task, &Sandbox::from(*limits), host, &kill).await;
+    let execution = lambda.run(task, sandbox, host, &kill).await;
     let took = started.elapsed();
     if execution.outcome.kind() != "success" {
         return Err(Failure::usage(format!(
