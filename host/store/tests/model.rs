@@ -888,7 +888,7 @@ fn postgres_follows_the_model_and_races_linearize() {
             admin
                 .execute(
                     "TRUNCATE components, lambdas, lambda_versions, lambda_pace, tasks, \
-                     attempts, gates, schedules, tokens",
+                     attempts, gates, schedules, tokens, secrets",
                 )
                 .await
                 .unwrap();
