@@ -146,6 +146,20 @@ fn bad_input_is_refused_with_a_message_and_exit_2() {
             "max output of 1TiB is out of range",
         ),
         (&["--attempt", "0"], "--attempt"),
+        (
+            &["--allow-outbound", "https://*"],
+            "write the pattern *://*:* whole",
+        ),
+        (&["--allow-outbound", "https://*.com"], "two labels"),
+        (&["--allow-outbound", "api.example.com"], "SCHEME://HOST"),
+        (&["--allow-outbound", "https://x.example/path"], "no path"),
+        (&["--env", "NOEQUALS"], "is not KEY=VALUE"),
+        (&["--env", "BAD KEY=1"], "is not a variable name"),
+        (&["--env", "A=1", "--env", "A=2"], "--env A is given twice"),
+        (
+            &["--outbound-max-requests", "0"],
+            "max_requests must be within",
+        ),
     ];
     for (extra, expected) in cases {
         let mut args = vec!["invoke", samples::HELLO];

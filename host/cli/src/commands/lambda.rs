@@ -134,7 +134,7 @@ impl GrantArgs {
                 return Err(Failure::usage(format!("--env {key} is given twice")));
             }
         }
-        Ok(Grants {
+        let grants = Grants {
             outbound: self.allow_outbound.clone(),
             outbound_limits: OutboundLimits {
                 max_requests: self.outbound_max_requests,
@@ -145,7 +145,11 @@ impl GrantArgs {
                 between_bytes_timeout: self.outbound_between_bytes_timeout,
             },
             env,
-        })
+        };
+        grants
+            .validate()
+            .map_err(|e| Failure::usage(format!("invalid grants: {e}")))?;
+        Ok(grants)
     }
 }
 
