@@ -81,6 +81,7 @@ fn main() -> ExitCode {
         auth,
         outbound,
         secrets,
+        python,
     ] {
         for installation in [&dev, &distributed] {
             trials.push(installation.trial(&runtime, name, scenario));

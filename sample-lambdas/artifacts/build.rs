@@ -3,6 +3,11 @@
 //! `.wasm`. A missing target or a broken sample fails the build here, loudly,
 //! rather than as a skipped test. The samples are the workspace's members:
 //! every folder of `sample-lambdas/` with a `Cargo.toml`, but this one.
+//!
+//! The Python samples (`python/NAME/app.py`) build with componentize-py
+//! (`scripts/setup` installs it under `.tools/python`) into one constant
+//! each, `PYTHON_NAME: Option<&str>`: `None` when componentize-py is not
+//! installed, which fails the build instead under `CI=true`.
 
 use std::env;
 use std::fmt::Write as _;
@@ -105,8 +110,83 @@ fn main() {
         .expect("writing to a String");
     }
     code.push_str("];\n");
+    python_samples(repo, samples_dir, &mut code);
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("set by cargo")).join("samples.rs");
     std::fs::write(out, code).expect("cannot write samples.rs");
+}
+
+/// Builds each `python/NAME/app.py` with componentize-py, against the
+/// `lambda` world and the Python SDK (`sdk/python`).
+fn python_samples(repo: &Path, samples_dir: &Path, code: &mut String) {
+    let python = samples_dir.join("python");
+    println!("cargo:rerun-if-changed={}", python.display());
+    println!(
+        "cargo:rerun-if-changed={}",
+        repo.join("sdk/python").display()
+    );
+    let Ok(entries) = std::fs::read_dir(&python) else {
+        return;
+    };
+    let mut names: Vec<String> = entries
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|path| path.join("app.py").is_file())
+        .filter_map(|path| Some(path.file_name()?.to_str()?.to_owned()))
+        .collect();
+    names.sort();
+    let tool = repo.join(".tools/python/bin/componentize-py");
+    let in_ci = env::var("CI").is_ok_and(|v| v == "true" || v == "1");
+    if !tool.exists() {
+        assert!(
+            !in_ci,
+            "componentize-py is missing ({}): run scripts/setup",
+            tool.display()
+        );
+        println!(
+            "cargo:warning=componentize-py not installed: the Python samples are not built (run scripts/setup)"
+        );
+    }
+    let out_dir = samples_dir.join("target").join("python");
+    std::fs::create_dir_all(&out_dir).expect("cannot create the Python samples' directory");
+    for name in names {
+        let constant = format!("PYTHON_{}", name.replace('-', "_").to_uppercase());
+        let file = out_dir.join(format!("{name}.wasm"));
+        let built = tool.exists() && {
+            let status = Command::new(&tool)
+                .arg("-d")
+                .arg(repo.join("wit"))
+                .args([
+                    "-w",
+                    "waft:lambda/lambda@0.1.0",
+                    "componentize",
+                    "app",
+                    "-p",
+                ])
+                .arg(python.join(&name))
+                .arg("-p")
+                .arg(repo.join("sdk/python"))
+                .arg("-o")
+                .arg(&file)
+                .status()
+                .expect("cannot run componentize-py");
+            assert!(
+                status.success(),
+                "building the Python sample {name} failed ({status})"
+            );
+            true
+        };
+        let value = if built {
+            format!("Some({:?})", path_str(&file))
+        } else {
+            "None".to_owned()
+        };
+        writeln!(
+            code,
+            "/// The `{name}` Python sample, built with componentize-py; `None`\n\
+             /// where componentize-py is not installed.\n\
+             pub const {constant}: Option<&str> = {value};"
+        )
+        .expect("writing to a String");
+    }
 }
 
 /// The folders of `dir` that hold a crate, but `artifacts`, by name.

@@ -1159,3 +1159,23 @@ pub async fn secrets(cluster: &Cluster) {
         None
     );
 }
+
+/// A lambda written in Python deploys and runs like any other.
+pub async fn python(cluster: &Cluster) {
+    let Some(path) = samples::PYTHON_HELLO else {
+        // The samples' build fails under CI=true instead.
+        eprintln!("skipping: componentize-py is not installed (run scripts/setup)");
+        return;
+    };
+    cluster.deploy("hello-py", path, |_| {}).await;
+    let id = cluster
+        .schedule("hello-py", json!({"name": "Grace"}), None)
+        .await;
+    // The first task compiles the 18 MB component on its executor.
+    let task = cluster.finished(&id, Duration::from_secs(120)).await;
+    assert_eq!(task.status, TaskStatus::Success, "{task:#?}");
+    let output: serde_json::Value =
+        serde_json::from_slice(task.output.as_deref().unwrap()).unwrap();
+    assert_eq!(output, json!({"greeting": "Hello, Grace!"}));
+    assert!(task.log.unwrap().contains("greeted on attempt 1"));
+}
