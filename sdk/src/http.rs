@@ -220,11 +220,16 @@ impl Request {
             options
         });
         let pending = outgoing_handler::handle(request, options).map_err(HttpError::from)?;
-        write_body(body, &self.body)?;
+        // A request the host refuses or fails closes its body early: its
+        // answer says why, so it comes before a failed write.
+        let written = write_body(body, &self.body);
 
         pending.subscribe().block();
         let response = match pending.get() {
-            Some(Ok(Ok(response))) => response,
+            Some(Ok(Ok(response))) => {
+                written?;
+                response
+            }
             Some(Ok(Err(code))) => return Err(code.into()),
             Some(Err(())) | None => {
                 return Err(HttpError::Failed("the response was lost".into()));
