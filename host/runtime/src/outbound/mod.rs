@@ -191,20 +191,27 @@ fn authority(host: &str, port: u16) -> String {
     }
 }
 
+/// The most requests an execution's record keeps: refusals cost the lambda
+/// nothing, so one looping on a refused destination would otherwise grow
+/// the host's memory without bound. Later ones are not recorded (nor
+/// counted in the metrics); the log says so through its own budget.
+const MAX_RECORDS: usize = 1024;
+
 fn record(
     records: &Mutex<Vec<OutboundRecord>>,
     host: &str,
     outcome: &'static str,
     duration: Duration,
 ) {
-    records
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .push(OutboundRecord {
-            host: host.to_owned(),
-            outcome,
-            duration,
-        });
+    let mut records = records.lock().unwrap_or_else(PoisonError::into_inner);
+    if records.len() >= MAX_RECORDS {
+        return;
+    }
+    records.push(OutboundRecord {
+        host: host.to_owned(),
+        outcome,
+        duration,
+    });
 }
 
 type Sent = Box<
@@ -239,5 +246,19 @@ impl WasiHttpHooks for Outbound {
             records: self.records.clone(),
         };
         Box::new(async move { request.send(admitted?).await })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_executions_record_is_bounded() {
+        let records = Mutex::new(Vec::new());
+        for _ in 0..MAX_RECORDS * 3 {
+            record(&records, "refused.example", "denied", Duration::ZERO);
+        }
+        assert_eq!(records.lock().unwrap().len(), MAX_RECORDS);
     }
 }
