@@ -83,7 +83,7 @@ pub fn deploy_and_run(wasm: &[u8]) -> bool {
         let execution = prepared
             .run(
                 input,
-                &tight_limits(),
+                &tight_limits().into(),
                 Arc::new(RecordingHost::default()),
                 &KillSwitch::new(),
             )
