@@ -199,7 +199,7 @@ fn a_file_that_is_not_a_lambda_exits_3_and_says_why() {
         (
             "empty-component.wasm",
             b"\0asm\x0d\0\x01\0",
-            "does not export `waft:lambda/handler@0.1.0` (its exports: none)",
+            "does not export `waft:lambda/handler@0.2.0` or `waft:lambda/handler@0.1.0` (its exports: none)",
         ),
     ];
     for (name, bytes, expected) in cases {

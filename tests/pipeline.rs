@@ -82,6 +82,7 @@ fn main() -> ExitCode {
         outbound,
         secrets,
         python,
+        first_contract,
     ] {
         for installation in [&dev, &distributed] {
             trials.push(installation.trial(&runtime, name, scenario));

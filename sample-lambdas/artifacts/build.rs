@@ -156,7 +156,7 @@ fn python_samples(repo: &Path, samples_dir: &Path, code: &mut String) {
                 .arg(repo.join("wit"))
                 .args([
                     "-w",
-                    "waft:lambda/lambda@0.1.0",
+                    &python_world(&python.join(&name)),
                     "componentize",
                     "app",
                     "-p",
@@ -187,6 +187,18 @@ fn python_samples(repo: &Path, samples_dir: &Path, code: &mut String) {
         )
         .expect("writing to a String");
     }
+}
+
+/// The world a Python sample builds against: `lambda`, or the one its
+/// `app.py` names on a line `# waft-world: NAME` (`http-lambda` for a
+/// lambda that calls HTTP: componentize-py imports all of its world).
+fn python_world(sample: &Path) -> String {
+    let app = std::fs::read_to_string(sample.join("app.py")).expect("cannot read app.py");
+    let world = app
+        .lines()
+        .find_map(|line| line.strip_prefix("# waft-world:"))
+        .map_or("lambda", str::trim);
+    format!("waft:lambda/{world}@0.2.0")
 }
 
 /// The folders of `dir` that hold a crate, but `artifacts`, by name.

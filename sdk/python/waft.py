@@ -14,8 +14,11 @@ A lambda is a function from a `Task` to an outcome (`success`, `retry`,
 
 Build it with componentize-py against Waft's WIT (see the README):
 
-    componentize-py -d wit -w waft:lambda/lambda@0.1.0 componentize app \\
+    componentize-py -d wit -w waft:lambda/lambda@0.2.0 componentize app \\
         -p path/to/lambda -p sdk/python -o lambda.wasm
+
+A lambda that calls HTTP builds against `waft:lambda/http-lambda@0.2.0`
+instead and uses `waft_http`; it must be deployed with `--allow-outbound`.
 
 An exception the function does not catch is a retriable failure carrying
 its message, as `?` is in Rust; use `fatal` for a failure no retry mends.
@@ -25,7 +28,7 @@ import json
 
 from componentize_py_types import Err
 from wit_world import exports
-from wit_world.imports import host, types
+from wit_world.imports import children, heartbeat as _heartbeat, log as _log, store, types
 
 
 class Task:
@@ -83,30 +86,60 @@ class LeaseLost(Exception):
 def heartbeat(progress=None):
     """Says the execution is alive, optionally how far it got."""
     try:
-        host.heartbeat(progress)
+        _heartbeat.beat(progress)
     except Err as lost:
         raise LeaseLost(lost.value.reason) from None
 
 
 def log(level, message, **fields):
     """Appends a record to the task's log."""
-    host.log(level, str(message), [(k, str(v)) for k, v in fields.items()])
+    _log.log(level, str(message), [(k, str(v)) for k, v in fields.items()])
 
 
 def debug(message, **fields):
-    log(host.Level.DEBUG, message, **fields)
+    log(_log.Level.DEBUG, message, **fields)
 
 
 def info(message, **fields):
-    log(host.Level.INFO, message, **fields)
+    log(_log.Level.INFO, message, **fields)
 
 
 def warn(message, **fields):
-    log(host.Level.WARN, message, **fields)
+    log(_log.Level.WARN, message, **fields)
 
 
 def error(message, **fields):
-    log(host.Level.ERROR, message, **fields)
+    log(_log.Level.ERROR, message, **fields)
+
+
+def config(key, default=None):
+    """The lambda's variable or secret `key`, or `default` if it has none."""
+    try:
+        value = store.get(key)
+    except Err:
+        return default
+    return default if value is None else value
+
+
+class ScheduleError(Exception):
+    """A child task was not scheduled; `retriable` says whether to retry."""
+
+    def __init__(self, message, retriable):
+        super().__init__(message)
+        self.retriable = retriable
+
+
+def schedule(lambda_name, payload=b"", collection=None, priority=None):
+    """Schedules a child task of `lambda_name`; returns its id."""
+    child = children.ChildTask(lambda_name, _bytes(payload) or b"", collection, priority, None)
+    try:
+        return children.schedule(child)
+    except Err as error:
+        rejection = error.value
+        if isinstance(rejection, children.ScheduleError_LeaseLost):
+            raise LeaseLost(rejection.value.reason) from None
+        retriable = isinstance(rejection, children.ScheduleError_Unavailable)
+        raise ScheduleError(str(rejection.value), retriable) from None
 
 
 def handler(function):

@@ -9,17 +9,7 @@
 //! A lambda sees its own values only: a key it was not given is `None`,
 //! whatever other lambdas hold.
 
-/// The generated `wasi:config` glue.
-#[allow(missing_docs, reason = "generated code")]
-mod bindings {
-    wit_bindgen::generate!({
-        path: "../wit/deps/config",
-        world: "wasi:config/imports@0.2.0-rc.1",
-        runtime_path: "::waft_sdk::__private::bindings::wit_bindgen_rt",
-    });
-}
-
-use bindings::wasi::config::store;
+use crate::bindings::wasi::config::store;
 
 /// The value of `key`, if the lambda was given one.
 pub fn get(key: &str) -> Option<String> {

@@ -1179,3 +1179,28 @@ pub async fn python(cluster: &Cluster) {
     assert_eq!(output, json!({"greeting": "Hello, Grace!"}));
     assert!(task.log.unwrap().contains("greeted on attempt 1"));
 }
+
+/// A lambda built against the first contract, `waft:lambda@0.1.0`, deploys
+/// and runs beside 0.2.0 ones, its host calls answered: it logs,
+/// heartbeats and schedules a child of a 0.2.0 lambda.
+pub async fn first_contract(cluster: &Cluster) {
+    cluster.deploy("hello", samples::HELLO, |_| {}).await;
+    cluster
+        .deploy("hello-v0-1", samples::HELLO_V0_1, |c| {
+            c.allowed_children = vec!["hello".into()]
+        })
+        .await;
+    let id = cluster.schedule("hello-v0-1", json!("Ada"), None).await;
+    let task = cluster.finished(&id, Duration::from_secs(30)).await;
+    assert_eq!(task.status, TaskStatus::Success, "{task:#?}");
+    assert_eq!(task.output.as_deref(), Some(&b"Hello, Ada!"[..]));
+    assert!(task.log.unwrap().contains("greeting"));
+
+    let parent = cluster.schedule("hello-v0-1", json!("child"), None).await;
+    let parent = cluster.finished(&parent, Duration::from_secs(30)).await;
+    assert_eq!(parent.status, TaskStatus::Success, "{parent:#?}");
+    let child = String::from_utf8(parent.output.unwrap()).unwrap();
+    let child = cluster.finished(&child, Duration::from_secs(30)).await;
+    assert_eq!(child.status, TaskStatus::Success, "{child:#?}");
+    assert_eq!(child.parent_id.as_deref(), Some(parent.id.as_str()));
+}

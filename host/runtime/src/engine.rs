@@ -173,11 +173,7 @@ impl Runtime {
         })
         .map_err(RuntimeError::Linker)?;
         let tls = Arc::new(Tls::new(config.outbound_ca.as_deref()).map_err(RuntimeError::Config)?);
-        crate::bindings::Lambda::add_to_linker::<HostState, wasmtime::component::HasSelf<HostState>>(
-            &mut linker,
-            |state| state,
-        )
-        .map_err(RuntimeError::Linker)?;
+        crate::contract::add_to_linker(&mut linker).map_err(RuntimeError::Linker)?;
 
         let cache = config
             .cache_dir

@@ -40,11 +40,14 @@ pub enum LoadError {
          `{expected}` (its exports: {found})"
     )]
     MissingExport { expected: String, found: String },
-    #[error("the component's `{export}` export does not match waft:lambda@0.1.0: {detail}")]
+    #[error(
+        "the component's `{export}` export does not match its version of waft:lambda: {detail}"
+    )]
     ExportMismatch { export: String, detail: String },
     #[error(
         "the component imports something Waft does not provide: {detail} \
-         (a lambda may import waft:lambda/host and WASI 0.2 only)"
+         (a lambda may import the interfaces of waft:lambda, wasi:config/store, \
+         wasi:http/outgoing-handler and WASI 0.2 only)"
     )]
     UnsupportedImport { detail: String },
     #[error("the component fails to instantiate: {0}")]

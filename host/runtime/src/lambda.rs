@@ -15,14 +15,11 @@ use std::time::Instant;
 
 use waft_core::{Grants, Limits};
 
-use crate::bindings::{LambdaIndices, LambdaPre};
+use crate::contract::{HANDLER_EXPORTS, Handler};
 use crate::error::LoadError;
 use crate::log::LogSink;
-use crate::run::{HostState, Sandbox, Stop, new_store};
+use crate::run::{Sandbox, Stop, new_store};
 use crate::{KillSwitch, RecordingHost, Runtime};
-
-/// The name of the export every lambda must have.
-pub const HANDLER_EXPORT: &str = "waft:lambda/handler@0.1.0";
 
 /// SHA-256 of a component's bytes: the identity of a lambda version's code.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
@@ -56,7 +53,7 @@ impl fmt::Debug for Digest {
 #[derive(Clone)]
 pub struct PreparedLambda {
     pub(crate) runtime: Runtime,
-    pub(crate) pre: LambdaPre<HostState>,
+    pub(crate) handler: Handler,
     /// Link imports on every instantiation instead of using `InstancePre`.
     pub(crate) relink: bool,
     digest: Digest,
@@ -71,7 +68,7 @@ impl PreparedLambda {
     /// The interfaces the component imports (`wasi:http/outgoing-handler@0.2.4`…).
     pub fn imports(&self) -> Vec<String> {
         let engine = &self.runtime.inner.engine;
-        let component = self.pre.instance_pre().component();
+        let component = self.handler.instance_pre().component();
         component
             .component_type()
             .imports(engine)
@@ -140,7 +137,10 @@ impl Runtime {
         .map_err(|e| LoadError::CompilerStopped(e.to_string()))??;
 
         let component_type = component.component_type();
-        if component_type.get_export(engine, HANDLER_EXPORT).is_none() {
+        let Some(export) = HANDLER_EXPORTS
+            .into_iter()
+            .find(|export| component_type.get_export(engine, export).is_some())
+        else {
             let mut found: Vec<&str> = component_type
                 .exports(engine)
                 .map(|(name, _)| name)
@@ -152,23 +152,24 @@ impl Runtime {
                 found.join(", ")
             };
             return Err(LoadError::MissingExport {
-                expected: HANDLER_EXPORT.to_owned(),
+                expected: HANDLER_EXPORTS.join("` or `"),
                 found,
             });
-        }
+        };
         let instance_pre = self.inner.linker.instantiate_pre(&component).map_err(|e| {
             LoadError::UnsupportedImport {
                 detail: error_chain(&e),
             }
         })?;
-        let pre = LambdaPre::new(instance_pre).map_err(|e| LoadError::ExportMismatch {
-            export: HANDLER_EXPORT.to_owned(),
-            detail: error_chain(&e),
-        })?;
-        self.trial_instantiation(&pre).await?;
+        let handler =
+            Handler::new(instance_pre, export).map_err(|e| LoadError::ExportMismatch {
+                export: export.to_owned(),
+                detail: error_chain(&e),
+            })?;
+        self.trial_instantiation(&handler, export).await?;
         Ok(PreparedLambda {
             runtime: self.clone(),
-            pre,
+            handler,
             relink: false,
             digest,
         })
@@ -180,7 +181,7 @@ impl Runtime {
     /// `max_startup`, without calling it: the handler's type is only checked
     /// against an instance, and a component whose start-up traps or never
     /// ends is better refused at deploy.
-    async fn trial_instantiation(&self, pre: &LambdaPre<HostState>) -> Result<(), LoadError> {
+    async fn trial_instantiation(&self, handler: &Handler, export: &str) -> Result<(), LoadError> {
         let limits = Limits {
             timeout: self.inner.max_startup,
             ..Limits::default()
@@ -196,7 +197,7 @@ impl Runtime {
         let host = Arc::new(RecordingHost::default());
         let sandbox = Sandbox::from(limits);
         let (mut store, _) = new_store(self, &sandbox, started + limits.timeout, log, host, &kill);
-        let instance = match pre.instance_pre().instantiate_async(&mut store).await {
+        let instance = match handler.instance_pre().instantiate_async(&mut store).await {
             Ok(instance) => instance,
             Err(_) if store.data().stopped == Some(Stop::Deadline) => {
                 return Err(LoadError::SlowStartup {
@@ -205,13 +206,12 @@ impl Runtime {
             }
             Err(e) => return Err(LoadError::Instantiation(error_chain(&e))),
         };
-        LambdaIndices::new(pre.instance_pre())
-            .and_then(|indices| indices.load(&mut store, &instance))
+        handler
+            .check_exports(&mut store, &instance)
             .map_err(|e| LoadError::ExportMismatch {
-                export: HANDLER_EXPORT.to_owned(),
+                export: export.to_owned(),
                 detail: error_chain(&e),
-            })?;
-        Ok(())
+            })
     }
 }
 

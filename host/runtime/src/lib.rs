@@ -29,8 +29,9 @@
 //! # Ok(()) }
 //! ```
 
-mod bindings;
 mod cache;
+mod capabilities;
+mod contract;
 mod engine;
 mod error;
 mod guests;
@@ -43,11 +44,12 @@ mod outcome;
 mod redact;
 mod run;
 
+pub use contract::HANDLER_EXPORTS;
 pub use engine::{Allocator, Runtime, RuntimeConfig};
 pub use error::{LoadError, RuntimeError};
 pub use host::{ChildRequest, LeaseLost, RecordingHost, ScheduleRejection, TaskHost};
 pub use kill::KillSwitch;
-pub use lambda::{Digest, HANDLER_EXPORT, PreparedLambda};
+pub use lambda::{Digest, PreparedLambda};
 pub use log::{Level, LogRecord, LogSource, TaskLog};
 pub use outbound::OutboundRecord;
 pub use outcome::{Execution, Limit, Outcome};

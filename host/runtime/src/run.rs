@@ -18,15 +18,12 @@ use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_config::WasiConfigVariables;
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
-use crate::bindings::Lambda;
-use crate::bindings::waft::lambda::{host as wit_host, types as wit_types};
+use crate::contract::v0_2::wit::types as wit_types;
 use crate::lambda::error_chain;
-use crate::log::{Level, LogSink, LogSource};
+use crate::log::{LogSink, LogSource};
 use crate::outbound::Outbound;
 use crate::redact::Redactor;
-use crate::{
-    ChildRequest, Execution, KillSwitch, Limit, Outcome, PreparedLambda, Runtime, TaskHost,
-};
+use crate::{Execution, KillSwitch, Limit, Outcome, PreparedLambda, Runtime, TaskHost};
 
 /// The task handed to a lambda.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,8 +75,8 @@ pub(crate) struct HostState {
     pub(crate) config: WasiConfigVariables,
     table: ResourceTable,
     limiter: MemoryLimiter,
-    log: LogSink,
-    host: Arc<dyn TaskHost>,
+    pub(crate) log: LogSink,
+    pub(crate) host: Arc<dyn TaskHost>,
     kill: KillSwitch,
     deadline: Instant,
     pub(crate) stopped: Option<Stop>,
@@ -106,7 +103,7 @@ impl WasiHttpView for HostState {
 
 impl HostState {
     /// Every host call of a stopped execution fails (and traps the guest).
-    fn ensure_running(&self) -> wasmtime::Result<()> {
+    pub(crate) fn ensure_running(&self) -> wasmtime::Result<()> {
         match self.kill.reason() {
             Some(reason) => Err(wasmtime::Error::msg(format!("execution stopped: {reason}"))),
             None => Ok(()),
@@ -216,18 +213,8 @@ impl PreparedLambda {
         };
 
         let result = {
-            let call = async {
-                let instance = if self.relink {
-                    let component = self.pre.instance_pre().component();
-                    Lambda::instantiate_async(&mut store, component, &runtime.linker).await?
-                } else {
-                    self.pre.instantiate_async(&mut store).await?
-                };
-                instance
-                    .waft_lambda_handler()
-                    .call_handle(&mut store, &wit_task)
-                    .await
-            };
+            let relink = self.relink.then_some(&runtime.linker);
+            let call = self.handler.handle(&mut store, wit_task, relink);
             tokio::select! {
                 biased;
                 () = kill.killed() => Err(Stop::Killed),
@@ -471,73 +458,5 @@ fn unix_millis(at: SystemTime) -> i64 {
     match at.duration_since(UNIX_EPOCH) {
         Ok(after) => i64::try_from(after.as_millis()).unwrap_or(i64::MAX),
         Err(before) => -i64::try_from(before.duration().as_millis()).unwrap_or(i64::MAX),
-    }
-}
-
-fn from_unix_millis(ms: i64) -> SystemTime {
-    if ms >= 0 {
-        UNIX_EPOCH + Duration::from_millis(ms.unsigned_abs())
-    } else {
-        UNIX_EPOCH - Duration::from_millis(ms.unsigned_abs())
-    }
-}
-
-impl wit_types::Host for HostState {}
-
-impl wit_host::Host for HostState {
-    async fn heartbeat(
-        &mut self,
-        progress: Option<String>,
-    ) -> wasmtime::Result<Result<(), wit_host::LeaseLost>> {
-        self.ensure_running()?;
-        let reply = self.host.heartbeat(progress).await;
-        Ok(reply.map_err(|lost| wit_host::LeaseLost {
-            reason: lost.reason,
-        }))
-    }
-
-    fn log(
-        &mut self,
-        level: wit_host::Level,
-        message: String,
-        fields: Vec<(String, String)>,
-    ) -> wasmtime::Result<()> {
-        self.ensure_running()?;
-        let level = match level {
-            wit_host::Level::Trace => Level::Trace,
-            wit_host::Level::Debug => Level::Debug,
-            wit_host::Level::Info => Level::Info,
-            wit_host::Level::Warn => Level::Warn,
-            wit_host::Level::Error => Level::Error,
-        };
-        self.log.record(LogSource::Lambda(level), message, fields);
-        Ok(())
-    }
-
-    async fn schedule(
-        &mut self,
-        child: wit_host::ChildTask,
-    ) -> wasmtime::Result<Result<String, wit_host::ScheduleError>> {
-        self.ensure_running()?;
-        let request = ChildRequest {
-            lambda: child.lambda,
-            payload: child.payload,
-            collection: child.collection,
-            priority: child.priority,
-            not_before: child.not_before.map(from_unix_millis),
-        };
-        let reply = self.host.schedule(request).await;
-        Ok(reply.map_err(|rejection| match rejection {
-            crate::ScheduleRejection::Invalid(why) => wit_host::ScheduleError::Invalid(why),
-            crate::ScheduleRejection::Denied(why) => {
-                let note = format!("refused to schedule a child: {why}");
-                self.log.record(LogSource::Waft, note, Vec::new());
-                wit_host::ScheduleError::Invalid(why)
-            }
-            crate::ScheduleRejection::LeaseLost(reason) => {
-                wit_host::ScheduleError::LeaseLost(wit_host::LeaseLost { reason })
-            }
-            crate::ScheduleRejection::Unavailable(why) => wit_host::ScheduleError::Unavailable(why),
-        }))
     }
 }

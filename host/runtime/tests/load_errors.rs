@@ -50,7 +50,9 @@ fn a_component_of_another_world_names_the_missing_export() {
     ));
     let message = error.to_string();
     assert!(
-        message.contains("waft:lambda/handler@0.1.0") && message.contains("its exports: run"),
+        message.contains("waft:lambda/handler@0.2.0")
+            && message.contains("waft:lambda/handler@0.1.0")
+            && message.contains("its exports: run"),
         "{message}"
     );
 }
@@ -83,7 +85,7 @@ fn an_import_waft_does_not_provide_is_named() {
     assert!(message.contains("acme:vault/secrets"), "{message}");
 }
 
-/// A component of the `lambda` world around `core`, a core module in WAT
+/// A component of the current `lambda` world around `core`, a core module in WAT
 /// that exports what the world's handler lowers to.
 fn lambda_around(core: &str) -> Vec<u8> {
     use wit_component::{ComponentEncoder, StringEncoding, embed_component_metadata};
@@ -111,7 +113,7 @@ fn lambda_around(core: &str) -> Vec<u8> {
 const ENDLESS_START: &str = r#"(module
     (memory (export "memory") 1)
     (func (export "cabi_realloc") (param i32 i32 i32 i32) (result i32) unreachable)
-    (func (export "waft:lambda/handler@0.1.0#handle")
+    (func (export "waft:lambda/handler@0.2.0#handle")
         (param i32 i32 i32 i32 i32 i32 i32 i32 i64 i32 i32) (result i32)
         unreachable)
     (func $spin (loop $again (br $again)))

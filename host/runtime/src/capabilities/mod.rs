@@ -1,0 +1,22 @@
+//! What a running lambda can ask of its host, one module per capability of
+//! the contract's current version (`wit/lambda.wit`):
+//!
+//! - [`log`]: records in the task's log;
+//! - [`heartbeat`]: liveness, answered by the platform's [`TaskHost`](crate::TaskHost);
+//! - [`children`]: child tasks, scheduled through the same;
+//! - outbound HTTP (`wasi:http/outgoing-handler`): the [`outbound`](crate::outbound)
+//!   module, behind the lambda's allow-list;
+//! - configuration (`wasi:config/store`): the lambda's variables and secrets,
+//!   served by `wasmtime-wasi-config` from the store's data.
+//!
+//! Every call of a stopped execution fails, and so traps the guest: nothing
+//! a lambda asks for happens after its kill switch is thrown.
+
+mod children;
+mod heartbeat;
+mod log;
+
+use crate::contract::v0_2::wit::types;
+use crate::run::HostState;
+
+impl types::Host for HostState {}

@@ -1,0 +1,19 @@
+//! `waft:lambda@0.2.0`, the current contract: one interface per capability.
+
+wasmtime::component::bindgen!({
+    path: "../../wit",
+    world: "waft:lambda/lambda@0.2.0",
+    imports: {
+        "waft:lambda/log.log": trappable,
+        default: async | trappable,
+    },
+    exports: { default: async },
+});
+
+/// The generated interfaces (the module's name carries the version: the
+/// host binds more than one).
+pub(crate) use waft::lambda0_2_0 as wit;
+pub(crate) use wit::types::{Outcome, Task};
+
+/// The handler export of a 0.2.0 lambda.
+pub(crate) const HANDLER_EXPORT: &str = "waft:lambda/handler@0.2.0";

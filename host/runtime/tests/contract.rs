@@ -1,0 +1,132 @@
+//! The contract's versions: a lambda built against `waft:lambda@0.1.0`
+//! runs unchanged beside 0.2.0 ones, and a 0.2.0 lambda imports only the
+//! capabilities it uses, one interface each.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use waft_runtime::{
+    KillSwitch, LogSource, Outcome, PreparedLambda, RecordingHost, Runtime, RuntimeConfig, Sandbox,
+    TaskInput,
+};
+use waft_sample_artifacts as samples;
+
+fn task(payload: &[u8]) -> TaskInput {
+    TaskInput {
+        id: "01V01".into(),
+        lambda: "hello-v0-1".into(),
+        collection: "default".into(),
+        priority: 0,
+        attempt: 3,
+        scheduled_at: SystemTime::now(),
+        payload: payload.to_vec(),
+    }
+}
+
+async fn prepare(path: &str) -> PreparedLambda {
+    let runtime = Runtime::new(RuntimeConfig::default()).unwrap();
+    runtime
+        .prepare(&std::fs::read(path).unwrap())
+        .await
+        .expect("the sample prepares")
+}
+
+#[tokio::test]
+async fn a_lambda_of_the_first_contract_runs_and_its_host_calls_are_answered() {
+    let lambda = prepare(samples::HELLO_V0_1).await;
+    assert!(
+        lambda
+            .imports()
+            .contains(&"waft:lambda/host@0.1.0".to_owned()),
+        "{:?}",
+        lambda.imports()
+    );
+
+    let host = Arc::new(RecordingHost::default());
+    let execution = lambda
+        .run(
+            task(b"Ada"),
+            &Sandbox::default(),
+            host.clone(),
+            &KillSwitch::new(),
+        )
+        .await;
+    assert_eq!(
+        execution.outcome,
+        Outcome::Success {
+            output: Some(b"Hello, Ada!".to_vec())
+        }
+    );
+    let record = &execution.log.records[0];
+    assert_eq!(record.source, LogSource::Lambda(waft_runtime::Level::Info));
+    assert_eq!(record.message, "greeting");
+    assert_eq!(record.fields, vec![("attempt".to_owned(), "3".to_owned())]);
+    assert_eq!(host.heartbeats(), 1);
+    assert_eq!(host.last_progress().as_deref(), Some("half way"));
+
+    let execution = lambda
+        .run(
+            task(b"child"),
+            &Sandbox::default(),
+            host.clone(),
+            &KillSwitch::new(),
+        )
+        .await;
+    assert_eq!(
+        execution.outcome,
+        Outcome::Success {
+            output: Some(b"local-child-1".to_vec())
+        }
+    );
+    assert_eq!(host.children()[0].lambda, "hello");
+
+    let execution = lambda
+        .run(task(b"fail"), &Sandbox::default(), host, &KillSwitch::new())
+        .await;
+    assert_eq!(
+        execution.outcome,
+        Outcome::Fatal {
+            message: "asked to fail".into()
+        }
+    );
+}
+
+#[tokio::test]
+async fn a_stopped_first_contract_lambda_gets_no_answer() {
+    let lambda = prepare(samples::HELLO_V0_1).await;
+    let kill = KillSwitch::new();
+    kill.kill("fenced");
+    let host = Arc::new(RecordingHost::default());
+    let execution = lambda
+        .run(task(b"child"), &Sandbox::default(), host.clone(), &kill)
+        .await;
+    assert!(
+        matches!(execution.outcome, Outcome::Killed { .. }),
+        "{:?}",
+        execution.outcome
+    );
+    assert_eq!(host.children_requested(), 0);
+}
+
+#[tokio::test]
+async fn a_current_lambda_imports_only_the_capabilities_it_uses() {
+    // `hello` logs; `chain` logs and schedules children; neither calls HTTP.
+    let hello = prepare(samples::HELLO).await.imports();
+    assert!(
+        hello.contains(&"waft:lambda/log@0.2.0".to_owned()),
+        "{hello:?}"
+    );
+    for absent in ["waft:lambda/children@0.2.0", "waft:lambda/host@0.1.0"] {
+        assert!(!hello.contains(&absent.to_owned()), "{hello:?}");
+    }
+    assert!(
+        !hello.iter().any(|i| i.starts_with("wasi:http/")),
+        "{hello:?}"
+    );
+
+    let chain = prepare(samples::CHAIN).await.imports();
+    assert!(
+        chain.contains(&"waft:lambda/children@0.2.0".to_owned()),
+        "{chain:?}"
+    );
+}
