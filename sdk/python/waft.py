@@ -28,7 +28,12 @@ import json
 
 from componentize_py_types import Err
 from wit_world import exports
-from wit_world.imports import children, heartbeat as _heartbeat, log as _log, store, types
+from wit_world.imports import children, heartbeat as _heartbeat, log as _log, store
+
+try:
+    from wit_world.imports import types
+except ImportError:  # the http-lambda world, where wasi:http has a `types` too
+    from wit_world.imports import waft_lambda_types as types
 
 
 class Task:
@@ -142,13 +147,27 @@ def schedule(lambda_name, payload=b"", collection=None, priority=None):
         raise ScheduleError(str(rejection.value), retriable) from None
 
 
+_execution = {"key": None, "requests": 0}
+
+
+def _next_idempotency_key():
+    """The `Idempotency-Key` of the execution's next request: the task's key
+    and the request's rank, the same on every attempt."""
+    rank = _execution["requests"]
+    _execution["requests"] = rank + 1
+    return f"{_execution['key']}-{rank}"
+
+
 def handler(function):
     """The component's `handler` export, running `function` on each task."""
 
     class Handler(exports.Handler):
         def handle(self, task):
+            task = Task(task)
+            _execution["key"] = task.idempotency_key()
+            _execution["requests"] = 0
             try:
-                outcome = function(Task(task))
+                outcome = function(task)
             except LeaseLost as lost:
                 return retry(f"lease lost: {lost}")
             except Exception as failure:  # noqa: BLE001 - a task's failure, reported

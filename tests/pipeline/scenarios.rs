@@ -1160,9 +1160,10 @@ pub async fn secrets(cluster: &Cluster) {
     );
 }
 
-/// A lambda written in Python deploys and runs like any other.
+/// Lambdas written in Python deploy and run like any other, the webhook
+/// caller with its grant and its secret.
 pub async fn python(cluster: &Cluster) {
-    let Some(path) = samples::PYTHON_HELLO else {
+    let (Some(path), Some(webhook)) = (samples::PYTHON_HELLO, samples::PYTHON_WEBHOOK) else {
         // The samples' build fails under CI=true instead.
         eprintln!("skipping: componentize-py is not installed (run scripts/setup)");
         return;
@@ -1178,6 +1179,43 @@ pub async fn python(cluster: &Cluster) {
         serde_json::from_slice(task.output.as_deref().unwrap()).unwrap();
     assert_eq!(output, json!({"greeting": "Hello, Grace!"}));
     assert!(task.log.unwrap().contains("greeted on attempt 1"));
+
+    use waft_testing::http::{HttpServer, Reply};
+    let server = HttpServer::start(|request| {
+        Reply::status(200, request.header("authorization").unwrap_or("none"))
+    })
+    .await;
+    let url = server.url();
+    cluster
+        .deploy("webhook-py", webhook, |c| {
+            c.grants.outbound = vec![url.parse().unwrap()];
+        })
+        .await;
+    let dir = tempfile::TempDir::new().unwrap();
+    let file = dir.path().join("token");
+    std::fs::write(&file, "tok-py-61c0").unwrap();
+    cluster.cli(&[
+        "secret",
+        "set",
+        "webhook-py",
+        "WEBHOOK_TOKEN",
+        "--file",
+        &file.display().to_string(),
+    ]);
+    let id = cluster
+        .schedule("webhook-py", json!({"url": format!("{url}/py")}), None)
+        .await;
+    let task = cluster.finished(&id, Duration::from_secs(120)).await;
+    assert_eq!(task.status, TaskStatus::Success, "{task:#?}");
+    let sent = server.requests().pop().unwrap();
+    assert_eq!(sent.path, "/py");
+    assert_eq!(sent.header("authorization"), Some("Bearer tok-py-61c0"));
+    assert_eq!(
+        sent.header("idempotency-key"),
+        Some(format!("waft-{id}-0").as_str())
+    );
+    let output = String::from_utf8(task.output.unwrap()).unwrap();
+    assert!(output.contains("Bearer [redacted]"), "{output}");
 }
 
 /// A lambda built against the first contract, `waft:lambda@0.1.0`, deploys

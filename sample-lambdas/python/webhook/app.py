@@ -1,0 +1,48 @@
+# waft-world: http-lambda
+"""`webhook` in Python: POSTs a JSON document to a URL and judges the answer
+as the Rust `webhook` sample does. `{"url": "https://hooks.example.com/x",
+"body": {...}, "timeout_ms": 5000}` (`body` defaults to `{}`).
+
+2xx is a success, its output `{"status", "body", "idempotency_key"}`; 429
+and 5xx are retriable, after the server's `Retry-After` (seconds) when it
+gives one; any other status is fatal. A refused destination is fatal (the
+grant is missing); a timeout or a connection failure is retriable.
+
+Configuration: the secret `WEBHOOK_TOKEN`, when set, is sent as a bearer
+token; the variable `SOURCE`, when set, as the `x-waft-source` header.
+"""
+
+import waft
+import waft_http
+
+
+def call(task):
+    request = task.json()
+    url = request["url"]
+    headers = {}
+    token = waft.config("WEBHOOK_TOKEN")
+    if token is not None:
+        headers["authorization"] = f"Bearer {token}"
+    source = waft.config("SOURCE")
+    if source is not None:
+        headers["x-waft-source"] = source
+    try:
+        response = waft_http.post(url, json=request.get("body") or {}, headers=headers,
+                                  timeout_ms=request.get("timeout_ms"))
+    except waft_http.HttpError as error:
+        return waft.fatal(str(error)) if error.denied else waft.retry(str(error))
+    status = response.status
+    if 200 <= status < 300:
+        return waft.success({
+            "status": status,
+            "body": response.text(),
+            "idempotency_key": f"{task.idempotency_key()}-0",
+        })
+    if status == 429 or status >= 500:
+        retry_after = response.headers.get("retry-after", "").strip()
+        after_ms = int(retry_after) * 1000 if retry_after.isdigit() else None
+        return waft.retry(f"{url} answered {status}", after_ms)
+    return waft.fatal(f"{url} answered {status}: {response.text()}")
+
+
+Handler = waft.handler(call)
