@@ -82,6 +82,7 @@ fn main() -> ExitCode {
         outbound,
         secrets,
         python,
+        javascript,
         first_contract,
     ] {
         for installation in [&dev, &distributed] {

@@ -4,9 +4,10 @@
 //! rather than as a skipped test. The samples are the workspace's members:
 //! every folder of `sample-lambdas/` with a `Cargo.toml`, but this one.
 //!
-//! The Python samples (`python/NAME/app.py`) build with componentize-py
-//! (`scripts/setup` installs it under `.tools/python`) into one constant
-//! each, `PYTHON_NAME: Option<&str>`: `None` when componentize-py is not
+//! The Python samples (`python/NAME/app.py`) build with componentize-py,
+//! the JavaScript ones (`js/NAME/app.js`) with componentize-js (both
+//! installed under `.tools` by `scripts/setup`), into one constant each,
+//! `PYTHON_NAME` / `JS_NAME: Option<&str>`: `None` when the tool is not
 //! installed, which fails the build instead under `CI=true`.
 
 use std::env;
@@ -110,67 +111,117 @@ fn main() {
         .expect("writing to a String");
     }
     code.push_str("];\n");
-    python_samples(repo, samples_dir, &mut code);
+    for language in &LANGUAGES {
+        foreign_samples(language, repo, samples_dir, &mut code);
+    }
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("set by cargo")).join("samples.rs");
     std::fs::write(out, code).expect("cannot write samples.rs");
 }
 
-/// Builds each `python/NAME/app.py` with componentize-py, against the
-/// `lambda` world and the Python SDK (`sdk/python`).
-fn python_samples(repo: &Path, samples_dir: &Path, code: &mut String) {
-    let python = samples_dir.join("python");
-    println!("cargo:rerun-if-changed={}", python.display());
+/// A language whose samples (`DIR/NAME/app.EXT`) a tool that
+/// `scripts/setup` installs builds into components, one constant each.
+struct Language {
+    /// Its folder under `sample-lambdas/`, and its constants' prefix.
+    dir: &'static str,
+    name: &'static str,
+    entry: &'static str,
+    /// The tool, under the repository.
+    tool: &'static str,
+    sdk: &'static str,
+    /// The tool's arguments for `app` (the entry file's folder), `world`
+    /// (as `# waft-world:` in the entry file names it) and `out`.
+    command: fn(&Path, &Path, &str, &Path) -> Vec<std::ffi::OsString>,
+}
+
+const LANGUAGES: [Language; 2] = [
+    Language {
+        dir: "python",
+        name: "Python",
+        entry: "app.py",
+        tool: ".tools/python/bin/componentize-py",
+        sdk: "sdk/python",
+        // componentize-py imports all of its world: a lambda that calls
+        // HTTP builds against `http-lambda`.
+        command: |repo, app, world, out| {
+            let mut args: Vec<std::ffi::OsString> = vec!["-d".into(), repo.join("wit").into()];
+            args.extend(["-w".into(), format!("waft:lambda/{world}@0.2.0").into()]);
+            args.extend(["componentize".into(), "app".into(), "-p".into(), app.into()]);
+            args.extend(["-p".into(), repo.join("sdk/python").into()]);
+            args.extend(["-o".into(), out.into()]);
+            args
+        },
+    },
+    Language {
+        dir: "js",
+        name: "JavaScript",
+        entry: "app.js",
+        tool: ".tools/js/node_modules/.bin/componentize-js",
+        sdk: "sdk/js",
+        // StarlingMonkey's `fetch` imports wasi:http whatever the world
+        // says: it is turned off unless the lambda calls HTTP.
+        command: |repo, app, world, out| {
+            // Run from the repository: the entry's imports (the SDK) are
+            // resolved within the working directory, at build time.
+            let entry = app.strip_prefix(repo).unwrap_or(app).join("app.js");
+            let mut args: Vec<std::ffi::OsString> = vec![entry.into()];
+            args.extend(["-w".into(), repo.join("wit").into()]);
+            args.extend(["-n".into(), format!("waft:lambda/{world}@0.2.0").into()]);
+            args.extend(["-d".into(), "fetch-event".into()]);
+            if world != "http-lambda" {
+                args.extend(["-d".into(), "http".into()]);
+            }
+            args.extend(["-o".into(), out.into()]);
+            args
+        },
+    },
+];
+
+/// Builds every sample of `language` (`None` constants when its tool is
+/// not installed, which fails the build instead under `CI=true`).
+fn foreign_samples(language: &Language, repo: &Path, samples_dir: &Path, code: &mut String) {
+    let dir = samples_dir.join(language.dir);
+    println!("cargo:rerun-if-changed={}", dir.display());
     println!(
         "cargo:rerun-if-changed={}",
-        repo.join("sdk/python").display()
+        repo.join(language.sdk).display()
     );
-    let Ok(entries) = std::fs::read_dir(&python) else {
+    let Ok(entries) = std::fs::read_dir(&dir) else {
         return;
     };
     let mut names: Vec<String> = entries
         .filter_map(|entry| entry.ok().map(|e| e.path()))
-        .filter(|path| path.join("app.py").is_file())
+        .filter(|path| path.join(language.entry).is_file())
         .filter_map(|path| Some(path.file_name()?.to_str()?.to_owned()))
         .collect();
     names.sort();
-    let tool = repo.join(".tools/python/bin/componentize-py");
+    let tool = repo.join(language.tool);
     let in_ci = env::var("CI").is_ok_and(|v| v == "true" || v == "1");
     if !tool.exists() {
-        assert!(
-            !in_ci,
-            "componentize-py is missing ({}): run scripts/setup",
-            tool.display()
-        );
+        assert!(!in_ci, "{} is missing: run scripts/setup", tool.display());
         println!(
-            "cargo:warning=componentize-py not installed: the Python samples are not built (run scripts/setup)"
+            "cargo:warning={} not installed: the {} samples are not built (run scripts/setup)",
+            tool.display(),
+            language.name
         );
     }
-    let out_dir = samples_dir.join("target").join("python");
-    std::fs::create_dir_all(&out_dir).expect("cannot create the Python samples' directory");
+    let out_dir = samples_dir.join("target").join(language.dir);
+    std::fs::create_dir_all(&out_dir).expect("cannot create the samples' directory");
     for name in names {
-        let constant = format!("PYTHON_{}", name.replace('-', "_").to_uppercase());
+        let prefix = language.dir.to_uppercase();
+        let constant = format!("{prefix}_{}", name.replace('-', "_").to_uppercase());
         let file = out_dir.join(format!("{name}.wasm"));
+        let app = dir.join(&name);
         let built = tool.exists() && {
+            let world = world(&app.join(language.entry));
             let status = Command::new(&tool)
-                .arg("-d")
-                .arg(repo.join("wit"))
-                .args([
-                    "-w",
-                    &python_world(&python.join(&name)),
-                    "componentize",
-                    "app",
-                    "-p",
-                ])
-                .arg(python.join(&name))
-                .arg("-p")
-                .arg(repo.join("sdk/python"))
-                .arg("-o")
-                .arg(&file)
+                .current_dir(repo)
+                .args((language.command)(repo, &app, &world, &file))
                 .status()
-                .expect("cannot run componentize-py");
+                .unwrap_or_else(|e| panic!("cannot run {}: {e}", tool.display()));
             assert!(
                 status.success(),
-                "building the Python sample {name} failed ({status})"
+                "building the {} sample {name} failed ({status})",
+                language.name
             );
             true
         };
@@ -181,24 +232,27 @@ fn python_samples(repo: &Path, samples_dir: &Path, code: &mut String) {
         };
         writeln!(
             code,
-            "/// The `{name}` Python sample, built with componentize-py; `None`\n\
-             /// where componentize-py is not installed.\n\
-             pub const {constant}: Option<&str> = {value};"
+            "/// The `{name}` {} sample; `None` where its tool is not installed.\n\
+             pub const {constant}: Option<&str> = {value};",
+            language.name
         )
         .expect("writing to a String");
     }
 }
 
-/// The world a Python sample builds against: `lambda`, or the one its
-/// `app.py` names on a line `# waft-world: NAME` (`http-lambda` for a
-/// lambda that calls HTTP: componentize-py imports all of its world).
-fn python_world(sample: &Path) -> String {
-    let app = std::fs::read_to_string(sample.join("app.py")).expect("cannot read app.py");
-    let world = app
+/// The world a sample builds against: `lambda`, or the one its entry file
+/// names on a line `# waft-world: NAME` or `// waft-world: NAME`
+/// (`http-lambda` for a lambda that calls HTTP).
+fn world(entry: &Path) -> String {
+    let source = std::fs::read_to_string(entry).expect("cannot read the sample");
+    source
         .lines()
-        .find_map(|line| line.strip_prefix("# waft-world:"))
-        .map_or("lambda", str::trim);
-    format!("waft:lambda/{world}@0.2.0")
+        .find_map(|line| {
+            line.strip_prefix("# waft-world:")
+                .or_else(|| line.strip_prefix("// waft-world:"))
+        })
+        .map_or("lambda", str::trim)
+        .to_owned()
 }
 
 /// The folders of `dir` that hold a crate, but `artifacts`, by name.

@@ -1163,53 +1163,82 @@ pub async fn secrets(cluster: &Cluster) {
 /// Lambdas written in Python deploy and run like any other, the webhook
 /// caller with its grant and its secret.
 pub async fn python(cluster: &Cluster) {
-    let (Some(path), Some(webhook)) = (samples::PYTHON_HELLO, samples::PYTHON_WEBHOOK) else {
+    let (Some(hello), Some(webhook)) = (samples::PYTHON_HELLO, samples::PYTHON_WEBHOOK) else {
         // The samples' build fails under CI=true instead.
         eprintln!("skipping: componentize-py is not installed (run scripts/setup)");
         return;
     };
-    cluster.deploy("hello-py", path, |_| {}).await;
+    hello_and_webhook(cluster, "py", hello, webhook).await;
+}
+
+/// Lambdas written in JavaScript deploy and run like any other, the
+/// webhook caller with its grant and its secret.
+pub async fn javascript(cluster: &Cluster) {
+    let (Some(hello), Some(webhook)) = (samples::JS_HELLO, samples::JS_WEBHOOK) else {
+        // The samples' build fails under CI=true instead.
+        eprintln!("skipping: componentize-js is not installed (run scripts/setup)");
+        return;
+    };
+    hello_and_webhook(cluster, "js", hello, webhook).await;
+}
+
+/// A language's `hello` and `webhook` samples, deployed as `hello-SUFFIX`
+/// and `webhook-SUFFIX`, each run once: the webhook calls a real server with
+/// the secret it was given as a bearer token.
+async fn hello_and_webhook(cluster: &Cluster, suffix: &str, hello: &str, webhook: &str) {
+    use waft_testing::http::{HttpServer, Reply};
+
+    // The first task of each compiles its 12–18 MB component on its executor.
+    const COMPILING: Duration = Duration::from_secs(120);
+    let hello_name = format!("hello-{suffix}");
+    cluster.deploy(&hello_name, hello, |_| {}).await;
     let id = cluster
-        .schedule("hello-py", json!({"name": "Grace"}), None)
+        .schedule(&hello_name, json!({"name": "Grace"}), None)
         .await;
-    // The first task compiles the 18 MB component on its executor.
-    let task = cluster.finished(&id, Duration::from_secs(120)).await;
+    let task = cluster.finished(&id, COMPILING).await;
     assert_eq!(task.status, TaskStatus::Success, "{task:#?}");
     let output: serde_json::Value =
         serde_json::from_slice(task.output.as_deref().unwrap()).unwrap();
     assert_eq!(output, json!({"greeting": "Hello, Grace!"}));
     assert!(task.log.unwrap().contains("greeted on attempt 1"));
 
-    use waft_testing::http::{HttpServer, Reply};
     let server = HttpServer::start(|request| {
         Reply::status(200, request.header("authorization").unwrap_or("none"))
     })
     .await;
     let url = server.url();
+    let webhook_name = format!("webhook-{suffix}");
     cluster
-        .deploy("webhook-py", webhook, |c| {
+        .deploy(&webhook_name, webhook, |c| {
             c.grants.outbound = vec![url.parse().unwrap()];
         })
         .await;
     let dir = tempfile::TempDir::new().unwrap();
     let file = dir.path().join("token");
-    std::fs::write(&file, "tok-py-61c0").unwrap();
+    std::fs::write(&file, format!("tok-{suffix}-61c0")).unwrap();
     cluster.cli(&[
         "secret",
         "set",
-        "webhook-py",
+        &webhook_name,
         "WEBHOOK_TOKEN",
         "--file",
         &file.display().to_string(),
     ]);
     let id = cluster
-        .schedule("webhook-py", json!({"url": format!("{url}/py")}), None)
+        .schedule(
+            &webhook_name,
+            json!({"url": format!("{url}/{suffix}")}),
+            None,
+        )
         .await;
-    let task = cluster.finished(&id, Duration::from_secs(120)).await;
+    let task = cluster.finished(&id, COMPILING).await;
     assert_eq!(task.status, TaskStatus::Success, "{task:#?}");
     let sent = server.requests().pop().unwrap();
-    assert_eq!(sent.path, "/py");
-    assert_eq!(sent.header("authorization"), Some("Bearer tok-py-61c0"));
+    assert_eq!(sent.path, format!("/{suffix}"));
+    assert_eq!(
+        sent.header("authorization"),
+        Some(format!("Bearer tok-{suffix}-61c0").as_str())
+    );
     assert_eq!(
         sent.header("idempotency-key"),
         Some(format!("waft-{id}-0").as_str())

@@ -233,7 +233,13 @@ impl WasiHttpHooks for Outbound {
         options: Option<RequestOptions>,
         _response_errors: Box<dyn Future<Output = Result<(), Error>> + Send>,
     ) -> Sent {
-        let admitted = self.admit(&request);
+        let admitted = match self.admit(&request) {
+            Ok(destination) => destination,
+            Err(refusal) => {
+                discard(request.into_body(), self.kill.clone());
+                return Box::new(async move { Err(refusal) });
+            }
+        };
         let request = send::Request {
             http: request,
             limits: self.grants.outbound_limits,
@@ -245,8 +251,27 @@ impl WasiHttpHooks for Outbound {
             open: self.open.clone(),
             records: self.records.clone(),
         };
-        Box::new(async move { request.send(admitted?).await })
+        Box::new(async move { request.send(admitted).await })
     }
+}
+
+/// Reads a refused request's body to its end and drops it, until the
+/// instance stops: a guest that streams its body while it waits for the
+/// answer then learns of the refusal from the answer, as it should, rather
+/// than from a write that failed for no reason it can see (some runtimes,
+/// JavaScript's among them, abort on that).
+fn discard(mut body: WasiBody, kill: KillSwitch) {
+    use http_body_util::BodyExt as _;
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    runtime.spawn(async move {
+        let drained = async { while let Some(Ok(_)) = body.frame().await {} };
+        tokio::select! {
+            () = kill.killed() => {}
+            () = drained => {}
+        }
+    });
 }
 
 #[cfg(test)]

@@ -1,0 +1,193 @@
+/**
+ * Write Waft lambdas in JavaScript.
+ *
+ * A lambda is a function, sync or async, from a `Task` to an outcome
+ * (`success`, `retry`, `fatal`); `handler` makes it the component's export:
+ *
+ *     import * as waft from "./waft.js";
+ *
+ *     export const handler = waft.handler((task) => {
+ *       const { name = "world" } = task.json();
+ *       waft.info(`greeting ${name}`);
+ *       return waft.success({ greeting: `Hello, ${name}!` });
+ *     });
+ *
+ * Build it with componentize-js against Waft's WIT (see the README):
+ *
+ *     componentize-js app.js -w wit -n waft:lambda/lambda@0.2.0 \
+ *         -d http -d fetch-event -o lambda.wasm
+ *
+ * A lambda that calls HTTP leaves `-d http` out, uses `waft.fetch`, and is
+ * deployed with `--allow-outbound`. An exception the function does not
+ * catch is a retriable failure carrying its message; use `fatal` for a
+ * failure no retry mends.
+ */
+
+import { beat } from "waft:lambda/heartbeat@0.2.0";
+import { log as hostLog } from "waft:lambda/log@0.2.0";
+import { schedule as hostSchedule } from "waft:lambda/children@0.2.0";
+import { get as configGet } from "wasi:config/store@0.2.0-rc.1";
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+/** The task being run: its identity, attempt and payload. */
+export class Task {
+  constructor(raw) {
+    this.id = raw.id;
+    this.lambda = raw.lambda;
+    this.collection = raw.collection;
+    this.priority = raw.priority;
+    this.attempt = raw.attempt;
+    /** Milliseconds since the Unix epoch. */
+    this.scheduledAtMs = Number(raw.scheduledAt);
+    /** The payload's bytes (a Uint8Array). */
+    this.payload = raw.payload;
+  }
+
+  /** The payload as UTF-8 text. */
+  text() {
+    return decoder.decode(this.payload);
+  }
+
+  /** The payload parsed as JSON (an empty payload is `{}`). */
+  json() {
+    return this.payload.length === 0 ? {} : JSON.parse(this.text());
+  }
+
+  /** A key naming this task's work, the same on every attempt. */
+  idempotencyKey() {
+    return `waft-${this.id}`;
+  }
+}
+
+function bytes(output) {
+  if (output === undefined || output === null) return undefined;
+  if (output instanceof Uint8Array) return output;
+  if (typeof output === "string") return encoder.encode(output);
+  return encoder.encode(JSON.stringify(output));
+}
+
+/** Done; `output` is bytes, text, or anything JSON can encode. */
+export function success(output) {
+  return { tag: "success", val: bytes(output) };
+}
+
+/** Not done; try again (after `afterMs` milliseconds, if given). */
+export function retry(message, afterMs) {
+  return {
+    tag: "retriable",
+    val: {
+      message: String(message),
+      retryAfterMs: afterMs === undefined || afterMs === null ? undefined : BigInt(afterMs),
+    },
+  };
+}
+
+/** Not done and never will be: no retry. */
+export function fatal(message) {
+  return { tag: "fatal", val: String(message) };
+}
+
+/** The execution lost its lease: stop, with no further side effect. */
+export class LeaseLost extends Error {
+  constructor(reason) {
+    super(`lease lost: ${reason}`);
+    this.name = "LeaseLost";
+  }
+}
+
+/** Says the execution is alive, optionally how far it got. */
+export function heartbeat(progress) {
+  try {
+    beat(progress);
+  } catch (error) {
+    throw new LeaseLost(error.payload?.reason ?? String(error));
+  }
+}
+
+/** Appends a record to the task's log; `fields` is an object of values. */
+export function log(level, message, fields = {}) {
+  hostLog(
+    level,
+    String(message),
+    Object.entries(fields).map(([key, value]) => [key, String(value)]),
+  );
+}
+
+export const debug = (message, fields) => log("debug", message, fields);
+export const info = (message, fields) => log("info", message, fields);
+export const warn = (message, fields) => log("warn", message, fields);
+export const error = (message, fields) => log("error", message, fields);
+
+/** The lambda's variable or secret `key`, or `fallback` if it has none. */
+export function config(key, fallback) {
+  try {
+    return configGet(key) ?? fallback;
+  } catch {
+    return fallback;
+  }
+}
+
+/** A child task that was not scheduled; `retriable` says whether to retry. */
+export class ScheduleError extends Error {
+  constructor(message, retriable) {
+    super(message);
+    this.name = "ScheduleError";
+    this.retriable = retriable;
+  }
+}
+
+/** Schedules a child task of `lambda`; returns its id. */
+export function schedule(lambda, payload, { collection, priority, delayMs } = {}) {
+  const child = {
+    lambda,
+    payload: bytes(payload) ?? new Uint8Array(),
+    collection,
+    priority,
+    notBefore: delayMs === undefined ? undefined : BigInt(Date.now() + delayMs),
+  };
+  try {
+    return hostSchedule(child);
+  } catch (error) {
+    const rejection = error.payload;
+    if (rejection?.tag === "lease-lost") throw new LeaseLost(rejection.val.reason);
+    throw new ScheduleError(String(rejection?.val ?? error), rejection?.tag === "unavailable");
+  }
+}
+
+const execution = { key: undefined, requests: 0 };
+
+/**
+ * `fetch`, with an `Idempotency-Key` header the same on every attempt of
+ * the task (its key and the request's rank within the execution), unless
+ * the request sets one. Only destinations the lambda was granted are
+ * reached; a refused one rejects like a network failure (`fetch` tells the
+ * two apart no further), and the task's log says what was refused.
+ */
+export function fetch(resource, init = {}) {
+  const headers = new Headers(init.headers ?? {});
+  const rank = execution.requests++;
+  if (!headers.has("idempotency-key") && execution.key !== undefined) {
+    headers.set("idempotency-key", `${execution.key}-${rank}`);
+  }
+  return globalThis.fetch(resource, { ...init, headers });
+}
+
+/** The component's `handler` export, running `fn` on each task. */
+export function handler(fn) {
+  return {
+    async handle(raw) {
+      const task = new Task(raw);
+      execution.key = task.idempotencyKey();
+      execution.requests = 0;
+      try {
+        const outcome = await fn(task);
+        return outcome === undefined ? success() : outcome;
+      } catch (failure) {
+        if (failure instanceof LeaseLost) return retry(failure.message);
+        return retry(`${failure?.name ?? "Error"}: ${failure?.message ?? failure}`);
+      }
+    },
+  };
+}
