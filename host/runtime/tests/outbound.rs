@@ -337,6 +337,44 @@ async fn slow_servers_hit_their_timeouts() {
 }
 
 #[tokio::test]
+async fn a_server_that_never_accepts_hits_the_connect_timeout() {
+    // A listener whose accept queue is full and never drained: the kernel
+    // drops further handshakes, so a connect waits until it gives up.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let listener = socket.listen(0).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let mut fillers = Vec::new();
+    for _ in 0..4 {
+        let connect = tokio::net::TcpStream::connect(addr);
+        if let Ok(Ok(stream)) = tokio::time::timeout(Duration::from_millis(200), connect).await {
+            fillers.push(stream);
+        }
+    }
+    let url = format!("http://{addr}");
+    let runtime = runtime();
+    let lambda = webhook(&runtime).await;
+    let limits = OutboundLimits {
+        connect_timeout: Duration::from_millis(300),
+        ..OutboundLimits::default()
+    };
+    let started = Instant::now();
+    let execution = run(&lambda, &url, &granted(&[&url], limits)).await;
+    let message = retriable(&execution);
+    assert!(
+        message.contains("timed out") || message.contains("timeout"),
+        "{message}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(execution.outbound[0].outcome, "failed");
+    drop(listener);
+}
+
+#[tokio::test]
 async fn a_response_over_the_limit_is_cut_off() {
     let declared = HttpServer::start(|_| Reply::Answer {
         status: 200,

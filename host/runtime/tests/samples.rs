@@ -402,6 +402,34 @@ async fn escape_gets_nothing() {
 }
 
 #[tokio::test]
+async fn escape_granted_http_still_gets_no_socket() {
+    // An HTTP grant is for wasi:http alone: raw sockets and name lookups
+    // stay closed, even towards the granted destination.
+    let runtime = runtime();
+    let lambda = prepare(&runtime, samples::ESCAPE).await;
+    let sandbox = Sandbox {
+        grants: Arc::new(waft_core::Grants {
+            outbound: vec![
+                "http://127.0.0.1:*".parse().unwrap(),
+                "http://localhost:*".parse().unwrap(),
+            ],
+            ..waft_core::Grants::default()
+        }),
+        ..Sandbox::default()
+    };
+    let execution = lambda
+        .run(
+            task("escape", Value::Null),
+            &sandbox,
+            Arc::new(RecordingHost::default()),
+            &KillSwitch::new(),
+        )
+        .await;
+    let output = output_json(&execution);
+    assert_eq!(output["escaped"], json!([]), "{output}");
+}
+
+#[tokio::test]
 async fn the_kill_switch_stops_a_runaway_within_50ms() {
     let runtime = runtime();
     let lambda = prepare(&runtime, samples::RUNAWAY).await;
