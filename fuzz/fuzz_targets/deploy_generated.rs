@@ -2,7 +2,8 @@
 //! with exactly the exports and (a subset of) the imports of a Waft lambda
 //! — `handle`, `cabi_realloc`, its memory, the host functions — and
 //! arbitrary code inside; wit-component wraps it into a component of the
-//! `lambda` world. Such a component passes every check a deploy makes, so
+//! `lambda` world, of the current contract or of the first (0.1.0), whose
+//! host calls the runtime converts. Such a component passes every check a deploy makes, so
 //! it reaches instantiation and a run under tight limits, where it may do
 //! anything a guest can: trap, loop, grow memory, call the host with
 //! garbage pointers, return a malformed outcome. The host must answer with
@@ -16,35 +17,41 @@ use libfuzzer_sys::fuzz_target;
 use wit_component::{ComponentEncoder, StringEncoding, dummy_module, embed_component_metadata};
 use wit_parser::{ManglingAndAbi, Resolve, WorldId};
 
-/// The `lambda` world, and a core module with its exports and imports.
+/// A `lambda` world, and a core module with its exports and imports.
 struct Shape {
     resolve: Resolve,
     world: WorldId,
     template: Vec<u8>,
 }
 
-fn shape() -> &'static Shape {
-    static SHAPE: OnceLock<Shape> = OnceLock::new();
-    SHAPE.get_or_init(|| {
-        let mut resolve = Resolve::default();
-        let (package, _) = resolve
-            .push_path(concat!(env!("CARGO_MANIFEST_DIR"), "/../wit"))
-            .expect("the WIT parses");
-        let world = resolve
-            .select_world(&[package], Some("lambda"))
-            .expect("the lambda world");
-        let template = dummy_module(&resolve, world, ManglingAndAbi::Standard32);
-        Shape {
-            resolve,
-            world,
-            template,
-        }
+/// The `lambda` world of each version of the contract, newest first.
+fn shapes() -> &'static [Shape; 2] {
+    static SHAPES: OnceLock<[Shape; 2]> = OnceLock::new();
+    SHAPES.get_or_init(|| {
+        ["waft:lambda/lambda@0.2.0", "waft:lambda/lambda@0.1.0"].map(|name| {
+            let mut resolve = Resolve::default();
+            let (package, _) = resolve
+                .push_path(concat!(env!("CARGO_MANIFEST_DIR"), "/../wit"))
+                .expect("the WIT parses");
+            let world = resolve
+                .select_world(&[package], Some(name))
+                .expect("the lambda world");
+            let template = dummy_module(&resolve, world, ManglingAndAbi::Standard32);
+            Shape {
+                resolve,
+                world,
+                template,
+            }
+        })
     })
 }
 
 fuzz_target!(|data: &[u8]| {
-    let shape = shape();
     let mut input = Unstructured::new(data);
+    let Ok(first) = input.arbitrary::<bool>() else {
+        return;
+    };
+    let shape = &shapes()[usize::from(!first)];
     let config = wasm_smith::Config {
         exports: Some(shape.template.clone()),
         available_imports: Some(shape.template.clone()),
