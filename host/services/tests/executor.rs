@@ -2,15 +2,17 @@
 //! network, a stalled process): the claim is made when the request arrives,
 //! so its first fence counts from the request. A task handed out after
 //! that fence is not started — its claim may already have lapsed and gone
-//! to another executor — while one handed out in time runs. The real
-//! Frontend and HSC run over a SQLite file with the `hello` sample.
+//! to another executor — while one handed out in time runs. And an executor
+//! cut off from its HSC stops a lambda at the fence, its HTTP request with
+//! it. The real Frontend and HSC run over a SQLite file with the samples.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
+use waft_core::model::{Heartbeat, Refusal, TaskResult};
 use waft_core::{LambdaConfig, TaskStatus};
 use waft_runtime::{Allocator, Runtime, RuntimeConfig};
 use waft_services::{
@@ -149,4 +151,163 @@ async fn a_task_handed_out_after_its_first_fence_is_not_started() {
         hand_out_after(Duration::from_millis(1_200)).await,
         TaskStatus::Claimed
     );
+}
+
+/// An HSC that answers until it is cut off, then never again: what an
+/// executor sees when its network to the HSC goes down.
+struct Severable {
+    hsc: Arc<Hsc>,
+    cut: AtomicBool,
+}
+
+impl Severable {
+    async fn wait_if_cut(&self) {
+        if self.cut.load(Ordering::Acquire) {
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+#[async_trait]
+impl HscApi for Severable {
+    async fn task_claim_many(
+        &self,
+        claims: Vec<(String, i64)>,
+    ) -> ServiceResult<Vec<Result<ClaimedTask, Refusal>>> {
+        self.wait_if_cut().await;
+        self.hsc.task_claim_many(claims).await
+    }
+
+    async fn task_heartbeat_many(
+        &self,
+        beats: Vec<Heartbeat>,
+    ) -> ServiceResult<Vec<Result<(), Refusal>>> {
+        self.wait_if_cut().await;
+        self.hsc.task_heartbeat_many(beats).await
+    }
+
+    async fn task_set_result_many(
+        &self,
+        results: Vec<TaskResult>,
+    ) -> ServiceResult<Vec<Result<TaskStatus, Refusal>>> {
+        self.wait_if_cut().await;
+        self.hsc.task_set_result_many(results).await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lambda_cut_off_from_the_hsc_loses_its_request_at_the_fence() {
+    use waft_testing::http::{HttpServer, Reply};
+
+    // A server that answers forever: the request ends only if Waft ends it.
+    let server = HttpServer::start(|_| Reply::Stream {
+        chunk: b"tick".to_vec(),
+        every: Duration::from_millis(50),
+        count: None,
+    })
+    .await;
+    let dir = tempfile::TempDir::new().unwrap();
+    let store: Arc<dyn TaskStore> = Arc::new(
+        SqliteStore::open(&dir.path().join("waft.db"))
+            .await
+            .unwrap(),
+    );
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let runtime = Arc::new(
+        Runtime::new(RuntimeConfig {
+            allocator: Allocator::OnDemand,
+            ..RuntimeConfig::default()
+        })
+        .unwrap(),
+    );
+    let frontend = Arc::new(Frontend::new(
+        store.clone(),
+        clock.clone(),
+        runtime.clone(),
+        Arc::new(Wake::default()),
+    ));
+    let mut config = LambdaConfig::default();
+    config.grants.outbound = vec![server.url().parse().unwrap()];
+    config.limits.timeout = Duration::from_secs(30);
+    let webhook = std::fs::read(waft_sample_artifacts::WEBHOOK).unwrap();
+    frontend
+        .lambda_deploy("webhook", webhook, config)
+        .await
+        .unwrap();
+    let payload = serde_json::json!({ "url": format!("{}/stream", server.url()) });
+    store
+        .task_insert_many(TaskInsertMany {
+            tasks: vec![NewTask {
+                lambda: "webhook".into(),
+                payload: payload.to_string().into_bytes(),
+                ..NewTask::default()
+            }],
+            now: clock.now(),
+        })
+        .await
+        .unwrap();
+    let real = Arc::new(Hsc::new(store.clone(), clock, heartbeat()));
+    let hsc = Arc::new(Severable {
+        hsc: real.clone(),
+        cut: AtomicBool::new(false),
+    });
+    let controller = Arc::new(LateController {
+        store: store.clone(),
+        hsc: real,
+        delay: Duration::ZERO,
+        handed: AtomicBool::new(false),
+    });
+    let executor = Executor::new(
+        runtime,
+        controller,
+        hsc.clone(),
+        frontend,
+        ExecutorConfig {
+            heartbeat: heartbeat(),
+            next_work_wait: Duration::from_millis(100),
+            refresh: Duration::from_millis(100),
+            ..ExecutorConfig::default()
+        },
+        None,
+    )
+    .unwrap();
+    let stop = CancellationToken::new();
+    let running = tokio::spawn(executor.run(stop.clone().cancelled_owned()));
+
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while server.requests().is_empty() {
+        assert!(Instant::now() < deadline, "the request never arrived");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Heartbeats are answered for a while, then the HSC is cut off.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        server
+            .connections()
+            .iter()
+            .all(|c| c.dropped_early.is_none())
+    );
+    let cut_at = Instant::now();
+    hsc.cut.store(true, Ordering::Release);
+
+    // The fence passes (800 ms after the last answered heartbeat, with
+    // these settings): the instance stops and the server sees the drop.
+    let deadline = Instant::now() + Duration::from_secs(3);
+    let dropped = loop {
+        if let Some(at) = server.connections().iter().find_map(|c| c.dropped_early) {
+            break at;
+        }
+        assert!(Instant::now() < deadline, "the request outlived the fence");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    assert!(
+        dropped.duration_since(cut_at) < Duration::from_millis(1_500),
+        "{:?}",
+        dropped.duration_since(cut_at)
+    );
+    // And no request starts after the stop.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(server.requests().len(), 1, "a request after the stop");
+    stop.cancel();
+    let _ = tokio::time::timeout(Duration::from_secs(5), running).await;
 }
