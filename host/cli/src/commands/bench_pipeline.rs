@@ -5,7 +5,9 @@
 //! - throughput: tasks from the first schedule to the last terminal state,
 //!   with every task scheduled at once;
 //! - latency: schedule → claim percentiles of immediate tasks scheduled at
-//!   half the measured throughput.
+//!   half the measured throughput;
+//! - punctuality: due → claim percentiles of delayed tasks, each scheduled
+//!   some 0.2–2 s ahead of its due time (`--delayed`; none with 0).
 //!
 //! Without `--server` it starts `waft dev` in-process on a fresh data
 //! directory (durable SQLite; `WAFT_*` settings apply); with it, it measures whatever installation
@@ -43,6 +45,9 @@ pub struct PipelineBenchArgs {
     /// Tasks one executor runs at once.
     #[arg(long, default_value_t = 256)]
     pub concurrency: u32,
+    /// Delayed tasks of the punctuality run, due over some 10 s.
+    #[arg(long, default_value_t = 200)]
+    pub delayed: usize,
 }
 
 fn failed(what: &str) -> impl Fn(waft_services::ServiceError) -> Failure + '_ {
@@ -133,11 +138,59 @@ pub fn run(args: PipelineBenchArgs) -> Result<std::process::ExitCode, Failure> {
             at(0.99),
             at(1.0)
         );
+        if args.delayed > 0 {
+            punctuality(&frontend, &lambda, args.delayed).await?;
+        }
         if let Some(node) = node {
             node.shutdown().await;
         }
         Ok(std::process::ExitCode::SUCCESS)
     })
+}
+
+/// Schedules `count` delayed tasks, one every 50 ms, each due a varying
+/// 0.2–2 s after it is scheduled, and reports how late each was claimed.
+async fn punctuality(
+    frontend: &Arc<FrontendClient>,
+    lambda: &str,
+    count: usize,
+) -> Result<(), Failure> {
+    let mut last_due = Instant::now();
+    for i in 0..count {
+        // A spread of lead times that does not line up with any tick.
+        let lead = Duration::from_millis(200 + (i as u64 * 337) % 1800);
+        let task = TaskRequest {
+            lambda: lambda.to_owned(),
+            payload: br#"{"name":"bench"}"#.to_vec(),
+            collection: Some("delayed".to_owned()),
+            run_at: waft_services::RunAt::After(lead),
+            ..TaskRequest::default()
+        };
+        frontend
+            .task_schedule_many(vec![task])
+            .await
+            .map_err(failed("schedule"))?;
+        last_due = last_due.max(Instant::now() + lead);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep_until(last_due.into()).await;
+    wait_all(frontend, lambda, "delayed", count, None).await?;
+    let tasks = list_all(frontend, lambda, "delayed").await?;
+    let mut late: Vec<i64> = tasks
+        .iter()
+        .filter_map(|t| t.claimed_at.map(|c| c - t.scheduled_at))
+        .collect();
+    late.sort_unstable();
+    let at = |q: f64| late[((late.len() as f64 - 1.0) * q).round() as usize];
+    println!(
+        "due→start of {} delayed tasks: p50 {} ms, p95 {} ms, p99 {} ms, max {} ms",
+        late.len(),
+        at(0.5),
+        at(0.95),
+        at(0.99),
+        at(1.0)
+    );
+    Ok(())
 }
 
 fn progress(total: usize) -> ProgressBar {
