@@ -150,6 +150,11 @@ pub struct EnqueueReport {
     pub dead: u64,
     /// Held back by their lambda's scheduling quota, each until its slot.
     pub paced: u64,
+    /// When the earliest task not yet due comes due (a delayed task, a
+    /// retry, a timeout, a paced slot), so the consumer can wake for it
+    /// instead of waiting for its next poll. Read only when the poll did
+    /// not fill its batch (a full one is followed by another at once).
+    pub next_due: Option<Millis>,
 }
 
 /// Claims of enqueued tasks, each with the enqueue token it was queued with.

@@ -460,20 +460,24 @@ struct PostgresDue(PostgresStore);
 
 #[async_trait]
 impl DueSignal for PostgresDue {
-    async fn due(&self) {
-        if let Err(error) = self.0.notify_due().await {
+    async fn due(&self, at: waft_store::Millis) {
+        if let Err(error) = self.0.notify_due(at).await {
             tracing::warn!(%error, "cannot notify consumers; due tasks wait for the next poll");
         }
     }
 }
 
-/// Wakes the consumer on every due notification, reconnecting as needed.
+/// Wakes the consumer for every due notification, at the time it carries,
+/// reconnecting as needed.
 async fn relay_due(store: PostgresStore, wake: Wake) {
     loop {
         match store.listen_due().await {
             Ok(mut listener) => loop {
                 match listener.recv().await {
-                    Ok(_) => wake.wake(),
+                    Ok(notification) => match PostgresStore::due_time(&notification) {
+                        Some(at) => wake.wake_at(at),
+                        None => wake.wake(),
+                    },
                     Err(error) => {
                         tracing::warn!(%error, "lost the due-task notifications; reconnecting");
                         break;

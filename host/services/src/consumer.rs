@@ -4,9 +4,11 @@
 //! enqueue, claim or heartbeat timed out), which the store marks enqueued in
 //! the same transaction, and sends each to the queue of its `<lambda,
 //! priority>`. A turn that fills its batch is followed at once by another;
-//! otherwise the consumer sleeps until the poll interval passes or it is
-//! woken, which the Frontend does when it stores a task due now: immediate
-//! tasks do not wait for a tick. A lambda with a scheduling quota is paced
+//! otherwise the consumer sleeps until the next task comes due — the store
+//! says when, at the end of each turn — or the poll interval passes, or it is
+//! woken: the Frontend signals the due time of every task it stores (and
+//! the periodic schedules of every occurrence), so neither immediate nor
+//! delayed tasks wait for a tick. A lambda with a scheduling quota is paced
 //! in the same transaction: its due tasks beyond the quota's rate wait in
 //! the store for their own slots, so its backlog never crowds the queues.
 //!
@@ -19,12 +21,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use waft_queue::{QueueError, QueueKey, QueueMessage, TaskQueue};
-use waft_store::{StoreError, TaskEnqueueReady, TaskStore};
+use waft_store::{Millis, StoreError, TaskEnqueueReady, TaskStore};
 
 use crate::metrics::{self, QueueLabels};
 use crate::{Clock, Periodic, lock};
@@ -37,8 +40,9 @@ const BACKLOG_INTERVAL: Duration = Duration::from_secs(5);
 #[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ConsumerConfig {
-    /// The longest a due task waits for a turn when nobody wakes the
-    /// consumer: the delivery-latency lever of delayed tasks (default 1 s).
+    /// The longest the consumer sleeps between turns (default 1 s). It
+    /// wakes sooner when the next task comes due, so this bounds only what
+    /// a lost due signal costs.
     #[serde(deserialize_with = "waft_core::deserialize_duration")]
     pub poll_interval: Duration,
     /// Tasks taken per turn (default 1000).
@@ -59,14 +63,44 @@ impl Default for ConsumerConfig {
     }
 }
 
-/// Wakes a consumer for an immediate turn. Cheap to clone.
+/// Wakes a consumer for a turn, now or when tasks come due. Cheap to clone.
 #[derive(Debug, Clone, Default)]
-pub struct Wake(Arc<Notify>);
+pub struct Wake(Arc<WakeState>);
+
+#[derive(Debug)]
+struct WakeState {
+    notify: Notify,
+    /// The earliest due time signalled since the consumer last looked;
+    /// `Millis::MAX` for none.
+    earliest: AtomicI64,
+}
+
+impl Default for WakeState {
+    fn default() -> Self {
+        Self {
+            notify: Notify::new(),
+            earliest: AtomicI64::new(Millis::MAX),
+        }
+    }
+}
 
 impl Wake {
     /// Asks for a turn now; several calls before the turn make one turn.
     pub fn wake(&self) {
-        self.0.notify_one();
+        self.wake_at(Millis::MIN);
+    }
+
+    /// Asks for a turn at `at` (Unix milliseconds), when a task comes due,
+    /// rather than at the next poll.
+    pub fn wake_at(&self, at: Millis) {
+        self.0.earliest.fetch_min(at, Ordering::AcqRel);
+        self.0.notify.notify_one();
+    }
+
+    /// The earliest due time signalled since the last call.
+    fn take(&self) -> Option<Millis> {
+        let at = self.0.earliest.swap(Millis::MAX, Ordering::AcqRel);
+        (at != Millis::MAX).then_some(at)
     }
 }
 
@@ -85,6 +119,8 @@ pub struct PollReport {
     pub paced: u64,
     /// The turn filled its batch: more may be due.
     pub full: bool,
+    /// When the earliest task not yet due comes due, if the store said.
+    pub next_due: Option<Millis>,
 }
 
 /// Why a turn failed.
@@ -192,6 +228,7 @@ impl StoreConsumer {
             dead: report.dead,
             paced: report.paced,
             full,
+            next_due: report.next_due,
         })
     }
 
@@ -264,20 +301,36 @@ impl StoreConsumer {
     async fn turns(&self, shutdown: impl std::future::Future<Output = ()>) {
         tokio::pin!(shutdown);
         loop {
-            let full = match self.run_once().await {
-                Ok(report) => report.full,
+            let (full, mut next) = match self.run_once().await {
+                Ok(report) => (report.full, report.next_due),
                 Err(error) => {
                     tracing::error!(%error, "store consumer turn failed");
-                    false
+                    (false, None)
                 }
             };
             if full {
                 continue;
             }
-            tokio::select! {
-                () = &mut shutdown => return,
-                () = self.wake.0.notified() => {}
-                () = tokio::time::sleep(self.config.poll_interval) => {}
+            // Sleep until the next task comes due, a signal says one comes
+            // due sooner, or the poll interval passes: whichever is first.
+            let poll = tokio::time::Instant::now() + self.config.poll_interval;
+            loop {
+                if let Some(at) = self.wake.take() {
+                    next = Some(next.map_or(at, |n| n.min(at)));
+                }
+                let wait = next.map(|at| {
+                    let ms = at.saturating_sub(self.clock.now()).max(0);
+                    Duration::from_millis(u64::try_from(ms).unwrap_or(0))
+                });
+                if wait == Some(Duration::ZERO) {
+                    break;
+                }
+                let until = wait.map_or(poll, |wait| poll.min(tokio::time::Instant::now() + wait));
+                tokio::select! {
+                    () = &mut shutdown => return,
+                    () = self.wake.0.notify.notified() => {}
+                    () = tokio::time::sleep_until(until) => break,
+                }
             }
         }
     }

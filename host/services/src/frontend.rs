@@ -17,8 +17,8 @@ use waft_core::{CronSchedule, LambdaConfig};
 use waft_runtime::{Digest, Runtime};
 use waft_store::{
     Attempt, Cron, DeadRedrive, DeadSelector, Gate, GateSet, GateState, GcReport, Lambda,
-    LambdaDeploy, LambdaGc, LambdaRollback, NewTask, SealedSecrets, SecretInfo, SecretSet, Task,
-    TaskInsertMany, TaskInserted, TaskList, TaskStore, Token, TokenCreate, TokenRole,
+    LambdaDeploy, LambdaGc, LambdaRollback, Millis, NewTask, SealedSecrets, SecretInfo, SecretSet,
+    Task, TaskInsertMany, TaskInserted, TaskList, TaskStore, Token, TokenCreate, TokenRole,
 };
 
 use crate::quota::Quotas;
@@ -33,17 +33,20 @@ pub const MAX_COMPONENT_BYTES: usize = 64 << 20;
 /// Versions of a lambda kept after a deploy or rollback, by default.
 pub const KEEP_VERSIONS: u32 = 10;
 
-/// Tells the Store Consumer that tasks are due now.
+/// Tells the Store Consumer when stored tasks come due.
 #[async_trait]
 pub trait DueSignal: Send + Sync {
-    /// Best effort: a lost signal only delays tasks until the next poll.
-    async fn due(&self);
+    /// Tasks were stored that come due at `at` (Unix milliseconds; now or
+    /// earlier for immediate ones): the consumer takes a turn then rather
+    /// than at its next poll. Best effort: a lost signal only delays tasks
+    /// until the next poll.
+    async fn due(&self, at: Millis);
 }
 
 #[async_trait]
 impl DueSignal for crate::Wake {
-    async fn due(&self) {
-        self.wake();
+    async fn due(&self, at: Millis) {
+        self.wake_at(at);
     }
 }
 
@@ -131,7 +134,8 @@ impl FrontendApi for Frontend {
             )));
         }
         let now = self.clock.now();
-        let mut due_now = false;
+        // The earliest of the tasks' due times, for the consumer.
+        let mut earliest: Option<Millis> = None;
         let tasks = tasks
             .into_iter()
             .map(|task| {
@@ -145,7 +149,8 @@ impl FrontendApi for Frontend {
                         Some(now.saturating_add(delay))
                     }
                 };
-                due_now |= run_at.is_none_or(|at| at <= now);
+                let due = run_at.map_or(now, |at| at.max(now));
+                earliest = Some(earliest.map_or(due, |e| e.min(due)));
                 Ok(NewTask {
                     lambda: task.lambda,
                     collection: task.collection,
@@ -188,8 +193,8 @@ impl FrontendApi for Frontend {
                 scheduled.get_or_create(&metrics::lambda(lambda)).inc();
             }
         }
-        if due_now {
-            self.due.due().await;
+        if let Some(at) = earliest {
+            self.due.due(at).await;
         }
         Ok(inserted)
     }
@@ -307,7 +312,7 @@ impl FrontendApi for Frontend {
             })
             .await?;
         if released > 0 {
-            self.due.due().await;
+            self.due.due(self.clock.now()).await;
         }
         tracing::info!(
             lambda,
@@ -342,7 +347,7 @@ impl FrontendApi for Frontend {
             })
             .await?;
         if redriven > 0 {
-            self.due.due().await;
+            self.due.due(self.clock.now()).await;
         }
         Ok(redriven)
     }

@@ -70,7 +70,8 @@ impl Periodic {
         let now = self.clock.now();
         let horizon = now.saturating_add(i64::try_from(self.interval.as_millis()).unwrap_or(0));
         let mut report = PeriodicReport::default();
-        let mut due_now = false;
+        // The earliest occurrence materialised, for the consumer.
+        let mut earliest: Option<Millis> = None;
         'turn: loop {
             let schedules = self.store.cron_due(horizon, BATCH).await?;
             if schedules.is_empty() {
@@ -85,7 +86,9 @@ impl Periodic {
                     Ok(Materialized::Created(task)) => {
                         tracing::debug!(schedule = %schedule.id, %task, occurrence = step.occurrence, "periodic task created");
                         report.created += 1;
-                        due_now |= step.occurrence <= now;
+                        earliest = Some(
+                            earliest.map_or(step.occurrence, |e: Millis| e.min(step.occurrence)),
+                        );
                     }
                     Ok(Materialized::AlreadyDone) => report.lost += 1,
                     Ok(Materialized::Skipped(why)) => {
@@ -108,8 +111,8 @@ impl Periodic {
                 break;
             }
         }
-        if due_now {
-            self.due.due().await;
+        if let Some(at) = earliest {
+            self.due.due(at).await;
         }
         Ok(report)
     }

@@ -243,3 +243,104 @@ async fn waking_the_consumer_sends_an_immediate_task_without_waiting_for_the_tic
     let _ = stop.send(());
     running.await.unwrap();
 }
+
+/// A consumer with an hour-long tick, running until the returned sender
+/// fires: only the due times it learns can explain a punctual delivery.
+fn punctual_consumer(
+    store: Arc<SqliteStore>,
+    queue: Arc<MemoryQueue>,
+) -> (
+    Arc<StoreConsumer>,
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<()>,
+) {
+    let config = ConsumerConfig {
+        poll_interval: Duration::from_secs(3600),
+        ..ConsumerConfig::default()
+    };
+    let consumer = Arc::new(StoreConsumer::new(
+        store,
+        queue,
+        Arc::new(SystemClock),
+        config,
+    ));
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = {
+        let consumer = consumer.clone();
+        tokio::spawn(async move {
+            consumer
+                .run(async {
+                    let _ = stopped.await;
+                })
+                .await;
+        })
+    };
+    (consumer, stop, running)
+}
+
+/// How late each task reached its queue after its due time, in ms.
+async fn lateness(queue: &MemoryQueue, due: &[(String, Millis)]) -> Vec<Millis> {
+    let mut late = Vec::new();
+    while late.len() < due.len() {
+        let got = queue
+            .queue_receive(&QueueKey::new("mail", 0), 10, Duration::from_secs(10))
+            .await
+            .unwrap();
+        assert!(
+            !got.is_empty(),
+            "a delayed task never came (the tick is an hour)"
+        );
+        let now = SystemClock.now();
+        for delivery in got {
+            let (_, at) = due
+                .iter()
+                .find(|(id, _)| *id == delivery.message.task_id)
+                .unwrap();
+            assert!(now >= *at, "delivered {} ms early", at - now);
+            late.push(now - at);
+        }
+    }
+    late
+}
+
+#[tokio::test]
+async fn delayed_tasks_stored_before_a_turn_are_sent_when_they_come_due() {
+    let dir = tempfile::tempdir().unwrap();
+    let now = SystemClock.now();
+    let store = store(&dir, now).await;
+    let queue = Arc::new(MemoryQueue::new(Duration::from_secs(30)));
+    // Stored behind the consumer's back, nobody signalling: it learns the
+    // first due time from the store at the end of its first turn, the
+    // second at the end of the turn that sends the first.
+    let mut due = Vec::new();
+    for delay in [300, 600] {
+        let id = insert(&store, vec![task(0, Some(now + delay))], now).await;
+        due.push((id[0].clone(), now + delay));
+    }
+    let (_consumer, stop, running) = punctual_consumer(store, queue.clone());
+    let late = lateness(&queue, &due).await;
+    assert!(late.iter().all(|&ms| ms < 100), "{late:?} ms late");
+    let _ = stop.send(());
+    running.await.unwrap();
+}
+
+#[tokio::test]
+async fn a_signalled_due_time_wakes_the_consumer_for_a_delayed_task() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(&dir, SystemClock.now()).await;
+    let queue = Arc::new(MemoryQueue::new(Duration::from_secs(30)));
+    let (consumer, stop, running) = punctual_consumer(store.clone(), queue.clone());
+    // Let the first turn (an empty one) pass, so the consumer sleeps.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+
+    // Stored after the turn: only the signal (what the Frontend sends) can
+    // tell the sleeping consumer.
+    let now = SystemClock.now();
+    let at = now + 300;
+    let id = insert(&store, vec![task(0, Some(at))], now).await;
+    consumer.waker().wake_at(at);
+    let late = lateness(&queue, &[(id[0].clone(), at)]).await;
+    assert!(late[0] < 100, "{late:?} ms late");
+    let _ = stop.send(());
+    running.await.unwrap();
+}

@@ -43,14 +43,22 @@ impl PostgresStore {
     }
 
     /// Tells every process listening (see [`PostgresStore::listen_due`])
-    /// that tasks are due now: how a Frontend wakes Store Consumers in other
-    /// processes.
-    pub async fn notify_due(&self) -> crate::Result<()> {
-        sqlx::query("SELECT pg_notify($1, '')")
+    /// that tasks come due at `at` (Unix milliseconds, the notification's
+    /// payload): how a Frontend wakes Store Consumers in other processes,
+    /// for immediate and delayed tasks alike.
+    pub async fn notify_due(&self, at: crate::Millis) -> crate::Result<()> {
+        sqlx::query("SELECT pg_notify($1, $2)")
             .bind(DUE_CHANNEL)
+            .bind(at.to_string())
             .execute(&self.pool)
             .await?;
         Ok(())
+    }
+
+    /// The due time a notification of [`PostgresStore::notify_due`] carries;
+    /// one without a readable time means now.
+    pub fn due_time(notification: &sqlx::postgres::PgNotification) -> Option<crate::Millis> {
+        notification.payload().parse().ok()
     }
 
     /// A listener that hears every [`PostgresStore::notify_due`]. It

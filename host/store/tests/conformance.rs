@@ -136,3 +136,23 @@ conformance!(
         continuations_keep_their_key,
     ],
 );
+
+/// Across processes, a Frontend tells Store Consumers when tasks come due
+/// through a Postgres notification that carries the due time.
+#[tokio::test]
+async fn postgres_due_notifications_carry_the_due_time() {
+    let Some(store) = postgres().await else {
+        eprintln!("skipping: PostgreSQL is not available here");
+        return;
+    };
+    let mut listener = store.listen_due().await.unwrap();
+    store.notify_due(1_800_000_004_321).await.unwrap();
+    let notification = tokio::time::timeout(std::time::Duration::from_secs(10), listener.recv())
+        .await
+        .expect("the notification arrives")
+        .unwrap();
+    assert_eq!(
+        PostgresStore::due_time(&notification),
+        Some(1_800_000_004_321)
+    );
+}

@@ -141,6 +141,17 @@ pub(super) async fn enqueue_ready(
             });
         }
     }
+    if due.len() < params.limit as usize {
+        // The partial index on next_trigger_at answers this from its first
+        // entry past `now`.
+        report.next_due = sqlx::query_scalar(
+            "SELECT MIN(next_trigger_at) FROM tasks \
+             WHERE next_trigger_at IS NOT NULL AND next_trigger_at > $1",
+        )
+        .bind(now)
+        .fetch_one(&mut *tx)
+        .await?;
+    }
     tx.commit().await?;
     Ok(report)
 }

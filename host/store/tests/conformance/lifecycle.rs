@@ -21,10 +21,14 @@ pub async fn the_happy_path_follows_the_state_table(store: &dyn TaskStore) {
     );
     assert_eq!((task.collection.as_str(), task.priority), ("default", 0));
 
-    // Not due before its time.
-    assert!(poll(store, T0 - 1).await.enqueued.is_empty());
+    // Not due before its time, and the poll says when it comes due.
+    let early = poll(store, T0 - 1).await;
+    assert!(early.enqueued.is_empty());
+    assert_eq!(early.next_due, Some(T0));
     let report = poll(store, T0).await;
     assert_eq!(report.enqueued.len(), 1);
+    // Next due: its own enqueue timeout, should no executor claim it.
+    assert_eq!(report.next_due, Some(T0 + 60_000));
     let queued = &report.enqueued[0];
     assert_eq!(
         (queued.id.as_str(), queued.lambda.as_str()),
