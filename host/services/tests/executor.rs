@@ -311,3 +311,167 @@ async fn a_lambda_cut_off_from_the_hsc_loses_its_request_at_the_fence() {
     stop.cancel();
     let _ = tokio::time::timeout(Duration::from_secs(5), running).await;
 }
+
+/// Hands out every due task it can claim, up to what the executor asks for.
+struct EagerController {
+    store: Arc<dyn TaskStore>,
+    hsc: Arc<Hsc>,
+}
+
+#[async_trait]
+impl ControllerApi for EagerController {
+    async fn next_work(&self, request: NextWork) -> ServiceResult<Vec<ClaimedTask>> {
+        let report = self
+            .store
+            .task_enqueue_ready(TaskEnqueueReady {
+                now: SystemClock.now(),
+                limit: request.max_tasks,
+                enqueue_timeout: Duration::from_secs(60),
+            })
+            .await
+            .unwrap();
+        if report.enqueued.is_empty() {
+            tokio::time::sleep(request.wait.min(Duration::from_millis(50))).await;
+            return Ok(Vec::new());
+        }
+        let claims = report
+            .enqueued
+            .into_iter()
+            .map(|task| (task.id, task.enqueue_token))
+            .collect();
+        let claimed = self.hsc.task_claim_many(claims).await?;
+        Ok(claimed.into_iter().filter_map(Result::ok).collect())
+    }
+}
+
+/// Counts the HSC's heartbeat calls and the beats they carry.
+struct CountingHsc {
+    hsc: Arc<Hsc>,
+    calls: std::sync::atomic::AtomicUsize,
+    beats: std::sync::atomic::AtomicUsize,
+}
+
+#[async_trait]
+impl HscApi for CountingHsc {
+    async fn task_claim_many(
+        &self,
+        claims: Vec<(String, i64)>,
+    ) -> ServiceResult<Vec<Result<ClaimedTask, Refusal>>> {
+        self.hsc.task_claim_many(claims).await
+    }
+
+    async fn task_heartbeat_many(
+        &self,
+        beats: Vec<Heartbeat>,
+    ) -> ServiceResult<Vec<Result<(), Refusal>>> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        self.beats.fetch_add(beats.len(), Ordering::Relaxed);
+        self.hsc.task_heartbeat_many(beats).await
+    }
+
+    async fn task_set_result_many(
+        &self,
+        results: Vec<TaskResult>,
+    ) -> ServiceResult<Vec<Result<TaskStatus, Refusal>>> {
+        self.hsc.task_set_result_many(results).await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn running_tasks_share_their_heartbeat_calls() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let store: Arc<dyn TaskStore> = Arc::new(
+        SqliteStore::open(&dir.path().join("waft.db"))
+            .await
+            .unwrap(),
+    );
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let runtime = Arc::new(Runtime::new(RuntimeConfig::default()).unwrap());
+    let frontend = Arc::new(Frontend::new(
+        store.clone(),
+        clock.clone(),
+        runtime.clone(),
+        Arc::new(Wake::default()),
+    ));
+    let config = LambdaConfig {
+        concurrency: 200,
+        ..LambdaConfig::default()
+    };
+    let sleepy = std::fs::read(waft_sample_artifacts::SLEEPY).unwrap();
+    frontend
+        .lambda_deploy("sleepy", sleepy, config)
+        .await
+        .unwrap();
+    // 200 tasks of 1.5 s each, all running at once: ≈ 15 beats each.
+    let payload = serde_json::json!({ "steps": 15, "step_ms": 100 }).to_string();
+    store
+        .task_insert_many(TaskInsertMany {
+            tasks: (0..200)
+                .map(|_| NewTask {
+                    lambda: "sleepy".into(),
+                    payload: payload.clone().into_bytes(),
+                    ..NewTask::default()
+                })
+                .collect(),
+            now: clock.now(),
+        })
+        .await
+        .unwrap();
+    let real = Arc::new(Hsc::new(store.clone(), clock, heartbeat()));
+    let hsc = Arc::new(CountingHsc {
+        hsc: real.clone(),
+        calls: std::sync::atomic::AtomicUsize::new(0),
+        beats: std::sync::atomic::AtomicUsize::new(0),
+    });
+    let controller = Arc::new(EagerController {
+        store: store.clone(),
+        hsc: real,
+    });
+    let executor = Executor::new(
+        runtime,
+        controller,
+        hsc.clone(),
+        frontend,
+        ExecutorConfig {
+            heartbeat: heartbeat(),
+            max_tasks: 200,
+            next_work_wait: Duration::from_millis(100),
+            refresh: Duration::from_millis(100),
+            ..ExecutorConfig::default()
+        },
+        None,
+    )
+    .unwrap();
+    let stop = CancellationToken::new();
+    let running = tokio::spawn(executor.run(stop.clone().cancelled_owned()));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let tasks = store
+            .task_list(waft_store::TaskList {
+                lambda: Some("sleepy".into()),
+                limit: 1000,
+                ..waft_store::TaskList::default()
+            })
+            .await
+            .unwrap();
+        if tasks.iter().all(|t| t.status.is_terminal()) {
+            assert!(
+                tasks.iter().all(|t| t.status == TaskStatus::Success),
+                "{:?}",
+                tasks.iter().find(|t| t.status != TaskStatus::Success)
+            );
+            break;
+        }
+        assert!(Instant::now() < deadline, "the tasks did not finish");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    stop.cancel();
+    running.await.unwrap();
+    let calls = hsc.calls.load(Ordering::Relaxed);
+    let beats = hsc.beats.load(Ordering::Relaxed);
+    println!("{beats} heartbeats in {calls} HSC calls");
+    assert!(beats >= 1000, "{beats} beats");
+    // One call per beat without batching; a window of a quarter of the
+    // RPC timeout (25 ms here) gathers them by the dozen.
+    assert!(calls * 5 <= beats, "{beats} beats in {calls} calls");
+}

@@ -1,6 +1,6 @@
-//! What an execution reaches outside its instance: heartbeats to the HSC
-//! (through the watchdog), and the lambda's own host calls — its progress
-//! note and the children it schedules through the Frontend.
+//! What an execution's lambda reaches outside its instance: its progress
+//! note (carried by the watchdog's next heartbeat) and the children it
+//! schedules through the Frontend.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -8,40 +8,8 @@ use std::time::UNIX_EPOCH;
 
 use async_trait::async_trait;
 use waft_runtime::{ChildRequest, KillSwitch, LeaseLost, ScheduleRejection, TaskHost};
-use waft_store::Heartbeat;
 
-use crate::{
-    FrontendApi, HeartbeatFailure, HeartbeatSink, HscApi, RunAt, ServiceError, TaskRequest, lock,
-};
-
-/// Heartbeats go to the HSC.
-pub(super) struct HscSink(pub(super) Arc<dyn HscApi>);
-
-#[async_trait]
-impl HeartbeatSink for HscSink {
-    async fn heartbeat(
-        &self,
-        task_id: &str,
-        lease_token: i64,
-        progress: Option<String>,
-    ) -> Result<(), HeartbeatFailure> {
-        let beat = Heartbeat {
-            id: task_id.to_owned(),
-            lease_token,
-            progress,
-        };
-        match self.0.task_heartbeat_many(vec![beat]).await {
-            Ok(answers) => match answers.into_iter().next() {
-                Some(Ok(())) => Ok(()),
-                Some(Err(refusal)) => Err(HeartbeatFailure::LeaseLost(format!("{refusal:?}"))),
-                None => Err(HeartbeatFailure::Unreachable(
-                    "the HSC gave no answer".into(),
-                )),
-            },
-            Err(error) => Err(HeartbeatFailure::Unreachable(error.to_string())),
-        }
-    }
-}
+use crate::{FrontendApi, RunAt, ServiceError, TaskRequest, lock};
 
 /// What a running lambda's host calls reach.
 ///

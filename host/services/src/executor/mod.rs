@@ -18,6 +18,7 @@
 //! instance (`host`), what it reports of how it ended (`outcome`, the
 //! policy), and the batched delivery of results (`reporter`).
 
+mod heartbeats;
 mod host;
 mod outcome;
 mod reporter;
@@ -38,7 +39,8 @@ use waft_store::{ClaimedTask, Lambda, TaskResult};
 
 pub use outcome::render_log;
 
-use self::host::{ExecutionHost, HscSink};
+use self::heartbeats::BatchedHeartbeats;
+use self::host::ExecutionHost;
 use self::reporter::ResultReporter;
 use self::secrets::Secrets;
 use self::slots::{MAX_POLLS, Reserved};
@@ -128,6 +130,8 @@ pub struct Executor {
     versions: Versions,
     /// The lambdas' secrets, opened.
     secrets: Secrets,
+    /// Every execution's heartbeats, batched.
+    heartbeats: Arc<BatchedHeartbeats>,
     /// Running tasks per lambda.
     running: Mutex<HashMap<String, usize>>,
     running_total: AtomicUsize,
@@ -156,6 +160,10 @@ impl Executor {
             })?),
             None => None,
         };
+        let heartbeats = Arc::new(BatchedHeartbeats::new(
+            hsc.clone(),
+            config.heartbeat.rpc_timeout,
+        ));
         Ok(Arc::new(Self {
             runtime,
             controller,
@@ -165,6 +173,7 @@ impl Executor {
             journal,
             versions: Mutex::default(),
             secrets: Secrets::new(secret_key),
+            heartbeats,
             running: Mutex::default(),
             running_total: AtomicUsize::new(0),
             freed: Notify::new(),
@@ -374,7 +383,7 @@ impl Executor {
             progress: Mutex::new(None),
             children: AtomicUsize::new(0),
         });
-        let sink: Arc<dyn HeartbeatSink> = Arc::new(HscSink(self.hsc.clone()));
+        let sink: Arc<dyn HeartbeatSink> = self.heartbeats.clone();
         let (done, finished) = tokio::sync::oneshot::channel::<()>();
         let execution = async {
             let execution = self.run_task(&task, host.clone(), &kill).await;
