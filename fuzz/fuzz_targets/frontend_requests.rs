@@ -20,7 +20,7 @@ struct Nobody;
 
 #[async_trait]
 impl DueSignal for Nobody {
-    async fn due(&self) {}
+    async fn due(&self, _at: waft_store::Millis) {}
 }
 
 fn service() -> &'static FrontendService {
