@@ -1,0 +1,223 @@
+//! Lambdas written in Python (componentize-py, `sdk/python`) and in
+//! JavaScript (componentize-js, `sdk/js`) run like any other: their output,
+//! log and failures; their HTTP calls, grants, configuration and secrets.
+//! Each language's `hello` and `webhook` samples meet the same checks.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use serde_json::{Value, json};
+use waft_core::{Grants, Limits};
+use waft_runtime::{
+    Execution, KillSwitch, LogSource, Outcome, PreparedLambda, RecordingHost, Runtime,
+    RuntimeConfig, Sandbox, TaskInput,
+};
+use waft_sample_artifacts as samples;
+use waft_testing::http::{HttpServer, Reply};
+
+/// The sample at `path`, prepared; `None` (after saying so) when its
+/// language's tool is not installed — the samples' build fails instead
+/// under CI=true.
+async fn prepare(path: Option<&str>, tool: &str) -> Option<PreparedLambda> {
+    let Some(path) = path else {
+        eprintln!("skipping: {tool} is not installed (run scripts/setup)");
+        return None;
+    };
+    let runtime = Runtime::new(RuntimeConfig::default()).unwrap();
+    let lambda = runtime
+        .prepare(&std::fs::read(path).unwrap())
+        .await
+        .expect("the component prepares");
+    Some(lambda)
+}
+
+/// Runs task `id` (attempt 2) with `payload`.
+async fn run(lambda: &PreparedLambda, id: &str, payload: &[u8], sandbox: &Sandbox) -> Execution {
+    let task = TaskInput {
+        id: id.into(),
+        lambda: "sample".into(),
+        collection: "default".into(),
+        priority: 0,
+        attempt: 2,
+        scheduled_at: SystemTime::now(),
+        payload: payload.to_vec(),
+    };
+    lambda
+        .run(
+            task,
+            sandbox,
+            Arc::new(RecordingHost::default()),
+            &KillSwitch::new(),
+        )
+        .await
+}
+
+fn output(execution: &Execution) -> Value {
+    match &execution.outcome {
+        Outcome::Success {
+            output: Some(bytes),
+        } => serde_json::from_slice(bytes).unwrap(),
+        other => panic!("{other:?}; log {:?}", execution.log),
+    }
+}
+
+/// `hello` greets, logs with fields, and a payload that is not JSON is a
+/// retriable failure naming the language's error (`bad_json`).
+async fn hello_answers_logs_and_fails(lambda: &PreparedLambda, bad_json: &str) {
+    let execution = run(lambda, "01HI", br#"{"name":"Ada"}"#, &Sandbox::default()).await;
+    assert_eq!(output(&execution), json!({"greeting": "Hello, Ada!"}));
+    let record = &execution.log.records[0];
+    assert_eq!(record.source, LogSource::Lambda(waft_runtime::Level::Info));
+    assert_eq!(record.message, "greeted on attempt 2");
+    assert_eq!(record.fields, [("name".to_owned(), "Ada".to_owned())]);
+
+    // Bad JSON raises inside the function: a retriable failure saying why.
+    let execution = run(lambda, "01HI", b"{not json", &Sandbox::default()).await;
+    match &execution.outcome {
+        Outcome::Retriable { message, .. } => {
+            assert!(message.contains(bad_json), "{message}")
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// `webhook` against a real server: granted, it sends the secret, the
+/// variable and a key a second attempt repeats (the body as the language
+/// encodes `{"n":1}`: `sent`), and the echoed secret comes back redacted;
+/// 503 with Retry-After is retriable after it, 404 fatal; not granted,
+/// nothing reaches the server, the log says why, and the outcome is what
+/// `refused` accepts.
+async fn webhook_calls_what_it_is_granted(
+    lambda: &PreparedLambda,
+    sent: &[u8],
+    refused: impl Fn(&Outcome) -> bool,
+) {
+    let server = HttpServer::start(|request| match request.path.as_str() {
+        "/busy" => Reply::Answer {
+            status: 503,
+            headers: vec![("retry-after".into(), "7".into())],
+            body: Vec::new(),
+        },
+        "/gone" => Reply::status(404, "no such hook"),
+        _ => Reply::status(200, request.header("authorization").unwrap_or("none")),
+    })
+    .await;
+    let mut grants = Grants {
+        outbound: vec![server.url().parse().unwrap()],
+        ..Grants::default()
+    };
+    grants.env.insert("SOURCE".into(), "billing".into());
+    let sandbox = Sandbox {
+        limits: Limits::default(),
+        grants: Arc::new(grants),
+        secrets: Arc::new(vec![("WEBHOOK_TOKEN".into(), "tok-5be2d0c1".into())]),
+    };
+    let call = |path: &str| {
+        json!({"url": format!("{}{path}", server.url()), "body": {"n": 1}})
+            .to_string()
+            .into_bytes()
+    };
+
+    for _ in 0..2 {
+        let answer = output(&run(lambda, "01WH", &call("/hook"), &sandbox).await);
+        assert_eq!(answer["status"], 200);
+        assert_eq!(answer["body"], "Bearer [redacted]");
+    }
+    let requests = server.requests();
+    assert_eq!(requests[0].method, "POST");
+    assert_eq!(requests[0].body, sent);
+    assert_eq!(
+        requests[0].header("authorization"),
+        Some("Bearer tok-5be2d0c1")
+    );
+    assert_eq!(requests[0].header("x-waft-source"), Some("billing"));
+    assert_eq!(requests[0].header("idempotency-key"), Some("waft-01WH-0"));
+    assert_eq!(
+        requests[1].header("idempotency-key"),
+        requests[0].header("idempotency-key")
+    );
+
+    let execution = run(lambda, "01WH", &call("/busy"), &sandbox).await;
+    assert!(
+        matches!(
+            &execution.outcome,
+            Outcome::Retriable { retry_after: Some(after), .. } if after.as_secs() == 7
+        ),
+        "{:?}",
+        execution.outcome
+    );
+    let execution = run(lambda, "01WH", &call("/gone"), &sandbox).await;
+    assert!(
+        matches!(&execution.outcome, Outcome::Fatal { message } if message.contains("no such hook")),
+        "{:?}",
+        execution.outcome
+    );
+
+    let seen = server.requests().len();
+    let execution = run(lambda, "01WH", &call("/hook"), &Sandbox::default()).await;
+    assert!(
+        refused(&execution.outcome),
+        "{:?}; log {:?}",
+        execution.outcome,
+        execution.log
+    );
+    assert!(
+        execution
+            .log
+            .records
+            .iter()
+            .any(|r| r.source == LogSource::Waft && r.message.contains("--allow-outbound")),
+        "{:?}",
+        execution.log
+    );
+    assert_eq!(server.requests().len(), seen);
+}
+
+#[tokio::test]
+async fn a_python_lambda_answers_logs_and_fails_like_any_other() {
+    if let Some(lambda) = prepare(samples::PYTHON_HELLO, "componentize-py").await {
+        hello_answers_logs_and_fails(&lambda, "JSONDecodeError").await;
+    }
+}
+
+#[tokio::test]
+async fn a_python_webhook_calls_what_it_is_granted_with_its_secret_and_judges_the_answer() {
+    let Some(lambda) = prepare(samples::PYTHON_WEBHOOK, "componentize-py").await else {
+        return;
+    };
+    // `waft_http` tells a refusal apart: fatal, the grant is missing.
+    webhook_calls_what_it_is_granted(
+        &lambda,
+        br#"{"n": 1}"#,
+        |outcome| matches!(outcome, Outcome::Fatal { message } if message.contains("refused")),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_javascript_lambda_answers_logs_and_fails_like_any_other() {
+    let Some(lambda) = prepare(samples::JS_HELLO, "componentize-js").await else {
+        return;
+    };
+    // Built without HTTP, it imports none: it deploys without a grant.
+    let imports = lambda.imports();
+    assert!(
+        !imports.iter().any(|i| i.starts_with("wasi:http/")),
+        "{imports:?}"
+    );
+    hello_answers_logs_and_fails(&lambda, "SyntaxError").await;
+}
+
+#[tokio::test]
+async fn a_javascript_webhook_fetches_what_it_is_granted_with_its_secret() {
+    let Some(lambda) = prepare(samples::JS_WEBHOOK, "componentize-js").await else {
+        return;
+    };
+    // `fetch` rejects a refusal like a network failure: retriable. The
+    // request's body was being streamed: the lambda still gets an answer it
+    // can handle (a rejected `fetch`), not a trap.
+    webhook_calls_what_it_is_granted(&lambda, br#"{"n":1}"#, |outcome| {
+        matches!(outcome, Outcome::Retriable { message, .. } if message.contains("NetworkError"))
+    })
+    .await;
+}
