@@ -123,20 +123,9 @@ pub fn run(args: PipelineBenchArgs) -> Result<std::process::ExitCode, Failure> {
         schedule(&frontend, &lambda, "latency", count, args.batch.min(50), 1, Some(half)).await?;
         wait_all(&frontend, &lambda, "latency", count, Some(&bar)).await?;
         bar.finish_and_clear();
-        let tasks = list_all(&frontend, &lambda, "latency").await?;
-        let mut latencies: Vec<i64> = tasks
-            .iter()
-            .filter_map(|t| t.claimed_at.map(|c| c - t.scheduled_at))
-            .collect();
-        latencies.sort_unstable();
-        let at = |q: f64| latencies[((latencies.len() as f64 - 1.0) * q).round() as usize];
+        let (started, percentiles) = start_delays(&frontend, &lambda, "latency").await?;
         println!(
-            "schedule→start at {half:.0} tasks/s (half of peak), {} tasks: p50 {} ms, p95 {} ms, p99 {} ms, max {} ms",
-            latencies.len(),
-            at(0.5),
-            at(0.95),
-            at(0.99),
-            at(1.0)
+            "schedule→start at {half:.0} tasks/s (half of peak), {started} tasks: {percentiles}"
         );
         if args.delayed > 0 {
             punctuality(&frontend, &lambda, args.delayed).await?;
@@ -175,22 +164,38 @@ async fn punctuality(
     }
     tokio::time::sleep_until(last_due.into()).await;
     wait_all(frontend, lambda, "delayed", count, None).await?;
-    let tasks = list_all(frontend, lambda, "delayed").await?;
-    let mut late: Vec<i64> = tasks
+    let (started, percentiles) = start_delays(frontend, lambda, "delayed").await?;
+    println!("due→start of {started} delayed tasks: {percentiles}");
+    Ok(())
+}
+
+/// How long after its due time (`scheduled_at`) each started task of a
+/// collection was claimed: how many started, and their percentiles in ms.
+async fn start_delays(
+    frontend: &FrontendClient,
+    lambda: &str,
+    collection: &str,
+) -> Result<(usize, String), Failure> {
+    let tasks = list_all(frontend, lambda, collection).await?;
+    let mut delays: Vec<i64> = tasks
         .iter()
         .filter_map(|t| t.claimed_at.map(|c| c - t.scheduled_at))
         .collect();
-    late.sort_unstable();
-    let at = |q: f64| late[((late.len() as f64 - 1.0) * q).round() as usize];
-    println!(
-        "due→start of {} delayed tasks: p50 {} ms, p95 {} ms, p99 {} ms, max {} ms",
-        late.len(),
+    if delays.is_empty() {
+        return Err(Failure::internal(format!(
+            "no task of {collection} started"
+        )));
+    }
+    delays.sort_unstable();
+    let at = |q: f64| delays[((delays.len() as f64 - 1.0) * q).round() as usize];
+    let percentiles = format!(
+        "p50 {} ms, p95 {} ms, p99 {} ms, max {} ms",
         at(0.5),
         at(0.95),
         at(0.99),
         at(1.0)
     );
-    Ok(())
+    Ok((delays.len(), percentiles))
 }
 
 fn progress(total: usize) -> ProgressBar {
