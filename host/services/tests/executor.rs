@@ -66,71 +66,140 @@ fn heartbeat() -> HeartbeatConfig {
     }
 }
 
+/// A SQLite store with the real Frontend over it, one lambda deployed.
+struct Installation {
+    _dir: tempfile::TempDir,
+    store: Arc<dyn TaskStore>,
+    clock: Arc<dyn Clock>,
+    runtime: Arc<Runtime>,
+    frontend: Arc<Frontend>,
+}
+
+impl Installation {
+    /// `lambda`, the sample at `wasm`, deployed with `config`.
+    async fn with(lambda: &str, wasm: &str, config: LambdaConfig) -> Self {
+        let dir = tempfile::TempDir::new().unwrap();
+        let store: Arc<dyn TaskStore> = Arc::new(
+            SqliteStore::open(&dir.path().join("waft.db"))
+                .await
+                .unwrap(),
+        );
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let runtime = Arc::new(
+            Runtime::new(RuntimeConfig {
+                allocator: Allocator::OnDemand,
+                ..RuntimeConfig::default()
+            })
+            .unwrap(),
+        );
+        let frontend = Arc::new(Frontend::new(
+            store.clone(),
+            clock.clone(),
+            runtime.clone(),
+            Arc::new(Wake::default()),
+        ));
+        frontend
+            .lambda_deploy(lambda, std::fs::read(wasm).unwrap(), config)
+            .await
+            .unwrap();
+        Self {
+            _dir: dir,
+            store,
+            clock,
+            runtime,
+            frontend,
+        }
+    }
+
+    /// Stores one task of `lambda` per payload, due now; their ids.
+    async fn insert(&self, lambda: &str, payloads: Vec<Vec<u8>>) -> Vec<String> {
+        let tasks = payloads
+            .into_iter()
+            .map(|payload| NewTask {
+                lambda: lambda.into(),
+                payload,
+                ..NewTask::default()
+            })
+            .collect();
+        self.store
+            .task_insert_many(TaskInsertMany {
+                tasks,
+                now: self.clock.now(),
+            })
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|task| task.id)
+            .collect()
+    }
+
+    fn hsc(&self) -> Arc<Hsc> {
+        Arc::new(Hsc::new(
+            self.store.clone(),
+            self.clock.clone(),
+            heartbeat(),
+        ))
+    }
+
+    /// Starts an executor running up to `max_tasks` at once; cancel the
+    /// token to stop it.
+    fn start_executor(
+        &self,
+        controller: Arc<dyn ControllerApi>,
+        hsc: Arc<dyn HscApi>,
+        max_tasks: usize,
+    ) -> (CancellationToken, tokio::task::JoinHandle<()>) {
+        let executor = Executor::new(
+            self.runtime.clone(),
+            controller,
+            hsc,
+            self.frontend.clone(),
+            ExecutorConfig {
+                heartbeat: heartbeat(),
+                max_tasks,
+                next_work_wait: Duration::from_millis(100),
+                refresh: Duration::from_millis(100),
+                ..ExecutorConfig::default()
+            },
+            None,
+        )
+        .unwrap();
+        let stop = CancellationToken::new();
+        let running = tokio::spawn(executor.run(stop.clone().cancelled_owned()));
+        (stop, running)
+    }
+}
+
 /// Runs an executor whose one task is handed out `delay` after it was
 /// asked for; the task's status a second after the hand-out.
 async fn hand_out_after(delay: Duration) -> TaskStatus {
-    let dir = tempfile::TempDir::new().unwrap();
-    let store: Arc<dyn TaskStore> = Arc::new(
-        SqliteStore::open(&dir.path().join("waft.db"))
-            .await
-            .unwrap(),
-    );
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let runtime = Arc::new(
-        Runtime::new(RuntimeConfig {
-            allocator: Allocator::OnDemand,
-            ..RuntimeConfig::default()
-        })
-        .unwrap(),
-    );
-    let frontend = Arc::new(Frontend::new(
-        store.clone(),
-        clock.clone(),
-        runtime.clone(),
-        Arc::new(Wake::default()),
-    ));
-    let hello = std::fs::read(waft_sample_artifacts::HELLO).unwrap();
-    frontend
-        .lambda_deploy("hello", hello, LambdaConfig::default())
+    let installation = Installation::with(
+        "hello",
+        waft_sample_artifacts::HELLO,
+        LambdaConfig::default(),
+    )
+    .await;
+    let id = installation
+        .insert("hello", vec![Vec::new()])
         .await
-        .unwrap();
-    let id = store
-        .task_insert_many(TaskInsertMany {
-            tasks: vec![NewTask {
-                lambda: "hello".into(),
-                ..NewTask::default()
-            }],
-            now: clock.now(),
-        })
-        .await
-        .unwrap()
-        .remove(0)
-        .id;
-    let hsc = Arc::new(Hsc::new(store.clone(), clock, heartbeat()));
+        .remove(0);
+    let hsc = installation.hsc();
     let controller = Arc::new(LateController {
-        store: store.clone(),
+        store: installation.store.clone(),
         hsc: hsc.clone(),
         delay,
         handed: AtomicBool::new(false),
     });
-    let executor = Executor::new(
-        runtime,
-        controller,
-        hsc,
-        frontend,
-        ExecutorConfig {
-            heartbeat: heartbeat(),
-            next_work_wait: Duration::from_millis(100),
-            refresh: Duration::from_millis(100),
-            ..ExecutorConfig::default()
-        },
-        None,
-    )
-    .unwrap();
-    let stop = CancellationToken::new();
-    let running = tokio::spawn(executor.run(stop.clone().cancelled_owned()));
+    let max_tasks = ExecutorConfig::default().max_tasks;
+    let (stop, running) = installation.start_executor(controller, hsc, max_tasks);
     tokio::time::sleep(delay + Duration::from_secs(1)).await;
-    let status = store.task_get(&id).await.unwrap().unwrap().status;
+    let status = installation
+        .store
+        .task_get(&id)
+        .await
+        .unwrap()
+        .unwrap()
+        .status;
     stop.cancel();
     running.await.unwrap();
     status
@@ -206,73 +275,27 @@ async fn a_lambda_cut_off_from_the_hsc_loses_its_request_at_the_fence() {
         count: None,
     })
     .await;
-    let dir = tempfile::TempDir::new().unwrap();
-    let store: Arc<dyn TaskStore> = Arc::new(
-        SqliteStore::open(&dir.path().join("waft.db"))
-            .await
-            .unwrap(),
-    );
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let runtime = Arc::new(
-        Runtime::new(RuntimeConfig {
-            allocator: Allocator::OnDemand,
-            ..RuntimeConfig::default()
-        })
-        .unwrap(),
-    );
-    let frontend = Arc::new(Frontend::new(
-        store.clone(),
-        clock.clone(),
-        runtime.clone(),
-        Arc::new(Wake::default()),
-    ));
     let mut config = LambdaConfig::default();
     config.grants.outbound = vec![server.url().parse().unwrap()];
     config.limits.timeout = Duration::from_secs(30);
-    let webhook = std::fs::read(waft_sample_artifacts::WEBHOOK).unwrap();
-    frontend
-        .lambda_deploy("webhook", webhook, config)
-        .await
-        .unwrap();
+    let installation = Installation::with("webhook", waft_sample_artifacts::WEBHOOK, config).await;
     let payload = serde_json::json!({ "url": format!("{}/stream", server.url()) });
-    store
-        .task_insert_many(TaskInsertMany {
-            tasks: vec![NewTask {
-                lambda: "webhook".into(),
-                payload: payload.to_string().into_bytes(),
-                ..NewTask::default()
-            }],
-            now: clock.now(),
-        })
-        .await
-        .unwrap();
-    let real = Arc::new(Hsc::new(store.clone(), clock, heartbeat()));
+    installation
+        .insert("webhook", vec![payload.to_string().into_bytes()])
+        .await;
+    let real = installation.hsc();
     let hsc = Arc::new(Severable {
         hsc: real.clone(),
         cut: AtomicBool::new(false),
     });
     let controller = Arc::new(LateController {
-        store: store.clone(),
+        store: installation.store.clone(),
         hsc: real,
         delay: Duration::ZERO,
         handed: AtomicBool::new(false),
     });
-    let executor = Executor::new(
-        runtime,
-        controller,
-        hsc.clone(),
-        frontend,
-        ExecutorConfig {
-            heartbeat: heartbeat(),
-            next_work_wait: Duration::from_millis(100),
-            refresh: Duration::from_millis(100),
-            ..ExecutorConfig::default()
-        },
-        None,
-    )
-    .unwrap();
-    let stop = CancellationToken::new();
-    let running = tokio::spawn(executor.run(stop.clone().cancelled_owned()));
+    let max_tasks = ExecutorConfig::default().max_tasks;
+    let (stop, running) = installation.start_executor(controller, hsc.clone(), max_tasks);
 
     let deadline = Instant::now() + Duration::from_secs(20);
     while server.requests().is_empty() {
@@ -379,71 +402,28 @@ impl HscApi for CountingHsc {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn running_tasks_share_their_heartbeat_calls() {
-    let dir = tempfile::TempDir::new().unwrap();
-    let store: Arc<dyn TaskStore> = Arc::new(
-        SqliteStore::open(&dir.path().join("waft.db"))
-            .await
-            .unwrap(),
-    );
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let runtime = Arc::new(Runtime::new(RuntimeConfig::default()).unwrap());
-    let frontend = Arc::new(Frontend::new(
-        store.clone(),
-        clock.clone(),
-        runtime.clone(),
-        Arc::new(Wake::default()),
-    ));
     let config = LambdaConfig {
         concurrency: 200,
         ..LambdaConfig::default()
     };
-    let sleepy = std::fs::read(waft_sample_artifacts::SLEEPY).unwrap();
-    frontend
-        .lambda_deploy("sleepy", sleepy, config)
-        .await
-        .unwrap();
+    let installation = Installation::with("sleepy", waft_sample_artifacts::SLEEPY, config).await;
     // 200 tasks of 1.5 s each, all running at once: ≈ 15 beats each.
     let payload = serde_json::json!({ "steps": 15, "step_ms": 100 }).to_string();
-    store
-        .task_insert_many(TaskInsertMany {
-            tasks: (0..200)
-                .map(|_| NewTask {
-                    lambda: "sleepy".into(),
-                    payload: payload.clone().into_bytes(),
-                    ..NewTask::default()
-                })
-                .collect(),
-            now: clock.now(),
-        })
-        .await
-        .unwrap();
-    let real = Arc::new(Hsc::new(store.clone(), clock, heartbeat()));
+    installation
+        .insert("sleepy", vec![payload.into_bytes(); 200])
+        .await;
+    let real = installation.hsc();
     let hsc = Arc::new(CountingHsc {
         hsc: real.clone(),
         calls: std::sync::atomic::AtomicUsize::new(0),
         beats: std::sync::atomic::AtomicUsize::new(0),
     });
     let controller = Arc::new(EagerController {
-        store: store.clone(),
+        store: installation.store.clone(),
         hsc: real,
     });
-    let executor = Executor::new(
-        runtime,
-        controller,
-        hsc.clone(),
-        frontend,
-        ExecutorConfig {
-            heartbeat: heartbeat(),
-            max_tasks: 200,
-            next_work_wait: Duration::from_millis(100),
-            refresh: Duration::from_millis(100),
-            ..ExecutorConfig::default()
-        },
-        None,
-    )
-    .unwrap();
-    let stop = CancellationToken::new();
-    let running = tokio::spawn(executor.run(stop.clone().cancelled_owned()));
+    let (stop, running) = installation.start_executor(controller, hsc.clone(), 200);
+    let store = &installation.store;
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let tasks = store
