@@ -202,28 +202,8 @@ async fn waking_the_consumer_sends_an_immediate_task_without_waiting_for_the_tic
     let store = store(&dir, now).await;
     let queue = Arc::new(MemoryQueue::new(Duration::from_secs(30)));
     // A tick so long that only a wake can explain a quick delivery.
-    let config = ConsumerConfig {
-        poll_interval: Duration::from_secs(3600),
-        ..ConsumerConfig::default()
-    };
-    let consumer = Arc::new(StoreConsumer::new(
-        store.clone(),
-        queue.clone(),
-        Arc::new(SystemClock),
-        config,
-    ));
+    let (consumer, stop, running) = punctual_consumer(store.clone(), queue.clone());
     let wake = consumer.waker();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let running = {
-        let consumer = consumer.clone();
-        tokio::spawn(async move {
-            consumer
-                .run(async {
-                    let _ = stopped.await;
-                })
-                .await;
-        })
-    };
     // Let the first turn (an empty one) pass, so the consumer sleeps.
     tokio::time::sleep(Duration::from_millis(100)).await;
 
@@ -245,7 +225,8 @@ async fn waking_the_consumer_sends_an_immediate_task_without_waiting_for_the_tic
 }
 
 /// A consumer with an hour-long tick, running until the returned sender
-/// fires: only the due times it learns can explain a punctual delivery.
+/// fires: only a wake or the due times it learns can explain a punctual
+/// delivery.
 fn punctual_consumer(
     store: Arc<SqliteStore>,
     queue: Arc<MemoryQueue>,
