@@ -39,11 +39,46 @@ pub async fn setup(cluster: &Cluster) {
         .await;
 }
 
-/// Generic gRPC tools work, and a call to a role a server does not run
-/// fails plainly.
+/// The services a server lists through reflection of one version (`v1`
+/// or `v1alpha`: the two differ only in their package's name).
+macro_rules! reflected {
+    ($version:ident, $channel:expr) => {{
+        use tonic_reflection::pb::$version::server_reflection_client::ServerReflectionClient;
+        use tonic_reflection::pb::$version::server_reflection_request::MessageRequest;
+        use tonic_reflection::pb::$version::server_reflection_response::MessageResponse;
+        let request = tonic_reflection::pb::$version::ServerReflectionRequest {
+            host: String::new(),
+            message_request: Some(MessageRequest::ListServices(String::new())),
+        };
+        let mut answers = ServerReflectionClient::new($channel)
+            .server_reflection_info(tokio_stream::once(request))
+            .await
+            .unwrap()
+            .into_inner();
+        match answers.message().await.unwrap().unwrap().message_response {
+            Some(MessageResponse::ListServicesResponse(list)) => list
+                .service
+                .into_iter()
+                .map(|s| s.name)
+                .collect::<Vec<String>>(),
+            other => panic!("not a list of services: {other:?}"),
+        }
+    }};
+}
+
+/// Generic gRPC tools work — health, and reflection in both its versions
+/// (`grpcurl` asks for v1, Python's `grpcio-reflection` for v1alpha) —
+/// and a call to a role a server does not run fails plainly.
 pub async fn wrong_role_and_health(cluster: &Cluster) {
     let frontend = cluster.frontend_addr.clone();
     let channel = cluster.channel(&frontend, cluster.token.as_deref());
+    // Reflection is open: no token.
+    let open = cluster.channel(&frontend, None);
+    for services in [reflected!(v1, open.clone()), reflected!(v1alpha, open)] {
+        for service in ["waft.v1.Frontend", "grpc.health.v1.Health"] {
+            assert!(services.iter().any(|s| s == service), "{services:?}");
+        }
+    }
     let mut health = tonic_health::pb::health_client::HealthClient::new(channel.clone());
     let serving = health
         .check(tonic_health::pb::HealthCheckRequest {
