@@ -48,6 +48,10 @@ fn main() {
             .await
             .expect("sqlite");
         run("sqlite", &sqlite, tasks, batch, future).await;
+        println!(
+            "sqlite: {} write transactions committed in all (concurrent calls share them)",
+            sqlite.commits()
+        );
 
         let server = TestPostgres::start(Durability::Full).expect("a durable PostgreSQL cluster");
         let url = server.fresh_database().await;

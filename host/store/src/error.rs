@@ -54,6 +54,10 @@ pub enum StoreError {
     Invalid(String),
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),
+    /// The transaction that carried the call did not commit; nothing of it
+    /// was written.
+    #[error("database error: the transaction was not committed: {0}")]
+    Commit(String),
     #[error("cannot migrate the database: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
     #[error("corrupt row: {0}")]
@@ -85,7 +89,7 @@ impl From<StoreError> for ServiceError {
             | StoreError::ParentLeaseLost { .. } => {
                 ServiceError::FailedPrecondition(error.to_string())
             }
-            StoreError::Database(_) => {
+            StoreError::Database(_) | StoreError::Commit(_) => {
                 tracing::error!(%error, "task store call failed");
                 ServiceError::Unavailable("the task store is unavailable; retry later".into())
             }

@@ -23,6 +23,7 @@
 
 mod dialect;
 mod error;
+mod group_commit;
 mod names;
 mod postgres;
 mod rows;

@@ -70,8 +70,18 @@ impl PostgresStore {
         Ok(listener)
     }
 
-    async fn write(&self) -> crate::Result<sqlx::Transaction<'static, sqlx::Postgres>> {
-        Ok(self.pool.begin().await?)
+    /// Runs a writing call's work in a transaction of its own. Concurrent
+    /// calls run on connections of their own: Postgres syncs the commits
+    /// that reach it together in one flush of its log.
+    async fn write<T, F>(&self, work: F) -> crate::Result<T>
+    where
+        T: Send + 'static,
+        F: for<'c> FnOnce(&'c mut PgConnection) -> crate::support::Work<'c, T> + Send + 'static,
+    {
+        let mut tx = self.pool.begin().await?;
+        let value = work(&mut tx).await?;
+        tx.commit().await?;
+        Ok(value)
     }
 }
 

@@ -1,9 +1,11 @@
 //! The SQLite backend: the embedded default, one file in WAL mode.
 //!
-//! SQLite has one writer at a time, so every writing transaction starts with
-//! `BEGIN IMMEDIATE`: it takes the write lock up front instead of failing
-//! when a read turns into a write. That also makes several consumers in one
-//! process safe without row locks.
+//! SQLite has one writer at a time, so every writing call goes to one writer
+//! task that commits the calls waiting together ([`crate::group_commit`]),
+//! in a transaction begun with `BEGIN IMMEDIATE`: it takes the write lock up
+//! front instead of failing when a read turns into a write. That also makes
+//! several consumers in one process safe without row locks. Reads use the
+//! pool's other connections, and see each group once it has committed.
 
 use std::path::Path;
 use std::str::FromStr;
@@ -16,6 +18,8 @@ use sqlx::sqlite::{
 };
 
 use crate::Result;
+use crate::group_commit::GroupCommit;
+use crate::support::Work;
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
 
@@ -23,6 +27,7 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite")
 #[derive(Clone, Debug)]
 pub struct SqliteStore {
     pool: SqlitePool,
+    writer: GroupCommit,
 }
 
 impl SqliteStore {
@@ -54,11 +59,23 @@ impl SqliteStore {
             .connect_with(options)
             .await?;
         MIGRATOR.run(&pool).await?;
-        Ok(Self { pool })
+        let writer = GroupCommit::start(pool.clone());
+        Ok(Self { pool, writer })
     }
 
-    async fn write(&self) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>> {
-        Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?)
+    /// How many write transactions this store has committed since it was
+    /// opened: beside the number of writing calls, how well they group.
+    pub fn commits(&self) -> u64 {
+        self.writer.commits()
+    }
+
+    /// Runs a writing call's work in a transaction, with other calls'.
+    async fn write<T, F>(&self, work: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: for<'c> FnOnce(&'c mut SqliteConnection) -> Work<'c, T> + Send + 'static,
+    {
+        self.writer.write(work).await
     }
 }
 

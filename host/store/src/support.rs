@@ -7,6 +7,11 @@ pub fn new_id() -> String {
     ulid::Ulid::new().to_string()
 }
 
+/// A writing call's work: its statements on a connection inside a
+/// transaction that the backend begins, and commits once the work is done.
+pub(crate) type Work<'c, T> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = crate::Result<T>> + Send + 'c>>;
+
 pub(crate) fn millis(duration: std::time::Duration) -> i64 {
     i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
 }

@@ -2,20 +2,19 @@
 
 use waft_core::task::{check_collection_name, check_lambda_name};
 
-use super::Store;
 use super::lambda;
+use super::{Connection, Store};
 use crate::rows::{self, CRON_COLUMNS};
 use crate::rules::Origin;
 use crate::support::{sql, text_in};
 use crate::{Cron, CronMaterialize, Materialized, Millis, NewTask, Result, StoreError};
 
-pub(super) async fn create(store: &Store, schedule: Cron) -> Result<()> {
+pub(super) async fn create(tx: &mut Connection, schedule: Cron) -> Result<()> {
     check_lambda_name(&schedule.lambda)?;
     if let Some(collection) = &schedule.collection {
         check_collection_name(collection)?;
     }
-    let mut tx = store.write().await?;
-    let lambda = lambda::require_lambda(&mut tx, &schedule.lambda).await?;
+    let lambda = lambda::require_lambda(&mut *tx, &schedule.lambda).await?;
     if let Some(priority) = schedule.priority
         && priority >= lambda.config.priorities
     {
@@ -48,7 +47,6 @@ pub(super) async fn create(store: &Store, schedule: Cron) -> Result<()> {
     .bind(schedule.created_at)
     .execute(&mut *tx)
     .await?;
-    tx.commit().await?;
     Ok(())
 }
 
@@ -61,10 +59,10 @@ pub(super) async fn list(store: &Store) -> Result<Vec<Cron>> {
     rows.iter().map(rows::cron).collect()
 }
 
-pub(super) async fn delete(store: &Store, id: &str) -> Result<bool> {
+pub(super) async fn delete(tx: &mut Connection, id: &str) -> Result<bool> {
     let deleted = sqlx::query("DELETE FROM schedules WHERE id = $1")
         .bind(text_in(id))
-        .execute(&store.pool)
+        .execute(&mut *tx)
         .await?
         .rows_affected();
     Ok(deleted == 1)
@@ -81,8 +79,10 @@ pub(super) async fn due(store: &Store, now: Millis, limit: u32) -> Result<Vec<Cr
     rows.iter().map(rows::cron).collect()
 }
 
-pub(super) async fn materialize(store: &Store, params: CronMaterialize) -> Result<Materialized> {
-    let mut tx = store.write().await?;
+pub(super) async fn materialize(
+    tx: &mut Connection,
+    params: CronMaterialize,
+) -> Result<Materialized> {
     let row = sqlx::query(sql(format!(
         "UPDATE schedules SET next_at = $3 WHERE id = $1 AND next_at = $2 \
          RETURNING {CRON_COLUMNS}"
@@ -118,7 +118,7 @@ pub(super) async fn materialize(store: &Store, params: CronMaterialize) -> Resul
     // Refused input is found before anything is written: the
     // schedule still moves on, past the occurrence it skips.
     let answer = match super::task::insert(
-        &mut tx,
+        &mut *tx,
         vec![task],
         Some(&schedule.id),
         Origin::Store,
@@ -137,6 +137,5 @@ pub(super) async fn materialize(store: &Store, params: CronMaterialize) -> Resul
         Err(StoreError::Database(error)) => return Err(StoreError::Database(error)),
         Err(refused) => Materialized::Skipped(refused.to_string()),
     };
-    tx.commit().await?;
     Ok(answer)
 }

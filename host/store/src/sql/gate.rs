@@ -3,21 +3,20 @@
 use waft_core::task::{check_collection_name, check_lambda_name};
 
 use super::lambda;
-use super::{DIALECT, GATE_OF_TASK, Store, lock_gates};
+use super::{Connection, DIALECT, GATE_OF_TASK, Store, lock_gates};
 use crate::names::status::UNFINISHED;
 use crate::rows::RowExt;
 use crate::support::sql;
 use crate::{Gate, GateSet, GateState, Result, StoreError};
 
-pub(super) async fn set(store: &Store, params: GateSet) -> Result<u64> {
+pub(super) async fn set(tx: &mut Connection, params: GateSet) -> Result<u64> {
     check_lambda_name(&params.lambda)?;
     if let Some(collection) = &params.collection {
         check_collection_name(collection)?;
     }
     let collection = params.collection.unwrap_or_default();
-    let mut tx = store.write().await?;
-    lock_gates(&mut tx, DIALECT.gate_write_lock).await?;
-    lambda::require_lambda(&mut tx, &params.lambda).await?;
+    lock_gates(&mut *tx, DIALECT.gate_write_lock).await?;
+    lambda::require_lambda(&mut *tx, &params.lambda).await?;
     let released = match params.state {
         GateState::Open => {
             sqlx::query("DELETE FROM gates WHERE lambda = $1 AND collection = $2")
@@ -66,7 +65,6 @@ pub(super) async fn set(store: &Store, params: GateSet) -> Result<u64> {
             0
         }
     };
-    tx.commit().await?;
     Ok(released)
 }
 

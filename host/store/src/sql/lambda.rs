@@ -116,10 +116,9 @@ pub(super) async fn insert_version(
     Ok(())
 }
 
-pub(super) async fn deploy(store: &Store, params: LambdaDeploy) -> Result<Lambda> {
+pub(super) async fn deploy(tx: &mut Connection, params: LambdaDeploy) -> Result<Lambda> {
     check_lambda_name(&params.name)?;
     params.config.validate()?;
-    let mut tx = store.write().await?;
     sqlx::query(
         "INSERT INTO components (digest, bytes, created_at) VALUES ($1, $2, $3) \
          ON CONFLICT (digest) DO NOTHING",
@@ -138,10 +137,9 @@ pub(super) async fn deploy(store: &Store, params: LambdaDeploy) -> Result<Lambda
     .bind(params.now)
     .fetch_one(&mut *tx)
     .await?;
-    insert_version(&mut tx, &params, version).await?;
-    poll::repace(&mut tx, &params.name, params.now).await?;
-    let lambda = require_lambda(&mut tx, &params.name).await?;
-    tx.commit().await?;
+    insert_version(&mut *tx, &params, version).await?;
+    poll::repace(&mut *tx, &params.name, params.now).await?;
+    let lambda = require_lambda(&mut *tx, &params.name).await?;
     Ok(lambda)
 }
 
@@ -186,10 +184,9 @@ pub(super) async fn versions(store: &Store, name: &str) -> Result<Vec<Lambda>> {
     rows.iter().map(rows::lambda).collect()
 }
 
-pub(super) async fn rollback(store: &Store, params: LambdaRollback) -> Result<Lambda> {
+pub(super) async fn rollback(tx: &mut Connection, params: LambdaRollback) -> Result<Lambda> {
     check_lambda_name(&params.name)?;
-    let mut tx = store.write().await?;
-    let current = require_lambda(&mut tx, &params.name).await?;
+    let current = require_lambda(&mut *tx, &params.name).await?;
     let to = params.to.unwrap_or(current.version.saturating_sub(1));
     if to == current.version {
         return Err(StoreError::Invalid(format!(
@@ -227,16 +224,14 @@ pub(super) async fn rollback(store: &Store, params: LambdaRollback) -> Result<La
         config: target.config,
         now: params.now,
     };
-    insert_version(&mut tx, &copy, version).await?;
-    poll::repace(&mut tx, &params.name, params.now).await?;
-    let lambda = require_lambda(&mut tx, &params.name).await?;
-    tx.commit().await?;
+    insert_version(&mut *tx, &copy, version).await?;
+    poll::repace(&mut *tx, &params.name, params.now).await?;
+    let lambda = require_lambda(&mut *tx, &params.name).await?;
     Ok(lambda)
 }
 
-pub(super) async fn gc(store: &Store, params: LambdaGc) -> Result<GcReport> {
+pub(super) async fn gc(tx: &mut Connection, params: LambdaGc) -> Result<GcReport> {
     let keep = i64::from(params.keep.max(1));
-    let mut tx = store.write().await?;
     // Older than the newest `keep`, not current, and not pinned
     // by a task that may still run (a dead one may be redriven).
     let versions = sqlx::query(sql(format!(
@@ -258,7 +253,6 @@ pub(super) async fn gc(store: &Store, params: LambdaGc) -> Result<GcReport> {
     .execute(&mut *tx)
     .await?
     .rows_affected();
-    tx.commit().await?;
     Ok(GcReport {
         versions,
         components,

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use waft_core::TaskStatus;
 
 use super::poll;
-use super::{Connection, DIALECT, GATE_OF_TASK, Row, Store, lock_gates};
+use super::{Connection, DIALECT, GATE_OF_TASK, Row, lock_gates};
 use crate::names::status::{CLAIMED, ENQUEUED, PROCESSING, RUNNING, SUCCESS};
 use crate::rows::{self, RowExt};
 use crate::rules::{GateEffect, Origin, RetryPlan};
@@ -17,11 +17,10 @@ use crate::{
 };
 
 pub(super) async fn claim_many(
-    store: &Store,
+    tx: &mut Connection,
     params: TaskClaimMany,
 ) -> Result<Vec<Result<ClaimedTask, Refusal>>> {
-    let mut tx = store.write().await?;
-    lock_gates(&mut tx, DIALECT.gate_read_lock).await?;
+    lock_gates(&mut *tx, DIALECT.gate_read_lock).await?;
     let claims: Vec<_> = params
         .claims
         .iter()
@@ -59,18 +58,16 @@ pub(super) async fn claim_many(
     for (id, _) in &params.claims {
         answers.push(match won.remove(id) {
             Some(task) => Ok(task),
-            None => Err(claim_refusal(&mut tx, id, params.now).await?),
+            None => Err(claim_refusal(&mut *tx, id, params.now).await?),
         });
     }
-    tx.commit().await?;
     Ok(answers)
 }
 
 pub(super) async fn heartbeat_many(
-    store: &Store,
+    tx: &mut Connection,
     params: TaskHeartbeatMany,
 ) -> Result<Vec<Result<(), Refusal>>> {
-    let mut tx = store.write().await?;
     let beats: Vec<_> = params
         .beats
         .iter()
@@ -103,19 +100,17 @@ pub(super) async fn heartbeat_many(
         answers.push(if alive.contains(&beat.id) {
             Ok(())
         } else {
-            Err(lease_refusal(&mut tx, &beat.id, beat.lease_token).await?)
+            Err(lease_refusal(&mut *tx, &beat.id, beat.lease_token).await?)
         });
     }
-    tx.commit().await?;
     Ok(answers)
 }
 
 pub(super) async fn set_result_many(
-    store: &Store,
+    tx: &mut Connection,
     params: TaskSetResultMany,
 ) -> Result<Vec<Result<TaskStatus, Refusal>>> {
     let now = params.now;
-    let mut tx = store.write().await?;
     let mut answers: Vec<Option<Result<TaskStatus, Refusal>>> = vec![None; params.results.len()];
     let mut finals = Vec::new();
     let mut retries = Vec::new();
@@ -209,7 +204,7 @@ pub(super) async fn set_result_many(
             ids.insert(id);
         }
         let ended = ids;
-        continue_successes(&mut tx, continued, now).await?;
+        continue_successes(&mut *tx, continued, now).await?;
         for (index, id, lease, status, _, error, log) in finals {
             answers[index] = Some(if ended.contains(&id) {
                 let outcome = if status == TaskStatus::Success {
@@ -222,7 +217,7 @@ pub(super) async fn set_result_many(
                 }));
                 Ok(status)
             } else {
-                Err(lease_refusal(&mut tx, &id, lease).await?)
+                Err(lease_refusal(&mut *tx, &id, lease).await?)
             });
         }
     }
@@ -302,15 +297,14 @@ pub(super) async fn set_result_many(
                 }));
                 Ok(status)
             } else {
-                Err(lease_refusal(&mut tx, &id, lease).await?)
+                Err(lease_refusal(&mut *tx, &id, lease).await?)
             });
         }
     }
-    record_attempts(&mut tx, history, now).await?;
+    record_attempts(&mut *tx, history, now).await?;
     for (index, id, lease) in repeats {
-        answers[index] = Some(Err(lease_refusal(&mut tx, &id, lease).await?));
+        answers[index] = Some(Err(lease_refusal(&mut *tx, &id, lease).await?));
     }
-    tx.commit().await?;
     answers
         .into_iter()
         .map(|answer| answer.ok_or_else(|| StoreError::Corrupt("a result went unanswered".into())))

@@ -2,7 +2,7 @@
 //!
 //! This module is mounted twice, once inside each backend's module
 //! (`sqlite.rs`, `postgres.rs`), which names what the SQL needs of it:
-//! `Store` (with its `pool` and a `write()` that begins a writing
+//! `Store` (with its `pool` and a `write(work)` that runs work in a writing
 //! transaction), the `Connection` and `Row` types, and its [`Dialect`]
 //! (`DIALECT`). So every statement is plain Rust, compiled against each
 //! driver's concrete types, instead of a generic maze of sqlx bounds or one
@@ -15,6 +15,12 @@
 //! database (admitting a task, planning a retry, what a gate does) live in
 //! [`crate::rules`], with unit tests; status names come from
 //! [`crate::names`].
+//!
+//! Each writing function takes the connection of a transaction that the
+//! trait's implementation below opens with the backend's `write` (and
+//! commits once the function returns `Ok`): on SQLite together with other
+//! calls ([`crate::group_commit`]), on Postgres alone. So the transaction
+//! boundaries of every call are in one place.
 //!
 //! The hot paths (insert, poll, claim, heartbeat, result) are one statement
 //! per batch: the batch travels as one JSON array parameter and is joined to
@@ -92,7 +98,8 @@ impl TaskStore for Store {
     }
 
     async fn lambda_deploy(&self, params: LambdaDeploy) -> Result<Lambda> {
-        lambda::deploy(self, params).await
+        self.write(move |tx| Box::pin(lambda::deploy(tx, params)))
+            .await
     }
     async fn lambda_get(&self, name: &str) -> Result<Option<Lambda>> {
         lambda::get(self, name).await
@@ -107,17 +114,19 @@ impl TaskStore for Store {
         lambda::versions(self, name).await
     }
     async fn lambda_rollback(&self, params: LambdaRollback) -> Result<Lambda> {
-        lambda::rollback(self, params).await
+        self.write(move |tx| Box::pin(lambda::rollback(tx, params)))
+            .await
     }
     async fn lambda_gc(&self, params: LambdaGc) -> Result<GcReport> {
-        lambda::gc(self, params).await
+        self.write(move |tx| Box::pin(lambda::gc(tx, params))).await
     }
     async fn component_get(&self, digest: &str) -> Result<Option<Vec<u8>>> {
         lambda::component(self, digest).await
     }
 
     async fn task_insert_many(&self, params: TaskInsertMany) -> Result<Vec<TaskInserted>> {
-        task::insert_many(self, params).await
+        self.write(move |tx| Box::pin(task::insert_many(tx, params)))
+            .await
     }
     async fn task_get(&self, id: &str) -> Result<Option<Task>> {
         task::get(self, id).await
@@ -126,29 +135,35 @@ impl TaskStore for Store {
         task::list(self, params).await
     }
     async fn task_cancel(&self, id: &str, now: Millis) -> Result<Task> {
-        task::cancel(self, id, now).await
+        let id = id.to_owned();
+        self.write(move |tx| Box::pin(async move { task::cancel(tx, &id, now).await }))
+            .await
     }
 
     async fn task_enqueue_ready(&self, params: TaskEnqueueReady) -> Result<EnqueueReport> {
-        poll::enqueue_ready(self, params).await
+        self.write(move |tx| Box::pin(poll::enqueue_ready(tx, params)))
+            .await
     }
     async fn task_claim_many(
         &self,
         params: TaskClaimMany,
     ) -> Result<Vec<Result<ClaimedTask, Refusal>>> {
-        lease::claim_many(self, params).await
+        self.write(move |tx| Box::pin(lease::claim_many(tx, params)))
+            .await
     }
     async fn task_heartbeat_many(
         &self,
         params: TaskHeartbeatMany,
     ) -> Result<Vec<Result<(), Refusal>>> {
-        lease::heartbeat_many(self, params).await
+        self.write(move |tx| Box::pin(lease::heartbeat_many(tx, params)))
+            .await
     }
     async fn task_set_result_many(
         &self,
         params: TaskSetResultMany,
     ) -> Result<Vec<Result<waft_core::TaskStatus, Refusal>>> {
-        lease::set_result_many(self, params).await
+        self.write(move |tx| Box::pin(lease::set_result_many(tx, params)))
+            .await
     }
 
     async fn task_backlog(&self, now: Millis) -> Result<Vec<Backlog>> {
@@ -159,55 +174,65 @@ impl TaskStore for Store {
     }
 
     async fn gate_set(&self, params: GateSet) -> Result<u64> {
-        gate::set(self, params).await
+        self.write(move |tx| Box::pin(gate::set(tx, params))).await
     }
     async fn gate_list(&self) -> Result<Vec<Gate>> {
         gate::list(self).await
     }
 
     async fn dead_redrive(&self, params: DeadRedrive) -> Result<u64> {
-        task::redrive(self, params).await
+        self.write(move |tx| Box::pin(task::redrive(tx, params)))
+            .await
     }
 
     async fn token_create(&self, params: TokenCreate) -> Result<()> {
-        token::create(self, params).await
+        self.write(move |tx| Box::pin(token::create(tx, params)))
+            .await
     }
     async fn token_list(&self) -> Result<Vec<Token>> {
         token::list(self).await
     }
     async fn token_revoke(&self, id: &str, now: Millis) -> Result<bool> {
-        token::revoke(self, id, now).await
+        let id = id.to_owned();
+        self.write(move |tx| Box::pin(async move { token::revoke(tx, &id, now).await }))
+            .await
     }
     async fn token_find(&self, hash: &str) -> Result<Option<Token>> {
         token::find(self, hash).await
     }
 
     async fn secret_set(&self, params: SecretSet) -> Result<()> {
-        secret::set(self, params).await
+        self.write(move |tx| Box::pin(secret::set(tx, params)))
+            .await
     }
     async fn secret_list(&self, lambda: &str) -> Result<Vec<SecretInfo>> {
         secret::list(self, lambda).await
     }
     async fn secret_remove(&self, lambda: &str, name: &str) -> Result<bool> {
-        secret::remove(self, lambda, name).await
+        let (lambda, name) = (lambda.to_owned(), name.to_owned());
+        self.write(move |tx| Box::pin(async move { secret::remove(tx, &lambda, &name).await }))
+            .await
     }
     async fn secret_sealed(&self, lambda: &str) -> Result<SealedSecrets> {
         secret::sealed(self, lambda).await
     }
 
     async fn cron_create(&self, cron: Cron) -> Result<()> {
-        cron::create(self, cron).await
+        self.write(move |tx| Box::pin(cron::create(tx, cron))).await
     }
     async fn cron_list(&self) -> Result<Vec<Cron>> {
         cron::list(self).await
     }
     async fn cron_delete(&self, id: &str) -> Result<bool> {
-        cron::delete(self, id).await
+        let id = id.to_owned();
+        self.write(move |tx| Box::pin(async move { cron::delete(tx, &id).await }))
+            .await
     }
     async fn cron_due(&self, now: Millis, limit: u32) -> Result<Vec<Cron>> {
         cron::due(self, now, limit).await
     }
     async fn cron_materialize(&self, params: CronMaterialize) -> Result<Materialized> {
-        cron::materialize(self, params).await
+        self.write(move |tx| Box::pin(cron::materialize(tx, params)))
+            .await
     }
 }

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use waft_core::TaskStatus;
 
 use super::lease;
-use super::{Connection, DIALECT, GATE_OF_TASK, Store, lock_gates};
+use super::{Connection, DIALECT, GATE_OF_TASK, lock_gates};
 use crate::names::status::{DEAD, DROPPED, ENQUEUED, NEXT_ATTEMPT};
 use crate::rows::{self, RowExt};
 use crate::rules::GateEffect;
@@ -14,12 +14,11 @@ use crate::support::{millis, sql, text_in};
 use crate::{EnqueueReport, EnqueuedTask, Millis, Result, StoreError, TaskEnqueueReady};
 
 pub(super) async fn enqueue_ready(
-    store: &Store,
+    tx: &mut Connection,
     params: TaskEnqueueReady,
 ) -> Result<EnqueueReport> {
     let now = params.now;
-    let mut tx = store.write().await?;
-    lock_gates(&mut tx, DIALECT.gate_read_lock).await?;
+    lock_gates(&mut *tx, DIALECT.gate_read_lock).await?;
     let due = sqlx::query(sql(format!(
         "SELECT t.id, t.lambda, t.status, t.attempt, t.max_attempts, t.paced, \
          t.lease_token, {GATE_OF_TASK} AS gate \
@@ -82,11 +81,11 @@ pub(super) async fn enqueue_ready(
         }
         match gate {
             GateEffect::Drop => {
-                drop_task(&mut tx, &id, now, "").await?;
+                drop_task(&mut *tx, &id, now, "").await?;
                 report.dropped += 1;
             }
             GateEffect::Hold => {
-                hold(&mut tx, &id, lapsed, "").await?;
+                hold(&mut *tx, &id, lapsed, "").await?;
                 report.held += 1;
             }
             GateEffect::Open => {
@@ -94,8 +93,8 @@ pub(super) async fn enqueue_ready(
             }
         }
     }
-    lease::record_attempts(&mut tx, lost, now).await?;
-    let to_enqueue = pace(&mut tx, to_enqueue, now, &mut report).await?;
+    lease::record_attempts(&mut *tx, lost, now).await?;
+    let to_enqueue = pace(&mut *tx, to_enqueue, now, &mut report).await?;
     if !to_enqueue.is_empty() {
         // One statement for the common case.
         let ids: Vec<_> = to_enqueue
@@ -152,7 +151,6 @@ pub(super) async fn enqueue_ready(
         .fetch_one(&mut *tx)
         .await?;
     }
-    tx.commit().await?;
     Ok(report)
 }
 

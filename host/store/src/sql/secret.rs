@@ -1,15 +1,14 @@
 //! Secrets, sealed: the store keeps what the Frontend sealed and never sees
 //! a value in clear. Each change bumps the lambda's `secrets_version`.
 
-use super::{Store, lambda};
+use super::{Connection, Store, lambda};
 use crate::rows::RowExt;
 use crate::support::text_in;
 use crate::{Result, SealedSecrets, SecretInfo, SecretSet, StoreError};
 
-pub(super) async fn set(store: &Store, params: SecretSet) -> Result<()> {
+pub(super) async fn set(tx: &mut Connection, params: SecretSet) -> Result<()> {
     waft_core::grants::check_key(&params.name).map_err(|e| StoreError::Invalid(e.to_string()))?;
-    let mut tx = store.write().await?;
-    lambda::require_lambda(&mut tx, &params.lambda).await?;
+    lambda::require_lambda(&mut *tx, &params.lambda).await?;
     sqlx::query(
         "INSERT INTO secrets (lambda, name, sealed, updated_at) VALUES ($1, $2, $3, $4) \
          ON CONFLICT (lambda, name) DO UPDATE SET sealed = excluded.sealed, \
@@ -21,13 +20,11 @@ pub(super) async fn set(store: &Store, params: SecretSet) -> Result<()> {
     .bind(params.now)
     .execute(&mut *tx)
     .await?;
-    bump(&mut tx, &params.lambda).await?;
-    tx.commit().await?;
+    bump(&mut *tx, &params.lambda).await?;
     Ok(())
 }
 
-pub(super) async fn remove(store: &Store, lambda: &str, name: &str) -> Result<bool> {
-    let mut tx = store.write().await?;
+pub(super) async fn remove(tx: &mut Connection, lambda: &str, name: &str) -> Result<bool> {
     let removed = sqlx::query("DELETE FROM secrets WHERE lambda = $1 AND name = $2")
         .bind(text_in(lambda))
         .bind(text_in(name))
@@ -36,9 +33,8 @@ pub(super) async fn remove(store: &Store, lambda: &str, name: &str) -> Result<bo
         .rows_affected()
         == 1;
     if removed {
-        bump(&mut tx, lambda).await?;
+        bump(&mut *tx, lambda).await?;
     }
-    tx.commit().await?;
     Ok(removed)
 }
 

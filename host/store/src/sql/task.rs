@@ -190,12 +190,10 @@ pub(super) async fn insert(
 }
 
 pub(super) async fn insert_many(
-    store: &Store,
+    tx: &mut Connection,
     params: TaskInsertMany,
 ) -> Result<Vec<TaskInserted>> {
-    let mut tx = store.write().await?;
-    let inserted = insert(&mut tx, params.tasks, None, Origin::Client, params.now).await?;
-    tx.commit().await?;
+    let inserted = insert(&mut *tx, params.tasks, None, Origin::Client, params.now).await?;
     Ok(inserted)
 }
 
@@ -231,11 +229,10 @@ pub(super) async fn list(store: &Store, params: TaskList) -> Result<Vec<Task>> {
     rows.iter().map(rows::task).collect()
 }
 
-pub(super) async fn cancel(store: &Store, id: &str, now: Millis) -> Result<Task> {
-    let mut tx = store.write().await?;
+pub(super) async fn cancel(tx: &mut Connection, id: &str, now: Millis) -> Result<Task> {
     // Locked, and the update guarded too: a result committing
     // meanwhile either ends the task first (and the cancel is
-    // refused) or waits, and is then refused itstore.
+    // refused) or waits, and is then refused itself.
     let row = sqlx::query(sql(format!(
         "SELECT status FROM tasks WHERE id = $1 {}",
         DIALECT.row_lock
@@ -255,13 +252,12 @@ pub(super) async fn cancel(store: &Store, id: &str, now: Millis) -> Result<Task>
         "UPDATE tasks SET status = {CANCELLED}, next_trigger_at = NULL, held = FALSE, \
          finished_at = $2 WHERE id = $1 AND status IN {UNFINISHED} RETURNING {TASK_COLUMNS}"
     )))
-    .bind(id)
+    .bind(text_in(id))
     .bind(now)
     .fetch_optional(&mut *tx)
     .await?
     .ok_or_else(|| StoreError::Corrupt(format!("task {id} ended under a row lock")))?;
     let task = rows::task(&row)?;
-    tx.commit().await?;
     Ok(task)
 }
 
@@ -297,7 +293,7 @@ pub(super) async fn attempts(store: &Store, task_id: &str) -> Result<Vec<Attempt
     rows.iter().map(rows::attempt).collect()
 }
 
-pub(super) async fn redrive(store: &Store, params: DeadRedrive) -> Result<u64> {
+pub(super) async fn redrive(tx: &mut Connection, params: DeadRedrive) -> Result<u64> {
     // The version to pin (`$3` here; NULL for the current one)
     // also sets the fresh attempt budget.
     let redrive = |v: &str| {
@@ -311,7 +307,6 @@ pub(super) async fn redrive(store: &Store, params: DeadRedrive) -> Result<u64> {
         )
     };
     let version = params.version.map(i64::from);
-    let mut tx = store.write().await?;
     let count = match params.selector {
         DeadSelector::Ids(ids) => {
             for id in &ids {
@@ -328,7 +323,7 @@ pub(super) async fn redrive(store: &Store, params: DeadRedrive) -> Result<u64> {
                     });
                 }
                 if let Some(pin) = params.version {
-                    lambda::require_version(&mut tx, &row.text("lambda")?, pin).await?;
+                    lambda::require_version(&mut *tx, &row.text("lambda")?, pin).await?;
                 }
                 sqlx::query(sql(format!("{} WHERE id = $1", redrive("$3"))))
                     .bind(id)
@@ -340,9 +335,9 @@ pub(super) async fn redrive(store: &Store, params: DeadRedrive) -> Result<u64> {
             ids.len() as u64
         }
         DeadSelector::Filter { lambda, collection } => {
-            lambda::require_lambda(&mut tx, &lambda).await?;
+            lambda::require_lambda(&mut *tx, &lambda).await?;
             if let Some(pin) = params.version {
-                lambda::require_version(&mut tx, &lambda, pin).await?;
+                lambda::require_version(&mut *tx, &lambda, pin).await?;
             }
             sqlx::query(sql(format!(
                 "{} WHERE status = {DEAD} AND lambda = $1 AND ($3 IS NULL OR collection = $3)",
@@ -357,6 +352,5 @@ pub(super) async fn redrive(store: &Store, params: DeadRedrive) -> Result<u64> {
             .rows_affected()
         }
     };
-    tx.commit().await?;
     Ok(count)
 }

@@ -2,12 +2,12 @@
 
 use waft_core::task::check_lambda_name;
 
-use super::Store;
+use super::{Connection, Store};
 use crate::rows::{self};
 use crate::support::text_in;
 use crate::{Millis, Result, StoreError, Token, TokenCreate, TokenRole};
 
-pub(super) async fn create(store: &Store, params: TokenCreate) -> Result<()> {
+pub(super) async fn create(tx: &mut Connection, params: TokenCreate) -> Result<()> {
     let token = params.token;
     if token.role != TokenRole::Admin && token.lambdas.is_empty() {
         return Err(StoreError::Invalid(format!(
@@ -20,7 +20,6 @@ pub(super) async fn create(store: &Store, params: TokenCreate) -> Result<()> {
     }
     let lambdas =
         serde_json::to_string(&token.lambdas).map_err(|e| StoreError::Invalid(e.to_string()))?;
-    let mut tx = store.write().await?;
     sqlx::query(
         "INSERT INTO tokens (id, name, role, lambdas, hash, created_at) \
          VALUES ($1, $2, $3, $4, $5, $6)",
@@ -33,7 +32,6 @@ pub(super) async fn create(store: &Store, params: TokenCreate) -> Result<()> {
     .bind(token.created_at)
     .execute(&mut *tx)
     .await?;
-    tx.commit().await?;
     Ok(())
 }
 
@@ -46,12 +44,12 @@ pub(super) async fn list(store: &Store) -> Result<Vec<Token>> {
     rows.iter().map(rows::token).collect()
 }
 
-pub(super) async fn revoke(store: &Store, id: &str, now: Millis) -> Result<bool> {
+pub(super) async fn revoke(tx: &mut Connection, id: &str, now: Millis) -> Result<bool> {
     let revoked =
         sqlx::query("UPDATE tokens SET revoked_at = COALESCE(revoked_at, $2) WHERE id = $1")
             .bind(text_in(id))
             .bind(now)
-            .execute(&store.pool)
+            .execute(&mut *tx)
             .await?
             .rows_affected();
     Ok(revoked == 1)
