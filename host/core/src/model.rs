@@ -116,6 +116,23 @@ pub struct TaskList {
     pub limit: u32,
 }
 
+/// Which tasks to count (`TaskStore::task_count`, `FrontendApi::task_count`):
+/// a lambda's, optionally only one collection's or one parent's children.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TaskCount {
+    pub lambda: String,
+    pub collection: Option<String>,
+    pub parent_id: Option<String>,
+}
+
+/// How many counted tasks are in each status; a status with none is
+/// absent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StatusCount {
+    pub status: TaskStatus,
+    pub count: u64,
+}
+
 /// The Store Consumer's poll.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TaskEnqueueReady {

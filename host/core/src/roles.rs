@@ -12,8 +12,8 @@ use async_trait::async_trait;
 use crate::error::ServiceResult;
 use crate::model::{
     Attempt, ClaimedTask, Continuation, Cron, DeadSelector, Gate, GateState, Heartbeat, Lambda,
-    Millis, Refusal, SealedSecrets, SecretInfo, Task, TaskInserted, TaskList, TaskResult, Token,
-    TokenRole,
+    Millis, Refusal, SealedSecrets, SecretInfo, StatusCount, Task, TaskCount, TaskInserted,
+    TaskList, TaskResult, Token, TokenRole,
 };
 use crate::{LambdaConfig, TaskStatus};
 
@@ -80,6 +80,9 @@ pub trait FrontendApi: Send + Sync {
     async fn task_get(&self, id: &str) -> ServiceResult<Task>;
     /// Tasks in id order, filtered, one page.
     async fn task_list(&self, filter: TaskList) -> ServiceResult<Vec<Task>>;
+    /// How many of a lambda's tasks are in each status, in life order
+    /// (none in a status: absent).
+    async fn task_count(&self, filter: TaskCount) -> ServiceResult<Vec<StatusCount>>;
     /// Cancels a task that has not ended.
     async fn task_cancel(&self, id: &str) -> ServiceResult<Task>;
     /// A task's ended executions, oldest first: how each ended, its error

@@ -18,7 +18,8 @@ use waft_runtime::{Digest, Runtime};
 use waft_store::{
     Attempt, Cron, DeadRedrive, DeadSelector, Gate, GateSet, GateState, GcReport, Lambda,
     LambdaDeploy, LambdaGc, LambdaRollback, Millis, NewTask, SealedSecrets, SecretInfo, SecretSet,
-    Task, TaskInsertMany, TaskInserted, TaskList, TaskStore, Token, TokenCreate, TokenRole,
+    StatusCount, Task, TaskCount, TaskInsertMany, TaskInserted, TaskList, TaskStore, Token,
+    TokenCreate, TokenRole,
 };
 
 use crate::quota::Quotas;
@@ -208,6 +209,10 @@ impl FrontendApi for Frontend {
 
     async fn task_list(&self, filter: TaskList) -> ServiceResult<Vec<Task>> {
         Ok(self.store.task_list(filter).await?)
+    }
+
+    async fn task_count(&self, filter: TaskCount) -> ServiceResult<Vec<StatusCount>> {
+        Ok(self.store.task_count(filter).await?)
     }
 
     async fn task_cancel(&self, id: &str) -> ServiceResult<Task> {

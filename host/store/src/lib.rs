@@ -72,6 +72,8 @@ pub trait TaskStore: Send + Sync {
     async fn task_get(&self, id: &str) -> Result<Option<Task>>;
     /// Tasks by id order, filtered, one page.
     async fn task_list(&self, params: TaskList) -> Result<Vec<Task>>;
+    /// How many of a lambda's tasks are in each status, in life order.
+    async fn task_count(&self, params: TaskCount) -> Result<Vec<StatusCount>>;
     /// Cancels a task that has not ended; a running one loses its lease.
     async fn task_cancel(&self, id: &str, now: Millis) -> Result<Task>;
 

@@ -104,6 +104,7 @@ conformance!(
         bad_input_is_refused_and_nothing_is_half_written,
         idempotency_keys_deduplicate,
         lists_filter_and_page,
+        counts_follow_statuses,
         children_of_a_superseded_execution_are_not_created,
         a_continuation_runs_once_on_success_with_the_output,
         concurrent_inserts_with_one_key_make_one_task,

@@ -9,7 +9,7 @@ use waft_client::proto;
 use waft_client::status::to_status;
 use waft_services::FrontendApi;
 use waft_services::auth::{Action, Principal};
-use waft_store::{DeadSelector, TaskList};
+use waft_store::{DeadSelector, TaskCount, TaskList};
 
 use crate::auth::principal;
 
@@ -110,6 +110,34 @@ impl proto::frontend_server::Frontend for FrontendService {
                 .into_iter()
                 .filter(|task| who.may(Action::Read, &task.lambda))
                 .map(task_to_proto)
+                .collect(),
+        }))
+    }
+
+    async fn count_tasks(
+        &self,
+        request: Request<proto::CountTasksRequest>,
+    ) -> Result<Response<proto::CountTasksResponse>, Status> {
+        let who = principal(&request);
+        let request = request.into_inner();
+        who.check(Action::Read, &request.lambda)
+            .map_err(to_status)?;
+        let counts = self
+            .0
+            .task_count(TaskCount {
+                lambda: request.lambda,
+                collection: request.collection,
+                parent_id: request.parent_id,
+            })
+            .await
+            .map_err(to_status)?;
+        Ok(Response::new(proto::CountTasksResponse {
+            counts: counts
+                .into_iter()
+                .map(|c| proto::StatusCount {
+                    status: status_to_proto(c.status) as i32,
+                    count: c.count,
+                })
                 .collect(),
         }))
     }

@@ -1,10 +1,13 @@
 //! `waft bench pipeline FILE`: end-to-end throughput and latency.
 //!
 //! Deploys the lambda, schedules tasks through the Frontend's gRPC API in
-//! batches and measures, from the store's own timestamps:
+//! batches and measures:
 //! - throughput: tasks from the first schedule to the last terminal state,
-//!   with every task scheduled at once;
-//! - latency: schedule → claim percentiles of immediate tasks scheduled at
+//!   with every task scheduled at once (scheduling and running overlap);
+//! - scheduling and processing apart, as the peers report them: the tasks
+//!   scheduled into a paused collection (`ScheduleBatch` alone), then run
+//!   from the moment it opens until the last has ended;
+//! - latency, from the store's own timestamps: schedule → claim percentiles of immediate tasks scheduled at
 //!   half the measured throughput;
 //! - punctuality: due → claim percentiles of delayed tasks, each scheduled
 //!   some 0.2–2 s ahead of its due time (`--delayed`; none with 0).
@@ -21,7 +24,8 @@ use indicatif::{ProgressBar, ProgressStyle};
 use waft_client::FrontendClient;
 use waft_core::{LambdaConfig, TaskStatus};
 use waft_services::{FrontendApi, TaskRequest};
-use waft_store::TaskList;
+use waft_store::GateState;
+use waft_store::{TaskCount, TaskList};
 
 use crate::commands::invoke::read_wasm;
 use crate::exit::Failure;
@@ -103,17 +107,48 @@ pub fn run(args: PipelineBenchArgs) -> Result<std::process::ExitCode, Failure> {
         schedule(&frontend, &lambda, "warmup", 10, 10, 1, None).await?;
         wait_all(&frontend, &lambda, "warmup", 10, None).await?;
 
-        let started = Instant::now();
+        let started = wall_clock();
         let bar = progress(args.tasks);
         schedule(&frontend, &lambda, "throughput", args.tasks, args.batch, args.senders, None)
             .await?;
-        let scheduled_in = started.elapsed();
+        let scheduled_in = wall_clock() - started;
         wait_all(&frontend, &lambda, "throughput", args.tasks, Some(&bar)).await?;
-        let took = started.elapsed();
         bar.finish_and_clear();
-        let throughput = args.tasks as f64 / took.as_secs_f64();
+        let took = last_ended(&frontend, &lambda, "throughput").await? - started;
+        let throughput = per_second(args.tasks, took);
         println!(
-            "throughput: {throughput:.0} tasks/s ({} tasks in {took:.2?}; scheduling took {scheduled_in:.2?})",
+            "throughput: {throughput:.0} tasks/s ({} tasks in {took} ms; scheduling took {scheduled_in} ms)",
+            args.tasks
+        );
+
+        // Like the peers' figures: scheduling alone, the tasks held in the
+        // store by a paused gate on their collection; then processing
+        // alone, from the moment the gate opens until the last has ended.
+        frontend
+            .gate_set(&lambda, Some("prefilled"), GateState::Paused)
+            .await
+            .map_err(failed("pause"))?;
+        let started = wall_clock();
+        schedule(&frontend, &lambda, "prefilled", args.tasks, args.batch, args.senders, None)
+            .await?;
+        let scheduled_in = wall_clock() - started;
+        let bar = progress(args.tasks);
+        let opened = wall_clock();
+        frontend
+            .gate_set(&lambda, Some("prefilled"), GateState::Open)
+            .await
+            .map_err(failed("resume"))?;
+        wait_all(&frontend, &lambda, "prefilled", args.tasks, Some(&bar)).await?;
+        bar.finish_and_clear();
+        let took = last_ended(&frontend, &lambda, "prefilled").await? - opened;
+        println!(
+            "scheduling: {:.0} tasks/s ({} tasks through ScheduleBatch in {scheduled_in} ms, none running)",
+            per_second(args.tasks, scheduled_in),
+            args.tasks
+        );
+        println!(
+            "processing: {:.0} tasks/s ({} tasks waiting in the store; gate opened → last ended in {took} ms)",
+            per_second(args.tasks, took),
             args.tasks
         );
 
@@ -288,7 +323,10 @@ async fn list_all(
     }
 }
 
-/// Waits until `count` tasks of the collection have ended.
+/// Waits until `count` tasks of the collection have ended, reading their
+/// counts per status every 100 ms (not the tasks: the benchmark must not
+/// load what it measures; when the last ended is read from the store after);
+/// fails as soon as one ends other than in success.
 async fn wait_all(
     frontend: &FrontendClient,
     lambda: &str,
@@ -297,25 +335,85 @@ async fn wait_all(
     bar: Option<&ProgressBar>,
 ) -> Result<(), Failure> {
     loop {
-        let tasks = list_all(frontend, lambda, collection).await?;
-        let ended = tasks.iter().filter(|t| t.status.is_terminal()).count();
-        if let Some(bar) = bar {
-            bar.set_position(ended as u64);
-        }
-        if let Some(failed) = tasks
+        let counts = frontend
+            .task_count(TaskCount {
+                lambda: lambda.to_owned(),
+                collection: Some(collection.to_owned()),
+                parent_id: None,
+            })
+            .await
+            .map_err(failed("count"))?;
+        let ended: u64 = counts
             .iter()
-            .find(|t| t.status != TaskStatus::Success && t.status.is_terminal())
-        {
-            return Err(Failure::internal(format!(
-                "task {} ended {}: {}",
-                failed.id,
-                failed.status.as_str(),
-                failed.last_error.as_deref().unwrap_or("")
-            )));
+            .filter(|c| c.status.is_terminal())
+            .map(|c| c.count)
+            .sum();
+        if let Some(bar) = bar {
+            bar.set_position(ended);
         }
-        if ended >= count {
+        if let Some(failure) = counts
+            .iter()
+            .find(|c| c.status.is_terminal() && c.status != TaskStatus::Success)
+        {
+            return Err(first_failure(frontend, lambda, collection, failure.status).await);
+        }
+        if ended >= count as u64 {
             return Ok(());
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// When the last task of a collection ended, by the store's timestamps
+/// (Unix ms): read once the run is over.
+async fn last_ended(
+    frontend: &FrontendClient,
+    lambda: &str,
+    collection: &str,
+) -> Result<i64, Failure> {
+    list_all(frontend, lambda, collection)
+        .await?
+        .iter()
+        .filter_map(|t| t.finished_at)
+        .max()
+        .ok_or_else(|| Failure::internal(format!("no task of {collection} ended")))
+}
+
+/// This machine's clock in Unix ms, as the store's timestamps read.
+fn wall_clock() -> i64 {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    i64::try_from(now.as_millis()).unwrap_or(i64::MAX)
+}
+
+fn per_second(tasks: usize, millis: i64) -> f64 {
+    tasks as f64 * 1000.0 / millis.max(1) as f64
+}
+
+/// Says which task of the collection ended in `status`, and why.
+async fn first_failure(
+    frontend: &FrontendClient,
+    lambda: &str,
+    collection: &str,
+    status: TaskStatus,
+) -> Failure {
+    let found = frontend
+        .task_list(TaskList {
+            lambda: Some(lambda.to_owned()),
+            collection: Some(collection.to_owned()),
+            status: Some(status),
+            limit: 1,
+            ..TaskList::default()
+        })
+        .await;
+    match found.as_deref() {
+        Ok([task, ..]) => Failure::internal(format!(
+            "task {} ended {}: {}",
+            task.id,
+            status.as_str(),
+            task.last_error.as_deref().unwrap_or("")
+        )),
+        _ => Failure::internal(format!("a task of {collection} ended {}", status.as_str())),
     }
 }

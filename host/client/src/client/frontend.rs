@@ -92,6 +92,31 @@ impl FrontendApi for FrontendClient {
             .collect()
     }
 
+    async fn task_count(&self, filter: TaskCount) -> ServiceResult<Vec<StatusCount>> {
+        let request = proto::CountTasksRequest {
+            lambda: filter.lambda,
+            collection: filter.collection,
+            parent_id: filter.parent_id,
+        };
+        let response = self
+            .0
+            .clone()
+            .count_tasks(request)
+            .await
+            .map_err(Self::error)?;
+        response
+            .into_inner()
+            .counts
+            .into_iter()
+            .map(|c| {
+                Ok(StatusCount {
+                    status: status_from_proto(c.status)?,
+                    count: c.count,
+                })
+            })
+            .collect()
+    }
+
     async fn task_cancel(&self, id: &str) -> ServiceResult<Task> {
         let response = self
             .0

@@ -45,9 +45,9 @@ use crate::names::GATE_OF_TASK;
 use crate::{
     Attempt, Backlog, ClaimedTask, Cron, CronMaterialize, DeadRedrive, EnqueueReport, Gate,
     GateSet, GcReport, Lambda, LambdaDeploy, LambdaGc, LambdaRollback, Materialized, Millis,
-    Refusal, Result, SealedSecrets, SecretInfo, SecretSet, Task, TaskClaimMany, TaskEnqueueReady,
-    TaskHeartbeatMany, TaskInsertMany, TaskInserted, TaskList, TaskSetResultMany, TaskStore, Token,
-    TokenCreate,
+    Refusal, Result, SealedSecrets, SecretInfo, SecretSet, StatusCount, Task, TaskClaimMany,
+    TaskCount, TaskEnqueueReady, TaskHeartbeatMany, TaskInsertMany, TaskInserted, TaskList,
+    TaskSetResultMany, TaskStore, Token, TokenCreate,
 };
 
 /// Runs a dialect's lock statement, if it has one.
@@ -133,6 +133,9 @@ impl TaskStore for Store {
     }
     async fn task_list(&self, params: TaskList) -> Result<Vec<Task>> {
         task::list(self, params).await
+    }
+    async fn task_count(&self, params: TaskCount) -> Result<Vec<StatusCount>> {
+        task::count(self, params).await
     }
     async fn task_cancel(&self, id: &str, now: Millis) -> Result<Task> {
         let id = id.to_owned();

@@ -14,8 +14,8 @@ use crate::rows::{self, RowExt, TASK_COLUMNS};
 use crate::rules::{Admitted, Origin, admit};
 use crate::support::{new_id, sql, text_in};
 use crate::{
-    Attempt, Backlog, DeadRedrive, DeadSelector, Lambda, Millis, NewTask, Result, StoreError, Task,
-    TaskInsertMany, TaskInserted, TaskList,
+    Attempt, Backlog, DeadRedrive, DeadSelector, Lambda, Millis, NewTask, Result, StatusCount,
+    StoreError, Task, TaskCount, TaskInsertMany, TaskInserted, TaskList,
 };
 
 /// Checks tasks against their lambdas and inserts them in one
@@ -227,6 +227,32 @@ pub(super) async fn list(store: &Store, params: TaskList) -> Result<Vec<Task>> {
     .fetch_all(&store.pool)
     .await?;
     rows.iter().map(rows::task).collect()
+}
+
+pub(super) async fn count(store: &Store, params: TaskCount) -> Result<Vec<StatusCount>> {
+    check_lambda_name(&params.lambda)?;
+    let rows = sqlx::query(
+        "SELECT status, COUNT(*) AS n FROM tasks WHERE lambda = $1 \
+         AND ($2 IS NULL OR collection = $2) AND ($3 IS NULL OR parent_id = $3) \
+         GROUP BY status",
+    )
+    .bind(text_in(&params.lambda))
+    .bind(params.collection.as_deref().map(text_in))
+    .bind(params.parent_id.as_deref().map(text_in))
+    .fetch_all(&store.pool)
+    .await?;
+    let mut counts = rows
+        .iter()
+        .map(|row| {
+            Ok(StatusCount {
+                status: rows::status(row)?,
+                count: u64::try_from(row.int("n")?)
+                    .map_err(|_| StoreError::Corrupt("a negative count".into()))?,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    counts.sort_by_key(|c| c.status);
+    Ok(counts)
 }
 
 pub(super) async fn cancel(tx: &mut Connection, id: &str, now: Millis) -> Result<Task> {

@@ -3,7 +3,8 @@
 
 use waft_core::{LambdaConfig, TaskStatus};
 use waft_store::{
-    Continuation, NewTask, Refusal, ResultOutcome, StoreError, TaskInsertMany, TaskList, TaskStore,
+    Continuation, NewTask, Refusal, ResultOutcome, StatusCount, StoreError, TaskCount,
+    TaskInsertMany, TaskList, TaskStore,
 };
 
 use crate::support::*;
@@ -182,6 +183,100 @@ pub async fn lists_filter_and_page(store: &dyn TaskStore) {
     assert_eq!(store.task_list(new).await.unwrap().len(), 7);
     let child = store.task_get(&children[0]).await.unwrap().unwrap();
     assert_eq!(child.parent_id.as_deref(), Some(parent.as_str()));
+}
+
+/// Counts per status follow the tasks through their states, filtered by
+/// lambda, collection and parent, and agree with the lists.
+pub async fn counts_follow_statuses(store: &dyn TaskStore) {
+    deploy(store, "mail").await;
+    deploy(store, "other").await;
+    let count = |collection: Option<&str>, parent: Option<&str>| TaskCount {
+        lambda: "mail".into(),
+        collection: collection.map(str::to_owned),
+        parent_id: parent.map(str::to_owned),
+    };
+    assert_eq!(store.task_count(count(None, None)).await.unwrap(), vec![]);
+    let parent = insert(store, new_task("mail"), T0).await;
+    for collection in ["a", "a", "b"] {
+        insert(
+            store,
+            NewTask {
+                collection: Some(collection.into()),
+                parent_id: Some(parent.clone()),
+                ..new_task("mail")
+            },
+            T0 + 60_000,
+        )
+        .await;
+    }
+    insert(store, new_task("other"), T0).await;
+    let counted = |status, count| StatusCount { status, count };
+    assert_eq!(
+        store.task_count(count(None, None)).await.unwrap(),
+        vec![counted(TaskStatus::New, 4)]
+    );
+    let lease = start(store, &parent, T0).await;
+    assert_eq!(
+        store.task_count(count(None, None)).await.unwrap(),
+        vec![
+            counted(TaskStatus::New, 3),
+            counted(TaskStatus::Processing, 1)
+        ]
+    );
+    finish(
+        store,
+        &parent,
+        lease,
+        ResultOutcome::Success { output: None },
+        T0 + 1,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        store.task_count(count(None, None)).await.unwrap(),
+        vec![counted(TaskStatus::New, 3), counted(TaskStatus::Success, 1)]
+    );
+    assert_eq!(
+        store.task_count(count(Some("a"), None)).await.unwrap(),
+        vec![counted(TaskStatus::New, 2)]
+    );
+    assert_eq!(
+        store
+            .task_count(count(Some("b"), Some(&parent)))
+            .await
+            .unwrap(),
+        vec![counted(TaskStatus::New, 1)]
+    );
+    // A filter no stored name could match finds nothing, not an error.
+    assert_eq!(
+        store.task_count(count(Some("b\0\\"), None)).await.unwrap(),
+        vec![]
+    );
+    assert_eq!(
+        store
+            .task_count(count(Some("a"), Some("nobody")))
+            .await
+            .unwrap(),
+        vec![]
+    );
+    let listed = store
+        .task_list(TaskList {
+            lambda: Some("mail".into()),
+            status: Some(TaskStatus::New),
+            ..TaskList::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(listed.len(), 3);
+    assert!(matches!(
+        store
+            .task_count(TaskCount {
+                lambda: "not a name!".into(),
+                ..TaskCount::default()
+            })
+            .await,
+        Err(StoreError::InvalidName(_))
+    ));
 }
 
 /// A child scheduled with its parent's lease is created only while the
