@@ -72,7 +72,7 @@ fuzz_target!(|data: &[u8]| {
     };
     let service = service();
     let refused = waft_fuzz::tokio().block_on(async {
-        match selector % 21 {
+        match selector % 22 {
             0 => call!(service, bytes, schedule),
             1 => call!(service, bytes, schedule_batch),
             2 => call!(service, bytes, get_task),
@@ -93,6 +93,7 @@ fuzz_target!(|data: &[u8]| {
             17 => call!(service, bytes, delete_cron),
             18 => call!(service, bytes, create_token),
             19 => call!(service, bytes, list_tokens),
+            20 => call!(service, bytes, count_tasks),
             _ => call!(service, bytes, revoke_token),
         }
     });
