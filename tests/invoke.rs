@@ -236,3 +236,48 @@ fn without_address_space_for_the_pool_it_falls_back_to_on_demand_allocation() {
     );
     assert!(stdout(&output).contains("Hello, small!"));
 }
+
+/// The end-to-end benchmarks run to their report on a small load (what
+/// they measure is not asserted: figures belong in BENCHMARKS.md).
+#[test]
+fn the_pipeline_benchmarks_run_to_their_report() {
+    let output = waft(&[
+        "bench",
+        "pipeline",
+        samples::HELLO,
+        "--tasks",
+        "60",
+        "--delayed",
+        "3",
+    ]);
+    let text = stdout(&output);
+    assert_eq!(output.status.code(), Some(0), "{text} {}", stderr(&output));
+    for line in [
+        "throughput: ",
+        "schedule alone: ",
+        "throughput of processing alone: ",
+        "schedule→start at ",
+        "due→start of 3 delayed tasks: ",
+    ] {
+        assert!(text.lines().any(|l| l.starts_with(line)), "{line}: {text}");
+    }
+
+    let output = waft(&[
+        "bench",
+        "running",
+        samples::SLEEPY,
+        "--tasks",
+        "20",
+        "--steps",
+        "3",
+        "--step-ms",
+        "400",
+    ]);
+    let text = stdout(&output);
+    assert_eq!(output.status.code(), Some(0), "{text} {}", stderr(&output));
+    assert!(text.contains("peak running at once: 20 of 20"), "{text}");
+    assert!(
+        text.contains("did not succeed on their first attempt (a missed heartbeat timeout): 0"),
+        "{text}"
+    );
+}

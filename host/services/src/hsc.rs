@@ -76,6 +76,9 @@ impl HscApi for Hsc {
         beats: Vec<Heartbeat>,
     ) -> ServiceResult<Vec<Result<(), Refusal>>> {
         check_batch(beats.len(), "heartbeats")?;
+        let metrics = crate::metrics::metrics();
+        metrics.heartbeat_calls.inc();
+        metrics.heartbeats.inc_by(beats.len() as u64);
         Ok(self
             .store
             .task_heartbeat_many(TaskHeartbeatMany {

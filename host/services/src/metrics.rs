@@ -67,6 +67,8 @@ pub struct Metrics {
     pub ended: Family<OutcomeLabels, Counter>,
     pub limit_breaches: Family<LimitLabels, Counter>,
     pub heartbeat_failures: Family<LambdaLabels, Counter>,
+    pub heartbeat_calls: Counter,
+    pub heartbeats: Counter,
     pub self_terminations: Family<LambdaLabels, Counter>,
     pub schedule_to_start: Family<LambdaLabels, Histogram>,
     pub execution_time: Family<LambdaLabels, Histogram>,
@@ -92,6 +94,8 @@ impl Metrics {
             ended: Family::default(),
             limit_breaches: Family::default(),
             heartbeat_failures: Family::default(),
+            heartbeat_calls: Counter::default(),
+            heartbeats: Counter::default(),
             self_terminations: Family::default(),
             schedule_to_start: Family::new_with_constructor(latency_histogram),
             execution_time: Family::new_with_constructor(latency_histogram),
@@ -136,6 +140,16 @@ impl Metrics {
             "heartbeat_failures",
             "Heartbeats that failed or went unanswered",
             metrics.heartbeat_failures.clone(),
+        );
+        r.register(
+            "hsc_heartbeat_calls",
+            "Heartbeat calls the HSC answered (each carries the beats of many tasks)",
+            metrics.heartbeat_calls.clone(),
+        );
+        r.register(
+            "hsc_heartbeats",
+            "Task heartbeats the HSC recorded or refused",
+            metrics.heartbeats.clone(),
         );
         r.register(
             "self_terminations",

@@ -34,6 +34,9 @@ pub enum BenchTarget {
     /// End to end: tasks/s from schedule to terminal, and schedule→start
     /// latency at half that load.
     Pipeline(crate::commands::bench_pipeline::PipelineBenchArgs),
+    /// Many long tasks at once on one executor: heartbeat calls, CPU and
+    /// memory while they run.
+    Running(crate::commands::bench_running::RunningBenchArgs),
 }
 
 #[derive(Debug, Args)]
@@ -73,6 +76,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode, Failure> {
     match args.target {
         BenchTarget::Invoke(args) => invoke(args),
         BenchTarget::Pipeline(args) => crate::commands::bench_pipeline::run(args),
+        BenchTarget::Running(args) => crate::commands::bench_running::run(args),
     }
 }
 

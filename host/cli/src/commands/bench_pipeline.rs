@@ -54,8 +54,31 @@ pub struct PipelineBenchArgs {
     pub delayed: usize,
 }
 
-fn failed(what: &str) -> impl Fn(waft_services::ServiceError) -> Failure + '_ {
+/// What every task of the runs carries (the `hello` sample's input).
+const HELLO: &[u8] = br#"{"name":"bench"}"#;
+
+pub(crate) fn failed(what: &str) -> impl Fn(waft_services::ServiceError) -> Failure + '_ {
     move |e| Failure::internal(format!("{what}: {e}"))
+}
+
+/// Starts `waft dev` in-process on a fresh data directory (durable SQLite;
+/// `WAFT_*` settings apply, as they do to `waft dev`), its executor with
+/// `max_tasks` slots.
+pub(crate) async fn start_dev(
+    max_tasks: usize,
+) -> Result<(tempfile::TempDir, waft_node::Node), Failure> {
+    let data = tempfile::TempDir::new().map_err(|e| Failure::internal(e.to_string()))?;
+    let mut config = waft_node::Config::load(None, std::env::vars())
+        .map_err(|e| Failure::usage(e.to_string()))?;
+    config.listen = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
+    config.executor.max_tasks = max_tasks;
+    let node = waft_node::start_dev(waft_node::DevOptions {
+        data_dir: data.path().to_owned(),
+        config,
+    })
+    .await
+    .map_err(|e| Failure::internal(e.to_string()))?;
+    Ok((data, node))
 }
 
 /// Runs the benchmark.
@@ -66,22 +89,11 @@ pub fn run(args: PipelineBenchArgs) -> Result<std::process::ExitCode, Failure> {
         .build()
         .map_err(|e| Failure::internal(e.to_string()))?;
     tokio.block_on(async move {
-        let data = tempfile::TempDir::new().map_err(|e| Failure::internal(e.to_string()))?;
-        let (address, node) = match &args.server {
-            Some(address) => (address.clone(), None),
+        let (_data, address, node) = match &args.server {
+            Some(address) => (None, address.clone(), None),
             None => {
-                // WAFT_* settings apply, as they do to `waft dev`.
-                let mut config = waft_node::Config::load(None, std::env::vars())
-                    .map_err(|e| Failure::usage(e.to_string()))?;
-                config.listen = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
-                config.executor.max_tasks = args.concurrency as usize;
-                let node = waft_node::start_dev(waft_node::DevOptions {
-                    data_dir: data.path().to_owned(),
-                    config,
-                })
-                .await
-                .map_err(|e| Failure::internal(e.to_string()))?;
-                (node.addr.to_string(), Some(node))
+                let (data, node) = start_dev(args.concurrency as usize).await?;
+                (Some(data), node.addr.to_string(), Some(node))
             }
         };
         let frontend = Arc::new(FrontendClient::new(
@@ -104,12 +116,12 @@ pub fn run(args: PipelineBenchArgs) -> Result<std::process::ExitCode, Failure> {
         );
 
         // Warm up: load the lambda in the executor.
-        schedule(&frontend, &lambda, "warmup", 10, 10, 1, None).await?;
+        schedule(&frontend, &lambda, "warmup", 10, 10, 1, None, HELLO).await?;
         wait_all(&frontend, &lambda, "warmup", 10, None).await?;
 
         let started = wall_clock();
         let bar = progress(args.tasks);
-        schedule(&frontend, &lambda, "throughput", args.tasks, args.batch, args.senders, None)
+        schedule(&frontend, &lambda, "throughput", args.tasks, args.batch, args.senders, None, HELLO)
             .await?;
         let scheduled_in = wall_clock() - started;
         wait_all(&frontend, &lambda, "throughput", args.tasks, Some(&bar)).await?;
@@ -129,7 +141,7 @@ pub fn run(args: PipelineBenchArgs) -> Result<std::process::ExitCode, Failure> {
             .await
             .map_err(failed("pause"))?;
         let started = wall_clock();
-        schedule(&frontend, &lambda, "prefilled", args.tasks, args.batch, args.senders, None)
+        schedule(&frontend, &lambda, "prefilled", args.tasks, args.batch, args.senders, None, HELLO)
             .await?;
         let scheduled_in = wall_clock() - started;
         let bar = progress(args.tasks);
@@ -142,12 +154,12 @@ pub fn run(args: PipelineBenchArgs) -> Result<std::process::ExitCode, Failure> {
         bar.finish_and_clear();
         let took = last_ended(&frontend, &lambda, "prefilled").await? - opened;
         println!(
-            "scheduling: {:.0} tasks/s ({} tasks through ScheduleBatch in {scheduled_in} ms, none running)",
+            "schedule alone: {:.0} tasks/s ({} tasks through ScheduleBatch in {scheduled_in} ms, none running)",
             per_second(args.tasks, scheduled_in),
             args.tasks
         );
         println!(
-            "processing: {:.0} tasks/s ({} tasks waiting in the store; gate opened → last ended in {took} ms)",
+            "throughput of processing alone: {:.0} tasks/s ({} tasks waiting in the store; gate opened → last ended in {took} ms)",
             per_second(args.tasks, took),
             args.tasks
         );
@@ -155,7 +167,7 @@ pub fn run(args: PipelineBenchArgs) -> Result<std::process::ExitCode, Failure> {
         let half = (throughput / 2.0).max(1.0);
         let count = (args.tasks / 2).max(1);
         let bar = progress(count);
-        schedule(&frontend, &lambda, "latency", count, args.batch.min(50), 1, Some(half)).await?;
+        schedule(&frontend, &lambda, "latency", count, args.batch.min(50), 1, Some(half), HELLO).await?;
         wait_all(&frontend, &lambda, "latency", count, Some(&bar)).await?;
         bar.finish_and_clear();
         let (started, percentiles) = start_delays(&frontend, &lambda, "latency").await?;
@@ -242,9 +254,10 @@ fn progress(total: usize) -> ProgressBar {
     bar
 }
 
-/// Schedules `count` tasks in `batch`es from `senders` concurrent callers,
-/// paced at `rate` tasks/s when given.
-async fn schedule(
+/// Schedules `count` tasks carrying `payload` in `batch`es from `senders`
+/// concurrent callers, paced at `rate` tasks/s when given.
+#[allow(clippy::too_many_arguments, reason = "each is a knob of the load")]
+pub(crate) async fn schedule(
     frontend: &Arc<FrontendClient>,
     lambda: &str,
     collection: &str,
@@ -252,6 +265,7 @@ async fn schedule(
     batch: usize,
     senders: usize,
     rate: Option<f64>,
+    payload: &[u8],
 ) -> Result<(), Failure> {
     let batches: Vec<usize> = (0..count)
         .step_by(batch.max(1))
@@ -265,6 +279,7 @@ async fn schedule(
         let lambda = lambda.to_owned();
         let collection = collection.to_owned();
         let chunk = chunk.to_vec();
+        let payload = payload.to_vec();
         handles.push(tokio::spawn(async move {
             let mut sent = 0usize;
             for size in chunk {
@@ -275,7 +290,7 @@ async fn schedule(
                 let tasks = (0..size)
                     .map(|_| TaskRequest {
                         lambda: lambda.clone(),
-                        payload: br#"{"name":"bench"}"#.to_vec(),
+                        payload: payload.clone(),
                         collection: Some(collection.clone()),
                         ..TaskRequest::default()
                     })
@@ -296,7 +311,7 @@ async fn schedule(
 }
 
 /// Every task of a collection, by pages.
-async fn list_all(
+pub(crate) async fn list_all(
     frontend: &FrontendClient,
     lambda: &str,
     collection: &str,

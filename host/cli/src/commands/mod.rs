@@ -2,6 +2,7 @@
 
 pub mod bench;
 pub mod bench_pipeline;
+pub mod bench_running;
 pub mod client;
 pub mod cron;
 pub mod gate;
