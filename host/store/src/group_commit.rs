@@ -111,56 +111,46 @@ async fn commit_group(pool: &SqlitePool, group: Vec<Box<dyn Job>>) -> bool {
             return false;
         }
     };
-    if let Err(error) = execute(&mut conn, "BEGIN IMMEDIATE").await {
+    // One job alone needs no savepoint: if it fails, the whole transaction
+    // is rolled back. Between jobs, the end of one savepoint and the start
+    // of the next (or the commit) go to SQLite together: every statement is
+    // a round trip to the connection's thread.
+    let alone = group.len() == 1;
+    let begin = if alone {
+        "BEGIN IMMEDIATE"
+    } else {
+        "BEGIN IMMEDIATE; SAVEPOINT job"
+    };
+    if let Err(error) = execute(&mut conn, begin).await {
         refuse_all(group, &error.to_string());
         return false;
     }
-    // One job alone needs no savepoint: if it fails, the whole transaction
-    // is rolled back.
-    let alone = group.len() == 1;
     let mut ran: Vec<Box<dyn Ran>> = Vec::with_capacity(group.len());
-    let mut jobs = group.into_iter();
+    let mut jobs = group.into_iter().peekable();
     while let Some(job) = jobs.next() {
-        if !alone && let Err(error) = execute(&mut conn, "SAVEPOINT job").await {
+        let done = job.run(&mut conn).await;
+        let last = jobs.peek().is_none();
+        let boundary = match (alone, done.failed(), last) {
+            (true, true, _) => "ROLLBACK",
+            (true, false, _) => "COMMIT",
+            (false, false, false) => "RELEASE job; SAVEPOINT job",
+            (false, true, false) => "ROLLBACK TO job; RELEASE job; SAVEPOINT job",
+            (false, false, true) => "RELEASE job; COMMIT",
+            (false, true, true) => "ROLLBACK TO job; RELEASE job; COMMIT",
+        };
+        ran.push(done);
+        if let Err(error) = execute(&mut conn, boundary).await {
+            // A statement that failed took the transaction with it (SQLite
+            // rolls back on a full disk or an I/O error), or the commit
+            // failed: nothing of the group stands.
             abort(ran, jobs.collect(), &error);
             return false;
         }
-        let done = job.run(&mut conn).await;
-        if !alone {
-            let close = if done.failed() {
-                "ROLLBACK TO job; RELEASE job"
-            } else {
-                "RELEASE job"
-            };
-            if let Err(error) = execute(&mut conn, close).await {
-                // A statement that failed took the transaction with it
-                // (SQLite rolls back on a full disk or an I/O error):
-                // nothing of the group stands.
-                ran.push(done);
-                abort(ran, jobs.collect(), &error);
-                return false;
-            }
-        }
-        ran.push(done);
     }
-    if alone && ran.iter().any(|done| done.failed()) {
-        if execute(&mut conn, "ROLLBACK").await.is_ok() {
-            conn.give_back();
-        }
-        answer_all(ran, None);
-        return false;
-    }
-    match execute(&mut conn, "COMMIT").await {
-        Ok(()) => {
-            conn.give_back();
-            answer_all(ran, None);
-            true
-        }
-        Err(error) => {
-            answer_all(ran, Some(&error.to_string()));
-            false
-        }
-    }
+    conn.give_back();
+    let committed = !(alone && ran.iter().any(|done| done.failed()));
+    answer_all(ran, None);
+    committed
 }
 
 /// The writer's connection for one group, in a transaction it begins and
