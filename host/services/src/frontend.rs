@@ -188,11 +188,19 @@ impl FrontendApi for Frontend {
                 return Err(error.into());
             }
         };
-        let scheduled = &metrics::metrics().scheduled;
+        // Counted per lambda, not per task: each count takes the metric
+        // family's lock.
+        let mut created: BTreeMap<&str, u64> = BTreeMap::new();
         for (lambda, task) in lambdas.iter().zip(&inserted) {
             if task.created {
-                scheduled.get_or_create(&metrics::lambda(lambda)).inc();
+                *created.entry(lambda).or_default() += 1;
             }
+        }
+        let scheduled = &metrics::metrics().scheduled;
+        for (lambda, count) in created {
+            scheduled
+                .get_or_create(&metrics::lambda(lambda))
+                .inc_by(count);
         }
         if let Some(at) = earliest {
             self.due.due(at).await;
