@@ -26,16 +26,19 @@ pub(super) async fn claim_many(
         .iter()
         .map(|(id, token)| serde_json::json!({ "id": text_in(id), "token": token }))
         .collect();
-    // `(status = ...) = TRUE` keeps SQLite from driving the update
-    // from the status index (a scan of every enqueued task per
-    // batch row); both databases then join on the primary key.
+    // `(status = ...) IS TRUE` keeps either database from driving the
+    // update from the status index (a scan of every enqueued task, and on
+    // Postgres of their dead versions too, per batch); both then join on
+    // the primary key. (Postgres reads `(...) = TRUE` as the bare test and
+    // took the index: a claim cost milliseconds once thousands of tasks
+    // waited.)
     let rows = sqlx::query(sql(format!(
         "UPDATE tasks SET status = {CLAIMED}, lease_token = lease_token + 1, \
          attempt = attempt + 1, claimed_at = $2, next_trigger_at = $3, progress = NULL \
          FROM (SELECT j.value->>'id' AS claim_id, CAST(j.value->>'token' AS BIGINT) \
             AS claim_token FROM {}) AS c \
          WHERE tasks.id = c.claim_id AND tasks.enqueue_token = c.claim_token \
-         AND (tasks.status = {ENQUEUED}) = TRUE AND tasks.held = FALSE \
+         AND (tasks.status = {ENQUEUED}) IS TRUE AND tasks.held = FALSE \
          AND NOT EXISTS (SELECT 1 FROM gates g WHERE g.lambda = tasks.lambda \
             AND (g.collection = '' OR g.collection = tasks.collection)) \
          RETURNING id, lambda, collection, priority, payload, attempt, scheduled_at, \
@@ -86,7 +89,7 @@ pub(super) async fn heartbeat_many(
          FROM (SELECT j.value->>'id' AS beat_id, CAST(j.value->>'lease' AS BIGINT) \
             AS beat_lease, j.value->>'progress' AS beat_progress FROM {}) AS b \
          WHERE tasks.id = b.beat_id AND tasks.lease_token = b.beat_lease \
-         AND (tasks.status IN {RUNNING}) = TRUE RETURNING id",
+         AND (tasks.status IN {RUNNING}) IS TRUE RETURNING id",
         DIALECT.json_rows
     )))
     .bind(serde_json::Value::Array(beats).to_string())
@@ -184,7 +187,7 @@ pub(super) async fn set_result_many(
                 j.value->>'error' AS result_error, j.value->>'log' AS result_log \
                 FROM {rows}) AS r \
              WHERE tasks.id = r.result_id AND tasks.lease_token = r.result_lease \
-             AND (tasks.status IN {RUNNING}) = TRUE \
+             AND (tasks.status IN {RUNNING}) IS TRUE \
              RETURNING id, CASE WHEN status = {SUCCESS} THEN continuation END AS continuation, \
              CASE WHEN status = {SUCCESS} AND continuation IS NOT NULL THEN output END AS next_payload",
             output = DIALECT.unhex("r.result_output"),
@@ -283,7 +286,7 @@ pub(super) async fn set_result_many(
                 j.value->>'log' AS result_log, CAST(j.value->>'next' AS BIGINT) AS result_next, \
                 CAST(j.value->>'finished' AS BIGINT) AS result_finished FROM {}) AS r \
              WHERE tasks.id = r.result_id AND tasks.lease_token = r.result_lease \
-             AND (tasks.status IN {RUNNING}) = TRUE RETURNING id",
+             AND (tasks.status IN {RUNNING}) IS TRUE RETURNING id",
             DIALECT.json_rows,
         )))
         .bind(serde_json::Value::Array(updates).to_string())
