@@ -339,8 +339,9 @@ pub(crate) async fn list_all(
 }
 
 /// Waits until `count` tasks of the collection have ended, reading their
-/// counts per status every 100 ms (not the tasks: the benchmark must not
-/// load what it measures; when the last ended is read from the store after);
+/// counts per status every 500 ms (not the tasks, and not often: the
+/// benchmark must not load what it measures; when the last ended is read
+/// from the store after);
 /// fails as soon as one ends other than in success.
 async fn wait_all(
     frontend: &FrontendClient,
