@@ -82,15 +82,31 @@ impl PostgresStore {
     /// Runs a writing call's work in a transaction of its own. Concurrent
     /// calls run on connections of their own: Postgres syncs the commits
     /// that reach it together in one flush of its log.
+    ///
+    /// The transaction runs to its end on a task of its own, whether or not
+    /// its caller still waits: a caller that gives up (an RPC past its
+    /// deadline) must not cut a transaction between its statements, which
+    /// can give a connection back to the pool still inside it — its row
+    /// locks held, the next caller's `BEGIN` answered "already a
+    /// transaction in progress" — and stall every later write of those
+    /// rows. (A test of the pipeline caught heartbeats timing out behind
+    /// such a connection.)
     async fn write<T, F>(&self, work: F) -> crate::Result<T>
     where
         T: Send + 'static,
         F: for<'c> FnOnce(&'c mut PgConnection) -> crate::support::Work<'c, T> + Send + 'static,
     {
-        let mut tx = self.pool.begin().await?;
-        let value = work(&mut tx).await?;
-        tx.commit().await?;
-        Ok(value)
+        let pool = self.pool.clone();
+        tokio::spawn(async move {
+            let mut tx = pool.begin().await?;
+            let value = work(&mut tx).await?;
+            tx.commit().await?;
+            Ok(value)
+        })
+        .await
+        .map_err(|error| {
+            crate::StoreError::Commit(format!("the transaction's task failed: {error}"))
+        })?
     }
 }
 
@@ -124,6 +140,58 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(setting, "on");
+    }
+
+    /// A write whose caller gives up runs to its end: it is committed
+    /// whole, and the connection goes back to the pool outside any
+    /// transaction (one connection here, so the next call gets it).
+    #[tokio::test]
+    async fn a_write_whose_caller_gives_up_runs_to_its_end() {
+        let Some(server) = waft_testing::postgres() else {
+            return;
+        };
+        let store = PostgresStore::connect(&server.fresh_database().await, 1)
+            .await
+            .unwrap();
+        sqlx::query("CREATE TABLE t (x INTEGER)")
+            .execute(&store.pool)
+            .await
+            .unwrap();
+        let slow = store.write(|conn| {
+            Box::pin(async move {
+                sqlx::query("INSERT INTO t VALUES (1)")
+                    .execute(&mut *conn)
+                    .await?;
+                sqlx::query("SELECT pg_sleep(0.3)")
+                    .execute(&mut *conn)
+                    .await?;
+                sqlx::query("INSERT INTO t VALUES (2)")
+                    .execute(&mut *conn)
+                    .await?;
+                Ok(())
+            })
+        });
+        let gave_up = tokio::time::timeout(std::time::Duration::from_millis(50), slow).await;
+        assert!(gave_up.is_err(), "the write should still have been running");
+        let rows: Vec<i32> = store
+            .write(|conn| {
+                Box::pin(async move {
+                    Ok(sqlx::query_scalar("SELECT x FROM t ORDER BY x")
+                        .fetch_all(&mut *conn)
+                        .await?)
+                })
+            })
+            .await
+            .unwrap();
+        assert_eq!(rows, vec![1, 2]);
+        let idle_in_transaction: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity \
+             WHERE datname = current_database() AND state = 'idle in transaction'",
+        )
+        .fetch_one(&store.pool)
+        .await
+        .unwrap();
+        assert_eq!(idle_in_transaction, 0);
     }
 
     /// Statements are planned for the table as it is, not once for good
