@@ -300,7 +300,13 @@ mod tests {
         (dir, pool, writer)
     }
 
-    fn insert(writer: &GroupCommit, x: i64) -> impl Future<Output = Result<i64>> + use<> {
+    /// Writes `x`; then, with `fail`, fails, so what it wrote must not
+    /// stand.
+    fn insert(
+        writer: &GroupCommit,
+        x: i64,
+        fail: bool,
+    ) -> impl Future<Output = Result<i64>> + use<> {
         let writer = writer.clone();
         async move {
             writer
@@ -310,25 +316,10 @@ mod tests {
                             .bind(x)
                             .execute(&mut *conn)
                             .await?;
+                        if fail {
+                            return Err(StoreError::Invalid(format!("refused {x}")));
+                        }
                         Ok(x)
-                    })
-                })
-                .await
-        }
-    }
-
-    /// Writes `x`, then fails: what it wrote must not stand.
-    fn insert_then_fail(writer: &GroupCommit, x: i64) -> impl Future<Output = Result<i64>> + use<> {
-        let writer = writer.clone();
-        async move {
-            writer
-                .write(move |conn| {
-                    Box::pin(async move {
-                        sqlx::query("INSERT INTO t (x) VALUES ($1)")
-                            .bind(x)
-                            .execute(&mut *conn)
-                            .await?;
-                        Err(StoreError::Invalid(format!("refused {x}")))
                     })
                 })
                 .await
@@ -350,9 +341,9 @@ mod tests {
         // On one thread, every call is queued before the writer runs.
         let calls = (0..10).map(|x| {
             if x == 4 {
-                Box::pin(insert_then_fail(&writer, 100)) as Pin<Box<dyn Future<Output = _>>>
+                insert(&writer, 100, true)
             } else {
-                Box::pin(insert(&writer, x))
+                insert(&writer, x, false)
             }
         });
         let answers = futures::future::join_all(calls).await;
@@ -367,9 +358,9 @@ mod tests {
         assert_eq!(stored(&pool).await, vec![0, 1, 2, 3, 5, 6, 7, 8, 9]);
 
         // Alone, a failing call commits nothing.
-        assert!(insert_then_fail(&writer, 200).await.is_err());
+        assert!(insert(&writer, 200, true).await.is_err());
         assert_eq!(writer.commits(), 1);
-        insert(&writer, 300).await.unwrap();
+        insert(&writer, 300, false).await.unwrap();
         assert_eq!(writer.commits(), 2);
         assert_eq!(stored(&pool).await.last(), Some(&300));
     }
@@ -393,14 +384,15 @@ mod tests {
                     .await
             }
         };
-        let (before, lost, after) = tokio::join!(insert(&writer, 1), killer, insert(&writer, 2));
+        let (before, lost, after) =
+            tokio::join!(insert(&writer, 1, false), killer, insert(&writer, 2, false));
         for answer in [before, lost, after] {
             assert!(matches!(answer, Err(StoreError::Commit(_))), "{answer:?}");
         }
         assert_eq!(stored(&pool).await, Vec::<i64>::new());
         assert_eq!(writer.commits(), 0);
         // The writer goes on.
-        insert(&writer, 3).await.unwrap();
+        insert(&writer, 3, false).await.unwrap();
         assert_eq!(stored(&pool).await, vec![3]);
     }
 }

@@ -81,14 +81,18 @@ pub(crate) async fn start_dev(
     Ok((data, node))
 }
 
+/// The runtime a benchmark runs on (and its in-process `waft dev` with it).
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::internal(e.to_string()))
+}
+
 /// Runs the benchmark.
 pub fn run(args: PipelineBenchArgs) -> Result<std::process::ExitCode, Failure> {
     let wasm = read_wasm(&args.file)?;
-    let tokio = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Failure::internal(e.to_string()))?;
-    tokio.block_on(async move {
+    runtime()?.block_on(async move {
         let (_data, address, node) = match &args.server {
             Some(address) => (None, address.clone(), None),
             None => {

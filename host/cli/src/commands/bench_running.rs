@@ -20,7 +20,7 @@ use waft_core::{LambdaConfig, TaskStatus};
 use waft_services::FrontendApi;
 use waft_store::TaskCount;
 
-use crate::commands::bench_pipeline::{failed, list_all, schedule, start_dev};
+use crate::commands::bench_pipeline::{failed, list_all, runtime, schedule, start_dev};
 use crate::commands::invoke::read_wasm;
 use crate::exit::Failure;
 
@@ -55,11 +55,7 @@ struct Sample {
 /// Runs the benchmark.
 pub fn run(args: RunningBenchArgs) -> Result<std::process::ExitCode, Failure> {
     let wasm = read_wasm(&args.file)?;
-    let tokio = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Failure::internal(e.to_string()))?;
-    tokio.block_on(async move {
+    runtime()?.block_on(async move {
         let (_data, node) = start_dev(args.tasks).await?;
         let frontend = Arc::new(FrontendClient::new(
             waft_client::channel(&node.addr.to_string())
