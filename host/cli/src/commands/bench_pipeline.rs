@@ -89,6 +89,24 @@ pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
         .map_err(|e| Failure::internal(e.to_string()))
 }
 
+/// A client of the Frontend at `address`, and the lambda it deployed
+/// there under a name of this run's own.
+pub(crate) async fn deploy(
+    address: &str,
+    wasm: Vec<u8>,
+    config: LambdaConfig,
+) -> Result<(Arc<FrontendClient>, String), Failure> {
+    let frontend = Arc::new(FrontendClient::new(
+        waft_client::channel(address).map_err(|e| Failure::usage(e.to_string()))?,
+    ));
+    let lambda = format!("bench-{}", std::process::id());
+    frontend
+        .lambda_deploy(&lambda, wasm, config)
+        .await
+        .map_err(failed("deploy"))?;
+    Ok((frontend, lambda))
+}
+
 /// Runs the benchmark.
 pub fn run(args: PipelineBenchArgs) -> Result<std::process::ExitCode, Failure> {
     let wasm = read_wasm(&args.file)?;
@@ -100,18 +118,11 @@ pub fn run(args: PipelineBenchArgs) -> Result<std::process::ExitCode, Failure> {
                 (Some(data), node.addr.to_string(), Some(node))
             }
         };
-        let frontend = Arc::new(FrontendClient::new(
-            waft_client::channel(&address).map_err(|e| Failure::usage(e.to_string()))?,
-        ));
-        let lambda = format!("bench-{}", std::process::id());
         let config = LambdaConfig {
             concurrency: args.concurrency,
             ..LambdaConfig::default()
         };
-        frontend
-            .lambda_deploy(&lambda, wasm, config)
-            .await
-            .map_err(failed("deploy"))?;
+        let (frontend, lambda) = deploy(&address, wasm, config).await?;
         println!(
             "waft bench pipeline: {} tasks of {} against {}",
             args.tasks,

@@ -11,7 +11,6 @@
 //! that did would have run again: every one must end in success on its
 //! first attempt).
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Args;
@@ -20,7 +19,7 @@ use waft_core::{LambdaConfig, TaskStatus};
 use waft_services::FrontendApi;
 use waft_store::TaskCount;
 
-use crate::commands::bench_pipeline::{failed, list_all, runtime, schedule, start_dev};
+use crate::commands::bench_pipeline::{deploy, failed, list_all, runtime, schedule, start_dev};
 use crate::commands::invoke::read_wasm;
 use crate::exit::Failure;
 
@@ -57,21 +56,13 @@ pub fn run(args: RunningBenchArgs) -> Result<std::process::ExitCode, Failure> {
     let wasm = read_wasm(&args.file)?;
     runtime()?.block_on(async move {
         let (_data, node) = start_dev(args.tasks).await?;
-        let frontend = Arc::new(FrontendClient::new(
-            waft_client::channel(&node.addr.to_string())
-                .map_err(|e| Failure::usage(e.to_string()))?,
-        ));
-        let lambda = format!("bench-{}", std::process::id());
         let mut config = LambdaConfig {
             concurrency: u32::try_from(args.tasks).unwrap_or(u32::MAX),
             ..LambdaConfig::default()
         };
         let runs_for = Duration::from_millis(args.step_ms.saturating_mul(u64::from(args.steps)));
         config.limits.timeout = runs_for + Duration::from_secs(60);
-        frontend
-            .lambda_deploy(&lambda, wasm, config)
-            .await
-            .map_err(failed("deploy"))?;
+        let (frontend, lambda) = deploy(&node.addr.to_string(), wasm, config).await?;
         println!(
             "waft bench running: {} tasks of {} steps of {} ms ({runs_for:?} each) on one executor",
             args.tasks, args.steps, args.step_ms
