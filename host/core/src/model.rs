@@ -110,7 +110,14 @@ pub struct TaskList {
     pub collection: Option<String>,
     pub status: Option<TaskStatus>,
     pub parent_id: Option<String>,
-    /// Tasks with ids after this one (the last id of the previous page).
+    /// Tasks created at or after this time.
+    pub created_from: Option<Millis>,
+    /// Tasks created before this time.
+    pub created_before: Option<Millis>,
+    /// Newest first; oldest first when false.
+    pub newest_first: bool,
+    /// Tasks past this one in the list's order (the last id of the previous
+    /// page).
     pub after: Option<String>,
     /// At most this many (capped at 1000; 100 when zero).
     pub limit: u32,
@@ -131,6 +138,43 @@ pub struct TaskCount {
 pub struct StatusCount {
     pub status: TaskStatus,
     pub count: u64,
+}
+
+/// What every lambda's tasks are doing (`TaskStore::lambda_stats`): the
+/// dashboard's overview. Counts are of tasks now, but `succeeded` and
+/// `failed`, which count executions that ended since `since`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct LambdaStats {
+    pub lambda: String,
+    /// Due and waiting to start (new, retrying or in a queue; not held),
+    /// per priority, lowest number first.
+    pub ready: Vec<Depth>,
+    /// Waiting for a later time: delayed, or backing off before a retry.
+    pub waiting: u64,
+    /// Held back by a paused gate.
+    pub held: u64,
+    /// Claimed or running.
+    pub running: u64,
+    pub dead: u64,
+    pub succeeded: u64,
+    /// Executions that failed, retriably or not, or were lost.
+    pub failed: u64,
+}
+
+/// Every lambda's [`LambdaStats`] at one time of the store's clock.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Overview {
+    pub now: Millis,
+    pub lambdas: Vec<LambdaStats>,
+}
+
+/// The ready tasks of one priority of a lambda.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Depth {
+    pub priority: u8,
+    pub count: u64,
+    /// When the longest-waiting of them came due.
+    pub oldest_due: Millis,
 }
 
 /// The Store Consumer's poll.

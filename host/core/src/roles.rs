@@ -11,7 +11,7 @@ use async_trait::async_trait;
 
 use crate::error::ServiceResult;
 use crate::model::{
-    Attempt, ClaimedTask, Continuation, Cron, DeadSelector, Gate, GateState, Heartbeat, Lambda,
+    Attempt, ClaimedTask, Continuation, Cron, Overview, DeadSelector, Gate, GateState, Heartbeat, Lambda,
     Millis, Refusal, SealedSecrets, SecretInfo, StatusCount, Task, TaskCount, TaskInserted,
     TaskList, TaskResult, Token, TokenRole,
 };
@@ -83,6 +83,9 @@ pub trait FrontendApi: Send + Sync {
     /// How many of a lambda's tasks are in each status, in life order
     /// (none in a status: absent).
     async fn task_count(&self, filter: TaskCount) -> ServiceResult<Vec<StatusCount>>;
+    /// What every lambda's tasks are doing now, with the executions that
+    /// ended within `window`.
+    async fn lambda_stats(&self, window: Duration) -> ServiceResult<Overview>;
     /// Cancels a task that has not ended.
     async fn task_cancel(&self, id: &str) -> ServiceResult<Task>;
     /// A task's ended executions, oldest first: how each ended, its error
@@ -150,6 +153,14 @@ pub trait FrontendApi: Send + Sync {
     async fn cron_create(&self, request: CronRequest) -> ServiceResult<Cron>;
     /// Every periodic schedule, by id.
     async fn cron_list(&self) -> ServiceResult<Vec<Cron>>;
+    /// The next `count` occurrences of a cron expression (at most 100),
+    /// without saving it; `InvalidArgument` says why it cannot be one.
+    async fn cron_preview(
+        &self,
+        cron: &str,
+        timezone: Option<&str>,
+        count: u32,
+    ) -> ServiceResult<Vec<Millis>>;
     /// Deletes a periodic schedule; its tasks already created stay.
     async fn cron_delete(&self, id: &str) -> ServiceResult<()>;
 }

@@ -156,6 +156,14 @@ pub fn check_collection_name(name: &str) -> Result<(), NameError> {
 }
 
 /// The collection of tasks scheduled without one.
+/// Checks that a payload its client declared JSON is JSON; the error names
+/// where it is not (`expected value at line 1 column 2`).
+pub fn check_json_payload(payload: &[u8]) -> Result<(), String> {
+    serde_json::from_slice::<serde::de::IgnoredAny>(payload)
+        .map(|_| ())
+        .map_err(|error| format!("the payload is not JSON: {error}"))
+}
+
 pub const DEFAULT_COLLECTION: &str = "default";
 
 #[cfg(test)]

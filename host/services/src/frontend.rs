@@ -10,6 +10,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use waft_core::cron::DEFAULT_TIMEZONE;
@@ -17,7 +18,7 @@ use waft_core::{CronSchedule, LambdaConfig};
 use waft_runtime::{Digest, Runtime};
 use waft_store::{
     Attempt, Cron, DeadRedrive, DeadSelector, Gate, GateSet, GateState, GcReport, Lambda,
-    LambdaDeploy, LambdaGc, LambdaRollback, Millis, NewTask, SealedSecrets, SecretInfo, SecretSet,
+    LambdaDeploy, LambdaGc, LambdaRollback, Millis, NewTask, Overview, SealedSecrets, SecretInfo, SecretSet,
     StatusCount, Task, TaskCount, TaskInsertMany, TaskInserted, TaskList, TaskStore, Token,
     TokenCreate, TokenRole,
 };
@@ -221,6 +222,16 @@ impl FrontendApi for Frontend {
 
     async fn task_count(&self, filter: TaskCount) -> ServiceResult<Vec<StatusCount>> {
         Ok(self.store.task_count(filter).await?)
+    }
+
+    async fn lambda_stats(&self, window: Duration) -> ServiceResult<Overview> {
+        let now = self.clock.now();
+        let window = i64::try_from(window.as_millis()).unwrap_or(i64::MAX);
+        let lambdas = self
+            .store
+            .lambda_stats(now, now.saturating_sub(window))
+            .await?;
+        Ok(Overview { now, lambdas })
     }
 
     async fn task_cancel(&self, id: &str) -> ServiceResult<Task> {
@@ -487,6 +498,33 @@ impl FrontendApi for Frontend {
 
     async fn cron_list(&self) -> ServiceResult<Vec<Cron>> {
         Ok(self.store.cron_list().await?)
+    }
+
+    async fn cron_preview(
+        &self,
+        cron: &str,
+        timezone: Option<&str>,
+        count: u32,
+    ) -> ServiceResult<Vec<Millis>> {
+        let invalid = |error: waft_core::cron::CronError| ServiceError::InvalidArgument(error.to_string());
+        let schedule =
+            CronSchedule::parse(cron, timezone.unwrap_or(DEFAULT_TIMEZONE)).map_err(invalid)?;
+        let count = match count {
+            0 => 5,
+            n => n.min(100) as usize,
+        };
+        let mut next = schedule.first_after(self.clock.now()).map_err(invalid)?;
+        let mut occurrences = vec![next];
+        while occurrences.len() < count {
+            match schedule.next_after(next) {
+                Some(at) => {
+                    occurrences.push(at);
+                    next = at;
+                }
+                None => break,
+            }
+        }
+        Ok(occurrences)
     }
 
     async fn cron_delete(&self, id: &str) -> ServiceResult<()> {

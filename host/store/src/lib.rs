@@ -74,6 +74,9 @@ pub trait TaskStore: Send + Sync {
     async fn task_list(&self, params: TaskList) -> Result<Vec<Task>>;
     /// How many of a lambda's tasks are in each status, in life order.
     async fn task_count(&self, params: TaskCount) -> Result<Vec<StatusCount>>;
+    /// Every lambda that has unfinished or dead tasks, or executions that
+    /// ended at or after `since`: what its tasks are doing at `now`.
+    async fn lambda_stats(&self, now: Millis, since: Millis) -> Result<Vec<LambdaStats>>;
     /// Cancels a task that has not ended; a running one loses its lease.
     async fn task_cancel(&self, id: &str, now: Millis) -> Result<Task>;
 

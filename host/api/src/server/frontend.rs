@@ -2,6 +2,7 @@
 //! token before it reaches the role.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use tonic::{Request, Response, Status};
 use waft_client::convert::*;
@@ -101,6 +102,9 @@ impl proto::frontend_server::Frontend for FrontendService {
             lambda: request.lambda,
             collection: request.collection,
             parent_id: request.parent_id,
+            created_from: request.created_from_ms,
+            created_before: request.created_before_ms,
+            newest_first: request.newest_first,
             after: request.after,
             limit: request.limit,
         };
@@ -112,6 +116,22 @@ impl proto::frontend_server::Frontend for FrontendService {
                 .map(task_to_proto)
                 .collect(),
         }))
+    }
+
+    async fn lambda_stats(
+        &self,
+        request: Request<proto::LambdaStatsRequest>,
+    ) -> Result<Response<proto::LambdaStatsResponse>, Status> {
+        let who = principal(&request);
+        let window = match request.into_inner().window_ms {
+            0 => Duration::from_secs(3600),
+            ms => Duration::from_millis(ms),
+        };
+        let mut overview = self.0.lambda_stats(window).await.map_err(to_status)?;
+        overview
+            .lambdas
+            .retain(|stats| who.may(Action::Read, &stats.lambda));
+        Ok(Response::new(overview_to_proto(overview)))
     }
 
     async fn count_tasks(
@@ -339,6 +359,22 @@ impl proto::frontend_server::Frontend for FrontendService {
         let schedule = self.0.cron_create(request).await.map_err(to_status)?;
         Ok(Response::new(proto::CreateCronResponse {
             cron: Some(cron_to_proto(schedule)),
+        }))
+    }
+
+    async fn preview_cron(
+        &self,
+        request: Request<proto::PreviewCronRequest>,
+    ) -> Result<Response<proto::PreviewCronResponse>, Status> {
+        // Reads nothing stored: any authenticated caller may ask.
+        let request = request.into_inner();
+        let occurrences = self
+            .0
+            .cron_preview(&request.expression, request.timezone.as_deref(), request.count)
+            .await
+            .map_err(to_status)?;
+        Ok(Response::new(proto::PreviewCronResponse {
+            occurrences_ms: occurrences,
         }))
     }
 

@@ -6,6 +6,9 @@
 //! without Waft-specific knowledge. A role not served answers
 //! `UNIMPLEMENTED`: a request sent to the wrong role fails plainly.
 //!
+//! The Frontend's server also serves the dashboard (`waft-dashboard`), whose
+//! page calls the same methods through gRPC-web: one API, one set of rules.
+//!
 //! One adapter a role: `frontend.rs` (with the authorization of every
 //! client call), `controller.rs`, `hsc.rs`.
 
@@ -22,7 +25,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
+use tonic::service::Routes;
 use tonic::transport::server::TcpIncoming;
+use tonic_web::GrpcWebLayer;
 use tonic::transport::{Identity, ServerTlsConfig};
 use waft_client::proto;
 use waft_client::proto::controller_server::ControllerServer;
@@ -103,21 +108,36 @@ pub async fn serve(
         }
         None => None,
     };
+    let mut routes = Routes::default()
+        .add_service(health_service)
+        .add_service(reflection_v1)
+        .add_service(reflection_v1alpha);
+    if let Some(frontend) = frontend {
+        routes = routes.add_service(frontend);
+        let router = std::mem::take(routes.axum_router_mut());
+        *routes.axum_router_mut() =
+            router.merge(waft_dashboard::routes(proto::FILE_DESCRIPTOR_SET));
+    }
+    if let Some(controller) = controller {
+        routes = routes.add_service(controller);
+    }
+    if let Some(hsc) = hsc {
+        routes = routes.add_service(hsc);
+    }
     let incoming = TcpIncoming::from(listener)
         .with_nodelay(Some(true))
         .with_keepalive(Some(Duration::from_secs(60)));
-    let mut server = tonic::transport::Server::builder();
+    let mut server = tonic::transport::Server::builder()
+        // HTTP/1.1 for gRPC-web: the dashboard's calls, and any browser's.
+        .accept_http1(true);
     if let Some(identity) = roles.tls {
         server = server.tls_config(ServerTlsConfig::new().identity(identity))?;
     }
     server
+        // gRPC-web is translated first, so authentication sees plain gRPC.
+        .layer(GrpcWebLayer::new())
         .layer(AuthLayer(roles.auth))
-        .add_service(health_service)
-        .add_service(reflection_v1)
-        .add_service(reflection_v1alpha)
-        .add_optional_service(frontend)
-        .add_optional_service(controller)
-        .add_optional_service(hsc)
+        .add_routes(routes.prepare())
         .serve_with_incoming_shutdown(incoming, shutdown)
         .await?;
     Ok(())

@@ -96,9 +96,13 @@ pub struct ListArgs {
     /// Children of this task.
     #[arg(long, value_name = "ID")]
     pub parent: Option<String>,
-    /// Tasks after this id (the last of the previous page).
+    /// Tasks past this id in the list's order (the last of the previous
+    /// page).
     #[arg(long, value_name = "ID")]
     pub after: Option<String>,
+    /// Newest first.
+    #[arg(long)]
+    pub newest_first: bool,
     /// At most this many (up to 1000).
     #[arg(long, default_value_t = 100)]
     pub limit: u32,
@@ -193,8 +197,10 @@ pub fn run(args: TaskArgs) -> Result<ExitCode, Failure> {
                     collection: list.collection,
                     status: list.status,
                     parent_id: list.parent,
+                    newest_first: list.newest_first,
                     after: list.after,
                     limit: list.limit,
+                    ..TaskList::default()
                 };
                 let tasks = frontend
                     .task_list(filter)

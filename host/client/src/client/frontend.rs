@@ -1,6 +1,8 @@
 //! The Frontend's client: what a Rust service uses to schedule and
 //! inspect tasks.
 
+use std::time::Duration;
+
 use async_trait::async_trait;
 use waft_core::model::*;
 use waft_core::roles::{CronRequest, FrontendApi, TaskRequest};
@@ -77,6 +79,9 @@ impl FrontendApi for FrontendClient {
             parent_id: filter.parent_id,
             after: filter.after,
             limit: filter.limit,
+            created_from_ms: filter.created_from,
+            created_before_ms: filter.created_before,
+            newest_first: filter.newest_first,
         };
         let response = self
             .0
@@ -90,6 +95,18 @@ impl FrontendApi for FrontendClient {
             .into_iter()
             .map(task_from_proto)
             .collect()
+    }
+
+    async fn lambda_stats(&self, window: Duration) -> ServiceResult<Overview> {
+        let response = self
+            .0
+            .clone()
+            .lambda_stats(proto::LambdaStatsRequest {
+                window_ms: u64::try_from(window.as_millis()).unwrap_or(u64::MAX),
+            })
+            .await
+            .map_err(Self::error)?;
+        overview_from_proto(response.into_inner())
     }
 
     async fn task_count(&self, filter: TaskCount) -> ServiceResult<Vec<StatusCount>> {
@@ -413,6 +430,25 @@ impl FrontendApi for FrontendClient {
             .await
             .map_err(Self::error)?;
         cron_from_proto(required(response.into_inner().cron, "cron")?)
+    }
+
+    async fn cron_preview(
+        &self,
+        cron: &str,
+        timezone: Option<&str>,
+        count: u32,
+    ) -> ServiceResult<Vec<Millis>> {
+        let response = self
+            .0
+            .clone()
+            .preview_cron(proto::PreviewCronRequest {
+                expression: cron.to_owned(),
+                timezone: timezone.map(str::to_owned),
+                count,
+            })
+            .await
+            .map_err(Self::error)?;
+        Ok(response.into_inner().occurrences_ms)
     }
 
     async fn cron_list(&self) -> ServiceResult<Vec<Cron>> {

@@ -4,6 +4,8 @@ use waft_core::ServiceResult;
 use waft_core::model::{Cron, Gate, GateState, Millis, Token, TokenRole};
 use waft_core::roles::CronRequest;
 
+use waft_core::task::check_json_payload;
+
 use super::*;
 use crate::proto;
 
@@ -83,10 +85,14 @@ pub fn cron_request_to_proto(request: CronRequest) -> proto::CreateCronRequest {
         collection: request.collection,
         priority: request.priority.map(u32::from),
         catch_up: request.catch_up,
+        payload_is_json: false,
     }
 }
 
 pub fn cron_request_from_proto(request: proto::CreateCronRequest) -> ServiceResult<CronRequest> {
+    if request.payload_is_json {
+        check_json_payload(&request.payload).map_err(invalid)?;
+    }
     Ok(CronRequest {
         lambda: request.lambda,
         cron: request.expression,

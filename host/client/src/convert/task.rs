@@ -4,8 +4,9 @@ use std::time::Duration;
 
 use waft_core::ServiceResult;
 use waft_core::TaskStatus;
-use waft_core::model::{Attempt, AttemptOutcome, Continuation, Task};
+use waft_core::model::{Attempt, AttemptOutcome, Continuation, Depth, LambdaStats, Overview, Task};
 use waft_core::roles::{RunAt, TaskRequest};
+use waft_core::task::check_json_payload;
 
 use super::*;
 use crate::proto;
@@ -109,6 +110,9 @@ pub fn task_from_proto(task: proto::Task) -> ServiceResult<Task> {
 }
 
 pub fn new_task_from_proto(task: proto::NewTask) -> ServiceResult<TaskRequest> {
+    if task.payload_is_json {
+        check_json_payload(&task.payload).map_err(invalid)?;
+    }
     let run_at = match task.when {
         None => RunAt::Now,
         Some(proto::new_task::When::RunAtMs(at)) => RunAt::At(at),
@@ -146,6 +150,7 @@ pub fn new_task_to_proto(task: TaskRequest) -> proto::NewTask {
         version: task.version,
         parent_lease: task.parent_lease,
         then: task.then.map(continuation_to_proto),
+        payload_is_json: false,
     }
 }
 
@@ -204,5 +209,65 @@ pub fn attempt_from_proto(attempt: proto::Attempt) -> ServiceResult<Attempt> {
         log: attempt.log,
         started_at: attempt.started_at_ms,
         ended_at: attempt.ended_at_ms,
+    })
+}
+
+pub fn overview_to_proto(overview: Overview) -> proto::LambdaStatsResponse {
+    proto::LambdaStatsResponse {
+        now_ms: overview.now,
+        lambdas: overview
+            .lambdas
+            .into_iter()
+            .map(|stats| proto::LambdaStats {
+                lambda: stats.lambda,
+                ready: stats
+                    .ready
+                    .into_iter()
+                    .map(|depth| proto::Depth {
+                        priority: u32::from(depth.priority),
+                        count: depth.count,
+                        oldest_due_ms: depth.oldest_due,
+                    })
+                    .collect(),
+                waiting: stats.waiting,
+                held: stats.held,
+                running: stats.running,
+                dead: stats.dead,
+                succeeded: stats.succeeded,
+                failed: stats.failed,
+            })
+            .collect(),
+    }
+}
+
+pub fn overview_from_proto(overview: proto::LambdaStatsResponse) -> ServiceResult<Overview> {
+    Ok(Overview {
+        now: overview.now_ms,
+        lambdas: overview
+            .lambdas
+            .into_iter()
+            .map(|stats| {
+                Ok(LambdaStats {
+                    lambda: stats.lambda,
+                    ready: stats
+                        .ready
+                        .into_iter()
+                        .map(|depth| {
+                            Ok(Depth {
+                                priority: priority(depth.priority)?,
+                                count: depth.count,
+                                oldest_due: depth.oldest_due_ms,
+                            })
+                        })
+                        .collect::<ServiceResult<_>>()?,
+                    waiting: stats.waiting,
+                    held: stats.held,
+                    running: stats.running,
+                    dead: stats.dead,
+                    succeeded: stats.succeeded,
+                    failed: stats.failed,
+                })
+            })
+            .collect::<ServiceResult<_>>()?,
     })
 }

@@ -35,6 +35,7 @@ mod lambda;
 mod lease;
 mod poll;
 mod secret;
+mod stats;
 mod task;
 mod token;
 
@@ -44,7 +45,7 @@ use super::{Connection, DIALECT, Row, Store};
 use crate::names::GATE_OF_TASK;
 use crate::{
     Attempt, Backlog, ClaimedTask, Cron, CronMaterialize, DeadRedrive, EnqueueReport, Gate,
-    GateSet, GcReport, Lambda, LambdaDeploy, LambdaGc, LambdaRollback, Materialized, Millis,
+    GateSet, GcReport, Lambda, LambdaDeploy, LambdaStats, LambdaGc, LambdaRollback, Materialized, Millis,
     Refusal, Result, SealedSecrets, SecretInfo, SecretSet, StatusCount, Task, TaskClaimMany,
     TaskCount, TaskEnqueueReady, TaskHeartbeatMany, TaskInsertMany, TaskInserted, TaskList,
     TaskSetResultMany, TaskStore, Token, TokenCreate,
@@ -136,6 +137,9 @@ impl TaskStore for Store {
     }
     async fn task_count(&self, params: TaskCount) -> Result<Vec<StatusCount>> {
         task::count(self, params).await
+    }
+    async fn lambda_stats(&self, now: Millis, since: Millis) -> Result<Vec<LambdaStats>> {
+        stats::lambda_stats(self, now, since).await
     }
     async fn task_cancel(&self, id: &str, now: Millis) -> Result<Task> {
         let id = id.to_owned();
