@@ -11,9 +11,9 @@ use async_trait::async_trait;
 
 use crate::error::ServiceResult;
 use crate::model::{
-    Attempt, ClaimedTask, Continuation, Cron, Overview, DeadSelector, Gate, GateState, Heartbeat, Lambda,
-    Millis, Refusal, SealedSecrets, SecretInfo, StatusCount, Task, TaskCount, TaskInserted,
-    TaskList, TaskResult, Token, TokenRole,
+    Attempt, ClaimedTask, Continuation, Cron, DeadSelector, Gate, GateState, Heartbeat, Lambda,
+    Millis, Overview, Refusal, SealedSecrets, SecretInfo, StatusCount, Task, TaskCount,
+    TaskInserted, TaskList, TaskResult, Token, TokenRole,
 };
 use crate::{LambdaConfig, TaskStatus};
 

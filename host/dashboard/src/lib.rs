@@ -26,8 +26,14 @@ pub const PATHS: [&str; 4] = ["/", "/app.js", "/app.css", "/waft.binpb"];
 /// Frontend's contract, from which the page builds its gRPC-web client.
 pub fn routes(descriptors: &'static [u8]) -> Router {
     Router::new()
-        .route("/", get(|| async { asset("text/html; charset=utf-8", INDEX) }))
-        .route("/app.js", get(|| async { asset("text/javascript", SCRIPT) }))
+        .route(
+            "/",
+            get(|| async { asset("text/html; charset=utf-8", INDEX) }),
+        )
+        .route(
+            "/app.js",
+            get(|| async { asset("text/javascript", SCRIPT) }),
+        )
         .route("/app.css", get(|| async { asset("text/css", STYLE) }))
         .route(
             "/waft.binpb",

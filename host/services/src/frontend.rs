@@ -18,9 +18,9 @@ use waft_core::{CronSchedule, LambdaConfig};
 use waft_runtime::{Digest, Runtime};
 use waft_store::{
     Attempt, Cron, DeadRedrive, DeadSelector, Gate, GateSet, GateState, GcReport, Lambda,
-    LambdaDeploy, LambdaGc, LambdaRollback, Millis, NewTask, Overview, SealedSecrets, SecretInfo, SecretSet,
-    StatusCount, Task, TaskCount, TaskInsertMany, TaskInserted, TaskList, TaskStore, Token,
-    TokenCreate, TokenRole,
+    LambdaDeploy, LambdaGc, LambdaRollback, Millis, NewTask, Overview, SealedSecrets, SecretInfo,
+    SecretSet, StatusCount, Task, TaskCount, TaskInsertMany, TaskInserted, TaskList, TaskStore,
+    Token, TokenCreate, TokenRole,
 };
 
 use crate::quota::Quotas;
@@ -506,7 +506,8 @@ impl FrontendApi for Frontend {
         timezone: Option<&str>,
         count: u32,
     ) -> ServiceResult<Vec<Millis>> {
-        let invalid = |error: waft_core::cron::CronError| ServiceError::InvalidArgument(error.to_string());
+        let invalid =
+            |error: waft_core::cron::CronError| ServiceError::InvalidArgument(error.to_string());
         let schedule =
             CronSchedule::parse(cron, timezone.unwrap_or(DEFAULT_TIMEZONE)).map_err(invalid)?;
         let count = match count {

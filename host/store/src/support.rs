@@ -2,10 +2,27 @@
 
 use std::borrow::Cow;
 
-/// A new id for a task or schedule: a ULID, sortable by creation time.
+/// A new id for a token or schedule: a ULID, sortable by creation time.
 pub fn new_id() -> String {
     ulid::Ulid::new().to_string()
 }
+
+/// A new task's id: a ULID whose time is the task's `created_at` (the
+/// store's clock, not the host's), so a range of creation times is a range
+/// of ids and lists by time read one index range.
+pub(crate) fn task_id(created_at: crate::Millis) -> String {
+    let at = u64::try_from(created_at).unwrap_or(0).min(ULID_TIME_MAX);
+    ulid::Ulid::from_parts(at, fastrand::u128(..)).to_string()
+}
+
+/// The least id a task created at `at` can have.
+pub(crate) fn least_task_id(at: crate::Millis) -> String {
+    let at = u64::try_from(at).unwrap_or(0).min(ULID_TIME_MAX);
+    ulid::Ulid::from_parts(at, 0).to_string()
+}
+
+/// A ULID's time has 48 bits.
+const ULID_TIME_MAX: u64 = (1 << 48) - 1;
 
 /// A writing call's work: its statements on a connection inside a
 /// transaction that the backend begins, and commits once the work is done.

@@ -105,6 +105,8 @@ conformance!(
         idempotency_keys_deduplicate,
         lists_filter_and_page,
         counts_follow_statuses,
+        lists_by_creation_time_both_ways,
+        lambda_stats_follow_the_tasks,
         children_of_a_superseded_execution_are_not_created,
         a_continuation_runs_once_on_success_with_the_output,
         concurrent_inserts_with_one_key_make_one_task,

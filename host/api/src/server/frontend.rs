@@ -370,7 +370,11 @@ impl proto::frontend_server::Frontend for FrontendService {
         let request = request.into_inner();
         let occurrences = self
             .0
-            .cron_preview(&request.expression, request.timezone.as_deref(), request.count)
+            .cron_preview(
+                &request.expression,
+                request.timezone.as_deref(),
+                request.count,
+            )
             .await
             .map_err(to_status)?;
         Ok(Response::new(proto::PreviewCronResponse {

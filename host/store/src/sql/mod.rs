@@ -45,10 +45,10 @@ use super::{Connection, DIALECT, Row, Store};
 use crate::names::GATE_OF_TASK;
 use crate::{
     Attempt, Backlog, ClaimedTask, Cron, CronMaterialize, DeadRedrive, EnqueueReport, Gate,
-    GateSet, GcReport, Lambda, LambdaDeploy, LambdaStats, LambdaGc, LambdaRollback, Materialized, Millis,
-    Refusal, Result, SealedSecrets, SecretInfo, SecretSet, StatusCount, Task, TaskClaimMany,
-    TaskCount, TaskEnqueueReady, TaskHeartbeatMany, TaskInsertMany, TaskInserted, TaskList,
-    TaskSetResultMany, TaskStore, Token, TokenCreate,
+    GateSet, GcReport, Lambda, LambdaDeploy, LambdaGc, LambdaRollback, LambdaStats, Materialized,
+    Millis, Refusal, Result, SealedSecrets, SecretInfo, SecretSet, StatusCount, Task,
+    TaskClaimMany, TaskCount, TaskEnqueueReady, TaskHeartbeatMany, TaskInsertMany, TaskInserted,
+    TaskList, TaskSetResultMany, TaskStore, Token, TokenCreate,
 };
 
 /// Runs a dialect's lock statement, if it has one.

@@ -14,7 +14,11 @@ use crate::rows::{self, RowExt};
 use crate::support::sql;
 use crate::{Depth, LambdaStats, Millis, Result, StoreError};
 
-pub(super) async fn lambda_stats(store: &Store, now: Millis, since: Millis) -> Result<Vec<LambdaStats>> {
+pub(super) async fn lambda_stats(
+    store: &Store,
+    now: Millis,
+    since: Millis,
+) -> Result<Vec<LambdaStats>> {
     let mut stats: BTreeMap<String, LambdaStats> = BTreeMap::new();
     let rows = sqlx::query(sql(format!(
         "SELECT lambda, priority, status, COUNT(*) AS n, \
@@ -51,9 +55,9 @@ pub(super) async fn lambda_stats(store: &Store, now: Millis, since: Millis) -> R
         }
     }
     let rows = sqlx::query(
-        "SELECT t.lambda, CASE WHEN a.outcome = 'success' THEN 1 ELSE 0 END AS ok, \
-         COUNT(*) AS n FROM attempts a JOIN tasks t ON t.id = a.task_id \
-         WHERE a.ended_at >= $1 GROUP BY t.lambda, CASE WHEN a.outcome = 'success' THEN 1 ELSE 0 END",
+        "SELECT t.lambda, a.outcome = 'success' AS ok, COUNT(*) AS n \
+         FROM attempts a JOIN tasks t ON t.id = a.task_id \
+         WHERE a.ended_at >= $1 GROUP BY t.lambda, a.outcome = 'success'",
     )
     .bind(since)
     .fetch_all(&store.pool)
@@ -65,7 +69,7 @@ pub(super) async fn lambda_stats(store: &Store, now: Millis, since: Millis) -> R
             ..LambdaStats::default()
         });
         let n = count(row.int("n")?)?;
-        if row.int("ok")? == 1 {
+        if row.flag("ok")? {
             entry.succeeded += n;
         } else {
             entry.failed += n;

@@ -12,7 +12,7 @@ use super::{Connection, DIALECT, Store};
 use crate::names::status::{CANCELLED, DEAD, NEW, UNFINISHED, WAITING};
 use crate::rows::{self, RowExt, TASK_COLUMNS};
 use crate::rules::{Admitted, Origin, admit};
-use crate::support::{new_id, sql, text_in};
+use crate::support::{least_task_id, sql, task_id, text_in};
 use crate::{
     Attempt, Backlog, DeadRedrive, DeadSelector, Lambda, Millis, NewTask, Result, StatusCount,
     StoreError, Task, TaskCount, TaskInsertMany, TaskInserted, TaskList,
@@ -121,7 +121,7 @@ pub(super) async fn insert(
                 Some(serde_json::to_string(then).map_err(|e| StoreError::Invalid(e.to_string()))?)
             }
         };
-        let id = new_id();
+        let id = task_id(now);
         if let Some(key) = &task.idempotency_key {
             keys.insert((task.lambda.clone(), key.clone()), id.clone());
         }
@@ -236,10 +236,10 @@ pub(super) async fn list(store: &Store, params: TaskList) -> Result<Vec<Task>> {
         filter("parent_id", "=", text_in(parent).into_owned());
     }
     if let Some(from) = params.created_from {
-        filter("id", ">=", id_floor(from));
+        filter("id", ">=", least_task_id(from));
     }
     if let Some(before) = params.created_before {
-        filter("id", "<", id_floor(before));
+        filter("id", "<", least_task_id(before));
     }
     let (past, order) = if params.newest_first {
         ("<", "DESC")
@@ -261,12 +261,6 @@ pub(super) async fn list(store: &Store, params: TaskList) -> Result<Vec<Task>> {
     }
     let rows = query.fetch_all(&store.pool).await?;
     rows.iter().map(rows::task).collect()
-}
-
-/// The least id a task created at `at` can have (a ULID's time is 48 bits).
-fn id_floor(at: Millis) -> String {
-    let at = u64::try_from(at).unwrap_or(0).min((1 << 48) - 1);
-    ulid::Ulid::from_parts(at, 0).to_string()
 }
 
 pub(super) async fn count(store: &Store, params: TaskCount) -> Result<Vec<StatusCount>> {

@@ -3,8 +3,8 @@
 
 use waft_core::{LambdaConfig, TaskStatus};
 use waft_store::{
-    Continuation, NewTask, Refusal, ResultOutcome, StatusCount, StoreError, TaskCount,
-    TaskInsertMany, TaskList, TaskStore,
+    Continuation, Depth, GateSet, GateState, LambdaStats, Millis, NewTask, Refusal, ResultOutcome,
+    StatusCount, StoreError, TaskCount, TaskInsertMany, TaskList, TaskStore,
 };
 
 use crate::support::*;
@@ -427,5 +427,160 @@ pub async fn concurrent_inserts_with_one_key_make_one_task(store: &dyn TaskStore
     assert_eq!(
         store.task_list(TaskList::default()).await.unwrap().len(),
         30
+    );
+}
+
+/// A range of creation times lists the tasks created in it, oldest or
+/// newest first, page by page; times no task can have find none.
+pub async fn lists_by_creation_time_both_ways(store: &dyn TaskStore) {
+    deploy(store, "mail").await;
+    let mut ids = Vec::new();
+    for minute in 0..6 {
+        ids.push(insert(store, new_task("mail"), T0 + minute * 60_000).await);
+    }
+    let listed = |list: TaskList| async move {
+        let mut seen = Vec::new();
+        let mut page = store.task_list(list.clone()).await.unwrap();
+        while !page.is_empty() {
+            assert!(page.len() <= 2, "pages of two");
+            seen.extend(page.iter().map(|t| t.id.clone()));
+            let after = page.last().map(|t| t.id.clone());
+            page = store
+                .task_list(TaskList {
+                    after,
+                    ..list.clone()
+                })
+                .await
+                .unwrap();
+        }
+        seen
+    };
+    let range = TaskList {
+        lambda: Some("mail".into()),
+        created_from: Some(T0 + 60_000),
+        created_before: Some(T0 + 240_000),
+        limit: 2,
+        ..TaskList::default()
+    };
+    assert_eq!(listed(range.clone()).await, ids[1..4]);
+    let newest = TaskList {
+        newest_first: true,
+        ..range.clone()
+    };
+    let mut reversed = ids[1..4].to_vec();
+    reversed.reverse();
+    assert_eq!(listed(newest).await, reversed);
+    let everything = TaskList {
+        newest_first: true,
+        limit: 2,
+        ..TaskList::default()
+    };
+    let mut all = ids.clone();
+    all.reverse();
+    assert_eq!(listed(everything).await, all);
+    for (from, before) in [
+        (Some(i64::MAX), None),
+        (None, Some(-5)),
+        (Some(T0), Some(T0)),
+    ] {
+        let none = TaskList {
+            created_from: from,
+            created_before: before,
+            ..TaskList::default()
+        };
+        assert_eq!(
+            store.task_list(none).await.unwrap(),
+            vec![],
+            "{from:?}..{before:?}"
+        );
+    }
+}
+
+/// The overview counts every lambda's tasks where they are: ready per
+/// priority with the oldest due time, waiting, held, running, dead, and
+/// the executions that ended in the window.
+pub async fn lambda_stats_follow_the_tasks(store: &dyn TaskStore) {
+    let three = LambdaConfig {
+        priorities: 3,
+        max_attempts: 1,
+        ..config()
+    };
+    deploy_with(store, "mail", three).await;
+    deploy(store, "other").await;
+    deploy(store, "idle").await;
+    assert_eq!(store.lambda_stats(T0, T0 - 1).await.unwrap(), vec![]);
+
+    let running = insert(store, new_task("mail"), T0).await;
+    start(store, &running, T0).await;
+    let done = insert(store, new_task("mail"), T0).await;
+    let lease = start(store, &done, T0).await;
+    let success = ResultOutcome::Success { output: None };
+    finish(store, &done, lease, success, T0 + 5).await.unwrap();
+    let failing = insert(store, new_task("mail"), T0).await;
+    let lease = start(store, &failing, T0).await;
+    finish(store, &failing, lease, retriable("no"), T0 + 5)
+        .await
+        .unwrap();
+    let priority = |p: u8, due: Millis| NewTask {
+        priority: Some(p),
+        run_at: Some(due),
+        ..new_task("mail")
+    };
+    insert(store, priority(0, T0 + 20), T0).await;
+    insert(store, priority(0, T0 + 10), T0).await;
+    insert(store, priority(2, T0 + 30), T0).await;
+    insert(store, priority(2, T0 + 60_000), T0).await;
+    store
+        .gate_set(GateSet {
+            lambda: "other".into(),
+            collection: None,
+            state: GateState::Paused,
+            now: T0,
+        })
+        .await
+        .unwrap();
+    insert(store, new_task("other"), T0).await;
+    poll(store, T0 + 100).await;
+
+    let stats = store.lambda_stats(T0 + 1000, T0).await.unwrap();
+    let mail = LambdaStats {
+        lambda: "mail".into(),
+        ready: vec![
+            Depth {
+                priority: 0,
+                count: 2,
+                oldest_due: T0 + 10,
+            },
+            Depth {
+                priority: 2,
+                count: 1,
+                oldest_due: T0 + 30,
+            },
+        ],
+        waiting: 1,
+        held: 0,
+        running: 1,
+        dead: 1,
+        succeeded: 1,
+        failed: 1,
+    };
+    let other = LambdaStats {
+        lambda: "other".into(),
+        held: 1,
+        ..LambdaStats::default()
+    };
+    assert_eq!(stats, vec![mail.clone(), other.clone()]);
+    // Executions that ended before the window are not counted.
+    let later = store.lambda_stats(T0 + 1000, T0 + 6).await.unwrap();
+    assert_eq!(
+        later,
+        vec![
+            LambdaStats {
+                succeeded: 0,
+                failed: 0,
+                ..mail
+            },
+            other
+        ]
     );
 }
