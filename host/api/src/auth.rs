@@ -2,8 +2,7 @@
 //! resolved to a [`Principal`] once, before the call reaches a role.
 //!
 //! Health and reflection stay open (load balancers and `grpcurl list` carry
-//! no token), and so does the dashboard's page: it holds no data, and every
-//! call it makes carries the token its user gives. The Controller and HSC serve only the installation's own
+//! no token). The dashboard's page never reaches this layer (`page.rs`). The Controller and HSC serve only the installation's own
 //! processes: they need the cluster token (or an admin's). Frontend calls
 //! carry their principal in the request's extensions, and each method checks
 //! it against the lambda it touches (`server.rs`).
@@ -73,9 +72,7 @@ where
         let mut inner = std::mem::replace(&mut self.inner, clone);
         Box::pin(async move {
             let path = request.uri().path();
-            let open = OPEN.iter().any(|open| path.starts_with(open))
-                || waft_dashboard::PATHS.contains(&path);
-            if open {
+            if OPEN.iter().any(|open| path.starts_with(open)) {
                 return inner.call(request).await;
             }
             let internal = !path.starts_with(CLIENT_API);

@@ -15,6 +15,7 @@
 mod controller;
 mod frontend;
 mod hsc;
+mod page;
 
 pub use controller::ControllerService;
 pub use frontend::FrontendService;
@@ -38,6 +39,7 @@ use waft_services::auth::Authenticator;
 use waft_services::{ControllerApi, FrontendApi, HscApi};
 
 use crate::auth::AuthLayer;
+use page::PageLayer;
 
 /// The roles one server serves; `None` ones answer `UNIMPLEMENTED`.
 #[derive(Clone, Default)]
@@ -112,11 +114,11 @@ pub async fn serve(
         .add_service(health_service)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha);
+    let page = frontend
+        .is_some()
+        .then(|| waft_dashboard::routes(proto::FILE_DESCRIPTOR_SET));
     if let Some(frontend) = frontend {
         routes = routes.add_service(frontend);
-        let router = std::mem::take(routes.axum_router_mut());
-        *routes.axum_router_mut() =
-            router.merge(waft_dashboard::routes(proto::FILE_DESCRIPTOR_SET));
     }
     if let Some(controller) = controller {
         routes = routes.add_service(controller);
@@ -134,7 +136,9 @@ pub async fn serve(
         server = server.tls_config(ServerTlsConfig::new().identity(identity))?;
     }
     server
-        // gRPC-web is translated first, so authentication sees plain gRPC.
+        // The page first: plain HTTP, no token (see page.rs). Then gRPC-web
+        // is translated, so authentication sees plain gRPC.
+        .layer(PageLayer(page))
         .layer(GrpcWebLayer::new())
         .layer(AuthLayer(roles.auth))
         .add_routes(routes.prepare())
