@@ -185,7 +185,13 @@ fn fast_env() -> Vec<(String, String)> {
 impl Cluster {
     /// `waft dev`, every role in one process.
     pub async fn dev() -> Self {
+        Self::dev_with(false).await
+    }
+
+    /// `waft dev`, with auth on (`token` is the cluster token) or off.
+    pub async fn dev_with(auth: bool) -> Self {
         let dir = TempDir::new().unwrap();
+        let token = auth.then(waft_services::auth::new_secret);
         let addr = format!("127.0.0.1:{}", port());
         let mut process = Process {
             name: "dev".into(),
@@ -206,6 +212,10 @@ impl Cluster {
                     "WAFT_EXECUTOR_JOURNAL".into(),
                     dir.path().join("dev.journal").display().to_string(),
                 ));
+                if let Some(token) = &token {
+                    env.push(("WAFT_AUTH_ENABLED".into(), "true".into()));
+                    env.push(("WAFT_AUTH_CLUSTER_TOKEN".into(), token.clone()));
+                }
                 env
             },
             child: None,
@@ -213,13 +223,20 @@ impl Cluster {
             killed_at: Vec::new(),
         };
         process.start();
+        let channel = waft_api::channel_with(
+            &addr,
+            waft_api::ChannelOptions {
+                token: token.as_deref(),
+                ca: None,
+            },
+        );
         let cluster = Self {
-            frontend: FrontendClient::new(waft_api::channel(&addr).unwrap()),
+            frontend: FrontendClient::new(channel.unwrap()),
             frontend_addr: addr.clone(),
             processes: BTreeMap::from([("dev".to_owned(), process)]),
             sqs: None,
             hsc: None,
-            token: None,
+            token,
             ca: None,
             database: None,
             hsc_link: None,

@@ -2,15 +2,18 @@
 //!
 //! A test that needs Postgres asks [`postgres`] for a fresh database, one
 //! that needs SQS asks [`sqs`] for a server; one whose lambda calls out
-//! starts an [`HttpServer`] (always available: it is in-process). On a
+//! starts an [`HttpServer`] (always available: it is in-process); one that
+//! drives the dashboard asks for a [`browser`]. On a
 //! laptop without PostgreSQL it gets `None` and a printed reason, and may
 //! skip; under `CI=true` the same condition fails the test instead, so CI
 //! never passes by skipping.
 
+mod browser;
 pub mod http;
 mod postgres;
 mod sqs;
 
+pub use browser::{Browser, browser};
 pub use http::HttpServer;
 
 pub use postgres::{Durability, TestPostgres, postgres};

@@ -1,0 +1,149 @@
+// The night-time incident, entirely from the page: a lambda's tasks die;
+// its owner sees it on the overview, reads a failed attempt's log, pauses
+// the lambda (the CLI confirms its tasks are held), deploys a fix, resumes,
+// and redrives the dead letters in bulk (the CLI confirms they ran). Then
+// every other page: tasks, a task's children, schedule and cron forms with
+// the server's refusals next to their fields, versions and rollback.
+//
+// The harness (tests/dashboard.rs) has deployed `mailer` (failing, one
+// attempt: three tasks dead), `hello`, and `chain` with a finished parent.
+import assert from "node:assert/strict";
+import { env, open, shot, steps, task, until, visit, waft, waftStatus } from "./browser.mjs";
+
+const { browser, page, problems } = await open();
+const cell = (lambda, column) =>
+  page.locator(`tr[data-lambda="${lambda}"] td`).nth(column).innerText();
+const dead = JSON.parse(waft("task", "list", "--lambda", "mailer", "--status", "dead", "--json"));
+assert.equal(dead.length, 3, "the harness left three dead mailer tasks");
+let held;
+
+try {
+  await steps([
+    ["the overview shows the dead letters and failures", async () => {
+      await visit(page, "");
+      await until("mailer shows 3 dead", async () => (await cell("mailer", 9)) === "3");
+      assert.equal(await cell("mailer", 8), "3", "3 failures in the last hour");
+      assert.equal(await cell("mailer", 1), "open");
+      assert.match(await cell("hello", 7), /^[1-9]/, "hello succeeded");
+      await shot(page, "overview");
+    }],
+    ["a failed task's log is readable", async () => {
+      await visit(page, `#/task/${dead[0].id}`);
+      const log = page.locator(".attempt pre.log").first();
+      await log.waitFor();
+      assert.match(await log.innerText(), /attempt 1, succeeding on 5 smtp timeout/);
+      assert.match(await page.locator(".attempt").first().innerText(), /retriable/);
+      await shot(page, "task-failed");
+    }],
+    ["pausing the lambda from the page holds its tasks", async () => {
+      await visit(page, "");
+      await page.locator('tr[data-lambda="mailer"] button', { hasText: "Pause" }).click();
+      await until("the gate reads paused", async () => (await cell("mailer", 1)) === "paused");
+      held = waft("task", "schedule", "mailer", "--payload", '{"succeed_on":1}');
+      await until("the overview counts it held", async () => (await cell("mailer", 5)) === "1");
+      const shown = task(held);
+      assert.equal(shown.status, "new", "a paused lambda's task is not claimed");
+      assert.equal(shown.held, true);
+      assert.deepEqual(
+        JSON.parse(waft("gate", "list", "--json")).map((g) => [g.lambda, g.state]),
+        [["mailer", "paused"]],
+      );
+    }],
+    ["the owner deploys a fix and resumes from the gates page", async () => {
+      waft("lambda", "deploy", "mailer", env("WAFT_HELLO"));
+      await visit(page, "#/gates");
+      await page.locator('tr[data-gate="mailer/"]').waitFor();
+      await shot(page, "gates");
+      await page.locator('tr[data-gate="mailer/"] button', { hasText: "Resume" }).click();
+      await page.getByText("Every gate is open.").waitFor();
+      assert.match(await page.locator(".done").innerText(), /mailer opened: 1 task\(s\) released/);
+      assert.equal(waftStatus("task", "wait", held, "--timeout", "20s"), 0, "the held task ran");
+    }],
+    ["a bulk redrive from the page re-runs every dead letter", async () => {
+      await visit(page, "#/dead?lambda=mailer");
+      await until("three dead letters listed", async () =>
+        (await page.locator("table.dead tbody tr").count()) === 3);
+      assert.match(await page.locator("table.dead tbody").innerText(), /smtp timeout/);
+      await shot(page, "dead-letters");
+      await page.getByRole("button", { name: "Redrive all matching" }).click();
+      await page.getByText("3 matching the filter redriven onto the current version.").waitFor();
+      for (const { id } of dead) {
+        assert.equal(waftStatus("task", "wait", id, "--timeout", "20s"), 0, `${id} ran again`);
+        const { attempts } = JSON.parse(waft("dlq", "show", id, "--json"));
+        assert.deepEqual(attempts.map((a) => a.outcome), ["retriable", "success"],
+          "the dead attempt, then the redriven one");
+      }
+      await page.getByText("No dead letters match.").waitFor();
+    }],
+    ["the task list filters and pages", async () => {
+      await visit(page, "#/tasks?lambda=mailer");
+      await page.locator("table.tasks").waitFor();
+      await page.selectOption('select[name="status"]', "success");
+      await until("four successes listed", async () =>
+        (await page.locator("table.tasks tbody tr").count()) === 4);
+      assert.match(page.url(), /status=success/);
+      assert.match(await page.locator(".counts").innerText(), /success\s*4/);
+      await shot(page, "tasks");
+    }],
+    ["a task's page shows its children as a tree", async () => {
+      const [parent] = JSON.parse(waft("task", "list", "--lambda", "chain", "--json"));
+      await visit(page, `#/task/${parent.id}`);
+      await until("two children", async () => (await page.locator("ul.tree > li").count()) === 2);
+      assert.match(await page.locator("ul.tree").innerText(), /hello\s+success[^]*hello\s+success/);
+      await page.locator("ul.tree > li button").first().click();
+      await page.locator("ul.tree ul.tree, ul.tree .muted").first().waitFor();
+      await shot(page, "task");
+    }],
+    ["scheduling shows the server's refusal next to the payload", async () => {
+      await visit(page, "#/schedule?lambda=hello");
+      await page.fill('textarea[name="payload"]', '{"name": ');
+      await page.getByRole("button", { name: "Schedule" }).click();
+      const error = page.locator('[data-field="payload"] .field-error');
+      await error.waitFor();
+      assert.match(await error.innerText(), /^invalid argument: the payload is not JSON: EOF while parsing/);
+      await shot(page, "schedule-invalid");
+      await page.fill('textarea[name="payload"]', '{"name": "Grace"}');
+      await page.getByRole("button", { name: "Schedule" }).click();
+      await page.locator(".done a").click();
+      await until("the scheduled task succeeded", async () =>
+        /success/.test(await page.locator(".sub .status").innerText()), 20_000);
+      assert.match(await page.locator("pre.output").innerText(), /Hello, Grace!/);
+    }],
+    ["a cron expression is previewed, refused next to its field, saved, removed", async () => {
+      await visit(page, "#/cron");
+      await page.selectOption('select[name="lambda"]', "hello");
+      await page.fill('input[name="expression"]', "61 * * * *");
+      const error = page.locator('[data-field="expression"] .field-error');
+      await error.waitFor();
+      assert.match(await error.innerText(), /^invalid argument: invalid cron expression "61 \* \* \* \*"/);
+      await shot(page, "cron-invalid");
+      await page.fill('input[name="expression"]', "0 3 * * *");
+      await until("five occurrences previewed", async () =>
+        (await page.locator(".preview li").count()) === 5);
+      assert.match(await page.locator(".preview li").first().innerText(), /03:00:00Z$/);
+      await page.getByRole("button", { name: "Save schedule" }).click();
+      await page.locator("table.crons tbody tr").waitFor();
+      assert.equal(JSON.parse(waft("cron", "list", "--json")).length, 1);
+      await shot(page, "cron");
+      await page.locator("table.crons button", { hasText: "Remove" }).click();
+      await page.getByText("No periodic schedule.").waitFor();
+      assert.equal(JSON.parse(waft("cron", "list", "--json")).length, 0);
+    }],
+    ["a lambda's versions show their config, and roll back", async () => {
+      await visit(page, "#/lambda/mailer");
+      await page.locator('section[data-version="1"]').waitFor();
+      assert.match(await page.locator('section[data-version="2"] h3').innerText(), /current/);
+      assert.match(await page.locator('section[data-version="1"] .config').first().innerText(), /attempts\s+1/);
+      await shot(page, "lambda");
+      await page.locator('section[data-version="1"] button', { hasText: "Roll back" }).click();
+      await page.getByText("Rolled back: version 3 runs version 1's component and configuration.").waitFor();
+      assert.equal(JSON.parse(waft("lambda", "get", "mailer", "--json")).version, 3);
+      await visit(page, "#/lambdas");
+      await page.locator("table.lambdas").waitFor();
+      await shot(page, "lambdas");
+    }],
+  ]);
+  assert.deepEqual(problems, [], "no script error on any page");
+} finally {
+  await browser.close();
+}
