@@ -91,6 +91,8 @@ fn main() -> ExitCode {
     }
     let [(name, scenario)] = scenarios![wrong_role_and_health];
     trials.push(distributed.trial(&runtime, name, scenario));
+    let [(name, scenario)] = scenarios![page_and_grpc_web];
+    trials.push(dev.trial(&runtime, name, scenario));
     trials.push(Trial::test(
         "serve_refuses_an_incomplete_or_unsafe_configuration_before_binding",
         || {

@@ -108,6 +108,43 @@ pub async fn wrong_role_and_health(cluster: &Cluster) {
     );
 }
 
+/// The Frontend's port serves the dashboard's page to a plain HTTP/1.1
+/// `GET`, and gRPC-web calls, which answer in a body with their trailers
+/// (the dashboard's browser tests drive both through a real browser).
+/// Plain TCP: `waft dev`'s installation, which has no TLS.
+pub async fn page_and_grpc_web(cluster: &Cluster) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let frontend = cluster.frontend_addr.as_str();
+    let exchange = |request: Vec<u8>| async move {
+        let mut stream = tokio::net::TcpStream::connect(frontend).await.unwrap();
+        stream.write_all(&request).await.unwrap();
+        let mut response = Vec::new();
+        stream.read_to_end(&mut response).await.unwrap();
+        String::from_utf8_lossy(&response).into_owned()
+    };
+    let page =
+        exchange(b"GET / HTTP/1.1\r\nHost: waft\r\nConnection: close\r\n\r\n".to_vec()).await;
+    assert!(page.starts_with("HTTP/1.1 200"), "{page}");
+    assert!(
+        page.contains("content-security-policy: default-src 'self'"),
+        "{page}"
+    );
+    assert!(
+        page.contains("<script type=\"module\" src=\"/app.js\">"),
+        "{page}"
+    );
+    // An empty ListLambdasRequest in one gRPC-web frame.
+    let mut call = b"POST /waft.v1.Frontend/ListLambdas HTTP/1.1\r\nHost: waft\r\n\
+        Content-Type: application/grpc-web+proto\r\nX-Grpc-Web: 1\r\n\
+        Content-Length: 5\r\nConnection: close\r\n\r\n"
+        .to_vec();
+    call.extend_from_slice(&[0, 0, 0, 0, 0]);
+    let answer = exchange(call).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.contains("application/grpc-web+proto"), "{answer}");
+    assert!(answer.contains("grpc-status:0"), "{answer}");
+}
+
 fn denied<T>(result: Result<T, ServiceError>) {
     match result {
         Err(ServiceError::PermissionDenied(_)) => {}
@@ -535,9 +572,39 @@ pub async fn periodic(cluster: &Cluster) {
         (request("0 3 * * *", "UTC", "nope"), "unknown lambda"),
     ];
     for (bad, expected) in cases {
+        let preview = cluster
+            .frontend
+            .cron_preview(&bad.cron, bad.timezone.as_deref(), 3)
+            .await;
+        if bad.lambda == "ticker" {
+            let error = preview.unwrap_err();
+            assert!(
+                matches!(error, ServiceError::InvalidArgument(_)),
+                "{error:?}"
+            );
+            assert!(error.to_string().contains(expected), "{error:?}");
+        }
         let error = cluster.frontend.cron_create(bad).await.unwrap_err();
         assert!(error.to_string().contains(expected), "{error:?}");
     }
+    // A preview saves nothing; it counts 5 by default and 100 at most.
+    let daily = cluster
+        .frontend
+        .cron_preview("0 3 * * *", Some("UTC"), 3)
+        .await
+        .unwrap();
+    assert_eq!(daily.len(), 3);
+    assert!(
+        daily.iter().all(|at| at % 86_400_000 == 3 * 3_600_000),
+        "{daily:?}"
+    );
+    assert!(
+        daily.windows(2).all(|w| w[1] - w[0] == 86_400_000),
+        "{daily:?}"
+    );
+    let counted = |count| cluster.frontend.cron_preview("* * * * *", None, count);
+    assert_eq!(counted(0).await.unwrap().len(), 5);
+    assert_eq!(counted(1000).await.unwrap().len(), 100);
     assert!(cluster.frontend.cron_list().await.unwrap().is_empty());
     let error = cluster.frontend.cron_delete(&id).await.unwrap_err();
     assert!(matches!(error, ServiceError::NotFound(_)), "{error:?}");
@@ -556,6 +623,16 @@ pub async fn gates(cluster: &Cluster) {
         .await;
     let held = cluster.until(&id, WITHIN, |t| t.held).await;
     assert_eq!(held.status, TaskStatus::New);
+    // The overview counts it held, not ready.
+    let overview = cluster
+        .frontend
+        .lambda_stats(Duration::from_secs(3600))
+        .await
+        .unwrap();
+    let hello = overview.lambdas.iter().find(|s| s.lambda == "hello");
+    let hello = hello.expect("hello in the overview");
+    assert!(hello.held >= 1 && hello.ready.is_empty(), "{hello:?}");
+    assert!(overview.now > held.created_at, "the store's clock");
     let gates = cluster.frontend.gate_list().await.unwrap();
     assert!(
         gates
@@ -886,6 +963,25 @@ pub async fn bad_input_stores_nothing(cluster: &Cluster) {
         matches!(error, ServiceError::InvalidArgument(_)),
         "{error:?}"
     );
+    // A payload declared JSON (as the dashboard declares it) is checked.
+    let mut raw = waft_api::proto::frontend_client::FrontendClient::new(
+        cluster.channel(&cluster.frontend_addr, cluster.token.as_deref()),
+    );
+    let declared = |payload: &str| waft_api::proto::ScheduleRequest {
+        task: Some(waft_api::proto::NewTask {
+            lambda: "hello".into(),
+            payload: payload.as_bytes().to_vec(),
+            payload_is_json: true,
+            ..Default::default()
+        }),
+    };
+    let refused = raw.schedule(declared(r#"{"name": "#)).await.unwrap_err();
+    let refused = waft_api::status::from_status(refused, "Frontend");
+    assert!(
+        matches!(&refused, ServiceError::InvalidArgument(m)
+            if m.starts_with("the payload is not JSON: EOF while parsing")),
+        "{refused:?}"
+    );
     let after = cluster
         .frontend
         .task_list(TaskList::default())
@@ -893,6 +989,7 @@ pub async fn bad_input_stores_nothing(cluster: &Cluster) {
         .unwrap()
         .len();
     assert_eq!(before, after, "a refused request stored tasks");
+    raw.schedule(declared(r#"{"name": "JSON"}"#)).await.unwrap();
     assert!(cluster.frontend.lambda_get("broken", None).await.is_err());
 }
 

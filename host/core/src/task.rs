@@ -191,4 +191,29 @@ mod tests {
             );
         }
     }
+
+    #[test]
+    fn a_payload_declared_json_must_be_json() {
+        for good in [
+            &b"{}"[..],
+            b"[1, 2]",
+            b"\"text\"",
+            b" null ",
+            "{\"é\": \"\\u0000\"}".as_bytes(),
+        ] {
+            check_json_payload(good).unwrap();
+        }
+        for (bad, says) in [
+            (&b""[..], "EOF while parsing a value at line 1 column 0"),
+            (
+                b"{\"name\": ",
+                "EOF while parsing a value at line 1 column 9",
+            ),
+            (b"{} {}", "trailing characters at line 1 column 4"),
+            (b"\xff", "expected value at line 1 column 1"),
+        ] {
+            let error = check_json_payload(bad).unwrap_err();
+            assert_eq!(error, format!("the payload is not JSON: {says}"));
+        }
+    }
 }

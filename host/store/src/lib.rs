@@ -15,7 +15,8 @@
 //! from writing over a newer one.
 //!
 //! The tree: `sql/` holds the SQL, one file per entity (`lambda`, `task`,
-//! `poll`, `lease`, `gate`, `cron`, `token`), written once and compiled for
+//! `poll`, `lease`, `gate`, `cron`, `token`, `secret`, and `stats` for the
+//! dashboard's overview), written once and compiled for
 //! each backend; `dialect.rs` names the few fragments in which SQLite and
 //! Postgres differ; `rules.rs` holds the decisions that need no database
 //! (admitting a task, planning a retry, what a gate does), with unit tests;

@@ -80,6 +80,7 @@ pub fn dev(args: DevArgs) -> Result<ExitCode, Failure> {
         .validate(None)
         .map_err(|e| Failure::usage(e.to_string()))?;
     let auth = config.auth.enabled;
+    let tls = config.tls.cert.is_some();
     runtime()?.block_on(async move {
         let node = waft_node::start_dev(DevOptions {
             data_dir: args.data_dir.clone(),
@@ -93,6 +94,7 @@ pub fn dev(args: DevArgs) -> Result<ExitCode, Failure> {
             node.addr,
             args.data_dir.join("waft.db").display()
         );
+        println!("dashboard at {}", dashboard_url(&node, tls));
         announce_metrics(&node);
         if !auth {
             println!(
@@ -112,14 +114,25 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, Failure> {
     config
         .validate(Some(role))
         .map_err(|e| Failure::usage(e.to_string()))?;
+    let tls = config.tls.cert.is_some();
     runtime()?.block_on(async move {
         let node = waft_node::start_role(role, config)
             .await
             .map_err(|e| Failure::internal(e.to_string()))?;
         println!("waft serve {}: listening on {}", role.as_str(), node.addr);
+        if role == Role::Frontend {
+            println!("dashboard at {}", dashboard_url(&node, tls));
+        }
         announce_metrics(&node);
         run_until_signal(node).await
     })
+}
+
+/// Where the Frontend serves the dashboard: its own address, over HTTPS
+/// when it serves TLS.
+fn dashboard_url(node: &Node, tls: bool) -> String {
+    let scheme = if tls { "https" } else { "http" };
+    format!("{scheme}://{}/", node.addr)
 }
 
 fn announce_metrics(node: &Node) {

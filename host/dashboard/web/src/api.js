@@ -11,7 +11,7 @@ import { createGrpcWebTransport } from "@connectrpc/connect-web";
 const TOKEN_KEY = "waft.token";
 
 export const token = {
-  get: () => localStorage.getItem(TOKEN_KEY),
+  get: () => globalThis.localStorage?.getItem(TOKEN_KEY),
   set: (value) => localStorage.setItem(TOKEN_KEY, value),
   forget: () => localStorage.removeItem(TOKEN_KEY),
 };
@@ -19,9 +19,10 @@ export const token = {
 let registry;
 let frontend;
 
-/** Loads the contract and makes the client; once, before the first page. */
-export async function connect() {
-  const response = await fetch("/waft.binpb");
+/** Loads the contract and makes the client; once, before the first page
+ * (or a script's first call, with the server's address). */
+export async function connect(baseUrl = location.origin) {
+  const response = await fetch(`${baseUrl}/waft.binpb`);
   if (!response.ok) throw new Error(`cannot load the API's contract: HTTP ${response.status}`);
   const bytes = new Uint8Array(await response.arrayBuffer());
   registry = createFileRegistry(fromBinary(FileDescriptorSetSchema, bytes));
@@ -32,7 +33,7 @@ export async function connect() {
     return next(request);
   };
   const transport = createGrpcWebTransport({
-    baseUrl: location.origin,
+    baseUrl,
     interceptors: [bearer],
   });
   frontend = createClient(service, transport);

@@ -11,7 +11,8 @@
 //! One file per entity: `lambda` (versions, components), `task` (insert,
 //! read, cancel, redrive), `poll` (the Store Consumer's poll, gates' holds
 //! and drops, pacing), `lease` (claims, heartbeats, results, attempts,
-//! continuations), `gate`, `token`, `cron`. The decisions that need no
+//! continuations), `gate`, `token`, `secret`, `cron`, and `stats` (the
+//! dashboard's overview). The decisions that need no
 //! database (admitting a task, planning a retry, what a gate does) live in
 //! [`crate::rules`], with unit tests; status names come from
 //! [`crate::names`].

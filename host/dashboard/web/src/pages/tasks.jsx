@@ -23,14 +23,13 @@ export function Tasks({ query }) {
       after: filter.after,
       limit: PAGE,
     };
-    const [list, counts] = await Promise.all([
-      call("listTasks", request),
-      filter.lambda
-        ? call("countTasks", { lambda: filter.lambda, collection: filter.collection, parentId: filter.parent })
-        : Promise.resolve(undefined),
-    ]);
-    return { tasks: list.tasks, counts: counts?.counts };
+    const list = await call("listTasks", request);
+    return { tasks: list.tasks };
   }, [query.toString()]);
+  // Counted apart, so the list never waits for a count.
+  const counts = useData(async () => filter.lambda
+    ? (await call("countTasks", { lambda: filter.lambda, collection: filter.collection, parentId: filter.parent })).counts
+    : undefined, [filter.lambda, filter.collection, filter.parent]);
   const set = (changes) => go("/tasks", { ...filter, after: undefined, ...changes });
   return (
     <>
@@ -56,9 +55,9 @@ export function Tasks({ query }) {
         </select>
         <a class="button" href="#/tasks">Clear</a>
       </form>
-      {data?.counts ? (
+      {counts.data ? (
         <p class="counts">
-          {data.counts.map((c) => {
+          {counts.data.map((c) => {
             const status = enumName("TaskStatus", c.status);
             return <a href="#" onClick={(e) => { e.preventDefault(); set({ status }); }}>
               <Status status={status} /> {num(c.count)}
