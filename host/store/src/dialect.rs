@@ -30,6 +30,11 @@ pub(crate) struct Dialect {
     pub gate_write_lock: &'static str,
     /// Selects the database server's clock, in Unix milliseconds.
     pub clock: &'static str,
+    /// After `FROM tasks` in the overview: SQLite's planner, without
+    /// statistics, prefers `tasks_status` and a row lookup per task over
+    /// the covering `tasks_live` (1.1 s against 0.27 s at 900,000 waiting
+    /// tasks), so it is named; Postgres's planner finds it by itself.
+    pub live_tasks_index: &'static str,
 }
 
 impl Dialect {
@@ -44,6 +49,7 @@ impl Dialect {
         gate_write_lock: "",
         // SQLite runs in the process: its clock is the host's.
         clock: "SELECT CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)",
+        live_tasks_index: "INDEXED BY tasks_live",
     };
 
     /// Postgres runs concurrent writers: the poll skips rows another
@@ -58,6 +64,7 @@ impl Dialect {
         gate_write_lock: "SELECT pg_advisory_xact_lock(7239)",
         // The time now, not at the transaction's start.
         clock: "SELECT CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
+        live_tasks_index: "",
     };
 
     /// SQL that decodes the hex text `expression` into bytes.

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use waft_core::TaskStatus;
 
-use super::Store;
+use super::{DIALECT, Store};
 use crate::names::status::LIVE;
 use crate::rows::{self, RowExt};
 use crate::support::sql;
@@ -25,7 +25,8 @@ pub(super) async fn lambda_stats(
          SUM(CASE WHEN held THEN 1 ELSE 0 END) AS held, \
          SUM(CASE WHEN NOT held AND due_at <= $1 THEN 1 ELSE 0 END) AS due, \
          MIN(CASE WHEN NOT held AND due_at <= $1 THEN due_at END) AS oldest \
-         FROM tasks WHERE status IN {LIVE} GROUP BY lambda, priority, status"
+         FROM tasks {} WHERE status IN {LIVE} GROUP BY lambda, priority, status",
+        DIALECT.live_tasks_index
     )))
     .bind(now)
     .fetch_all(&store.pool)
