@@ -72,7 +72,7 @@ fuzz_target!(|data: &[u8]| {
     };
     let service = service();
     let refused = waft_fuzz::tokio().block_on(async {
-        match selector % 22 {
+        match selector % 24 {
             0 => call!(service, bytes, schedule),
             1 => call!(service, bytes, schedule_batch),
             2 => call!(service, bytes, get_task),
@@ -94,6 +94,8 @@ fuzz_target!(|data: &[u8]| {
             18 => call!(service, bytes, create_token),
             19 => call!(service, bytes, list_tokens),
             20 => call!(service, bytes, count_tasks),
+            21 => call!(service, bytes, lambda_stats),
+            22 => call!(service, bytes, preview_cron),
             _ => call!(service, bytes, revoke_token),
         }
     });
