@@ -121,3 +121,20 @@ export function fieldOf(message, fields) {
   }
   return "form";
 }
+
+/** Where a new task goes — its collection and priority — in the forms that
+ * make tasks (schedule, cron). */
+export function Placement({ form, errors, update }) {
+  return (
+    <>
+      <Field label="Collection" name="collection" error={errors.collection}>
+        <input name="collection" placeholder="default" value={form.collection ?? ""}
+          onInput={(e) => update({ collection: e.currentTarget.value })} />
+      </Field>
+      <Field label="Priority" name="priority" error={errors.priority}>
+        <input name="priority" type="number" min="0" placeholder="the lambda's default" value={form.priority ?? ""}
+          onInput={(e) => update({ priority: e.currentTarget.value })} />
+      </Field>
+    </>
+  );
+}

@@ -32,11 +32,7 @@ pub(super) async fn lambda_stats(
     .fetch_all(&store.pool)
     .await?;
     for row in &rows {
-        let lambda = row.text("lambda")?;
-        let entry = stats.entry(lambda.clone()).or_insert_with(|| LambdaStats {
-            lambda,
-            ..LambdaStats::default()
-        });
+        let entry = of_lambda(&mut stats, row.text("lambda")?);
         let n = count(row.int("n")?)?;
         match rows::status(row)? {
             TaskStatus::New | TaskStatus::Enqueued | TaskStatus::RetriableFailure => {
@@ -64,11 +60,7 @@ pub(super) async fn lambda_stats(
     .fetch_all(&store.pool)
     .await?;
     for row in &rows {
-        let lambda = row.text("lambda")?;
-        let entry = stats.entry(lambda.clone()).or_insert_with(|| LambdaStats {
-            lambda,
-            ..LambdaStats::default()
-        });
+        let entry = of_lambda(&mut stats, row.text("lambda")?);
         let n = count(row.int("n")?)?;
         if row.flag("ok")? {
             entry.succeeded += n;
@@ -77,6 +69,13 @@ pub(super) async fn lambda_stats(
         }
     }
     Ok(stats.into_values().collect())
+}
+
+fn of_lambda(stats: &mut BTreeMap<String, LambdaStats>, lambda: String) -> &mut LambdaStats {
+    stats.entry(lambda.clone()).or_insert_with(|| LambdaStats {
+        lambda,
+        ..LambdaStats::default()
+    })
 }
 
 fn add_depth(ready: &mut Vec<Depth>, priority: u8, count: u64, oldest_due: Millis) {

@@ -155,22 +155,8 @@ pub async fn lists_filter_and_page(store: &dyn TaskStore) {
         limit: 2,
         ..TaskList::default()
     };
-    let mut seen = Vec::new();
-    let mut page = store.task_list(by_parent.clone()).await.unwrap();
-    while !page.is_empty() {
-        assert!(page.len() <= 2);
-        seen.extend(page.iter().map(|t| t.id.clone()));
-        let after = page.last().map(|t| t.id.clone());
-        page = store
-            .task_list(TaskList {
-                after,
-                ..by_parent.clone()
-            })
-            .await
-            .unwrap();
-    }
     children.sort();
-    assert_eq!(seen, children);
+    assert_eq!(paged(store, by_parent).await, children);
     let mail = TaskList {
         lambda: Some("mail".into()),
         ..TaskList::default()
@@ -438,23 +424,6 @@ pub async fn lists_by_creation_time_both_ways(store: &dyn TaskStore) {
     for minute in 0..6 {
         ids.push(insert(store, new_task("mail"), T0 + minute * 60_000).await);
     }
-    let listed = |list: TaskList| async move {
-        let mut seen = Vec::new();
-        let mut page = store.task_list(list.clone()).await.unwrap();
-        while !page.is_empty() {
-            assert!(page.len() <= 2, "pages of two");
-            seen.extend(page.iter().map(|t| t.id.clone()));
-            let after = page.last().map(|t| t.id.clone());
-            page = store
-                .task_list(TaskList {
-                    after,
-                    ..list.clone()
-                })
-                .await
-                .unwrap();
-        }
-        seen
-    };
     let range = TaskList {
         lambda: Some("mail".into()),
         created_from: Some(T0 + 60_000),
@@ -462,14 +431,14 @@ pub async fn lists_by_creation_time_both_ways(store: &dyn TaskStore) {
         limit: 2,
         ..TaskList::default()
     };
-    assert_eq!(listed(range.clone()).await, ids[1..4]);
+    assert_eq!(paged(store, range.clone()).await, ids[1..4]);
     let newest = TaskList {
         newest_first: true,
         ..range.clone()
     };
     let mut reversed = ids[1..4].to_vec();
     reversed.reverse();
-    assert_eq!(listed(newest).await, reversed);
+    assert_eq!(paged(store, newest).await, reversed);
     let everything = TaskList {
         newest_first: true,
         limit: 2,
@@ -477,7 +446,7 @@ pub async fn lists_by_creation_time_both_ways(store: &dyn TaskStore) {
     };
     let mut all = ids.clone();
     all.reverse();
-    assert_eq!(listed(everything).await, all);
+    assert_eq!(paged(store, everything).await, all);
     for (from, before) in [
         (Some(i64::MAX), None),
         (None, Some(-5)),
@@ -583,4 +552,23 @@ pub async fn lambda_stats_follow_the_tasks(store: &dyn TaskStore) {
             other
         ]
     );
+}
+
+/// Every id of a list, page after page, each page within the list's limit.
+async fn paged(store: &dyn TaskStore, list: TaskList) -> Vec<String> {
+    let mut seen = Vec::new();
+    let mut page = store.task_list(list.clone()).await.unwrap();
+    while !page.is_empty() {
+        assert!(page.len() <= list.limit as usize, "a page over the limit");
+        seen.extend(page.iter().map(|t| t.id.clone()));
+        let after = page.last().map(|t| t.id.clone());
+        page = store
+            .task_list(TaskList {
+                after,
+                ..list.clone()
+            })
+            .await
+            .unwrap();
+    }
+    seen
 }

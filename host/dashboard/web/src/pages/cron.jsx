@@ -3,7 +3,7 @@
 // before anything is saved, and remove.
 import { useEffect, useState } from "preact/hooks";
 import { bytesText, call, describe, time, utf8 } from "../api.js";
-import { Done, Empty, Failure, Field, LambdaPicker, fieldOf, useAction, useData } from "../ui.jsx";
+import { Done, Empty, Failure, Field, LambdaPicker, Placement, fieldOf, useAction, useData } from "../ui.jsx";
 
 const FIELDS = {
   timezone: ["time zone"],
@@ -112,14 +112,7 @@ function NewCron({ onSaved }) {
         <Field label="Time zone" name="timezone" error={errors.timezone}>
           <input name="timezone" value={form.timezone} onInput={(e) => update({ timezone: e.currentTarget.value })} />
         </Field>
-        <Field label="Collection" name="collection" error={errors.collection}>
-          <input name="collection" placeholder="default" value={form.collection ?? ""}
-            onInput={(e) => update({ collection: e.currentTarget.value })} />
-        </Field>
-        <Field label="Priority" name="priority" error={errors.priority}>
-          <input name="priority" type="number" min="0" placeholder="the lambda's default" value={form.priority ?? ""}
-            onInput={(e) => update({ priority: e.currentTarget.value })} />
-        </Field>
+        <Placement form={form} errors={errors} update={update} />
         <Field label="After downtime" name="catchUp">
           <select name="catchUp" value={form.catchUp ? "all" : "latest"}
             onInput={(e) => update({ catchUp: e.currentTarget.value === "all" })}>

@@ -67,12 +67,12 @@ export function Overview() {
                   <td class="ok">{num(s.succeeded) ?? 0}</td>
                   <td class={num(s.failed) ? "bad" : ""}>{num(s.failed) ?? 0}</td>
                   <td>{num(s.dead) ? <a href={`#/dead?lambda=${encodeURIComponent(lambda.name)}`}>{num(s.dead)}</a> : 0}</td>
-                  <td class="actions">
+                  <td><div class="actions">
                     {state === "open"
                       ? <button onClick={() => setGate(lambda.name, "paused")} disabled={action.busy}>Pause</button>
                       : <button onClick={() => setGate(lambda.name, "open")} disabled={action.busy}>Resume</button>}
                     <a class="button" href={`#/tasks?lambda=${encodeURIComponent(lambda.name)}`}>Tasks</a>
-                  </td>
+                  </div></td>
                 </tr>
               );
             })}

@@ -3,7 +3,7 @@
 // server's words; the editor also says while typing whether it parses.
 import { useState } from "preact/hooks";
 import { call, describe, utf8 } from "../api.js";
-import { Failure, Field, LambdaPicker, fieldOf } from "../ui.jsx";
+import { Failure, Field, LambdaPicker, Placement, fieldOf } from "../ui.jsx";
 
 const FIELDS = {
   payload: ["payload"],
@@ -63,14 +63,7 @@ export function Schedule({ query }) {
           <Field label="Lambda" name="lambda" error={errors.lambda}>
             <LambdaPicker any={false} value={form.lambda} onInput={(lambda) => update({ lambda })} />
           </Field>
-          <Field label="Collection" name="collection" error={errors.collection}>
-            <input name="collection" placeholder="default" value={form.collection ?? ""}
-              onInput={(e) => update({ collection: e.currentTarget.value })} />
-          </Field>
-          <Field label="Priority" name="priority" error={errors.priority}>
-            <input name="priority" type="number" min="0" placeholder="the lambda's default" value={form.priority ?? ""}
-              onInput={(e) => update({ priority: e.currentTarget.value })} />
-          </Field>
+          <Placement form={form} errors={errors} update={update} />
           <Field label="Delay (seconds)" name="delay" error={errors.delay}>
             <input name="delay" type="number" min="0" step="any" placeholder="now" value={form.delay ?? ""}
               onInput={(e) => update({ delay: e.currentTarget.value })} />
