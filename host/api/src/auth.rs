@@ -2,8 +2,10 @@
 //! resolved to a [`Principal`] once, before the call reaches a role.
 //!
 //! Health and reflection stay open (load balancers and `grpcurl list` carry
-//! no token). The dashboard's page never reaches this layer (`page.rs`). The Controller and HSC serve only the installation's own
-//! processes: they need the cluster token (or an admin's). Frontend calls
+//! no token); the dashboard's page never reaches this layer (`page.rs`),
+//! while its calls, gRPC-web translated, do like any client's. The
+//! Controller and HSC serve only the installation's own processes: they
+//! need the cluster token (or an admin's). Frontend calls
 //! carry their principal in the request's extensions, and each method checks
 //! it against the lambda it touches (`server.rs`).
 
