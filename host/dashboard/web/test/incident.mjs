@@ -3,7 +3,8 @@
 // the lambda (the CLI confirms its tasks are held), deploys a fix, resumes,
 // and redrives the dead letters in bulk (the CLI confirms they ran). Then
 // every other page: tasks, a task's children, schedule and cron forms with
-// the server's refusals next to their fields, versions and rollback.
+// the server's refusals next to their fields, versions and rollback, a
+// selected dead letter redriven onto a chosen version, and cancel.
 //
 // The harness (tests/dashboard.rs) has deployed `mailer` (failing, one
 // attempt: three tasks dead), `hello`, and `chain` with a finished parent.
@@ -141,6 +142,30 @@ try {
       await visit(page, "#/lambdas");
       await page.locator("table.lambdas").waitFor();
       await shot(page, "lambdas");
+    }],
+    ["a selection of dead letters is redriven onto a chosen version", async () => {
+      // Version 3 is version 1 again: failing, one attempt.
+      const failing = [1, 2].map(() =>
+        waft("task", "schedule", "mailer", "--payload", '{"succeed_on":5}'));
+      for (const id of failing) assert.equal(waftStatus("task", "wait", id, "--timeout", "20s"), 21, "dead");
+      await visit(page, "#/dead?lambda=mailer");
+      await until("two dead letters", async () => (await page.locator("table.dead tbody tr").count()) === 2);
+      await page.locator(`tr[data-task="${failing[0]}"] input[type=checkbox]`).check();
+      await page.selectOption('select[name="version"]', "2");
+      await page.getByRole("button", { name: "Redrive selected (1)" }).click();
+      await page.getByText("1 selected redriven onto version 2.").waitFor();
+      assert.equal(waftStatus("task", "wait", failing[0], "--timeout", "20s"), 0, "ran on the fix");
+      assert.equal(task(failing[0]).version, 2, "pinned to the chosen version");
+      assert.equal(task(failing[1]).status, "dead", "the unselected one stays dead");
+    }],
+    ["a waiting task is cancelled from its page", async () => {
+      waft("gate", "pause", "hello");
+      const waiting = waft("task", "schedule", "hello", "--payload", "{}");
+      await visit(page, `#/task/${waiting}`);
+      await page.getByRole("button", { name: "Cancel" }).click();
+      await page.getByText("Cancelled.").waitFor();
+      assert.equal(task(waiting).status, "cancelled");
+      waft("gate", "resume", "hello");
     }],
   ]);
   assert.deepEqual(problems, [], "no script error on any page");
