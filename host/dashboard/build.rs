@@ -27,8 +27,8 @@ fn run(dir: &Path, program: &str, args: &[&str]) {
             dir.display()
         ),
         Err(error) => panic!(
-            "cannot run `{program}` ({error}): building Waft's dashboard needs Node.js 20 \
-             or later and npm (scripts/setup says how)"
+            "cannot run `{program}` ({error}): building Waft's dashboard needs Node.js 18 \
+             or later and npm (scripts/setup installs them)"
         ),
     }
 }

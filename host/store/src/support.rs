@@ -11,18 +11,19 @@ pub fn new_id() -> String {
 /// store's clock, not the host's), so a range of creation times is a range
 /// of ids and lists by time read one index range.
 pub(crate) fn task_id(created_at: crate::Millis) -> String {
-    let at = u64::try_from(created_at).unwrap_or(0).min(ULID_TIME_MAX);
-    ulid::Ulid::from_parts(at, fastrand::u128(..)).to_string()
+    ulid_at(created_at, fastrand::u128(..))
 }
 
 /// The least id a task created at `at` can have.
 pub(crate) fn least_task_id(at: crate::Millis) -> String {
-    let at = u64::try_from(at).unwrap_or(0).min(ULID_TIME_MAX);
-    ulid::Ulid::from_parts(at, 0).to_string()
+    ulid_at(at, 0)
 }
 
-/// A ULID's time has 48 bits.
-const ULID_TIME_MAX: u64 = (1 << 48) - 1;
+/// A ULID of time `at`, clamped to the 48 bits a ULID's time has.
+fn ulid_at(at: crate::Millis, random: u128) -> String {
+    let at = u64::try_from(at).unwrap_or(0).min((1 << 48) - 1);
+    ulid::Ulid::from_parts(at, random).to_string()
+}
 
 /// A writing call's work: its statements on a connection inside a
 /// transaction that the backend begins, and commits once the work is done.

@@ -39,13 +39,6 @@ export async function connect(baseUrl = location.origin) {
   frontend = createClient(service, transport);
 }
 
-/** The Frontend's methods by their proto names in lower camel case
- * (`listTasks`, `setGate`...). */
-export const api = new Proxy(
-  {},
-  { get: (_, method) => (request = {}) => frontend[method](request) },
-);
-
 /** Listeners told when a call needs a token (UNAUTHENTICATED). */
 const onUnauthenticated = new Set();
 export const whenUnauthenticated = (listener) => {
@@ -53,10 +46,12 @@ export const whenUnauthenticated = (listener) => {
   return () => onUnauthenticated.delete(listener);
 };
 
-/** Runs a call; a refusal becomes an error whose message is the server's. */
-export async function call(method, request) {
+/** Calls a Frontend method by its proto name in lower camel case
+ * (`listTasks`, `setGate`...); a refusal becomes an error whose message is
+ * the server's. */
+export async function call(method, request = {}) {
   try {
-    return await api[method](request);
+    return await frontend[method](request);
   } catch (error) {
     const refusal = ConnectError.from(error);
     if (refusal.code === Code.Unauthenticated) onUnauthenticated.forEach((f) => f());

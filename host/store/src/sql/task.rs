@@ -212,10 +212,11 @@ pub(super) async fn list(store: &Store, params: TaskList) -> Result<Vec<Task>> {
         0 => 100,
         n => n.min(1000),
     };
-    // Only the filters given enter the statement, so each list is a range
-    // of one index (`tasks_lambda_status`, `tasks_collection`, `tasks_status`,
-    // `tasks_parent`, or the ids alone) read in id order, never a scan
-    // filtered row by row: pages stay fast at millions of tasks. Creation
+    // Only the filters given enter the statement, so the planner can take
+    // the index they fit — lambda and status (`tasks_lambda_status`),
+    // lambda and collection (`tasks_collection`), status (`tasks_status`),
+    // parent (`tasks_parent`), or the ids alone, most read in id order —
+    // instead of one statement testing every filter on every row. Creation
     // times bound the ids, which are ULIDs and begin with them.
     let mut conditions = Vec::new();
     let mut binds: Vec<String> = Vec::new();

@@ -54,7 +54,7 @@ function NewCron({ onSaved }) {
   const [form, setForm] = useState({ expression: "*/5 * * * *", timezone: "UTC", payload: "{}", catchUp: false });
   const [preview, setPreview] = useState({ occurrences: [], error: undefined });
   const [errors, setErrors] = useState({});
-  const save = useAction();
+  const [saved, setSaved] = useState();
   const update = (changes) => {
     setForm({ ...form, ...changes });
     setErrors({});
@@ -78,6 +78,7 @@ function NewCron({ onSaved }) {
   const submit = async (e) => {
     e.preventDefault();
     setErrors({});
+    setSaved(undefined);
     try {
       await call("createCron", {
         lambda: form.lambda ?? "",
@@ -89,7 +90,7 @@ function NewCron({ onSaved }) {
         priority: form.priority === undefined || form.priority === "" ? undefined : Number(form.priority),
         catchUp: form.catchUp,
       });
-      save.run(async () => {}, `Saved: ${form.lambda} at ${form.expression}.`);
+      setSaved(`Saved: ${form.lambda} at ${form.expression}.`);
       onSaved();
     } catch (error) {
       const message = describe(error);
@@ -132,7 +133,7 @@ function NewCron({ onSaved }) {
         ) : <span class="muted">{preview.error ? "none: see the expression" : "…"}</span>}
       </div>
       <Failure error={errors.form} />
-      <Done message={save.done} />
+      <Done message={saved} />
       <button type="submit">Save schedule</button>
     </form>
   );
