@@ -25,6 +25,7 @@ try {
       await until("mailer shows 3 dead", async () => (await cell("mailer", 9)) === "3");
       assert.equal(await cell("mailer", 8), "3", "3 failures in the last hour");
       assert.equal(await cell("mailer", 1), "open");
+      assert.equal(await page.getByText("Loading Waft").count(), 0, "the placeholder is replaced");
       assert.match(await cell("hello", 7), /^[1-9]/, "hello succeeded");
       await shot(page, "overview");
     }],
