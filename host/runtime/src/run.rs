@@ -7,6 +7,7 @@
 //! future is polled often enough for a deadline or a kill to stop a guest
 //! that is waiting in a host call as well as one spinning in WebAssembly.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -15,7 +16,6 @@ use waft_core::{Grants, Limits};
 use wasmtime::component::ResourceTable;
 use wasmtime::{ResourceLimiter, Store, Trap, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
-use wasmtime_wasi_config::WasiConfigVariables;
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use crate::contract::v0_2::wit::types as wit_types;
@@ -71,8 +71,8 @@ pub(crate) struct HostState {
     wasi: WasiCtx,
     http: WasiHttpCtx,
     outbound: Outbound,
-    /// What `wasi:config` serves: the lambda's variables.
-    pub(crate) config: WasiConfigVariables,
+    /// What `wasi:config` serves: the lambda's variables and secrets.
+    pub(crate) config: BTreeMap<String, String>,
     table: ResourceTable,
     limiter: MemoryLimiter,
     pub(crate) log: LogSink,
@@ -309,6 +309,7 @@ pub(crate) fn new_store(
                 .env
                 .iter()
                 .chain(sandbox.secrets.iter().map(|(k, v)| (k, v)))
+                .map(|(k, v)| (k.clone(), v.clone()))
                 .collect(),
             outbound: Outbound::new(
                 sandbox.grants.clone(),

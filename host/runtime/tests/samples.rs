@@ -510,6 +510,110 @@ async fn a_killed_instance_makes_no_further_host_calls() {
     assert_eq!(messages(&execution), ["info finished step 1"]);
 }
 
+/// A lambda that heartbeats, then reads the variable `KEY` through
+/// `wasi:config` and answers success with its value: hand-written (no
+/// sample reads its configuration after a heartbeat), a core module in WAT
+/// around the `lambda` world. Its task's flattened parameters: three
+/// strings (pointer, length), priority, attempt, scheduled-at, payload.
+/// Each import writes its answer at the address it is given last; the
+/// outcome it returns is at 256 (aligned to 8, its payload at 264).
+const READS_CONFIG_AFTER_A_HEARTBEAT: &str = r#"(module
+    (import "waft:lambda/heartbeat@0.2.0" "beat" (func $beat (param i32 i32 i32 i32)))
+    (import "wasi:config/store@0.2.0-rc.1" "get" (func $get (param i32 i32 i32)))
+    (memory (export "memory") 1)
+    (data (i32.const 16) "KEY")
+    (global $free (mut i32) (i32.const 1024))
+    (func (export "cabi_realloc") (param i32 i32) (param $align i32) (param $size i32)
+        (result i32)
+        (local $at i32)
+        (local.set $at (i32.and
+            (i32.add (global.get $free) (i32.sub (local.get $align) (i32.const 1)))
+            (i32.sub (i32.const 0) (local.get $align))))
+        (global.set $free (i32.add (local.get $at) (local.get $size)))
+        (local.get $at))
+    (func (export "waft:lambda/handler@0.2.0#handle")
+        (param i32 i32 i32 i32 i32 i32 i32 i32 i64 i32 i32) (result i32)
+        ;; beat(none)
+        (call $beat (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 64))
+        ;; get("KEY"): result<option<string>, error>, the option at 132
+        (call $get (i32.const 16) (i32.const 3) (i32.const 128))
+        ;; success(that option)
+        (i32.store8 (i32.const 264) (i32.load8_u (i32.const 132)))
+        (i32.store (i32.const 268) (i32.load (i32.const 136)))
+        (i32.store (i32.const 272) (i32.load (i32.const 140)))
+        (i32.const 256)))"#;
+
+/// A component of the current `lambda` world around `core`, a core module
+/// in WAT.
+fn lambda_around(core: &str) -> Vec<u8> {
+    use wit_component::{ComponentEncoder, StringEncoding, embed_component_metadata};
+    let mut resolve = wit_parser::Resolve::default();
+    let (package, _) = resolve
+        .push_path(concat!(env!("CARGO_MANIFEST_DIR"), "/../../wit"))
+        .expect("the WIT parses");
+    let world = resolve
+        .select_world(&[package], Some("lambda"))
+        .expect("the lambda world");
+    let mut module = wat::parse_str(core).expect("valid WAT");
+    embed_component_metadata(&mut module, &resolve, world, StringEncoding::UTF8)
+        .expect("metadata embeds");
+    ComponentEncoder::default()
+        .validate(true)
+        .module(&module)
+        .expect("the module fits the world")
+        .encode()
+        .expect("a component")
+}
+
+/// `wasi:config` is a capability like the others: once the execution is
+/// stopped, a read of its configuration traps instead of being answered.
+#[tokio::test]
+async fn a_killed_instance_reads_no_configuration() {
+    let runtime = runtime();
+    let lambda = runtime
+        .prepare(&lambda_around(READS_CONFIG_AFTER_A_HEARTBEAT))
+        .await
+        .expect("the lambda prepares");
+    let sandbox = Sandbox {
+        grants: Arc::new(waft_core::Grants {
+            env: [("KEY".to_owned(), "a value".to_owned())].into(),
+            ..waft_core::Grants::default()
+        }),
+        ..Sandbox::default()
+    };
+    // Running, it reads its variable.
+    let execution = lambda
+        .run(
+            task("config", Value::Null),
+            &sandbox,
+            Arc::new(RecordingHost::default()),
+            &KillSwitch::new(),
+        )
+        .await;
+    assert_eq!(
+        execution.outcome,
+        Outcome::Success {
+            output: Some(b"a value".to_vec())
+        }
+    );
+    // Killed during its heartbeat, it does not.
+    let kill = KillSwitch::new();
+    let host = Arc::new(LosingHost {
+        kill: kill.clone(),
+        heartbeats: Default::default(),
+    });
+    let execution = lambda
+        .run(task("config", Value::Null), &sandbox, host.clone(), &kill)
+        .await;
+    assert_eq!(
+        execution.outcome,
+        Outcome::Killed {
+            reason: "three heartbeats failed".into()
+        }
+    );
+    assert_eq!(host.heartbeats.load(std::sync::atomic::Ordering::SeqCst), 1);
+}
+
 #[tokio::test]
 async fn a_sleeping_instance_is_killed_at_once() {
     let runtime = runtime();

@@ -69,6 +69,19 @@ impl Principal {
         }
     }
 
+    /// The lambdas it may do `action` to, for a query to keep to; `None`
+    /// when it may do it to every lambda.
+    pub fn lambdas(&self, action: Action) -> Option<Vec<String>> {
+        match self {
+            Principal::Admin => None,
+            Principal::Owner(lambdas) => Some(lambdas.iter().cloned().collect()),
+            Principal::Scheduler(lambdas) if action != Action::Manage => {
+                Some(lambdas.iter().cloned().collect())
+            }
+            Principal::Scheduler(_) => Some(Vec::new()),
+        }
+    }
+
     /// `PermissionDenied` unless it may do `action` to `lambda`.
     pub fn check(&self, action: Action, lambda: &str) -> ServiceResult<()> {
         if self.may(action, lambda) {
@@ -172,6 +185,12 @@ mod tests {
         assert!(scheduler.may(Action::Schedule, "mail"));
         assert!(scheduler.may(Action::Read, "mail"));
         assert!(!scheduler.may(Action::Manage, "mail"));
+        // The lambdas a query keeps to are the ones `may` allows.
+        let mail = Some(vec!["mail".to_owned()]);
+        assert_eq!(Principal::Admin.lambdas(Action::Manage), None);
+        assert_eq!(owner.lambdas(Action::Manage), mail);
+        assert_eq!(scheduler.lambdas(Action::Read), mail);
+        assert_eq!(scheduler.lambdas(Action::Manage), Some(Vec::new()));
         assert!(matches!(
             owner.check_admin("create tokens"),
             Err(ServiceError::PermissionDenied(_))

@@ -14,7 +14,8 @@
 //! alone), commits once, and only then answers each caller. So a caller
 //! still hears of its write only once it is durable, and each call still
 //! happens whole or not at all, in the order the writer ran it; while the
-//! disk syncs one group, the next one gathers.
+//! disk syncs one group, the next one gathers. The queue is bounded: when
+//! it is full, callers wait to enter it (none is dropped).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -33,11 +34,17 @@ use crate::{Result, StoreError};
 /// without bound.
 const MAX_GROUP: usize = 256;
 
+/// The most calls waiting for the writer: a full next group gathers while
+/// one commits; beyond that, callers wait their turn to queue (in order),
+/// so a flood of callers holds the writer's memory to this many jobs
+/// instead of growing it for as long as the flood lasts.
+const QUEUE: usize = MAX_GROUP;
+
 /// The handle of a store's writer; clones share it. The writer stops when
 /// the last handle is dropped.
 #[derive(Clone, Debug)]
 pub(crate) struct GroupCommit {
-    jobs: mpsc::UnboundedSender<Box<dyn Job>>,
+    jobs: mpsc::Sender<Box<dyn Job>>,
     /// Transactions committed so far.
     commits: Arc<AtomicU64>,
 }
@@ -45,7 +52,7 @@ pub(crate) struct GroupCommit {
 impl GroupCommit {
     /// Starts the writer, on the current tokio runtime, over `pool`.
     pub(crate) fn start(pool: SqlitePool) -> Self {
-        let (jobs, queue) = mpsc::unbounded_channel();
+        let (jobs, queue) = mpsc::channel(QUEUE);
         let commits = Arc::new(AtomicU64::new(0));
         tokio::spawn(writer(pool, queue, commits.clone()));
         Self { jobs, commits }
@@ -64,8 +71,11 @@ impl GroupCommit {
         F: for<'c> FnOnce(&'c mut SqliteConnection) -> Work<'c, T> + Send + 'static,
     {
         let (reply, answer) = oneshot::channel();
+        // Waits while the queue is full. A caller that gives up meanwhile
+        // leaves nothing behind: its work never queued.
         self.jobs
             .send(Box::new(Pending { work, reply }))
+            .await
             .map_err(|_| StoreError::Commit("the store's writer has stopped".into()))?;
         answer.await.map_err(|_| {
             StoreError::Commit("the write failed in the store's writer; see the log".into())
@@ -77,7 +87,7 @@ impl GroupCommit {
 /// job that panics fails its group's callers, not the writer.
 async fn writer(
     pool: SqlitePool,
-    mut queue: mpsc::UnboundedReceiver<Box<dyn Job>>,
+    mut queue: mpsc::Receiver<Box<dyn Job>>,
     commits: Arc<AtomicU64>,
 ) {
     while let Some(first) = queue.recv().await {
@@ -363,6 +373,72 @@ mod tests {
         insert(&writer, 300, false).await.unwrap();
         assert_eq!(writer.commits(), 2);
         assert_eq!(stored(&pool).await.last(), Some(&300));
+    }
+
+    /// While the writer is stalled, at most [`QUEUE`] calls wait in its
+    /// queue; the rest wait to enter it. A caller that gives up before its
+    /// call was queued leaves no write behind; the queued ones all run.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_stalled_writer_queues_at_most_its_capacity() {
+        let (_dir, pool, writer) = open().await;
+        // A call that holds the writer until released.
+        let (started, running) = oneshot::channel();
+        let (release, released) = oneshot::channel::<()>();
+        let stall = tokio::spawn({
+            let writer = writer.clone();
+            async move {
+                writer
+                    .write(move |_conn| {
+                        Box::pin(async move {
+                            let _ = started.send(());
+                            let _ = released.await;
+                            Ok(0)
+                        })
+                    })
+                    .await
+            }
+        });
+        running.await.unwrap();
+
+        // Three queues' worth of callers; each counts itself in first.
+        let callers = 3 * QUEUE;
+        let waiting = Arc::new(AtomicU64::new(0));
+        let calls: Vec<_> = (1..=callers as i64)
+            .map(|x| {
+                let (writer, waiting) = (writer.clone(), waiting.clone());
+                tokio::spawn(async move {
+                    waiting.fetch_add(1, Ordering::Relaxed);
+                    insert(&writer, x, false).await
+                })
+            })
+            .collect();
+        // On one thread, a caller that has counted itself has run up to
+        // its first wait, in the queue or before it.
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+        while waiting.load(Ordering::Relaxed) < callers as u64 {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the callers never ran"
+            );
+            tokio::task::yield_now().await;
+        }
+        for call in &calls {
+            call.abort();
+        }
+        for call in calls {
+            assert!(call.await.unwrap_err().is_cancelled());
+        }
+
+        release.send(()).unwrap();
+        stall.await.unwrap().unwrap();
+        // A last call, queued behind every earlier one, answers once they
+        // have all run.
+        insert(&writer, 0, false).await.unwrap();
+        let ran = stored(&pool).await.len() - 1;
+        assert_eq!(
+            ran, QUEUE,
+            "{ran} calls were queued behind the stalled writer"
+        );
     }
 
     /// A call that takes the transaction down with it (here by rolling it

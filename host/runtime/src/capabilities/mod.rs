@@ -6,13 +6,13 @@
 //! - [`children`]: child tasks, scheduled through the same;
 //! - outbound HTTP (`wasi:http/outgoing-handler`): the [`outbound`](crate::outbound)
 //!   module, behind the lambda's allow-list;
-//! - configuration (`wasi:config/store`): the lambda's variables and secrets,
-//!   served by `wasmtime-wasi-config` from the store's data.
+//! - [`config`] (`wasi:config/store`): the lambda's variables and secrets.
 //!
 //! Every call of a stopped execution fails, and so traps the guest: nothing
 //! a lambda asks for happens after its kill switch is thrown.
 
 mod children;
+mod config;
 mod heartbeat;
 mod log;
 

@@ -104,8 +104,9 @@ impl Handler {
     }
 }
 
-/// Links Waft's own interfaces, of every version. (WASI, `wasi:http` and
-/// `wasi:config` come from their crates.)
+/// Links Waft's own interfaces, of every version, and `wasi:config`,
+/// answered by a [`capabilities`](crate::capabilities) module like them.
+/// (WASI and `wasi:http` come from their crates.)
 pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
     use v0_2::wit as current;
     fn state(state: &mut HostState) -> &mut HostState {
@@ -115,6 +116,7 @@ pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<
     current::log::add_to_linker::<HostState, HasSelf<HostState>>(linker, state)?;
     current::heartbeat::add_to_linker::<HostState, HasSelf<HostState>>(linker, state)?;
     current::children::add_to_linker::<HostState, HasSelf<HostState>>(linker, state)?;
+    v0_2::wasi::config::store::add_to_linker::<HostState, HasSelf<HostState>>(linker, state)?;
     v0_1::Lambda::add_to_linker::<HostState, HasSelf<HostState>>(linker, state)?;
     Ok(())
 }

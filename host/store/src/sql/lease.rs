@@ -1,7 +1,7 @@
 //! Leases: claims, heartbeats and results, each a guarded update that a
 //! stale lease cannot pass; the attempts table and continuations.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use waft_core::TaskStatus;
 
@@ -12,8 +12,8 @@ use crate::rows::{self, RowExt};
 use crate::rules::{GateEffect, Origin, RetryPlan};
 use crate::support::{millis, sql, text_in};
 use crate::{
-    ClaimedTask, Millis, NewTask, Refusal, Result, ResultOutcome, StoreError, TaskClaimMany,
-    TaskHeartbeatMany, TaskSetResultMany,
+    AttemptOutcome, ClaimedTask, Millis, NewTask, Refusal, Result, ResultOutcome, StoreError,
+    TaskClaimMany, TaskHeartbeatMany, TaskResult, TaskSetResultMany,
 };
 
 pub(super) async fn claim_many(
@@ -97,7 +97,7 @@ pub(super) async fn heartbeat_many(
     .bind(params.now.saturating_add(millis(params.heartbeat_timeout)))
     .fetch_all(&mut *tx)
     .await?;
-    let alive: std::collections::HashSet<String> = alive.into_iter().collect();
+    let alive: HashSet<String> = alive.into_iter().collect();
     let mut answers = Vec::with_capacity(params.beats.len());
     for beat in &params.beats {
         answers.push(if alive.contains(&beat.id) {
@@ -109,209 +109,334 @@ pub(super) async fn heartbeat_many(
     Ok(answers)
 }
 
+/// Records a batch of results. Successes and fatal failures end their
+/// tasks in one guarded update; a retriable failure first reads its task's
+/// attempts and its version's backoff; a second result for a task already
+/// in the batch is judged after the first has ended it. Each answer is in
+/// its result's place.
 pub(super) async fn set_result_many(
     tx: &mut Connection,
     params: TaskSetResultMany,
 ) -> Result<Vec<Result<TaskStatus, Refusal>>> {
     let now = params.now;
-    let mut answers: Vec<Option<Result<TaskStatus, Refusal>>> = vec![None; params.results.len()];
-    let mut finals = Vec::new();
-    let mut retries = Vec::new();
-    // A second result for one task in one batch is judged after
-    // the first has ended it.
-    let mut repeats = Vec::new();
-    let mut seen = std::collections::HashSet::new();
-    // The executions that ended, for the attempts table.
-    let mut history = Vec::new();
-    for (index, result) in params.results.into_iter().enumerate() {
-        if !seen.insert(result.id.clone()) {
-            repeats.push((index, result.id, result.lease_token));
+    let mut batch = Batch::new(params.results.len());
+    let Sorted {
+        finals,
+        retries,
+        repeats,
+    } = sort(params.results);
+    end_finals(&mut *tx, finals, now, &mut batch).await?;
+    let planned = plan_retries(&mut *tx, retries, now, &mut batch).await?;
+    apply_retries(&mut *tx, planned, &mut batch).await?;
+    record_attempts(&mut *tx, std::mem::take(&mut batch.executions), now).await?;
+    for repeat in repeats {
+        let refusal = lease_refusal(&mut *tx, &repeat.id, repeat.lease).await?;
+        batch.answer(repeat.index, Err(refusal));
+    }
+    batch.answers()
+}
+
+/// One result of a batch: where its answer goes, whose lease it ran
+/// under, and what it logged.
+struct Ending {
+    index: usize,
+    id: String,
+    lease: i64,
+    log: Option<String>,
+}
+
+/// A success or a fatal failure: it ends its task whatever the task's
+/// attempts.
+struct Final {
+    ending: Ending,
+    status: TaskStatus,
+    outcome: AttemptOutcome,
+    output: Option<Vec<u8>>,
+    error: Option<String>,
+}
+
+/// A retriable failure, before its task is read.
+struct Retry {
+    ending: Ending,
+    error: String,
+    retry_after: Option<std::time::Duration>,
+}
+
+/// A retriable failure whose next status is decided, before the update
+/// that must still find the task under its lease.
+struct Planned {
+    ending: Ending,
+    error: String,
+    plan: RetryPlan,
+}
+
+/// A batch's results by what they need.
+struct Sorted {
+    finals: Vec<Final>,
+    retries: Vec<Retry>,
+    /// Second results for a task, judged after the first.
+    repeats: Vec<Ending>,
+}
+
+fn sort(results: Vec<TaskResult>) -> Sorted {
+    let mut sorted = Sorted {
+        finals: Vec::new(),
+        retries: Vec::new(),
+        repeats: Vec::new(),
+    };
+    let mut seen = HashSet::new();
+    for (index, result) in results.into_iter().enumerate() {
+        let ending = Ending {
+            index,
+            lease: result.lease_token,
+            log: result.log,
+            id: result.id,
+        };
+        if !seen.insert(ending.id.clone()) {
+            sorted.repeats.push(ending);
             continue;
         }
-        let log = result.log;
         match result.outcome {
-            ResultOutcome::Success { output } => finals.push((
-                index,
-                result.id,
-                result.lease_token,
-                TaskStatus::Success,
+            ResultOutcome::Success { output } => sorted.finals.push(Final {
+                ending,
+                status: TaskStatus::Success,
+                outcome: AttemptOutcome::Success,
                 output,
-                None,
-                log,
-            )),
-            ResultOutcome::Fatal { error } => finals.push((
-                index,
-                result.id,
-                result.lease_token,
-                TaskStatus::FatalFailure,
-                None,
-                Some(error),
-                log,
-            )),
-            ResultOutcome::Retriable { error, retry_after } => retries.push((
-                index,
-                result.id,
-                result.lease_token,
+                error: None,
+            }),
+            ResultOutcome::Fatal { error } => sorted.finals.push(Final {
+                ending,
+                status: TaskStatus::FatalFailure,
+                outcome: AttemptOutcome::Fatal,
+                output: None,
+                error: Some(error),
+            }),
+            ResultOutcome::Retriable { error, retry_after } => sorted.retries.push(Retry {
+                ending,
                 error,
                 retry_after,
-                log,
-            )),
+            }),
+        }
+    }
+    sorted
+}
+
+/// A batch's answers, by the results' places, and the executions it
+/// ended (for the attempts table), as the steps find them.
+struct Batch {
+    answers: Vec<Option<Result<TaskStatus, Refusal>>>,
+    executions: Vec<serde_json::Value>,
+}
+
+impl Batch {
+    fn new(results: usize) -> Self {
+        Self {
+            answers: vec![None; results],
+            executions: Vec::new(),
         }
     }
 
-    // Success and fatal failure need nothing from the task: one
-    // guarded update ends them all.
-    if !finals.is_empty() {
-        let rows: Vec<_> = finals
-            .iter()
-            .map(|(_, id, lease, status, output, error, log)| {
-                serde_json::json!({
-                    "id": text_in(id),
-                    "lease": lease,
-                    "status": status.as_str(),
-                    "output": output.as_ref().map(hex::encode),
-                    "error": error.as_deref().map(text_in),
-                    "log": log.as_deref().map(text_in),
-                })
+    fn answer(&mut self, index: usize, answer: Result<TaskStatus, Refusal>) {
+        self.answers[index] = Some(answer);
+    }
+
+    /// An execution ended as `outcome`: recorded with its error and log.
+    fn ended(&mut self, ending: Ending, outcome: AttemptOutcome, error: Option<String>) {
+        self.executions.push(serde_json::json!({
+            "id": ending.id, "lease": ending.lease, "outcome": outcome.as_str(),
+            "error": error, "log": ending.log,
+        }));
+    }
+
+    fn answers(self) -> Result<Vec<Result<TaskStatus, Refusal>>> {
+        self.answers
+            .into_iter()
+            .map(|answer| {
+                answer.ok_or_else(|| StoreError::Corrupt("a result went unanswered".into()))
             })
-            .collect();
-        // A success with a continuation also answers what the next
-        // task needs, so tasks without one cost no second query.
-        let ended = sqlx::query(sql(format!(
-            "UPDATE tasks SET status = r.result_status, output = {output}, \
-             last_error = r.result_error, log = r.result_log, next_trigger_at = NULL, \
-             held = FALSE, finished_at = $2 \
-             FROM (SELECT j.value->>'id' AS result_id, \
-                CAST(j.value->>'lease' AS BIGINT) AS result_lease, \
-                j.value->>'status' AS result_status, j.value->>'output' AS result_output, \
-                j.value->>'error' AS result_error, j.value->>'log' AS result_log \
-                FROM {rows}) AS r \
-             WHERE tasks.id = r.result_id AND tasks.lease_token = r.result_lease \
-             AND (tasks.status IN {RUNNING}) IS TRUE \
-             RETURNING id, CASE WHEN status = {SUCCESS} THEN continuation END AS continuation, \
-             CASE WHEN status = {SUCCESS} AND continuation IS NOT NULL THEN output END AS next_payload",
-            output = DIALECT.unhex("r.result_output"),
-            rows = DIALECT.json_rows,
-        )))
-        .bind(serde_json::Value::Array(rows).to_string())
-        .bind(now)
-        .fetch_all(&mut *tx)
-        .await?;
-        let mut continued = Vec::new();
-        let mut ids = std::collections::HashSet::with_capacity(ended.len());
-        for row in &ended {
-            let id = row.text("id")?;
-            if let Some(then) = row.opt_text("continuation")? {
-                continued.push((id.clone(), then, row.opt_bytes("next_payload")?));
-            }
-            ids.insert(id);
-        }
-        let ended = ids;
-        continue_successes(&mut *tx, continued, now).await?;
-        for (index, id, lease, status, _, error, log) in finals {
-            answers[index] = Some(if ended.contains(&id) {
-                let outcome = if status == TaskStatus::Success {
-                    "success"
-                } else {
-                    "fatal"
-                };
-                history.push(serde_json::json!({
-                    "id": id, "lease": lease, "outcome": outcome, "error": error, "log": log,
-                }));
-                Ok(status)
-            } else {
-                Err(lease_refusal(&mut *tx, &id, lease).await?)
-            });
-        }
+            .collect()
     }
+}
 
-    // Retries depend on the attempts left and the lambda's backoff,
-    // read first; the update is guarded like the others, so a
-    // cancel or a lapse committed since the read wins, and the
-    // result is refused.
-    let mut updates = Vec::with_capacity(retries.len());
+/// Ends the successes and fatal failures in one guarded update (they
+/// need nothing from their tasks), and creates the successes'
+/// continuations.
+async fn end_finals(
+    tx: &mut Connection,
+    finals: Vec<Final>,
+    now: Millis,
+    batch: &mut Batch,
+) -> Result<()> {
+    if finals.is_empty() {
+        return Ok(());
+    }
+    let rows: Vec<_> = finals
+        .iter()
+        .map(|f| {
+            serde_json::json!({
+                "id": text_in(&f.ending.id),
+                "lease": f.ending.lease,
+                "status": f.status.as_str(),
+                "output": f.output.as_ref().map(hex::encode),
+                "error": f.error.as_deref().map(text_in),
+                "log": f.ending.log.as_deref().map(text_in),
+            })
+        })
+        .collect();
+    // A success with a continuation also answers what the next task
+    // needs, so tasks without one cost no second query.
+    let rows = sqlx::query(sql(format!(
+        "UPDATE tasks SET status = r.result_status, output = {output}, \
+         last_error = r.result_error, log = r.result_log, next_trigger_at = NULL, \
+         held = FALSE, finished_at = $2 \
+         FROM (SELECT j.value->>'id' AS result_id, \
+            CAST(j.value->>'lease' AS BIGINT) AS result_lease, \
+            j.value->>'status' AS result_status, j.value->>'output' AS result_output, \
+            j.value->>'error' AS result_error, j.value->>'log' AS result_log \
+            FROM {rows}) AS r \
+         WHERE tasks.id = r.result_id AND tasks.lease_token = r.result_lease \
+         AND (tasks.status IN {RUNNING}) IS TRUE \
+         RETURNING id, CASE WHEN status = {SUCCESS} THEN continuation END AS continuation, \
+         CASE WHEN status = {SUCCESS} AND continuation IS NOT NULL THEN output END AS next_payload",
+        output = DIALECT.unhex("r.result_output"),
+        rows = DIALECT.json_rows,
+    )))
+    .bind(serde_json::Value::Array(rows).to_string())
+    .bind(now)
+    .fetch_all(&mut *tx)
+    .await?;
+    let mut continued = Vec::new();
+    let mut ended = HashSet::with_capacity(rows.len());
+    for row in &rows {
+        let id = row.text("id")?;
+        if let Some(then) = row.opt_text("continuation")? {
+            continued.push((id.clone(), then, row.opt_bytes("next_payload")?));
+        }
+        ended.insert(id);
+    }
+    continue_successes(&mut *tx, continued, now).await?;
+    for f in finals {
+        let index = f.ending.index;
+        if !ended.contains(&f.ending.id) {
+            let refusal = lease_refusal(&mut *tx, &f.ending.id, f.ending.lease).await?;
+            batch.answer(index, Err(refusal));
+            continue;
+        }
+        batch.ended(f.ending, f.outcome, f.error);
+        batch.answer(index, Ok(f.status));
+    }
+    Ok(())
+}
+
+/// Decides each retriable failure's next status from its task's attempts
+/// and the backoff of the version the task runs (pinned, or else
+/// current). A task gone, under another lease or no longer running is
+/// answered here; the rest are planned.
+async fn plan_retries(
+    tx: &mut Connection,
+    retries: Vec<Retry>,
+    now: Millis,
+    batch: &mut Batch,
+) -> Result<Vec<Planned>> {
     let mut planned = Vec::with_capacity(retries.len());
-    for (index, id, lease, error, retry_after, log) in retries {
+    for retry in retries {
+        let index = retry.ending.index;
         let row = sqlx::query(
             "SELECT t.status, t.lease_token, t.attempt, t.max_attempts, \
              v.backoff_base_ms, v.backoff_factor, v.backoff_max_ms FROM tasks t \
              JOIN lambdas l ON l.name = t.lambda \
-             JOIN lambda_versions v ON v.lambda = l.name AND v.version = l.current_version \
+             JOIN lambda_versions v ON v.lambda = l.name \
+                AND v.version = COALESCE(t.version, l.current_version) \
              WHERE t.id = $1",
         )
-        .bind(text_in(&id))
+        .bind(text_in(&retry.ending.id))
         .fetch_optional(&mut *tx)
         .await?;
         let Some(row) = row else {
-            answers[index] = Some(Err(Refusal::NotFound));
+            batch.answer(index, Err(Refusal::NotFound));
             continue;
         };
         let status = rows::status(&row)?;
         let current = row.int("lease_token")?;
-        if current != lease {
-            answers[index] = Some(Err(Refusal::StaleLease { current }));
+        if current != retry.ending.lease {
+            batch.answer(index, Err(Refusal::StaleLease { current }));
             continue;
         }
         if !matches!(status, TaskStatus::Claimed | TaskStatus::Processing) {
-            answers[index] = Some(Err(Refusal::WrongState(status)));
+            batch.answer(index, Err(Refusal::WrongState(status)));
             continue;
         }
         let plan = RetryPlan::decide(
             row.int("attempt")?,
             row.int("max_attempts")?,
             &rows::backoff(&row)?,
-            retry_after,
+            retry.retry_after,
             now,
             fastrand::f64(),
         );
-        updates.push(serde_json::json!({
-            "id": id,
-            "lease": lease,
-            "status": plan.status.as_str(),
-            "error": text_in(&error),
-            "log": log.as_deref().map(text_in),
-            "next": plan.next_trigger_at,
-            "finished": plan.finished_at,
-        }));
-        planned.push((index, id, lease, plan.status, error, log));
+        planned.push(Planned {
+            ending: retry.ending,
+            error: retry.error,
+            plan,
+        });
     }
-    if !updates.is_empty() {
-        let updated: Vec<String> = sqlx::query_scalar(sql(format!(
-            "UPDATE tasks SET status = r.result_status, last_error = r.result_error, \
-             log = r.result_log, next_trigger_at = r.result_next, due_at = COALESCE(r.result_next, due_at), \
-             held = FALSE, finished_at = r.result_finished \
-             FROM (SELECT j.value->>'id' AS result_id, \
-                CAST(j.value->>'lease' AS BIGINT) AS result_lease, \
-                j.value->>'status' AS result_status, j.value->>'error' AS result_error, \
-                j.value->>'log' AS result_log, CAST(j.value->>'next' AS BIGINT) AS result_next, \
-                CAST(j.value->>'finished' AS BIGINT) AS result_finished FROM {}) AS r \
-             WHERE tasks.id = r.result_id AND tasks.lease_token = r.result_lease \
-             AND (tasks.status IN {RUNNING}) IS TRUE RETURNING id",
-            DIALECT.json_rows,
-        )))
-        .bind(serde_json::Value::Array(updates).to_string())
-        .fetch_all(&mut *tx)
-        .await?;
-        let updated: std::collections::HashSet<String> = updated.into_iter().collect();
-        for (index, id, lease, status, error, log) in planned {
-            answers[index] = Some(if updated.contains(&id) {
-                history.push(serde_json::json!({
-                    "id": id, "lease": lease, "outcome": "retriable", "error": error, "log": log,
-                }));
-                Ok(status)
-            } else {
-                Err(lease_refusal(&mut *tx, &id, lease).await?)
-            });
+    Ok(planned)
+}
+
+/// Applies the planned retries in one update, guarded like the others: a
+/// cancel or a lapse committed since [`plan_retries`] read the task wins,
+/// and the result is refused.
+async fn apply_retries(
+    tx: &mut Connection,
+    planned: Vec<Planned>,
+    batch: &mut Batch,
+) -> Result<()> {
+    if planned.is_empty() {
+        return Ok(());
+    }
+    let updates: Vec<_> = planned
+        .iter()
+        .map(|p| {
+            serde_json::json!({
+                "id": p.ending.id,
+                "lease": p.ending.lease,
+                "status": p.plan.status.as_str(),
+                "error": text_in(&p.error),
+                "log": p.ending.log.as_deref().map(text_in),
+                "next": p.plan.next_trigger_at,
+                "finished": p.plan.finished_at,
+            })
+        })
+        .collect();
+    let updated: HashSet<String> = sqlx::query_scalar(sql(format!(
+        "UPDATE tasks SET status = r.result_status, last_error = r.result_error, \
+         log = r.result_log, next_trigger_at = r.result_next, due_at = COALESCE(r.result_next, due_at), \
+         held = FALSE, finished_at = r.result_finished \
+         FROM (SELECT j.value->>'id' AS result_id, \
+            CAST(j.value->>'lease' AS BIGINT) AS result_lease, \
+            j.value->>'status' AS result_status, j.value->>'error' AS result_error, \
+            j.value->>'log' AS result_log, CAST(j.value->>'next' AS BIGINT) AS result_next, \
+            CAST(j.value->>'finished' AS BIGINT) AS result_finished FROM {}) AS r \
+         WHERE tasks.id = r.result_id AND tasks.lease_token = r.result_lease \
+         AND (tasks.status IN {RUNNING}) IS TRUE RETURNING id",
+        DIALECT.json_rows,
+    )))
+    .bind(serde_json::Value::Array(updates).to_string())
+    .fetch_all(&mut *tx)
+    .await?
+    .into_iter()
+    .collect();
+    for p in planned {
+        let index = p.ending.index;
+        if !updated.contains(&p.ending.id) {
+            let refusal = lease_refusal(&mut *tx, &p.ending.id, p.ending.lease).await?;
+            batch.answer(index, Err(refusal));
+            continue;
         }
+        batch.ended(p.ending, AttemptOutcome::Retriable, Some(p.error));
+        batch.answer(index, Ok(p.plan.status));
     }
-    record_attempts(&mut *tx, history, now).await?;
-    for (index, id, lease) in repeats {
-        answers[index] = Some(Err(lease_refusal(&mut *tx, &id, lease).await?));
-    }
-    answers
-        .into_iter()
-        .map(|answer| answer.ok_or_else(|| StoreError::Corrupt("a result went unanswered".into())))
-        .collect()
+    Ok(())
 }
 
 /// Creates the continuations of the tasks that just succeeded: a

@@ -40,9 +40,12 @@ pub(super) async fn insert(
             priority,
             run_at,
         } = admit(&task, &lambda, origin, now)?;
-        if let Some(version) = task.version {
-            lambda::require_version(conn, &task.lambda, version).await?;
-        }
+        // A pinned task's attempt budget is its version's, as a
+        // redrive's is; its backoff is read from that version too.
+        let max_attempts = match task.version {
+            Some(version) => pinned_attempts(conn, &task.lambda, version).await?,
+            None => i64::from(config.max_attempts),
+        };
         if let Some(key) = &task.idempotency_key {
             let slot = (task.lambda.clone(), key.clone());
             if let Some(id) = keys.get(&slot) {
@@ -131,7 +134,7 @@ pub(super) async fn insert(
             "collection": collection,
             "priority": priority,
             "payload": hex::encode(&task.payload),
-            "max_attempts": config.max_attempts,
+            "max_attempts": max_attempts,
             "run_at": run_at,
             "parent_id": task.parent_id,
             "key": task.idempotency_key.as_deref().map(text_in),
@@ -189,6 +192,22 @@ pub(super) async fn insert(
     Ok(answers)
 }
 
+/// The attempt budget of `version` of `lambda`; `UnknownVersion` when the
+/// lambda has no such version.
+async fn pinned_attempts(conn: &mut Connection, lambda: &str, version: u32) -> Result<i64> {
+    sqlx::query_scalar(
+        "SELECT max_attempts FROM lambda_versions WHERE lambda = $1 AND version = $2",
+    )
+    .bind(lambda)
+    .bind(i64::from(version))
+    .fetch_optional(&mut *conn)
+    .await?
+    .ok_or_else(|| StoreError::UnknownVersion {
+        lambda: lambda.to_owned(),
+        version,
+    })
+}
+
 pub(super) async fn insert_many(
     tx: &mut Connection,
     params: TaskInsertMany,
@@ -220,6 +239,19 @@ pub(super) async fn list(store: &Store, params: TaskList) -> Result<Vec<Task>> {
     // times bound the ids, which are ULIDs and begin with them.
     let mut conditions = Vec::new();
     let mut binds: Vec<String> = Vec::new();
+    // A token's lambdas, each a parameter (a token names few): in the
+    // statement, so that the limit counts only theirs.
+    if let Some(lambdas) = &params.lambdas {
+        if lambdas.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut names = Vec::with_capacity(lambdas.len());
+        for lambda in lambdas {
+            binds.push(text_in(lambda).into_owned());
+            names.push(format!("${}", binds.len()));
+        }
+        conditions.push(format!("lambda IN ({})", names.join(", ")));
+    }
     let mut filter = |column: &str, operator: &str, value: String| {
         binds.push(value);
         conditions.push(format!("{column} {operator} ${}", binds.len()));

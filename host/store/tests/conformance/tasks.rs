@@ -171,6 +171,60 @@ pub async fn lists_filter_and_page(store: &dyn TaskStore) {
     assert_eq!(child.parent_id.as_deref(), Some(parent.as_str()));
 }
 
+/// A list kept to some lambdas (a token's) fills its pages with their tasks
+/// alone, however many of other lambdas' lie between, both ways; with no
+/// lambda, it is empty.
+pub async fn lists_keep_to_the_lambdas_given(store: &dyn TaskStore) {
+    for name in ["mail", "billing", "other"] {
+        deploy(store, name).await;
+    }
+    // Three tasks of others for each of mail's and billing's, each created
+    // a millisecond after the last, so ids follow creation.
+    let mut kept = Vec::new();
+    for i in 0..40 {
+        let lambda = match i % 8 {
+            3 => "mail",
+            7 => "billing",
+            _ => "other",
+        };
+        let id = insert(store, new_task(lambda), T0 + i).await;
+        if lambda != "other" {
+            kept.push(id);
+        }
+    }
+    let scoped = TaskList {
+        lambdas: Some(vec!["mail".into(), "billing".into()]),
+        limit: 3,
+        ..TaskList::default()
+    };
+    let first = store.task_list(scoped.clone()).await.unwrap();
+    assert_eq!(first.len(), 3, "a full page");
+    assert_eq!(paged(store, scoped.clone()).await, kept);
+    let newest = TaskList {
+        newest_first: true,
+        ..scoped.clone()
+    };
+    let mut reversed = kept.clone();
+    reversed.reverse();
+    assert_eq!(paged(store, newest).await, reversed);
+    // With another filter, both hold.
+    let mail = TaskList {
+        lambda: Some("mail".into()),
+        ..scoped.clone()
+    };
+    assert_eq!(paged(store, mail).await.len(), 5);
+    let outside = TaskList {
+        lambda: Some("other".into()),
+        ..scoped.clone()
+    };
+    assert!(store.task_list(outside).await.unwrap().is_empty());
+    let none = TaskList {
+        lambdas: Some(Vec::new()),
+        ..TaskList::default()
+    };
+    assert!(store.task_list(none).await.unwrap().is_empty());
+}
+
 /// Counts per status follow the tasks through their states, filtered by
 /// lambda, collection and parent, and agree with the lists.
 pub async fn counts_follow_statuses(store: &dyn TaskStore) {
