@@ -9,6 +9,7 @@ use std::sync::{Arc, OnceLock};
 
 use async_trait::async_trait;
 use libfuzzer_sys::fuzz_target;
+use tonic::codegen::tokio_stream::StreamExt;
 use tonic::{Code, Request};
 use waft_api::FrontendService;
 use waft_api::proto::frontend_server::Frontend as _;
@@ -66,19 +67,40 @@ macro_rules! call {
     };
 }
 
+/// [`call!`] for a method that answers with a stream: the refusal may come
+/// first, or in the stream (a deploy reports, then answers).
+macro_rules! call_streamed {
+    ($service:expr, $bytes:expr, $method:ident) => {
+        match prost::Message::decode($bytes) {
+            Ok(request) => match $service.$method(Request::new(request)).await {
+                Err(status) => Some(status),
+                Ok(response) => {
+                    let mut stream = response.into_inner();
+                    let mut refused = None;
+                    while let Some(item) = StreamExt::next(&mut stream).await {
+                        refused = item.err().or(refused);
+                    }
+                    refused
+                }
+            },
+            Err(_) => None,
+        }
+    };
+}
+
 fuzz_target!(|data: &[u8]| {
     let Some((&selector, bytes)) = data.split_first() else {
         return;
     };
     let service = service();
     let refused = waft_fuzz::tokio().block_on(async {
-        match selector % 24 {
+        match selector % 26 {
             0 => call!(service, bytes, schedule),
             1 => call!(service, bytes, schedule_batch),
             2 => call!(service, bytes, get_task),
             3 => call!(service, bytes, list_tasks),
             4 => call!(service, bytes, cancel_task),
-            5 => call!(service, bytes, deploy_lambda),
+            5 => call_streamed!(service, bytes, deploy_lambda),
             6 => call!(service, bytes, get_lambda),
             7 => call!(service, bytes, list_lambdas),
             8 => call!(service, bytes, rollback_lambda),
@@ -96,6 +118,8 @@ fuzz_target!(|data: &[u8]| {
             20 => call!(service, bytes, count_tasks),
             21 => call!(service, bytes, lambda_stats),
             22 => call!(service, bytes, preview_cron),
+            23 => call_streamed!(service, bytes, get_artifact),
+            24 => call!(service, bytes, wait_lambda_change),
             _ => call!(service, bytes, revoke_token),
         }
     });

@@ -55,10 +55,17 @@ start_fauxqs() {
 }
 
 # start_roles STORE_URL: one `waft serve` per role on the store at
-# STORE_URL; sets roles (their pids) and exports the peers' addresses, and
-# returns once the Frontend answers.
+# STORE_URL with one secrets key; sets roles (their pids) and exports the
+# peers' addresses, and returns once the Frontend answers.
 start_roles() {
     export WAFT_STORE_URL=$1
+    # The installation's key: it seals secrets and the components the
+    # Frontend compiles, which executors then load instead of compiling.
+    if [ -z "${WAFT_SECRETS_KEY_FILE:-}" ]; then
+        export WAFT_SECRETS_KEY_FILE=$work/secrets.key
+        python3 -c 'import secrets; print(secrets.token_hex(32))' >"$WAFT_SECRETS_KEY_FILE"
+        chmod 600 "$WAFT_SECRETS_KEY_FILE"
+    fi
     export WAFT_PEERS_FRONTEND="127.0.0.1:$(port)"
     export WAFT_PEERS_CONTROLLER="127.0.0.1:$(port)"
     export WAFT_PEERS_HSC="127.0.0.1:$(port)"

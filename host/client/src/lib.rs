@@ -37,8 +37,8 @@ pub mod convert;
 pub mod status;
 
 pub use client::{
-    Bearer, ChannelOptions, ControllerClient, FrontendClient, HscClient, WaftChannel, channel,
-    channel_with,
+    Bearer, ChannelOptions, ControllerClient, DEPLOY_SILENCE, DeployReport, FrontendClient,
+    HscClient, MAX_ARTIFACT_BYTES, WaftChannel, channel, channel_with,
 };
 pub use waft_core::model::*;
 pub use waft_core::roles::{

@@ -107,6 +107,12 @@ pub struct TaskInserted {
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct TaskList {
     pub lambda: Option<String>,
+    /// Only tasks of these lambdas (an empty list matches none): the
+    /// lambdas a caller's token may read, which the Frontend's gRPC adapter
+    /// sets so that a page is full of theirs, not what is left of a page of
+    /// every lambda's. Not sent over the wire: a server sets it from the
+    /// caller's token.
+    pub lambdas: Option<Vec<String>>,
     pub collection: Option<String>,
     pub status: Option<TaskStatus>,
     pub parent_id: Option<String>,
@@ -350,8 +356,34 @@ pub struct LambdaDeploy {
     /// SHA-256 of `component`, hex; the caller computes it.
     pub digest: String,
     pub component: Vec<u8>,
+    /// The component compiled by the deploying Frontend, kept beside it so
+    /// executors load it instead of compiling.
+    pub artifact: Option<Artifact>,
     pub config: LambdaConfig,
     pub now: Millis,
+}
+
+/// A component compiled for one engine, sealed by the process that
+/// compiled it (see `waft_runtime::ArtifactKey` for the trust model).
+#[derive(Clone, PartialEq, Eq)]
+pub struct Artifact {
+    /// The fingerprint of the engine that compiled it: artifacts load only
+    /// into an engine with the same one.
+    pub engine: String,
+    /// The compiled code, as `wasmtime`'s `Component::serialize` wrote it.
+    pub bytes: Vec<u8>,
+    /// HMAC-SHA256 under the installation's artifact key of the engine, the
+    /// component's digest and `bytes`.
+    pub seal: Vec<u8>,
+}
+
+impl std::fmt::Debug for Artifact {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Artifact")
+            .field("engine", &self.engine)
+            .field("bytes", &self.bytes.len())
+            .finish_non_exhaustive()
+    }
 }
 
 /// Makes an earlier version of a lambda current again, as a new version

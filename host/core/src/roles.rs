@@ -11,8 +11,8 @@ use async_trait::async_trait;
 
 use crate::error::ServiceResult;
 use crate::model::{
-    Attempt, ClaimedTask, Continuation, Cron, DeadSelector, Gate, GateState, Heartbeat, Lambda,
-    Millis, Overview, Refusal, SealedSecrets, SecretInfo, StatusCount, Task, TaskCount,
+    Artifact, Attempt, ClaimedTask, Continuation, Cron, DeadSelector, Gate, GateState, Heartbeat,
+    Lambda, Millis, Overview, Refusal, SealedSecrets, SecretInfo, StatusCount, Task, TaskCount,
     TaskInserted, TaskList, TaskResult, Token, TokenRole,
 };
 use crate::{LambdaConfig, TaskStatus};
@@ -110,6 +110,16 @@ pub trait FrontendApi: Send + Sync {
     async fn lambda_versions(&self, name: &str) -> ServiceResult<Vec<Lambda>>;
     /// A component's bytes by digest.
     async fn component_get(&self, digest: &str) -> ServiceResult<Vec<u8>>;
+    /// The component `digest` as the deploying Frontend compiled it for an
+    /// engine of fingerprint `engine`: none when it was compiled for
+    /// another engine, or not at all.
+    async fn artifact_get(&self, digest: &str, engine: &str) -> ServiceResult<Option<Artifact>>;
+    /// Waits until the lambdas change (a deploy, a rollback) from the
+    /// generation `seen`, at most `wait`; answers the generation then. A
+    /// caller passes back what it was last answered: a change between two
+    /// calls is never missed. Generations only differ or not: a restarted
+    /// Frontend counts afresh, and its first answer differs.
+    async fn lambda_changed(&self, seen: u64, wait: Duration) -> ServiceResult<u64>;
     /// Sets a lambda's (or one collection's) gate; answers how many held
     /// tasks opening it released.
     async fn gate_set(

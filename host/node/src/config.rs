@@ -274,6 +274,7 @@ const ENV_KEYS: &[(&str, &[&str])] = &[
             "refresh",
             "shutdown_grace",
             "journal",
+            "loaded_versions",
         ],
     ),
     ("runtime", &["cache_dir", "outbound_ca"]),

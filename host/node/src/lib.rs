@@ -233,13 +233,22 @@ pub async fn start_role(role: Role, config: Config) -> Result<Node, NodeError> {
             let store: Arc<dyn TaskStore> = Arc::new(store);
             let clock = StoreClock::start(store.clone(), node.stop.clone()).await?;
             roles.auth = authenticator(&config, Some(store.clone()));
-            roles.frontend = Some(Arc::new(
+            let frontend = Arc::new(
                 match secret_key(&config)? {
-                    Some(key) => Frontend::new(store, clock, runtime, due).secrets(key),
-                    None => Frontend::new(store, clock, runtime, due),
+                    Some(key) => Frontend::new(store, clock, runtime, due.clone()).secrets(key),
+                    None => Frontend::new(store, clock, runtime, due.clone()),
                 }
                 .keep_versions(config.store.keep_versions),
-            ));
+            );
+            let stop = node.stop.clone();
+            let relayed = frontend.clone();
+            node.tasks.spawn(async move {
+                tokio::select! {
+                    () = stop.cancelled() => {}
+                    () = relay_lambdas(due.0.clone(), relayed) => {}
+                }
+            });
+            roles.frontend = Some(frontend);
         }
         Role::Hsc => {
             let store: Arc<dyn TaskStore> = Arc::new(postgres(&config, role).await?);
@@ -455,7 +464,7 @@ fn spawn_server(node: &mut Node, listener: TcpListener, roles: Roles) {
     });
 }
 
-/// The Frontend's due signal across processes: a Postgres notification.
+/// The Frontend's signals across processes: Postgres notifications.
 struct PostgresDue(PostgresStore);
 
 #[async_trait]
@@ -464,6 +473,35 @@ impl DueSignal for PostgresDue {
         if let Err(error) = self.0.notify_due(at).await {
             tracing::warn!(%error, "cannot notify consumers; due tasks wait for the next poll");
         }
+    }
+
+    async fn lambdas_changed(&self) {
+        if let Err(error) = self.0.notify_lambdas().await {
+            tracing::warn!(%error, "cannot notify other Frontends of a deploy; their executors refresh on their timer");
+        }
+    }
+}
+
+/// Tells this process's Frontend of every deploy and rollback made at any
+/// Frontend (its own included: a harmless second wake-up), reconnecting as
+/// needed.
+async fn relay_lambdas(store: PostgresStore, frontend: Arc<Frontend>) {
+    loop {
+        match store.listen_lambdas().await {
+            Ok(mut listener) => loop {
+                match listener.recv().await {
+                    Ok(_) => frontend.note_lambdas_changed(),
+                    Err(error) => {
+                        tracing::warn!(%error, "lost the deploy notifications; reconnecting");
+                        break;
+                    }
+                }
+            },
+            Err(error) => {
+                tracing::warn!(%error, "cannot listen for deploy notifications; executors refresh on their timer");
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
     }
 }
 

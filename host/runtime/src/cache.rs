@@ -3,10 +3,11 @@
 //! Compiling a component takes tens of milliseconds; loading a compiled
 //! artifact takes a fraction of one. An artifact is only valid for the
 //! engine settings it was compiled with, so the key holds both the hash of
-//! the `.wasm` and a hash of the engine's compatibility settings (wasmtime
-//! version, target, fuel on/off...). A stale or corrupt file is recompiled.
+//! the `.wasm` and the engine's fingerprint (its compatibility settings:
+//! wasmtime version, target, fuel on/off...). A stale or corrupt file is
+//! recompiled. (Artifacts shared between processes through the store are
+//! sealed instead: see `artifact.rs`.)
 
-use std::hash::{DefaultHasher, Hash, Hasher};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -27,11 +28,9 @@ impl ArtifactCache {
             path: dir.clone(),
             source,
         })?;
-        let mut hasher = DefaultHasher::new();
-        engine.precompile_compatibility_hash().hash(&mut hasher);
         Ok(Self {
             dir,
-            engine_tag: format!("{:016x}", hasher.finish()),
+            engine_tag: crate::artifact::fingerprint(engine),
         })
     }
 

@@ -6,6 +6,7 @@
 //! metering when enabled, and the pooling allocator so a task's instance is
 //! carved from pre-reserved slots instead of fresh mappings.
 
+use std::io;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -110,6 +111,8 @@ pub(crate) struct Inner {
     pub(crate) fuel: bool,
     pub(crate) max_startup: Duration,
     pub(crate) tls: Arc<Tls>,
+    /// See [`Runtime::fingerprint`].
+    pub(crate) fingerprint: String,
     pooling: bool,
     pub(crate) guests: GuestThreads,
     _ticker: EpochTicker,
@@ -117,9 +120,16 @@ pub(crate) struct Inner {
 
 impl Runtime {
     /// Builds the engine and the linker. Fails on a configuration out of
-    /// range, or when the pooling allocator is required and cannot reserve
-    /// its address space.
+    /// range, when the pooling allocator is required and cannot reserve
+    /// its address space, or when the thread that enforces deadlines
+    /// cannot start.
     pub fn new(config: RuntimeConfig) -> Result<Self, RuntimeError> {
+        Self::with_spawn(config, spawn_thread)
+    }
+
+    /// [`Runtime::new`], starting its epoch thread with `spawn` (a test's
+    /// that fails, say).
+    fn with_spawn(config: RuntimeConfig, spawn: Spawn) -> Result<Self, RuntimeError> {
         if config.max_instances == 0 {
             return Err(RuntimeError::Config(
                 "max_instances must be at least 1".into(),
@@ -168,10 +178,6 @@ impl Runtime {
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(RuntimeError::Linker)?;
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)
             .map_err(RuntimeError::Linker)?;
-        wasmtime_wasi_config::add_to_linker(&mut linker, |state: &mut HostState| {
-            wasmtime_wasi_config::WasiConfig::from(&state.config)
-        })
-        .map_err(RuntimeError::Linker)?;
         let tls = Arc::new(Tls::new(config.outbound_ca.as_deref()).map_err(RuntimeError::Config)?);
         crate::contract::add_to_linker(&mut linker).map_err(RuntimeError::Linker)?;
 
@@ -179,7 +185,7 @@ impl Runtime {
             .cache_dir
             .map(|dir| ArtifactCache::open(dir, &engine))
             .transpose()?;
-        let ticker = EpochTicker::start(engine.clone(), config.epoch_tick);
+        let ticker = EpochTicker::start(engine.clone(), config.epoch_tick, spawn)?;
         let guests = GuestThreads::new(GuestThreadsConfig {
             threads: match config.guest_threads {
                 0 => 4 * std::thread::available_parallelism().map_or(1, usize::from),
@@ -189,6 +195,7 @@ impl Runtime {
         });
         Ok(Self {
             inner: Arc::new(Inner {
+                fingerprint: crate::artifact::fingerprint(&engine),
                 engine,
                 linker,
                 cache,
@@ -245,30 +252,45 @@ fn build_engine(config: &RuntimeConfig, pooling: bool) -> Result<Engine, Runtime
     Engine::new(&wasm).map_err(RuntimeError::Engine)
 }
 
+/// Starts a named thread running `body`: [`spawn_thread`], but where a test
+/// makes it fail.
+type Spawn = fn(std::thread::Builder, Box<dyn FnOnce() + Send>) -> io::Result<JoinHandle<()>>;
+
+fn spawn_thread(
+    builder: std::thread::Builder,
+    body: Box<dyn FnOnce() + Send>,
+) -> io::Result<JoinHandle<()>> {
+    builder.spawn(body)
+}
+
 /// Advances the engine's epoch every tick, on a thread of its own, until
 /// dropped. Deadlines and kills are checked when the epoch advances.
 struct EpochTicker {
     stop: Arc<AtomicBool>,
+    /// Taken when dropped, to join it.
     thread: Option<JoinHandle<()>>,
 }
 
 impl EpochTicker {
-    fn start(engine: Engine, tick: Duration) -> Self {
+    /// Fails when the thread cannot start: without it no deadline or kill
+    /// would ever stop a guest that computes, so no runtime may run.
+    fn start(engine: Engine, tick: Duration, spawn: Spawn) -> Result<Self, RuntimeError> {
         let stop = Arc::new(AtomicBool::new(false));
         let stopped = stop.clone();
-        let thread = std::thread::Builder::new()
-            .name("waft-epoch".into())
-            .spawn(move || {
+        let thread = spawn(
+            std::thread::Builder::new().name("waft-epoch".into()),
+            Box::new(move || {
                 while !stopped.load(Ordering::Relaxed) {
                     std::thread::park_timeout(tick);
                     engine.increment_epoch();
                 }
-            })
-            .ok();
-        if thread.is_none() {
-            tracing::error!("cannot start the epoch thread: deadlines will not be enforced");
-        }
-        Self { stop, thread }
+            }),
+        )
+        .map_err(RuntimeError::EpochThread)?;
+        Ok(Self {
+            stop,
+            thread: Some(thread),
+        })
     }
 }
 
@@ -278,6 +300,33 @@ impl Drop for EpochTicker {
         if let Some(thread) = self.thread.take() {
             thread.thread().unpark();
             let _ = thread.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_runtime_whose_epoch_thread_cannot_start_is_refused() {
+        fn refuse(
+            _: std::thread::Builder,
+            _: Box<dyn FnOnce() + Send>,
+        ) -> io::Result<JoinHandle<()>> {
+            Err(io::Error::other("no threads left"))
+        }
+        let config = RuntimeConfig {
+            allocator: Allocator::OnDemand,
+            ..RuntimeConfig::default()
+        };
+        match Runtime::with_spawn(config, refuse) {
+            Ok(_) => panic!("a runtime without its epoch thread enforces no deadline"),
+            Err(error) => {
+                let message = error.to_string();
+                assert!(message.contains("epoch thread"), "{message}");
+                assert!(message.contains("no threads left"), "{message}");
+            }
         }
     }
 }

@@ -12,6 +12,8 @@ pub enum RuntimeError {
     Engine(wasmtime::Error),
     #[error("cannot link the host functions: {0}")]
     Linker(wasmtime::Error),
+    #[error("cannot start the epoch thread, without which no deadline or kill stops a guest: {0}")]
+    EpochThread(std::io::Error),
     #[error("cannot use the artifact cache at {path}: {source}")]
     Cache {
         path: PathBuf,
@@ -61,4 +63,6 @@ pub enum LoadError {
     Cache(std::io::Error),
     #[error("the compiler stopped on this component without an answer: {0}")]
     CompilerStopped(String),
+    #[error("the compiled artifact is refused: {0}")]
+    ArtifactRefused(String),
 }

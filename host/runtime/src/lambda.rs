@@ -37,6 +37,19 @@ impl Digest {
     }
 }
 
+impl std::str::FromStr for Digest {
+    type Err = String;
+
+    /// Reads the 64 hex digits [`Display`](fmt::Display) writes.
+    fn from_str(hex: &str) -> Result<Self, Self::Err> {
+        let bytes = hex::decode(hex).map_err(|_| format!("{hex:?} is not a hex digest"))?;
+        let bytes: [u8; 32] = bytes
+            .try_into()
+            .map_err(|_| format!("{hex:?} is not a SHA-256 digest (64 hex digits)"))?;
+        Ok(Self(bytes))
+    }
+}
+
 impl fmt::Display for Digest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&hex::encode(self.0))
@@ -120,7 +133,6 @@ impl Runtime {
     pub async fn prepare(&self, wasm: &[u8]) -> Result<PreparedLambda, LoadError> {
         check_header(wasm)?;
         let digest = Digest::of(wasm);
-        let engine = &self.inner.engine;
         // Compiling is CPU work: off the async threads, or every other task
         // of the caller's runtime (an executor's heartbeats among them)
         // would wait for it.
@@ -135,7 +147,18 @@ impl Runtime {
         })
         .await
         .map_err(|e| LoadError::CompilerStopped(e.to_string()))??;
+        self.link(component, digest).await
+    }
 
+    /// Pre-links a compiled component and instantiates it once to check
+    /// its handler: what [`Runtime::prepare`] does after compiling, and
+    /// [`Runtime::prepare_sealed`] after loading an artifact.
+    pub(crate) async fn link(
+        &self,
+        component: Component,
+        digest: Digest,
+    ) -> Result<PreparedLambda, LoadError> {
+        let engine = &self.inner.engine;
         let component_type = component.component_type();
         let Some(export) = HANDLER_EXPORTS
             .into_iter()

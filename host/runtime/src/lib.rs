@@ -29,6 +29,7 @@
 //! # Ok(()) }
 //! ```
 
+mod artifact;
 mod cache;
 mod capabilities;
 mod contract;
@@ -44,6 +45,7 @@ mod outcome;
 mod redact;
 mod run;
 
+pub use artifact::ArtifactKey;
 pub use contract::HANDLER_EXPORTS;
 pub use engine::{Allocator, Runtime, RuntimeConfig};
 pub use error::{LoadError, RuntimeError};

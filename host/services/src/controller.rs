@@ -143,10 +143,15 @@ impl Controller {
     }
 
     /// Polls the queues until `shutdown` resolves, starting a poller for
-    /// each `<lambda, priority>` as lambdas are deployed.
+    /// each `<lambda, priority>` as soon as the Frontend reports a deploy.
     pub async fn run(&self, shutdown: impl std::future::Future<Output = ()>) {
         tokio::pin!(shutdown);
         let mut pollers = JoinSet::new();
+        let changed = Arc::new(Notify::new());
+        let following = tokio::spawn(crate::changes::follow(
+            self.inner.frontend.clone(),
+            changed.clone(),
+        ));
         loop {
             if let Err(error) = self.discover(&mut pollers).await {
                 tracing::warn!(%error, "controller cannot list lambdas");
@@ -154,9 +159,11 @@ impl Controller {
             tokio::select! {
                 () = &mut shutdown => break,
                 () = self.inner.discover.notified() => {}
+                () = changed.notified() => {}
                 () = tokio::time::sleep(self.inner.config.refresh) => {}
             }
         }
+        following.abort();
         pollers.shutdown().await;
     }
 

@@ -7,17 +7,26 @@
 //! request stores a task due now, the Frontend signals the Store Consumer
 //! so the task does not wait for the next poll tick. Lambdas with a
 //! scheduling quota are held to it here ([`crate::quota`]).
+//!
+//! A deploy compiles the component once, here, and stores the compiled
+//! artifact beside it, sealed under the installation's key, so executors
+//! load it in milliseconds instead of compiling it each
+//! (`waft_runtime::ArtifactKey` says why it is sealed). Every deploy and
+//! rollback moves the lambdas' generation, which executors and controllers
+//! follow ([`FrontendApi::lambda_changed`]): they learn of a new version at
+//! once, not at their next refresh.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use tokio::sync::watch;
 use waft_core::cron::DEFAULT_TIMEZONE;
 use waft_core::{CronSchedule, LambdaConfig};
 use waft_runtime::{Digest, Runtime};
 use waft_store::{
-    Attempt, Cron, DeadRedrive, DeadSelector, Gate, GateSet, GateState, GcReport, Lambda,
+    Artifact, Attempt, Cron, DeadRedrive, DeadSelector, Gate, GateSet, GateState, GcReport, Lambda,
     LambdaDeploy, LambdaGc, LambdaRollback, Millis, NewTask, Overview, SealedSecrets, SecretInfo,
     SecretSet, StatusCount, Task, TaskCount, TaskInsertMany, TaskInserted, TaskList, TaskStore,
     Token, TokenCreate, TokenRole,
@@ -35,7 +44,8 @@ pub const MAX_COMPONENT_BYTES: usize = 64 << 20;
 /// Versions of a lambda kept after a deploy or rollback, by default.
 pub const KEEP_VERSIONS: u32 = 10;
 
-/// Tells the Store Consumer when stored tasks come due.
+/// Tells the Store Consumer when stored tasks come due, and other
+/// processes' Frontends when the lambdas change.
 #[async_trait]
 pub trait DueSignal: Send + Sync {
     /// Tasks were stored that come due at `at` (Unix milliseconds; now or
@@ -43,6 +53,11 @@ pub trait DueSignal: Send + Sync {
     /// than at its next poll. Best effort: a lost signal only delays tasks
     /// until the next poll.
     async fn due(&self, at: Millis);
+    /// A lambda was deployed or rolled back. Frontends of other processes
+    /// that hear it call [`Frontend::note_lambdas_changed`], so executors
+    /// and controllers following any Frontend learn of it at once. Nothing
+    /// by default: in one process there is no other Frontend.
+    async fn lambdas_changed(&self) {}
 }
 
 #[async_trait]
@@ -61,9 +76,16 @@ pub struct Frontend {
     due: Arc<dyn DueSignal>,
     quotas: Quotas,
     keep_versions: u32,
-    /// Seals secrets; none: secrets cannot be set.
+    /// Seals secrets and artifacts; none: secrets cannot be set, and
+    /// executors compile what is deployed themselves.
     secrets: Option<Arc<SecretKey>>,
+    /// The lambdas' generation: changes at every deploy and rollback
+    /// ([`FrontendApi::lambda_changed`]).
+    generation: watch::Sender<u64>,
 }
+
+/// The longest [`FrontendApi::lambda_changed`] waits.
+pub const MAX_CHANGE_WAIT: Duration = Duration::from_secs(30);
 
 impl Frontend {
     /// A Frontend storing into `store`, checking components with `runtime`
@@ -82,7 +104,21 @@ impl Frontend {
             due,
             keep_versions: KEEP_VERSIONS,
             secrets: None,
+            generation: watch::Sender::new(first_generation()),
         }
+    }
+
+    /// The lambdas changed, here or in another process: wakes every
+    /// [`FrontendApi::lambda_changed`] waiting.
+    pub fn note_lambdas_changed(&self) {
+        self.generation
+            .send_modify(|generation| *generation = generation.wrapping_add(1));
+    }
+
+    /// After this Frontend changed the lambdas.
+    async fn lambdas_changed(&self) {
+        self.note_lambdas_changed();
+        self.due.lambdas_changed().await;
     }
 
     /// Seals the secrets `waft secret set` sends with `key`.
@@ -269,6 +305,15 @@ impl FrontendApi for Frontend {
         prepared.check_grants(&config.grants).map_err(|error| {
             ServiceError::InvalidArgument(format!("cannot deploy {name:?}: {error}"))
         })?;
+        // Compiled once, here: executors load this instead of compiling.
+        let artifact = self.secrets.as_ref().and_then(|key| {
+            prepared
+                .seal(key.artifact_key())
+                .inspect_err(|error| {
+                    tracing::warn!(lambda = name, %error, "cannot keep the compiled component; executors will compile it");
+                })
+                .ok()
+        });
         drop(prepared);
         let lambda = self
             .store
@@ -276,11 +321,13 @@ impl FrontendApi for Frontend {
                 name: name.to_owned(),
                 digest: Digest::of(&component).to_string(),
                 component,
+                artifact,
                 config,
                 now: self.clock.now(),
             })
             .await?;
         tracing::info!(lambda = name, version = lambda.version, digest = %lambda.digest, "deployed");
+        self.lambdas_changed().await;
         self.collect_versions(name).await;
         Ok(lambda)
     }
@@ -295,6 +342,7 @@ impl FrontendApi for Frontend {
             })
             .await?;
         tracing::info!(lambda = name, version = lambda.version, digest = %lambda.digest, "rolled back");
+        self.lambdas_changed().await;
         self.collect_versions(name).await;
         Ok(lambda)
     }
@@ -542,4 +590,25 @@ impl FrontendApi for Frontend {
             .await?
             .ok_or_else(|| ServiceError::NotFound(format!("no component with digest {digest}")))
     }
+
+    async fn artifact_get(&self, digest: &str, engine: &str) -> ServiceResult<Option<Artifact>> {
+        Ok(self.store.artifact_get(digest, engine).await?)
+    }
+
+    async fn lambda_changed(&self, seen: u64, wait: Duration) -> ServiceResult<u64> {
+        let mut generation = self.generation.subscribe();
+        let changed = generation.wait_for(|now| *now != seen);
+        // The sender lives as long as `self`: waiting ends by a change or
+        // the time.
+        let _ = tokio::time::timeout(wait.min(MAX_CHANGE_WAIT), changed).await;
+        Ok(*generation.borrow())
+    }
+}
+
+/// A generation no earlier Frontend is likely to have answered: a client
+/// that followed one before a restart sees a change at once.
+fn first_generation() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_nanos() as u64)
 }

@@ -10,6 +10,7 @@
 //! the same code.
 
 pub mod auth;
+mod changes;
 pub mod clock;
 pub mod consumer;
 pub mod controller;

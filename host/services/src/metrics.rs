@@ -58,6 +58,18 @@ pub struct OutboundLabels {
     pub outcome: &'static str,
 }
 
+/// Why an executor compiled a lambda version itself instead of loading the
+/// artifact its Frontend compiled: `no_artifact` (none for this engine's
+/// fingerprint: a mixed-version rollout, or a Frontend without the key),
+/// `refused` (its seal or its bytes did not check), `no_key` (this
+/// executor has no installation key to check seals with), `unavailable`
+/// (the Frontend did not answer).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CompileLabels {
+    pub lambda: String,
+    pub reason: &'static str,
+}
+
 /// Every metric Waft records.
 pub struct Metrics {
     pub scheduled: Family<LambdaLabels, Counter>,
@@ -76,6 +88,7 @@ pub struct Metrics {
     pub oldest_ready_age: Family<QueueLabels, Gauge<f64, AtomicU64>>,
     pub outbound_requests: Family<OutboundLabels, Counter>,
     pub outbound_time: Family<LambdaLabels, Histogram>,
+    pub local_compiles: Family<CompileLabels, Counter>,
     registry: Registry,
 }
 
@@ -103,6 +116,7 @@ impl Metrics {
             oldest_ready_age: Family::default(),
             outbound_requests: Family::default(),
             outbound_time: Family::new_with_constructor(latency_histogram),
+            local_compiles: Family::default(),
             registry: Registry::with_prefix("waft"),
         };
         let r = &mut metrics.registry;
@@ -120,6 +134,11 @@ impl Metrics {
             "tasks_enqueued",
             "Tasks the Store Consumer sent to their queue",
             metrics.enqueued.clone(),
+        );
+        r.register(
+            "local_compiles",
+            "Lambda versions an executor compiled itself instead of loading their artifact, by reason",
+            metrics.local_compiles.clone(),
         );
         r.register(
             "executions_started",

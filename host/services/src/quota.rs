@@ -182,6 +182,7 @@ mod tests {
                     name: name.into(),
                     digest: "d".into(),
                     component: vec![1],
+                    artifact: None,
                     config: LambdaConfig {
                         quota_per_sec: quota,
                         ..LambdaConfig::default()

@@ -13,11 +13,15 @@ use std::path::Path;
 
 use ring::aead::{AES_256_GCM, Aad, LessSafeKey, NONCE_LEN, Nonce, UnboundKey};
 use ring::rand::{SecureRandom, SystemRandom};
+use waft_runtime::ArtifactKey;
 
 /// The installation's secrets key: 32 random bytes, kept as 64 hex digits
 /// in a file only the Waft processes may read.
 pub struct SecretKey {
     key: LessSafeKey,
+    /// Seals compiled components: derived from the same bytes, never the
+    /// same key.
+    artifacts: ArtifactKey,
 }
 
 /// Why a key could not be had, or a value not opened.
@@ -73,7 +77,13 @@ impl SecretKey {
         let key = UnboundKey::new(&AES_256_GCM, bytes).ok()?;
         Some(Self {
             key: LessSafeKey::new(key),
+            artifacts: ArtifactKey::new(bytes),
         })
+    }
+
+    /// The key that seals this installation's compiled components.
+    pub fn artifact_key(&self) -> &ArtifactKey {
+        &self.artifacts
     }
 
     /// Seals `value`, bound to `lambda` and `name`: the nonce, then the

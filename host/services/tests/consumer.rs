@@ -31,6 +31,7 @@ async fn store(dir: &tempfile::TempDir, now: Millis) -> Arc<SqliteStore> {
             name: "mail".into(),
             digest: "d".into(),
             component: vec![],
+            artifact: None,
             config: LambdaConfig::default(),
             now,
         })

@@ -37,6 +37,7 @@ async fn setup(served: Vec<String>) -> Setup {
                 name: name.into(),
                 digest: "d".into(),
                 component: vec![],
+                artifact: None,
                 config: LambdaConfig::default(),
                 now: clock.now(),
             })

@@ -66,6 +66,7 @@ async fn run(name: &str, store: &dyn TaskStore, tasks: usize, batch: usize, futu
             name: "bench".into(),
             digest: "bench".into(),
             component: Vec::new(),
+            artifact: None,
             config: LambdaConfig::default(),
             now: NOW,
         })

@@ -66,6 +66,8 @@ pub trait TaskStore: Send + Sync {
     async fn lambda_gc(&self, params: LambdaGc) -> Result<GcReport>;
     /// A component's bytes by digest.
     async fn component_get(&self, digest: &str) -> Result<Option<Vec<u8>>>;
+    /// The compiled artifact of a component for an engine fingerprint.
+    async fn artifact_get(&self, digest: &str, engine: &str) -> Result<Option<Artifact>>;
 
     /// Inserts tasks, all or none; validates each against its lambda.
     async fn task_insert_many(&self, params: TaskInsertMany) -> Result<Vec<TaskInserted>>;

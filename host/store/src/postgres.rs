@@ -26,6 +26,8 @@ use sqlx::postgres::{PgConnectOptions, PgConnection, PgListener, PgPoolOptions, 
 
 /// The channel of due-task notifications.
 const DUE_CHANNEL: &str = "waft_due";
+/// The channel of deploys and rollbacks.
+const LAMBDAS_CHANNEL: &str = "waft_lambdas";
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
 
@@ -76,6 +78,27 @@ impl PostgresStore {
     pub async fn listen_due(&self) -> crate::Result<PgListener> {
         let mut listener = PgListener::connect_with(&self.pool).await?;
         listener.listen(DUE_CHANNEL).await?;
+        Ok(listener)
+    }
+
+    /// Tells every process listening (see
+    /// [`PostgresStore::listen_lambdas`]) that a lambda was deployed or
+    /// rolled back: how a Frontend tells the others, whose executors and
+    /// controllers then learn of it at once.
+    pub async fn notify_lambdas(&self) -> crate::Result<()> {
+        sqlx::query("SELECT pg_notify($1, '')")
+            .bind(LAMBDAS_CHANNEL)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// A listener that hears every [`PostgresStore::notify_lambdas`]; like
+    /// [`PostgresStore::listen_due`]'s, a notification missed while it
+    /// reconnects only waits for the next refresh.
+    pub async fn listen_lambdas(&self) -> crate::Result<PgListener> {
+        let mut listener = PgListener::connect_with(&self.pool).await?;
+        listener.listen(LAMBDAS_CHANNEL).await?;
         Ok(listener)
     }
 

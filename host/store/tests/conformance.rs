@@ -1,12 +1,14 @@
 //! The store conformance suite, run against every backend.
 //!
 //! The checks live in `conformance/`, one file per area as the store's SQL
-//! is split (lambdas, the state table, tasks, gates, pacing, cron, tokens)
+//! is split (lambdas and their artifacts, the state table, tasks, gates, pacing, cron, tokens)
 //! and one for the guarantees on paths a crash soak never takes; this file
 //! runs each one on a fresh store of each backend: a SQLite file, and a database of its own on a throwaway
 //! PostgreSQL cluster the tests start (see `waft-testing`; under `CI=true`
 //! the Postgres tests fail rather than skip when it cannot start).
 
+#[path = "conformance/artifacts.rs"]
+mod artifacts;
 #[path = "conformance/cron.rs"]
 mod cron;
 #[path = "conformance/gates.rs"]
@@ -83,10 +85,12 @@ macro_rules! conformance {
 }
 
 conformance!(
+    artifacts: [artifacts_are_kept_per_engine_and_collected_with_their_component],
     lambdas: [
         lambdas_are_versioned,
         versions_pin_roll_back_and_are_collected,
         grants_are_kept_with_each_version,
+        a_pinned_task_retries_with_its_versions_policy,
     ],
     lifecycle: [
         the_happy_path_follows_the_state_table,
@@ -104,6 +108,7 @@ conformance!(
         bad_input_is_refused_and_nothing_is_half_written,
         idempotency_keys_deduplicate,
         lists_filter_and_page,
+        lists_keep_to_the_lambdas_given,
         counts_follow_statuses,
         lists_by_creation_time_both_ways,
         lambda_stats_follow_the_tasks,

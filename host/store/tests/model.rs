@@ -579,6 +579,7 @@ async fn setup(store: &dyn TaskStore) -> Model {
                 name: lambda.into(),
                 digest: format!("digest-{lambda}"),
                 component: vec![1],
+                artifact: None,
                 config: LambdaConfig {
                     max_attempts: MAX_ATTEMPTS,
                     ..LambdaConfig::default()
@@ -887,7 +888,7 @@ fn postgres_follows_the_model_and_races_linearize() {
             let mut admin = sqlx::PgConnection::connect(&url).await.unwrap();
             admin
                 .execute(
-                    "TRUNCATE components, lambdas, lambda_versions, lambda_pace, tasks, \
+                    "TRUNCATE artifacts, components, lambdas, lambda_versions, lambda_pace, tasks, \
                      attempts, gates, schedules, tokens, secrets",
                 )
                 .await

@@ -17,6 +17,51 @@ use crate::auth::principal;
 /// The Frontend over gRPC.
 pub struct FrontendService(pub Arc<dyn FrontendApi>);
 
+/// A streamed answer.
+pub type Progress<T> =
+    std::pin::Pin<Box<dyn tokio_stream::Stream<Item = Result<T, Status>> + Send>>;
+
+/// Bytes of an artifact per message: well under every message limit.
+const ARTIFACT_CHUNK: usize = 2 << 20;
+
+/// How often a deploy at work reports.
+const DEPLOY_REPORT_EVERY: Duration = Duration::from_secs(1);
+
+/// Reports on `deploy` every second until it ends, then its answer.
+async fn report_deploy(
+    mut deploy: tokio::task::JoinHandle<waft_services::ServiceResult<waft_store::Lambda>>,
+    sender: tokio::sync::mpsc::Sender<Result<proto::DeployLambdaResponse, Status>>,
+) {
+    let started = std::time::Instant::now();
+    let elapsed_ms = || u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    let mut ticks = tokio::time::interval(DEPLOY_REPORT_EVERY);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let answer = loop {
+        tokio::select! {
+            joined = &mut deploy => break joined,
+            _ = ticks.tick() => {
+                let report = proto::DeployLambdaResponse {
+                    stage: "checking and compiling".into(),
+                    elapsed_ms: elapsed_ms(),
+                    lambda: None,
+                };
+                // The client left: the deploy still runs to its end.
+                let _ = sender.send(Ok(report)).await;
+            }
+        }
+    };
+    let last = match answer {
+        Ok(Ok(lambda)) => Ok(proto::DeployLambdaResponse {
+            stage: String::new(),
+            elapsed_ms: elapsed_ms(),
+            lambda: Some(lambda_to_proto(lambda)),
+        }),
+        Ok(Err(error)) => Err(to_status(error)),
+        Err(error) => Err(Status::internal(format!("the deploy stopped: {error}"))),
+    };
+    let _ = sender.send(last).await;
+}
+
 #[tonic::async_trait]
 impl proto::frontend_server::Frontend for FrontendService {
     async fn schedule(
@@ -100,6 +145,9 @@ impl proto::frontend_server::Frontend for FrontendService {
                 .transpose()
                 .map_err(to_status)?,
             lambda: request.lambda,
+            // In the query, so that a page holds `limit` of the tasks the
+            // token may read, not what is left of every lambda's.
+            lambdas: who.lambdas(Action::Read),
             collection: request.collection,
             parent_id: request.parent_id,
             created_from: request.created_from_ms,
@@ -110,6 +158,8 @@ impl proto::frontend_server::Frontend for FrontendService {
         };
         let tasks = self.0.task_list(filter).await.map_err(to_status)?;
         Ok(Response::new(proto::ListTasksResponse {
+            // Checked again, in case a role answers beyond the filter:
+            // a page may then come short, but never shows another's task.
             tasks: tasks
                 .into_iter()
                 .filter(|task| who.may(Action::Read, &task.lambda))
@@ -175,10 +225,13 @@ impl proto::frontend_server::Frontend for FrontendService {
         }))
     }
 
+    type DeployLambdaStream = Progress<proto::DeployLambdaResponse>;
+    type GetArtifactStream = Progress<proto::GetArtifactResponse>;
+
     async fn deploy_lambda(
         &self,
         request: Request<proto::DeployLambdaRequest>,
-    ) -> Result<Response<proto::DeployLambdaResponse>, Status> {
+    ) -> Result<Response<Self::DeployLambdaStream>, Status> {
         let who = principal(&request);
         let request = request.into_inner();
         who.check(Action::Manage, &request.name)
@@ -189,14 +242,20 @@ impl proto::frontend_server::Frontend for FrontendService {
         for child in &config.allowed_children {
             who.check(Action::Schedule, child).map_err(to_status)?;
         }
-        let lambda = self
-            .0
-            .lambda_deploy(&request.name, request.component, config)
-            .await
-            .map_err(to_status)?;
-        Ok(Response::new(proto::DeployLambdaResponse {
-            lambda: Some(lambda_to_proto(lambda)),
-        }))
+        // The deploy runs on a task of its own, to its end even if the
+        // client leaves (it is one transaction: stored whole or not at
+        // all); the answer reports on it every second meanwhile.
+        let frontend = self.0.clone();
+        let deploy = tokio::spawn(async move {
+            frontend
+                .lambda_deploy(&request.name, request.component, config)
+                .await
+        });
+        let (sender, receiver) = tokio::sync::mpsc::channel(4);
+        tokio::spawn(report_deploy(deploy, sender));
+        Ok(Response::new(Box::pin(
+            tokio_stream::wrappers::ReceiverStream::new(receiver),
+        )))
     }
 
     async fn get_lambda(
@@ -275,6 +334,59 @@ impl proto::frontend_server::Frontend for FrontendService {
             .await
             .map_err(to_status)?;
         Ok(Response::new(proto::GetComponentResponse { component }))
+    }
+
+    async fn get_artifact(
+        &self,
+        request: Request<proto::GetArtifactRequest>,
+    ) -> Result<Response<Self::GetArtifactStream>, Status> {
+        principal(&request)
+            .check_admin("fetch compiled components")
+            .map_err(to_status)?;
+        let request = request.into_inner();
+        let artifact = self
+            .0
+            .artifact_get(&request.digest, &request.engine)
+            .await
+            .map_err(to_status)?
+            .ok_or_else(|| {
+                Status::not_found(format!(
+                    "no artifact of component {} for engine {}",
+                    request.digest, request.engine
+                ))
+            })?;
+        let size = artifact.bytes.len() as u64;
+        let mut seal = Some(artifact.seal);
+        let chunks: Vec<_> = artifact
+            .bytes
+            .chunks(ARTIFACT_CHUNK)
+            .map(|chunk| {
+                Ok(proto::GetArtifactResponse {
+                    seal: seal.take().unwrap_or_default(),
+                    size,
+                    chunk: chunk.to_vec(),
+                })
+            })
+            .collect();
+        Ok(Response::new(Box::pin(tokio_stream::iter(chunks))))
+    }
+
+    async fn wait_lambda_change(
+        &self,
+        request: Request<proto::WaitLambdaChangeRequest>,
+    ) -> Result<Response<proto::WaitLambdaChangeResponse>, Status> {
+        principal(&request)
+            .check_admin("follow the lambdas' changes")
+            .map_err(to_status)?;
+        let request = request.into_inner();
+        let generation = self
+            .0
+            .lambda_changed(request.seen, Duration::from_millis(request.wait_ms))
+            .await
+            .map_err(to_status)?;
+        Ok(Response::new(proto::WaitLambdaChangeResponse {
+            generation,
+        }))
     }
 
     async fn set_gate(

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 use waft_core::{Backoff, ByteSize, Grants, LambdaConfig, OutboundLimits, OutboundPattern};
 use waft_services::FrontendApi;
@@ -200,10 +201,27 @@ pub fn run(args: LambdaArgs) -> Result<ExitCode, Failure> {
             LambdaCommand::Deploy(deploy) => {
                 let config = deploy.config()?;
                 let component = read_wasm(&deploy.file)?;
-                let lambda = frontend
-                    .lambda_deploy(&deploy.name, component, config)
-                    .await
-                    .map_err(|e| client.failure(e))?;
+                // A spinner on a terminal while the Frontend checks and
+                // compiles (seconds for a Python or JavaScript lambda);
+                // nothing when stderr is not a terminal.
+                let spinner = ProgressBar::new_spinner().with_style(
+                    ProgressStyle::with_template("{spinner} deploying {msg}")
+                        .expect("a valid template"),
+                );
+                spinner.set_message(format!("{}: uploading", deploy.name));
+                spinner.enable_steady_tick(Duration::from_millis(120));
+                let deployed = frontend
+                    .lambda_deploy_reporting(&deploy.name, component, config, |report| {
+                        spinner.set_message(format!(
+                            "{}: {}, {} s",
+                            deploy.name,
+                            report.stage,
+                            report.elapsed.as_secs()
+                        ));
+                    })
+                    .await;
+                spinner.finish_and_clear();
+                let lambda = deployed.map_err(|e| client.failure(e))?;
                 if client.json {
                     println!("{}", lambda_json(&lambda));
                 } else {

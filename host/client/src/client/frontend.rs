@@ -33,7 +33,77 @@ impl FrontendClient {
     fn error(status: tonic::Status) -> ServiceError {
         from_status(status, Self::ROLE)
     }
+
+    /// Deploys like [`FrontendApi::lambda_deploy`], calling `report` with
+    /// what the Frontend says while it works (about every second): how a
+    /// command line shows a long deploy's progress.
+    ///
+    /// No fixed deadline cuts the deploy: it takes as long as checking and
+    /// compiling the component takes. Only a Frontend silent for
+    /// [`DEPLOY_SILENCE`] is given up on (`Unavailable`); the deploy may
+    /// still complete there.
+    pub async fn lambda_deploy_reporting(
+        &self,
+        name: &str,
+        component: Vec<u8>,
+        config: LambdaConfig,
+        mut report: impl FnMut(DeployReport<'_>) + Send,
+    ) -> ServiceResult<Lambda> {
+        let request = proto::DeployLambdaRequest {
+            name: name.to_owned(),
+            component,
+            config: Some(config_to_proto(&config)),
+        };
+        let mut reports = self
+            .0
+            .clone()
+            .deploy_lambda(request)
+            .await
+            .map_err(Self::error)?
+            .into_inner();
+        loop {
+            let next = tokio::time::timeout(DEPLOY_SILENCE, reports.message())
+                .await
+                .map_err(|_| {
+                    ServiceError::Unavailable(format!(
+                        "the {} sent nothing for {DEPLOY_SILENCE:?} during the deploy of {name}; \
+                         `waft lambda versions {name}` shows whether it completed",
+                        Self::ROLE
+                    ))
+                })?
+                .map_err(Self::error)?;
+            let Some(message) = next else {
+                return Err(ServiceError::Internal(format!(
+                    "the {} ended the deploy of {name} without an answer",
+                    Self::ROLE
+                )));
+            };
+            if let Some(lambda) = message.lambda {
+                return lambda_from_proto(lambda);
+            }
+            report(DeployReport {
+                stage: &message.stage,
+                elapsed: Duration::from_millis(message.elapsed_ms),
+            });
+        }
+    }
 }
+
+/// What a deploy at work reports.
+#[derive(Debug, Clone, Copy)]
+pub struct DeployReport<'a> {
+    /// What it is doing ("checking and compiling").
+    pub stage: &'a str,
+    /// Since it began, on the Frontend.
+    pub elapsed: Duration,
+}
+
+/// How long a deploy's Frontend may stay silent before the client gives up
+/// on it: it reports every second while it works.
+pub const DEPLOY_SILENCE: Duration = Duration::from_secs(30);
+
+/// The largest compiled artifact a client accepts.
+pub const MAX_ARTIFACT_BYTES: usize = 1 << 30;
 
 #[async_trait]
 impl FrontendApi for FrontendClient {
@@ -150,18 +220,8 @@ impl FrontendApi for FrontendClient {
         component: Vec<u8>,
         config: LambdaConfig,
     ) -> ServiceResult<Lambda> {
-        let request = proto::DeployLambdaRequest {
-            name: name.to_owned(),
-            component,
-            config: Some(config_to_proto(&config)),
-        };
-        let response = self
-            .0
-            .clone()
-            .deploy_lambda(request)
+        self.lambda_deploy_reporting(name, component, config, |_| {})
             .await
-            .map_err(Self::error)?;
-        lambda_from_proto(answer(response.into_inner().lambda, Self::ROLE)?)
     }
 
     async fn lambda_get(&self, name: &str, version: Option<u32>) -> ServiceResult<Lambda> {
@@ -221,6 +281,59 @@ impl FrontendApi for FrontendClient {
             .into_iter()
             .map(lambda_from_proto)
             .collect()
+    }
+
+    async fn artifact_get(&self, digest: &str, engine: &str) -> ServiceResult<Option<Artifact>> {
+        let request = proto::GetArtifactRequest {
+            digest: digest.to_owned(),
+            engine: engine.to_owned(),
+        };
+        let mut chunks = match self.0.clone().get_artifact(request).await {
+            Ok(response) => response.into_inner(),
+            Err(status) if status.code() == tonic::Code::NotFound => return Ok(None),
+            Err(status) => return Err(Self::error(status)),
+        };
+        let mut seal = Vec::new();
+        let mut bytes = Vec::new();
+        let mut size = 0;
+        while let Some(chunk) = chunks.message().await.map_err(Self::error)? {
+            if seal.is_empty() {
+                seal = chunk.seal;
+                size = usize::try_from(chunk.size).unwrap_or(usize::MAX);
+                if size > MAX_ARTIFACT_BYTES {
+                    return Err(ServiceError::ResourceExhausted(format!(
+                        "the artifact of {digest} is {size} bytes; the most a client takes is {MAX_ARTIFACT_BYTES}"
+                    )));
+                }
+                bytes.reserve_exact(size);
+            }
+            if bytes.len() + chunk.chunk.len() > size {
+                return Err(ServiceError::Internal(format!(
+                    "the {} sent more of the artifact of {digest} than it announced",
+                    Self::ROLE
+                )));
+            }
+            bytes.extend_from_slice(&chunk.chunk);
+        }
+        Ok(Some(Artifact {
+            engine: engine.to_owned(),
+            bytes,
+            seal,
+        }))
+    }
+
+    async fn lambda_changed(&self, seen: u64, wait: Duration) -> ServiceResult<u64> {
+        let request = proto::WaitLambdaChangeRequest {
+            seen,
+            wait_ms: u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+        };
+        let response = self
+            .0
+            .clone()
+            .wait_lambda_change(request)
+            .await
+            .map_err(Self::error)?;
+        Ok(response.into_inner().generation)
     }
 
     async fn component_get(&self, digest: &str) -> ServiceResult<Vec<u8>> {

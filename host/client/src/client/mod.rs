@@ -13,7 +13,7 @@ mod frontend;
 mod hsc;
 
 pub use controller::ControllerClient;
-pub use frontend::FrontendClient;
+pub use frontend::{DEPLOY_SILENCE, DeployReport, FrontendClient, MAX_ARTIFACT_BYTES};
 pub use hsc::HscClient;
 
 use std::time::Duration;
@@ -26,7 +26,10 @@ use waft_core::{ServiceError, ServiceResult};
 
 /// How long a client waits to connect.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
-/// The longest any call may take, long polls included.
+/// The longest any call may take to be answered, long polls included. A
+/// streamed answer (a deploy's reports, an artifact's chunks) is bounded
+/// by its first message only; its clients bound the silence between
+/// messages.
 const CALL_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// A connection to a Waft server that presents a token with every call.

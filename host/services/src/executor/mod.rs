@@ -4,7 +4,8 @@
 //! It asks its Controller for work only for the lambdas it has room for
 //! (each lambda's `concurrency`, and `max_tasks` in all), runs every task in
 //! its own instance under the limits of the lambda version the task was
-//! claimed with (loading new versions as they appear, without a restart),
+//! claimed with (loading a new version as soon as the Frontend reports its
+//! deploy, from the artifact the Frontend compiled, without a restart),
 //! and while a task runs the heartbeat watchdog keeps its lease alive — or
 //! stops the instance when the lease is lost or three heartbeats in a row
 //! fail. A stopped execution reports nothing: the store re-enqueues the task
@@ -16,14 +17,17 @@
 //! Here: the run loop, slot accounting with the polls out (`slots`), and
 //! each execution's life. Beside it: what an execution reaches outside its
 //! instance (`host`), what it reports of how it ended (`outcome`, the
-//! policy), and the batched delivery of results (`reporter`).
+//! policy), the batched delivery of results (`reporter`), and loading
+//! lambda versions (`load`) into a bounded set (`versions`).
 
 mod heartbeats;
 mod host;
+mod load;
 mod outcome;
 mod reporter;
 mod secrets;
 mod slots;
+mod versions;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -31,7 +35,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, UNIX_EPOCH};
 
-use tokio::sync::{Notify, OnceCell, mpsc};
+use tokio::sync::{Notify, mpsc};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use waft_runtime::{Execution, KillSwitch, Outcome, PreparedLambda, Runtime, Sandbox, TaskInput};
@@ -44,6 +48,7 @@ use self::host::ExecutionHost;
 use self::reporter::ResultReporter;
 use self::secrets::Secrets;
 use self::slots::{MAX_POLLS, Reserved};
+use self::versions::Versions;
 use crate::journal::ExecutionJournal;
 use crate::metrics;
 use crate::secrets::SecretKey;
@@ -77,6 +82,10 @@ pub struct ExecutorConfig {
     /// A file recording when each execution starts and ends, if any
     /// (appended to; see [`ExecutionJournal`]).
     pub journal: Option<PathBuf>,
+    /// Lambda versions kept loaded at once, the least recently used
+    /// forgotten first (default 64). A forgotten version's next task loads
+    /// it again from its compiled artifact.
+    pub loaded_versions: usize,
 }
 
 impl Default for ExecutorConfig {
@@ -89,6 +98,7 @@ impl Default for ExecutorConfig {
             refresh: Duration::from_secs(1),
             shutdown_grace: Duration::from_secs(10),
             journal: None,
+            loaded_versions: 64,
         }
     }
 }
@@ -104,13 +114,12 @@ impl ExecutorConfig {
         if self.refresh.is_zero() {
             return Err("executor refresh interval must be above zero".into());
         }
+        if self.loaded_versions == 0 {
+            return Err("executor loaded_versions must be above zero".into());
+        }
         Ok(())
     }
 }
-
-/// Loaded lambda versions by name and version; a failed load leaves its
-/// cell empty, so it is retried.
-type Versions = Mutex<HashMap<(String, u32), Arc<OnceCell<Arc<Loaded>>>>>;
 
 /// A lambda version ready to run.
 struct Loaded {
@@ -127,7 +136,9 @@ pub struct Executor {
     frontend: Arc<dyn FrontendApi>,
     config: ExecutorConfig,
     journal: Option<ExecutionJournal>,
-    versions: Versions,
+    versions: Versions<Arc<Loaded>>,
+    /// Checks the seals of compiled artifacts; none: compile every version.
+    artifact_key: Option<Arc<SecretKey>>,
     /// The lambdas' secrets, opened.
     secrets: Secrets,
     /// Every execution's heartbeats, batched.
@@ -139,6 +150,8 @@ pub struct Executor {
     freed: Notify,
     /// A refresh of the lambdas ended.
     refreshed_list: Arc<Notify>,
+    /// The Frontend reported a deploy or rollback.
+    lambdas_changed: Arc<Notify>,
 }
 
 impl Executor {
@@ -169,15 +182,17 @@ impl Executor {
             controller,
             hsc,
             frontend,
-            config,
             journal,
-            versions: Mutex::default(),
+            versions: Versions::new(config.loaded_versions),
+            config,
+            artifact_key: secret_key.clone(),
             secrets: Secrets::new(secret_key),
             heartbeats,
             running: Mutex::default(),
             running_total: AtomicUsize::new(0),
             freed: Notify::new(),
             refreshed_list: Arc::new(Notify::new()),
+            lambdas_changed: Arc::new(Notify::new()),
         }))
     }
 
@@ -202,15 +217,25 @@ impl Executor {
         let mut refreshed: Option<Instant> = None;
         // The lambdas are re-read beside the loop: a slow Frontend must not
         // hold up tasks already handed out, whose claims are running out.
-        let mut refreshing: Option<tokio::task::JoinHandle<_>> = None;
+        let mut refreshing: Option<tokio::task::JoinHandle<crate::ServiceResult<Vec<Lambda>>>> =
+            None;
         let mut polls = JoinSet::new();
         let mut reserved = Reserved::default();
         let mut failures = 0u32;
         let mut retry_at = Instant::now();
+        // A deploy was reported since the last refresh began: refresh again.
+        let mut stale = false;
+        let following = tokio::spawn(crate::changes::follow(
+            self.frontend.clone(),
+            self.lambdas_changed.clone(),
+        ));
         loop {
             if refreshing.as_ref().is_some_and(|r| r.is_finished()) {
                 match refreshing.take().expect("checked").await {
                     Ok(Ok(list)) => {
+                        if refreshed.is_some() {
+                            self.preload_new(&lambdas, &list);
+                        }
                         lambdas = list;
                         refreshed = Some(Instant::now());
                     }
@@ -222,8 +247,9 @@ impl Executor {
                 }
             }
             if refreshing.is_none()
-                && refreshed.is_none_or(|at| at.elapsed() >= self.config.refresh)
+                && (stale || refreshed.is_none_or(|at| at.elapsed() >= self.config.refresh))
             {
+                stale = false;
                 let frontend = self.frontend.clone();
                 let done = self.refreshed_list.clone();
                 refreshing = Some(tokio::spawn(async move {
@@ -268,6 +294,7 @@ impl Executor {
                 () = &mut shutdown => break,
                 () = self.freed.notified() => {}
                 () = self.refreshed_list.notified() => {}
+                () = self.lambdas_changed.notified() => stale = true,
                 () = tokio::time::sleep_until(wake_at) => {}
                 Some(joined) = polls.join_next_with_id(), if !polls.is_empty() => {
                     let (sent, answer) = match joined {
@@ -297,6 +324,7 @@ impl Executor {
                 }
             }
         }
+        following.abort();
         // A poll cut short may have claimed tasks nobody will run: they
         // come back after the claim timeout.
         polls.abort_all();
@@ -505,43 +533,6 @@ impl Executor {
             .prepared
             .run_on_guest_threads(input, &sandbox, host, kill)
             .await
-    }
-
-    /// A lambda version, compiled (or taken from the artifact cache) on
-    /// first use.
-    async fn load(&self, name: &str, version: u32) -> Result<Arc<Loaded>, String> {
-        let cell = lock(&self.versions)
-            .entry((name.to_owned(), version))
-            .or_default()
-            .clone();
-        cell.get_or_try_init(|| async {
-            let lambda = self
-                .frontend
-                .lambda_get(name, Some(version))
-                .await
-                .map_err(|e| format!("cannot load lambda {name} version {version}: {e}"))?;
-            let component = self
-                .frontend
-                .component_get(&lambda.digest)
-                .await
-                .map_err(|e| format!("cannot load lambda {name} version {version}: {e}"))?;
-            let prepared = self
-                .runtime
-                .prepare(&component)
-                .await
-                .map_err(|e| format!("cannot prepare lambda {name} version {version}: {e}"))?;
-            tracing::info!(lambda = name, version, "lambda version loaded");
-            Ok(Arc::new(Loaded {
-                prepared,
-                sandbox: Sandbox {
-                    limits: lambda.config.limits,
-                    grants: Arc::new(lambda.config.grants),
-                    secrets: Arc::default(),
-                },
-            }))
-        })
-        .await
-        .cloned()
     }
 
     /// Waits for running tasks within the grace period, then stops the rest.

@@ -1,5 +1,5 @@
-//! Lambdas: versions with their config, components by digest, rollback
-//! and garbage collection.
+//! Lambdas: versions with their config, components by digest and their
+//! compiled artifacts, rollback and garbage collection.
 
 use std::collections::HashMap;
 
@@ -9,9 +9,12 @@ use waft_core::task::check_lambda_name;
 use super::poll;
 use super::{Connection, Store};
 use crate::names::status::FINAL;
+use crate::rows::RowExt;
 use crate::rows::{self, LAMBDA_COLUMNS};
 use crate::support::{millis, sql, text_in};
-use crate::{GcReport, Lambda, LambdaDeploy, LambdaGc, LambdaRollback, Result, StoreError};
+use crate::{
+    Artifact, GcReport, Lambda, LambdaDeploy, LambdaGc, LambdaRollback, Result, StoreError,
+};
 
 pub(super) async fn lambda_current(conn: &mut Connection, name: &str) -> Result<Option<Lambda>> {
     let row = sqlx::query(sql(format!(
@@ -128,6 +131,22 @@ pub(super) async fn deploy(tx: &mut Connection, params: LambdaDeploy) -> Result<
     .bind(params.now)
     .execute(&mut *tx)
     .await?;
+    if let Some(artifact) = &params.artifact {
+        // A later compile (after the key changed, say) replaces the seal.
+        sqlx::query(
+            "INSERT INTO artifacts (digest, engine, bytes, seal, created_at) \
+             VALUES ($1, $2, $3, $4, $5) \
+             ON CONFLICT (digest, engine) DO UPDATE SET bytes = excluded.bytes, \
+             seal = excluded.seal, created_at = excluded.created_at",
+        )
+        .bind(&params.digest)
+        .bind(&artifact.engine)
+        .bind(&artifact.bytes)
+        .bind(&artifact.seal)
+        .bind(params.now)
+        .execute(&mut *tx)
+        .await?;
+    }
     let version: i64 = sqlx::query_scalar(
         "INSERT INTO lambdas (name, current_version, created_at) VALUES ($1, 1, $2) \
          ON CONFLICT (name) DO UPDATE SET current_version = lambdas.current_version + 1 \
@@ -221,6 +240,7 @@ pub(super) async fn rollback(tx: &mut Connection, params: LambdaRollback) -> Res
         name: params.name.clone(),
         digest: target.digest,
         component: Vec::new(),
+        artifact: None,
         config: target.config,
         now: params.now,
     };
@@ -246,6 +266,7 @@ pub(super) async fn gc(tx: &mut Connection, params: LambdaGc) -> Result<GcReport
     .execute(&mut *tx)
     .await?
     .rows_affected();
+    // Their artifacts go with them (ON DELETE CASCADE).
     let components = sqlx::query(
         "DELETE FROM components WHERE NOT EXISTS \
          (SELECT 1 FROM lambda_versions v WHERE v.digest = components.digest)",
@@ -257,6 +278,28 @@ pub(super) async fn gc(tx: &mut Connection, params: LambdaGc) -> Result<GcReport
         versions,
         components,
     })
+}
+
+/// The artifact of component `digest` compiled by an engine of fingerprint
+/// `engine`, if a Frontend of that engine deployed it.
+pub(super) async fn artifact(
+    store: &Store,
+    digest: &str,
+    engine: &str,
+) -> Result<Option<Artifact>> {
+    let row = sqlx::query("SELECT bytes, seal FROM artifacts WHERE digest = $1 AND engine = $2")
+        .bind(text_in(digest))
+        .bind(text_in(engine))
+        .fetch_optional(&store.pool)
+        .await?;
+    row.map(|row| {
+        Ok(Artifact {
+            engine: engine.to_owned(),
+            bytes: row.bytes("bytes")?,
+            seal: row.bytes("seal")?,
+        })
+    })
+    .transpose()
 }
 
 pub(super) async fn component(store: &Store, digest: &str) -> Result<Option<Vec<u8>>> {

@@ -45,9 +45,9 @@ use async_trait::async_trait;
 use super::{Connection, DIALECT, Row, Store};
 use crate::names::GATE_OF_TASK;
 use crate::{
-    Attempt, Backlog, ClaimedTask, Cron, CronMaterialize, DeadRedrive, EnqueueReport, Gate,
-    GateSet, GcReport, Lambda, LambdaDeploy, LambdaGc, LambdaRollback, LambdaStats, Materialized,
-    Millis, Refusal, Result, SealedSecrets, SecretInfo, SecretSet, StatusCount, Task,
+    Artifact, Attempt, Backlog, ClaimedTask, Cron, CronMaterialize, DeadRedrive, EnqueueReport,
+    Gate, GateSet, GcReport, Lambda, LambdaDeploy, LambdaGc, LambdaRollback, LambdaStats,
+    Materialized, Millis, Refusal, Result, SealedSecrets, SecretInfo, SecretSet, StatusCount, Task,
     TaskClaimMany, TaskCount, TaskEnqueueReady, TaskHeartbeatMany, TaskInsertMany, TaskInserted,
     TaskList, TaskSetResultMany, TaskStore, Token, TokenCreate,
 };
@@ -124,6 +124,9 @@ impl TaskStore for Store {
     }
     async fn component_get(&self, digest: &str) -> Result<Option<Vec<u8>>> {
         lambda::component(self, digest).await
+    }
+    async fn artifact_get(&self, digest: &str, engine: &str) -> Result<Option<Artifact>> {
+        lambda::artifact(self, digest, engine).await
     }
 
     async fn task_insert_many(&self, params: TaskInsertMany) -> Result<Vec<TaskInserted>> {

@@ -515,6 +515,7 @@ pub async fn retry_delays_are_bounded(store: &dyn TaskStore) {
             name: "unbounded".into(),
             digest: "d".into(),
             component: vec![1],
+            artifact: None,
             config: unbounded,
             now: T0,
         })

@@ -17,6 +17,7 @@ pub async fn lambdas_are_versioned(store: &dyn TaskStore) {
             name: "mail".into(),
             digest: "digest-two".into(),
             component: b"two".to_vec(),
+            artifact: None,
             config: LambdaConfig {
                 max_attempts: 9,
                 ..config()
@@ -41,6 +42,7 @@ pub async fn lambdas_are_versioned(store: &dyn TaskStore) {
             name: "Bad Name".into(),
             digest: "d".into(),
             component: vec![],
+            artifact: None,
             config: config(),
             now: T0,
         })
@@ -55,6 +57,7 @@ async fn deploy_version(store: &dyn TaskStore, n: u32) {
             name: "mail".into(),
             digest: format!("digest-{n}"),
             component: format!("component {n}").into_bytes(),
+            artifact: None,
             config: LambdaConfig {
                 max_attempts: n,
                 ..config()
@@ -242,4 +245,98 @@ pub async fn grants_are_kept_with_each_version(store: &dyn TaskStore) {
         .await
         .unwrap();
     assert_eq!(back.config, granted);
+}
+
+/// A task pinned to a version, by its schedule or by a redrive, retries with
+/// that version's backoff and attempt budget, not the current version's;
+/// an unpinned task with the current one's.
+pub async fn a_pinned_task_retries_with_its_versions_policy(store: &dyn TaskStore) {
+    // Version 1: two attempts, 10 s backoff. Version 2: five attempts,
+    // 1000 s backoff, so a delay tells which version's policy was used.
+    deploy_with(
+        store,
+        "mail",
+        LambdaConfig {
+            max_attempts: 2,
+            ..config()
+        },
+    )
+    .await;
+    let slow = LambdaConfig {
+        max_attempts: 5,
+        backoff: waft_core::Backoff {
+            base: Duration::from_secs(1000),
+            factor: 2.0,
+            max: Duration::from_secs(10_000),
+        },
+        ..config()
+    };
+    deploy_with(store, "mail", slow).await;
+    let retry_at = |id: String| async move {
+        let task = store.task_get(&id).await.unwrap().unwrap();
+        task.next_trigger_at.unwrap()
+    };
+
+    // Pinned at its schedule: version 1's 10 s (with jitter, 5..=10 s) ...
+    let pinned = insert(
+        store,
+        NewTask {
+            version: Some(1),
+            ..new_task("mail")
+        },
+        T0,
+    )
+    .await;
+    let lease = start(store, &pinned, T0).await;
+    assert_eq!(
+        finish(store, &pinned, lease, retriable("busy"), T0).await,
+        Ok(waft_core::TaskStatus::RetriableFailure)
+    );
+    let next = retry_at(pinned.clone()).await;
+    assert!((T0 + 5_000..=T0 + 10_000).contains(&next), "{}", next - T0);
+    // ... and its two attempts: the second failure is the last.
+    let lease = start(store, &pinned, next).await;
+    assert_eq!(
+        finish(store, &pinned, lease, retriable("busy"), next).await,
+        Ok(waft_core::TaskStatus::Dead)
+    );
+
+    // Unpinned: the current version's 1000 s (500..=1000 s).
+    let current = insert(store, new_task("mail"), T0).await;
+    let lease = start(store, &current, T0).await;
+    finish(store, &current, lease, retriable("busy"), T0)
+        .await
+        .unwrap();
+    let next = retry_at(current).await;
+    assert!(
+        (T0 + 500_000..=T0 + 1_000_000).contains(&next),
+        "{}",
+        next - T0
+    );
+
+    // Redriven onto version 1: its backoff and budget again.
+    let later = T0 + 2_000_000;
+    store
+        .dead_redrive(waft_store::DeadRedrive {
+            selector: waft_store::DeadSelector::Ids(vec![pinned.clone()]),
+            version: Some(1),
+            now: later,
+        })
+        .await
+        .unwrap();
+    let lease = start(store, &pinned, later).await;
+    finish(store, &pinned, lease, retriable("busy"), later)
+        .await
+        .unwrap();
+    let next = retry_at(pinned.clone()).await;
+    assert!(
+        (later + 5_000..=later + 10_000).contains(&next),
+        "{}",
+        next - later
+    );
+    let lease = start(store, &pinned, next).await;
+    assert_eq!(
+        finish(store, &pinned, lease, retriable("busy"), next).await,
+        Ok(waft_core::TaskStatus::Dead)
+    );
 }

@@ -40,6 +40,7 @@ pub async fn deploy_with(store: &dyn TaskStore, name: &str, config: LambdaConfig
             name: name.into(),
             digest: format!("digest-of-{name}"),
             component: name.as_bytes().to_vec(),
+            artifact: None,
             config,
             now: T0,
         })
