@@ -14,6 +14,10 @@
 //! outlives the test binary. The two modes run side by side. Checks that
 //! need processes of their own (`pipeline/standalone.rs`) start them.
 //!
+//! A mode this machine cannot run (the distributed mode without PostgreSQL
+//! or the SQS-compatible server) has its scenarios reported as ignored,
+//! each with the reason, never as passed; under `CI=true` they fail.
+//!
 //! This test has its own harness (`libtest-mimic`): the standard one gives
 //! tests no state to share that is ever dropped.
 
@@ -29,7 +33,7 @@ use std::pin::Pin;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use libtest_mimic::{Arguments, Failed, Trial};
+use libtest_mimic::{Arguments, Completion, Failed, Trial};
 use tokio::runtime::Runtime;
 use tokio::sync::Mutex;
 
@@ -136,12 +140,27 @@ impl Mode {
         }
     }
 
-    /// A running installation; `None` (outside CI only) when this machine
-    /// lacks what the mode needs, with the reason printed.
-    async fn start(self) -> Option<Cluster> {
+    /// A running installation, or why this machine cannot run the mode
+    /// (outside CI only: under `CI=true` `waft-testing` fails instead).
+    async fn start(self) -> Result<Cluster, String> {
         match self {
-            Mode::Dev => Some(Cluster::dev().await),
-            Mode::Distributed => Cluster::distributed(1).await,
+            Mode::Dev => Ok(Cluster::dev().await),
+            Mode::Distributed => {
+                // Asked here first to tell which one is missing; each prints
+                // its own details, after "skipping:".
+                let missing = if waft_testing::postgres().is_none() {
+                    "PostgreSQL"
+                } else if waft_testing::sqs().is_none() {
+                    "the SQS-compatible server (fauxqs)"
+                } else {
+                    return Cluster::distributed(1)
+                        .await
+                        .ok_or_else(|| "a service it needs is unavailable here".into());
+                };
+                Err(format!(
+                    "{missing} is unavailable here; see \"skipping:\" above"
+                ))
+            }
         }
     }
 }
@@ -155,8 +174,9 @@ struct Installation {
 enum State {
     NotStarted,
     Running(Box<Cluster>),
-    /// The mode cannot run here (outside CI): its scenarios pass as skipped.
-    Unavailable,
+    /// The mode cannot run here, and why: its scenarios are ignored (and
+    /// fail under `CI=true`).
+    Unavailable(String),
     /// Starting it failed; the first scenario reported why.
     Broken,
     Stopped,
@@ -172,30 +192,39 @@ impl Installation {
 
     fn trial(self: &Arc<Self>, runtime: &Arc<Runtime>, name: &str, scenario: Scenario) -> Trial {
         let (installation, runtime) = (self.clone(), runtime.clone());
-        Trial::test(format!("{}::{name}", self.mode.name()), move || {
+        Trial::ignorable_test(format!("{}::{name}", self.mode.name()), move || {
             runtime.block_on(installation.run(scenario))
         })
     }
 
-    async fn run(&self, scenario: Scenario) -> Result<(), Failed> {
+    async fn run(&self, scenario: Scenario) -> Result<Completion, Failed> {
         let mut state = self.state.lock().await;
         if let State::NotStarted = *state {
             // Marked broken until it is up: a panic while starting leaves it so.
             *state = State::Broken;
             *state = match self.mode.start().await {
-                Some(cluster) => {
+                Ok(cluster) => {
                     scenarios::setup(&cluster).await;
                     State::Running(Box::new(cluster))
                 }
-                None => State::Unavailable,
+                Err(why) => State::Unavailable(why),
             };
         }
         match &*state {
             State::Running(cluster) => {
                 scenario(cluster).await;
-                Ok(())
+                Ok(Completion::Completed)
             }
-            State::Unavailable => Ok(()),
+            // Not a pass: nothing ran.
+            State::Unavailable(why) if waft_testing::in_ci() => Err(format!(
+                "the {} mode is required under CI=true: {why}",
+                self.mode.name()
+            )
+            .into()),
+            State::Unavailable(why) => Ok(Completion::ignored_with(format!(
+                "the {} mode cannot run: {why}",
+                self.mode.name()
+            ))),
             State::Broken => Err(format!(
                 "the {} installation did not start: see the first of its scenarios to fail",
                 self.mode.name()

@@ -1,13 +1,30 @@
 //! Checks that start `waft` processes of their own: refused
 //! configurations, TLS, and a restart after downtime.
 
+use std::io::BufRead;
+use std::path::Path;
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 use waft_sample_artifacts as samples;
 use waft_services::{CronRequest, FrontendApi};
-use waft_store::TaskList;
+use waft_store::{Task, TaskList};
 
 use crate::support::Cluster;
+
+/// How long anything here may take on a busy machine before it fails.
+const WITHIN: Duration = Duration::from_secs(60);
+
+/// A child process, killed when dropped: a failed assertion must not leave
+/// it running after the test.
+struct KillOnDrop(Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
 
 pub fn serve_refuses_an_incomplete_or_unsafe_configuration_before_binding() {
     let run = |role: &str, env: &[(&str, &str)]| {
@@ -57,43 +74,86 @@ pub async fn missed_occurrences_are_caught_up_or_skipped_after_downtime() {
             .unwrap()
             .as_millis() as i64
     };
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    let ticks = async |cluster: &Cluster| {
+        let all = TaskList {
+            lambda: Some("tick".into()),
+            limit: 1000,
+            ..TaskList::default()
+        };
+        cluster.frontend.task_list(all).await.unwrap()
+    };
+    // Both schedules run before the downtime.
+    until(&cluster, "both schedules made a task", async || {
+        let tasks = ticks(&cluster).await;
+        ["caught", "skipped"]
+            .iter()
+            .all(|c| tasks.iter().any(|t| t.collection == *c))
+    })
+    .await;
     cluster.process("dev").kill();
     let down = now();
+    // The downtime itself, not a wait for something: seconds must pass.
     tokio::time::sleep(Duration::from_secs(4)).await;
     let up = now();
     cluster.process("dev").restart();
     cluster.ready().await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Each schedule moves on oldest occurrence first: once both have one
+    // past the restart, the downtime's are all made (or skipped).
+    until(
+        &cluster,
+        "both schedules ran on after the restart",
+        async || {
+            let tasks = ticks(&cluster).await;
+            ["caught", "skipped"].iter().all(|c| {
+                tasks
+                    .iter()
+                    .any(|t| t.collection == *c && t.scheduled_at >= up)
+            })
+        },
+    )
+    .await;
+    let tasks = ticks(&cluster).await;
 
-    let all = TaskList {
-        lambda: Some("tick".into()),
-        limit: 1000,
-        ..TaskList::default()
-    };
-    let tasks = cluster.frontend.task_list(all).await.unwrap();
     // Occurrences well inside the downtime: a turn may have made the first
-    // one ahead, and the restart's own second is not missed.
+    // one ahead, and the restart's own second is not missed. Every whole
+    // second between is one occurrence (`* * * * * *`, whole seconds).
     let (from, to) = (down + 1000, up - 1000);
-    let missed = (from / 1000 + 1..=(to - 1) / 1000).count();
-    assert!(missed >= 1, "downtime too short to test");
+    let missed: Vec<i64> = (from / 1000 + 1..=(to - 1) / 1000)
+        .map(|second| second * 1000)
+        .collect();
+    assert!(!missed.is_empty(), "downtime too short to test");
     let in_gap = |collection: &str| {
-        tasks
+        let mut at: Vec<i64> = tasks
             .iter()
             .filter(|t| t.collection == collection && t.scheduled_at > from && t.scheduled_at < to)
-            .count()
+            .map(|t| t.scheduled_at)
+            .collect();
+        at.sort_unstable();
+        at
     };
-    assert_eq!(in_gap("caught"), missed, "{tasks:#?}");
-    assert_eq!(in_gap("skipped"), 0, "{tasks:#?}");
-    // Both schedules run on after the restart.
-    for collection in ["caught", "skipped"] {
+    assert_eq!(in_gap("caught"), missed, "{}", summary(&tasks));
+    assert_eq!(in_gap("skipped"), Vec::<i64>::new(), "{}", summary(&tasks));
+}
+
+/// Waits until `done` holds, failing after [`WITHIN`] with `what`.
+async fn until(cluster: &Cluster, what: &str, mut done: impl AsyncFnMut() -> bool) {
+    let deadline = Instant::now() + WITHIN;
+    while !done().await {
         assert!(
-            tasks
-                .iter()
-                .any(|t| t.collection == collection && t.scheduled_at >= up),
-            "{collection} stopped"
+            Instant::now() < deadline,
+            "not within {WITHIN:?}: {what}\n{}",
+            cluster.logs()
         );
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// Each task's collection and occurrence, for failure messages.
+fn summary(tasks: &[Task]) -> String {
+    tasks
+        .iter()
+        .map(|t| format!("{} {}\n", t.collection, t.scheduled_at))
+        .collect()
 }
 
 /// With a certificate configured the gRPC port speaks TLS: a client that
@@ -112,21 +172,21 @@ pub fn tls_when_a_certificate_is_configured() {
     };
     let (cert, key) = issue("server");
     let (other, _) = issue("other");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let addr = format!("127.0.0.1:{port}");
     let data = dir.path().join("data").display().to_string();
-    let mut dev = Command::new(env!("CARGO_BIN_EXE_waft"))
-        .args(["dev", "--data-dir", &data, "--listen", &addr])
-        .env("WAFT_TLS_CERT", &cert)
-        .env("WAFT_TLS_KEY", &key)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let log = dir.path().join("dev.log");
+    // Port 0: the server takes a free port and says which. A port found
+    // free beforehand may be someone else's by the time it binds.
+    let dev = KillOnDrop(
+        Command::new(env!("CARGO_BIN_EXE_waft"))
+            .args(["dev", "--data-dir", &data, "--listen", "127.0.0.1:0"])
+            .env("WAFT_TLS_CERT", &cert)
+            .env("WAFT_TLS_KEY", &key)
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let (_dev, addr) = listening_on(dev, &log);
     let list = |extra: &[&str]| {
         Command::new(env!("CARGO_BIN_EXE_waft"))
             .args(["lambda", "list", "--server", &addr])
@@ -135,7 +195,7 @@ pub fn tls_when_a_certificate_is_configured() {
             .output()
             .unwrap()
     };
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let deadline = Instant::now() + WITHIN;
     loop {
         let trusted = list(&["--ca", &cert]);
         if trusted.status.success() {
@@ -154,6 +214,29 @@ pub fn tls_when_a_certificate_is_configured() {
         Some(6),
         "an untrusted certificate was accepted"
     );
-    dev.kill().unwrap();
-    dev.wait().unwrap();
+}
+
+/// Where a `waft dev` process says it listens, with the process (still
+/// owned, so still killed on drop). Its output is read to the end
+/// meanwhile: a process whose pipe closed would fail its next `println!`.
+fn listening_on(mut dev: KillOnDrop, log: &Path) -> (KillOnDrop, String) {
+    let stdout = dev.0.stdout.take().expect("stdout piped");
+    let (said, heard) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if let Some(rest) = line.strip_prefix("waft dev: listening on ") {
+                let addr = rest.split_whitespace().next().unwrap_or_default();
+                let _ = said.send(addr.to_owned());
+            }
+        }
+    });
+    // Disconnected at once if it exits before saying.
+    match heard.recv_timeout(WITHIN) {
+        Ok(addr) => (dev, addr),
+        Err(error) => panic!(
+            "waft dev did not say where it listens ({error}):\n{}",
+            std::fs::read_to_string(log).unwrap_or_default()
+        ),
+    }
 }

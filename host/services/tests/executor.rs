@@ -57,12 +57,16 @@ impl ControllerApi for LateController {
     }
 }
 
-/// Heartbeats every 100 ms, claims held 1 s: the first fence is 800 ms.
+/// Heartbeats every 400 ms, claims held 3 s: the first fence is 2.2 s, and
+/// an instance whose acknowledged heartbeat is older than 2.6 s stops. Short
+/// enough to keep the tests quick; a heartbeat may take 400 ms before it
+/// counts as failed, so that a busy machine does not fail three in a row
+/// and stop an instance no test meant to stop.
 fn heartbeat() -> HeartbeatConfig {
     HeartbeatConfig {
-        interval: Duration::from_millis(100),
-        heartbeat_timeout: Duration::from_secs(1),
-        rpc_timeout: Duration::from_millis(100),
+        interval: Duration::from_millis(400),
+        heartbeat_timeout: Duration::from_secs(3),
+        rpc_timeout: Duration::from_millis(400),
     }
 }
 
@@ -170,56 +174,112 @@ impl Installation {
     }
 }
 
-/// Runs an executor whose one task is handed out `delay` after it was
-/// asked for; the task's status a second after the hand-out.
-async fn hand_out_after(delay: Duration) -> TaskStatus {
-    let installation = Installation::with(
-        "hello",
-        waft_sample_artifacts::HELLO,
-        LambdaConfig::default(),
-    )
-    .await;
-    let id = installation
-        .insert("hello", vec![Vec::new()])
-        .await
-        .remove(0);
-    let hsc = installation.hsc();
-    let controller = Arc::new(LateController {
-        store: installation.store.clone(),
-        hsc: hsc.clone(),
-        delay,
-        handed: AtomicBool::new(false),
-    });
-    let max_tasks = ExecutorConfig::default().max_tasks;
-    let (stop, running) = installation.start_executor(controller, hsc, max_tasks);
-    tokio::time::sleep(delay + Duration::from_secs(1)).await;
-    let status = installation
-        .store
-        .task_get(&id)
-        .await
-        .unwrap()
-        .unwrap()
-        .status;
-    stop.cancel();
-    running.await.unwrap();
-    status
+/// An executor whose one task of `lambda` (the `hello` sample) is handed
+/// out `delay` after it was asked for.
+struct HandedOut {
+    installation: Installation,
+    id: String,
+    stop: CancellationToken,
+    running: tokio::task::JoinHandle<()>,
 }
+
+impl HandedOut {
+    async fn start(lambda: &str, delay: Duration) -> Self {
+        let installation = Installation::with(
+            lambda,
+            waft_sample_artifacts::HELLO,
+            LambdaConfig::default(),
+        )
+        .await;
+        let id = installation
+            .insert(lambda, vec![Vec::new()])
+            .await
+            .remove(0);
+        let hsc = installation.hsc();
+        let controller = Arc::new(LateController {
+            store: installation.store.clone(),
+            hsc: hsc.clone(),
+            delay,
+            handed: AtomicBool::new(false),
+        });
+        let max_tasks = ExecutorConfig::default().max_tasks;
+        let (stop, running) = installation.start_executor(controller, hsc, max_tasks);
+        Self {
+            installation,
+            id,
+            stop,
+            running,
+        }
+    }
+
+    async fn status(&self) -> TaskStatus {
+        self.installation
+            .store
+            .task_get(&self.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .status
+    }
+
+    async fn stop(self) {
+        self.stop.cancel();
+        self.running.await.unwrap();
+    }
+}
+
+/// Generous: the first use of a lambda loads it, which a debug build on a
+/// busy machine may take seconds over. A passing test never waits so long.
+const WITHIN: Duration = Duration::from_secs(60);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_handed_out_in_time_runs() {
-    assert_eq!(
-        hand_out_after(Duration::from_millis(100)).await,
-        TaskStatus::Success
-    );
+    // Handed out 100 ms into its 2.2 s first fence, it starts, and its
+    // heartbeats carry it to the end however long loading and running take.
+    let handed = HandedOut::start("hello", Duration::from_millis(100)).await;
+    let deadline = Instant::now() + WITHIN;
+    let status = loop {
+        let status = handed.status().await;
+        if status.is_terminal() {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "still {status:?} after {WITHIN:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    handed.stop().await;
+    assert_eq!(status, TaskStatus::Success);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_handed_out_after_its_first_fence_is_not_started() {
+    // Its own lambda: the executor counts a task it refuses to start under
+    // its lambda's name, process-wide, and no other test may count there.
+    let lambda = "late";
+    let handed = HandedOut::start(lambda, Duration::from_secs(3)).await;
+    let refused = || {
+        waft_services::metrics::metrics()
+            .self_terminations
+            .get_or_create(&waft_services::metrics::lambda(lambda))
+            .get()
+    };
+    // Wait for the executor to have had the task and refused it, not for a
+    // while: on a slow machine the hand-out itself may come late.
+    let deadline = Instant::now() + WITHIN;
+    while refused() == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the late task was never refused: {:?}",
+            handed.status().await
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     // Its claim stands until it lapses; no execution began under it.
-    assert_eq!(
-        hand_out_after(Duration::from_millis(1_200)).await,
-        TaskStatus::Claimed
-    );
+    assert_eq!(handed.status().await, TaskStatus::Claimed);
+    assert_eq!(refused(), 1);
+    handed.stop().await;
 }
 
 /// An HSC that answers until it is cut off, then never again: what an
@@ -280,9 +340,10 @@ async fn a_lambda_cut_off_from_the_hsc_loses_its_request_at_the_fence() {
     config.limits.timeout = Duration::from_secs(30);
     let installation = Installation::with("webhook", waft_sample_artifacts::WEBHOOK, config).await;
     let payload = serde_json::json!({ "url": format!("{}/stream", server.url()) });
-    installation
+    let id = installation
         .insert("webhook", vec![payload.to_string().into_bytes()])
-        .await;
+        .await
+        .remove(0);
     let real = installation.hsc();
     let hsc = Arc::new(Severable {
         hsc: real.clone(),
@@ -297,13 +358,28 @@ async fn a_lambda_cut_off_from_the_hsc_loses_its_request_at_the_fence() {
     let max_tasks = ExecutorConfig::default().max_tasks;
     let (stop, running) = installation.start_executor(controller, hsc.clone(), max_tasks);
 
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let deadline = Instant::now() + WITHIN;
     while server.requests().is_empty() {
-        assert!(Instant::now() < deadline, "the request never arrived");
+        if Instant::now() >= deadline {
+            let task = installation.store.task_get(&id).await.unwrap();
+            panic!("the request never arrived: {task:#?}");
+        }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    // Heartbeats are answered for a while, then the HSC is cut off.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // A heartbeat is answered (the task is processing), then the HSC is
+    // cut off.
+    while installation
+        .store
+        .task_get(&id)
+        .await
+        .unwrap()
+        .unwrap()
+        .status
+        != TaskStatus::Processing
+    {
+        assert!(Instant::now() < deadline, "no heartbeat was answered");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     assert!(
         server
             .connections()
@@ -313,9 +389,13 @@ async fn a_lambda_cut_off_from_the_hsc_loses_its_request_at_the_fence() {
     let cut_at = Instant::now();
     hsc.cut.store(true, Ordering::Release);
 
-    // The fence passes (800 ms after the last answered heartbeat, with
-    // these settings): the instance stops and the server sees the drop.
-    let deadline = Instant::now() + Duration::from_secs(3);
+    // Three heartbeats fail (1.6 s with these settings) or the fence passes
+    // (2.6 s after the last answered one was sent): the instance stops and
+    // the server sees the drop.
+    // Only the watchdog ends it this side of the lambda's 30 s timeout; a
+    // third of that leaves a busy machine room to tear the instance down,
+    // and how soon the drop comes is printed, not asserted.
+    let deadline = cut_at + Duration::from_secs(10);
     let dropped = loop {
         if let Some(at) = server.connections().iter().find_map(|c| c.dropped_early) {
             break at;
@@ -323,9 +403,8 @@ async fn a_lambda_cut_off_from_the_hsc_loses_its_request_at_the_fence() {
         assert!(Instant::now() < deadline, "the request outlived the fence");
         tokio::time::sleep(Duration::from_millis(10)).await;
     };
-    assert!(
-        dropped.duration_since(cut_at) < Duration::from_millis(1_500),
-        "{:?}",
+    eprintln!(
+        "request dropped {:?} after the HSC was cut off (fence 2.6 s)",
         dropped.duration_since(cut_at)
     );
     // And no request starts after the stop.
@@ -407,8 +486,8 @@ async fn running_tasks_share_their_heartbeat_calls() {
         ..LambdaConfig::default()
     };
     let installation = Installation::with("sleepy", waft_sample_artifacts::SLEEPY, config).await;
-    // 200 tasks of 1.5 s each, all running at once: ≈ 15 beats each.
-    let payload = serde_json::json!({ "steps": 15, "step_ms": 100 }).to_string();
+    // 200 tasks of 3 s each, all running at once: ≈ 7 beats each.
+    let payload = serde_json::json!({ "steps": 30, "step_ms": 100 }).to_string();
     installation
         .insert("sleepy", vec![payload.into_bytes(); 200])
         .await;
@@ -452,6 +531,6 @@ async fn running_tasks_share_their_heartbeat_calls() {
     println!("{beats} heartbeats in {calls} HSC calls");
     assert!(beats >= 1000, "{beats} beats");
     // One call per beat without batching; a window of a quarter of the
-    // RPC timeout (25 ms here) gathers them by the dozen.
+    // RPC timeout (100 ms here) gathers them by the dozen.
     assert!(calls * 5 <= beats, "{beats} beats in {calls} calls");
 }
