@@ -17,9 +17,10 @@
 //! engine's fingerprint, the component's digest and the artifact's bytes.
 //! [`Runtime::prepare_sealed`] checks the seal before wasmtime sees a byte,
 //! and refuses an artifact made for another engine (a mixed-version
-//! rollout) or another component. Only a process holding the key — a
-//! Frontend that just compiled the component itself — can make a seal; a
-//! process without the key compiles locally.
+//! rollout) or another component. Only a process holding the key can make
+//! a seal: the installation's Frontends and executors, which hold it to
+//! seal and open secrets already, and are trusted with native code anyway.
+//! A process without the key compiles locally.
 //!
 //! The fingerprint is a SHA-256 of wasmtime's
 //! `Engine::precompile_compatibility_hash` (wasmtime's version, the target,
