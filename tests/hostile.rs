@@ -26,6 +26,9 @@
 
 mod support;
 
+#[path = "hostile/budgets.rs"]
+mod budgets;
+
 use std::time::{Duration, Instant};
 
 use serde_json::json;
@@ -144,7 +147,7 @@ async fn measure(cluster: &Cluster, phase: &str) -> Figures {
 }
 
 /// The process's resident memory now and at its peak (`VmHWM`), in MiB.
-fn memory(pid: u32) -> (u64, u64) {
+pub(crate) fn memory(pid: u32) -> (u64, u64) {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     let field = |name: &str| {
         status
@@ -260,4 +263,18 @@ async fn hostile_lambdas_in_volume_leave_a_well_behaved_one_within_bounds() {
         hostile_peak <= solo_peak + allowance + 128,
         "peak {hostile_peak} MiB, solo {solo_peak} MiB"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dev_greedy_lambdas_stay_within_their_budgets() {
+    budgets::budgets(Cluster::dev().await, "dev").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn distributed_greedy_lambdas_stay_within_their_budgets() {
+    let Some(cluster) = Cluster::distributed(1).await else {
+        eprintln!("skipped: PostgreSQL or the SQS server is unavailable (see tests/README.md)");
+        return;
+    };
+    budgets::budgets(cluster, "executor1").await;
 }

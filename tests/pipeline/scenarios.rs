@@ -123,7 +123,7 @@ pub async fn page_and_grpc_web(cluster: &Cluster) {
         String::from_utf8_lossy(&response).into_owned()
     };
     let page =
-        exchange(b"GET / HTTP/1.1\r\nHost: waft\r\nConnection: close\r\n\r\n".to_vec()).await;
+        exchange(b"GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n".to_vec()).await;
     assert!(page.starts_with("HTTP/1.1 200"), "{page}");
     assert!(
         page.contains("content-security-policy: default-src 'self'"),
@@ -134,7 +134,7 @@ pub async fn page_and_grpc_web(cluster: &Cluster) {
         "{page}"
     );
     // An empty ListLambdasRequest in one gRPC-web frame.
-    let mut call = b"POST /waft.v1.Frontend/ListLambdas HTTP/1.1\r\nHost: waft\r\n\
+    let mut call = b"POST /waft.v1.Frontend/ListLambdas HTTP/1.1\r\nHost: localhost\r\n\
         Content-Type: application/grpc-web+proto\r\nX-Grpc-Web: 1\r\n\
         Content-Length: 5\r\nConnection: close\r\n\r\n"
         .to_vec();

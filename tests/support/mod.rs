@@ -110,6 +110,18 @@ impl Process {
         self.start();
     }
 
+    /// Sets one more setting (`WAFT_*`) for its next start.
+    pub fn set_env(&mut self, key: &str, value: &str) {
+        self.env.push((key.to_owned(), value.to_owned()));
+    }
+
+    /// Starts it again with one more setting (`WAFT_*`), which wins over
+    /// any earlier one.
+    pub fn restart_with(&mut self, key: &str, value: &str) {
+        self.set_env(key, value);
+        self.restart();
+    }
+
     /// Everything it printed, every incarnation.
     pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
@@ -497,7 +509,7 @@ impl Cluster {
             .to_owned();
         let mut stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
         stream
-            .write_all(b"GET /metrics HTTP/1.1\r\nHost: waft\r\nConnection: close\r\n\r\n")
+            .write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
             .await
             .unwrap();
         let mut response = String::new();

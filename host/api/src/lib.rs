@@ -6,7 +6,9 @@
 mod auth;
 mod server;
 
-pub use server::{ControllerService, FrontendService, HscService, Roles, ServeError, serve};
+pub use server::{
+    AllowedHosts, ControllerService, FrontendService, HscService, Roles, ServeError, serve,
+};
 pub use waft_client::{
     Bearer, ChannelOptions, ControllerClient, FrontendClient, HscClient, MAX_FRONTEND_REQUEST,
     MAX_INTERNAL_REQUEST, WaftChannel, channel, channel_with, proto, status,

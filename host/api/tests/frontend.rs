@@ -1,23 +1,31 @@
-//! The Frontend's gRPC adapter over a real Frontend on SQLite, called as
-//! the authentication layer leaves a call: with the caller's principal in
-//! its extensions.
+//! The Frontend's gRPC adapter over a real Frontend on SQLite: called as
+//! the authentication layer leaves a call (with the caller's principal in
+//! its extensions), and through a real server with auth on, where tokens
+//! are turned into principals as in production. The second is how the
+//! rules on a task's parent are checked: a running task's child slots
+//! belong to its execution alone.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use tonic::Request;
-use waft_api::FrontendService;
+use tokio::net::TcpListener;
+use tonic::{Code, Request, Status};
+use waft_api::proto::frontend_client::FrontendClient;
 use waft_api::proto::{self, frontend_server::Frontend as _};
+use waft_api::{ChannelOptions, FrontendService, Roles, WaftChannel};
 use waft_core::LambdaConfig;
 use waft_runtime::{Allocator, Runtime, RuntimeConfig};
-use waft_services::auth::Principal;
-use waft_services::{Frontend, SystemClock, Wake};
-use waft_store::{LambdaDeploy, NewTask, SqliteStore, TaskInsertMany, TaskStore};
+use waft_services::auth::{Authenticator, Principal};
+use waft_services::{Clock, Frontend, FrontendApi, SystemClock, Wake};
+use waft_store::{
+    LambdaDeploy, NewTask, SqliteStore, TaskClaimMany, TaskEnqueueReady, TaskInsertMany, TaskStore,
+    TokenRole,
+};
 
 const T0: i64 = 1_800_000_000_000;
 
-/// The adapter over a Frontend on a fresh in-memory store, and the store.
-async fn frontend() -> (FrontendService, Arc<dyn TaskStore>) {
+/// A Frontend on a fresh in-memory store, and the store.
+async fn installation() -> (Arc<Frontend>, Arc<dyn TaskStore>) {
     let store: Arc<dyn TaskStore> =
         Arc::new(SqliteStore::connect("sqlite::memory:").await.unwrap());
     let runtime = Runtime::new(RuntimeConfig {
@@ -31,7 +39,13 @@ async fn frontend() -> (FrontendService, Arc<dyn TaskStore>) {
         Arc::new(runtime),
         Arc::new(Wake::default()),
     );
-    (FrontendService(Arc::new(frontend)), store)
+    (Arc::new(frontend), store)
+}
+
+/// The adapter over a Frontend on a fresh in-memory store, and the store.
+async fn frontend() -> (FrontendService, Arc<dyn TaskStore>) {
+    let (frontend, store) = installation().await;
+    (FrontendService(frontend), store)
 }
 
 async fn deploy(store: &dyn TaskStore, name: &str) {
@@ -115,4 +129,241 @@ async fn a_scoped_token_pages_through_its_tasks_in_full_pages() {
     // A token for no lambda sees nothing.
     let nobody = Principal::Owner(BTreeSet::new());
     assert!(page(&service, &nobody, None, limit).await.is_empty());
+}
+
+/// The installation's own token in the served tests.
+const CLUSTER: &str = "the-cluster-token-of-the-frontend-tests-0123456789";
+
+/// A Frontend behind a real gRPC server with auth on, over a fresh store.
+struct Served {
+    address: String,
+    frontend: Arc<Frontend>,
+    store: Arc<dyn TaskStore>,
+}
+
+impl Served {
+    async fn start() -> Self {
+        let (frontend, store) = installation().await;
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap().to_string();
+        let auth = Authenticator::new(Some(store.clone()), Some(CLUSTER));
+        let roles = Roles {
+            frontend: Some(frontend.clone() as Arc<dyn FrontendApi>),
+            auth: Some(Arc::new(auth)),
+            ..Roles::default()
+        };
+        // Bound already: calls queue on the listener until the server
+        // takes them. It serves until the test's runtime ends.
+        tokio::spawn(waft_api::serve(listener, roles, std::future::pending()));
+        Self {
+            address,
+            frontend,
+            store,
+        }
+    }
+
+    /// A client presenting `token`.
+    fn client(&self, token: &str) -> FrontendClient<WaftChannel> {
+        let options = ChannelOptions {
+            token: Some(token),
+            ca: None,
+        };
+        FrontendClient::new(waft_api::channel_with(&self.address, options).unwrap())
+    }
+
+    /// The secret of a new token of `role` for `lambdas`.
+    async fn token(&self, role: TokenRole, lambdas: &[&str]) -> String {
+        let lambdas = lambdas.iter().map(|l| (*l).to_owned()).collect();
+        self.frontend
+            .token_create("test", role, lambdas)
+            .await
+            .unwrap()
+            .1
+    }
+
+    /// A task of `lambda`, stored directly.
+    async fn task(&self, lambda: &str, payload: &[u8]) -> String {
+        let task = NewTask {
+            lambda: lambda.into(),
+            payload: payload.to_vec(),
+            ..NewTask::default()
+        };
+        let now = SystemClock.now();
+        let inserted = self
+            .store
+            .task_insert_many(TaskInsertMany {
+                tasks: vec![task],
+                now,
+            })
+            .await
+            .unwrap();
+        inserted[0].id.clone()
+    }
+
+    /// A task of `lambda` claimed as an executor claims one: running, and
+    /// its lease token.
+    async fn running(&self, lambda: &str) -> (String, i64) {
+        let id = self.task(lambda, b"the parent").await;
+        let now = SystemClock.now();
+        let report = self
+            .store
+            .task_enqueue_ready(TaskEnqueueReady {
+                now,
+                limit: 100,
+                enqueue_timeout: std::time::Duration::from_secs(60),
+            })
+            .await
+            .unwrap();
+        let queued = report.enqueued.iter().find(|t| t.id == id).unwrap();
+        let claimed = self
+            .store
+            .task_claim_many(TaskClaimMany {
+                claims: vec![(id.clone(), queued.enqueue_token)],
+                now,
+                claim_timeout: std::time::Duration::from_secs(60),
+            })
+            .await
+            .unwrap()
+            .remove(0)
+            .unwrap();
+        (id, claimed.lease_token)
+    }
+
+    /// The children of `parent`, as stored.
+    async fn children(&self, parent: &str) -> Vec<waft_store::Task> {
+        self.store
+            .task_list(waft_store::TaskList {
+                parent_id: Some(parent.to_owned()),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+    }
+}
+
+/// A task of `lambda` under `parent`, with `lease` and `key` if given.
+fn under(
+    lambda: &str,
+    parent: &str,
+    lease: Option<i64>,
+    key: Option<String>,
+    payload: &[u8],
+) -> proto::ScheduleRequest {
+    proto::ScheduleRequest {
+        task: Some(proto::NewTask {
+            lambda: lambda.into(),
+            payload: payload.to_vec(),
+            parent_id: Some(parent.to_owned()),
+            parent_lease: lease,
+            idempotency_key: key,
+            ..Default::default()
+        }),
+    }
+}
+
+/// The status code of a refusal; fails on an answer.
+fn refusal<T: std::fmt::Debug>(answer: Result<T, Status>) -> Code {
+    match answer {
+        Ok(answer) => panic!("expected a refusal, got {answer:?}"),
+        Err(status) => status.code(),
+    }
+}
+
+/// A parent's lease is a claim counter (the attempt, usually), so anyone
+/// could guess it: only the installation's own processes (the cluster
+/// token, which executors call with) may schedule under one. A scoped
+/// token is refused, and so is an admin's: nothing is created under the
+/// running parent.
+#[tokio::test]
+async fn a_client_token_sending_a_parent_lease_is_refused() {
+    let served = Served::start().await;
+    deploy(&*served.store, "mail").await;
+    let (parent, lease) = served.running("mail").await;
+    let tokens = [
+        served.token(TokenRole::Scheduler, &["mail"]).await,
+        served.token(TokenRole::Owner, &["mail"]).await,
+        served.token(TokenRole::Admin, &[]).await,
+    ];
+    for token in &tokens {
+        for key in [Some(format!("child:{parent}:0")), None] {
+            let request = under("mail", &parent, Some(lease), key, b"an attacker's");
+            let answer = served.client(token).schedule(request).await;
+            assert_eq!(refusal(answer), Code::PermissionDenied);
+        }
+    }
+    assert!(served.children(&parent).await.is_empty());
+
+    // Without a lease, a scoped token may still name a parent of its own
+    // lambda, but never with a child's reserved key.
+    let mut scheduler = served.client(&tokens[0]);
+    let key = Some(format!("child:{parent}:0"));
+    let reserved = scheduler
+        .schedule(under("mail", &parent, None, key, b"mine"))
+        .await;
+    assert_eq!(refusal(reserved), Code::InvalidArgument);
+    let own = scheduler
+        .schedule(under("mail", &parent, None, None, b"mine"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(own.created);
+}
+
+/// Naming a parent links a task into that parent's tree: the token must be
+/// allowed to schedule tasks of the parent's lambda too.
+#[tokio::test]
+async fn a_scoped_token_naming_a_foreign_parent_is_refused() {
+    let served = Served::start().await;
+    deploy(&*served.store, "mail").await;
+    deploy(&*served.store, "billing").await;
+    let foreign = served.task("billing", b"billing's").await;
+    let mail = served.token(TokenRole::Scheduler, &["mail"]).await;
+    let answer = served
+        .client(&mail)
+        .schedule(under("mail", &foreign, None, None, b"mine"))
+        .await;
+    assert_eq!(refusal(answer), Code::PermissionDenied);
+    assert!(served.children(&foreign).await.is_empty());
+    let unknown = served
+        .client(&mail)
+        .schedule(under("mail", "01NOSUCHTASK", None, None, b"mine"))
+        .await;
+    assert_eq!(refusal(unknown), Code::InvalidArgument);
+
+    // In a batch too, and a token for both lambdas may.
+    let batch = proto::ScheduleBatchRequest {
+        tasks: vec![under("mail", &foreign, None, None, b"mine").task.unwrap()],
+    };
+    let answer = served.client(&mail).schedule_batch(batch.clone()).await;
+    assert_eq!(refusal(answer), Code::PermissionDenied);
+    let both = served
+        .token(TokenRole::Scheduler, &["mail", "billing"])
+        .await;
+    let answer = served.client(&both).schedule_batch(batch).await.unwrap();
+    assert!(answer.into_inner().tasks[0].created);
+}
+
+/// A client that tries to take a running parent's next child slot leaves
+/// it to the parent: its execution's child is created, with its payload.
+#[tokio::test]
+async fn a_running_parents_child_slot_stays_its_own() {
+    let served = Served::start().await;
+    deploy(&*served.store, "mail").await;
+    let (parent, lease) = served.running("mail").await;
+    let attacker = served.token(TokenRole::Scheduler, &["mail"]).await;
+    let key = || Some(format!("child:{parent}:0"));
+    let stolen = under("mail", &parent, Some(lease), key(), b"an attacker's");
+    let _ = served.client(&attacker).schedule(stolen).await;
+
+    // The execution schedules its first child, as an executor does.
+    let own = under("mail", &parent, Some(lease), key(), b"the parent's");
+    let answer = served
+        .client(CLUSTER)
+        .schedule(own)
+        .await
+        .unwrap()
+        .into_inner();
+    let child = served.store.task_get(&answer.id).await.unwrap().unwrap();
+    let payload = String::from_utf8_lossy(&child.payload);
+    assert_eq!((answer.created, &*payload), (true, "the parent's"));
 }

@@ -49,8 +49,10 @@ pub use waft_core::{LambdaConfig, ServiceError, ServiceResult, TaskStatus};
 /// The largest request the Frontend accepts: room for a component at its
 /// limit or a large batch of tasks.
 pub const MAX_FRONTEND_REQUEST: usize = 80 << 20;
-/// The largest request the Controller and HSC accept.
-pub const MAX_INTERNAL_REQUEST: usize = 16 << 20;
+/// The largest request the Controller and HSC accept, and the largest
+/// answer their clients accept
+/// ([`MAX_INTERNAL_MESSAGE`](waft_core::limits::MAX_INTERNAL_MESSAGE)).
+pub const MAX_INTERNAL_REQUEST: usize = waft_core::limits::MAX_INTERNAL_MESSAGE;
 
 /// The generated code of package `waft.v1`.
 #[allow(missing_docs, clippy::all, clippy::pedantic)]

@@ -1,4 +1,14 @@
 //! `ServiceError` ⇄ `tonic::Status`: the one place gRPC codes are chosen.
+//!
+//! Two failures below gRPC get words of their own, because the transport's
+//! say nothing useful: a message over its receiver's limit is "too large"
+//! (`RESOURCE_EXHAUSTED`: retrying cannot help), and a connection the
+//! server closes under the call — what a plaintext call to a TLS port
+//! meets — asks whether the server uses TLS. Nothing else asks it: a
+//! message over the limit once ended in an HTTP/2 reset that read as a TLS
+//! mismatch.
+
+use std::io::ErrorKind;
 
 use tonic::{Code, Status};
 use waft_core::ServiceError;
@@ -22,6 +32,18 @@ pub fn to_status(error: ServiceError) -> Status {
 pub fn from_status(status: Status, role: &str) -> ServiceError {
     let message = status.message().to_owned();
     match status.code() {
+        // tonic's refusal of a message over a limit: a server's of an
+        // answer it encodes (a client's own send limit never ends in a
+        // status: the clients check first), or of a request it decodes, or
+        // this client's of an answer.
+        Code::OutOfRange if message.contains("message length too large") => {
+            let what = if message.contains("encoded") {
+                "answer"
+            } else {
+                "request or answer"
+            };
+            ServiceError::ResourceExhausted(format!("{what} too large for the {role}: {message}"))
+        }
         Code::InvalidArgument | Code::OutOfRange => ServiceError::InvalidArgument(message),
         Code::NotFound => ServiceError::NotFound(message),
         Code::FailedPrecondition | Code::AlreadyExists | Code::Aborted => {
@@ -32,7 +54,8 @@ pub fn from_status(status: Status, role: &str) -> ServiceError {
             "the server does not serve the {role} API (is this the address of a {role}?): {message}"
         )),
         Code::Unavailable | Code::DeadlineExceeded | Code::Cancelled | Code::Unknown => {
-            ServiceError::Unavailable(format!("the {role} is unavailable: {message}"))
+            let hint = tls_hint(&status);
+            ServiceError::Unavailable(format!("the {role} is unavailable: {message}{hint}"))
         }
         Code::Unauthenticated => {
             ServiceError::Unauthenticated(format!("the {role} refused the call: {message}"))
@@ -40,15 +63,34 @@ pub fn from_status(status: Status, role: &str) -> ServiceError {
         Code::PermissionDenied => {
             ServiceError::PermissionDenied(format!("the {role} refused the call: {message}"))
         }
-        // The connection broke below gRPC: what a plaintext client meets
-        // at a TLS port. Not the server's own internal error.
-        Code::Internal if message.starts_with("h2 protocol error") => ServiceError::Unavailable(
-            format!("the {role} is unavailable: {message} (does the server use TLS? pass --ca)"),
-        ),
+        // The stream broke below gRPC (a reset, a connection lost): not
+        // the server's own internal error.
+        Code::Internal if message.starts_with("h2 protocol error") => {
+            ServiceError::Unavailable(format!("the {role} is unavailable: {message}"))
+        }
         Code::Ok | Code::Internal | Code::DataLoss => {
             ServiceError::Internal(format!("the {role} failed: {message}"))
         }
     }
+}
+
+/// What to ask when the server closed the connection under the call: the
+/// way a TLS server closes a plaintext one (the client's writes then fail,
+/// or its reads end).
+fn tls_hint(status: &Status) -> &'static str {
+    let mut source = std::error::Error::source(status);
+    while let Some(error) = source {
+        if let Some(io) = error.downcast_ref::<std::io::Error>() {
+            return match io.kind() {
+                ErrorKind::BrokenPipe | ErrorKind::ConnectionReset | ErrorKind::UnexpectedEof => {
+                    " (the server closed the connection: if it uses TLS, pass --ca)"
+                }
+                _ => "",
+            };
+        }
+        source = error.source();
+    }
+    ""
 }
 
 #[cfg(test)]
@@ -68,6 +110,36 @@ mod tests {
         assert!(matches!(
             from_status(Status::unavailable("down"), "HSC"),
             ServiceError::Unavailable(m) if m.contains("HSC")
+        ));
+    }
+
+    #[test]
+    fn a_message_over_the_limit_is_too_large_and_no_tls_question() {
+        for (message, said) in [
+            (
+                "Error, decoded message length too large: found 17825812 bytes, the limit is: \
+                 16777216 bytes",
+                "request or answer too large for the HSC",
+            ),
+            (
+                "Error, encoded message length too large: found 17825812 bytes, the limit is: \
+                 16777216 bytes",
+                "answer too large for the HSC",
+            ),
+        ] {
+            let error = from_status(Status::out_of_range(message), "HSC");
+            assert!(
+                matches!(&error, ServiceError::ResourceExhausted(m) if m.starts_with(said)),
+                "{error:?}"
+            );
+        }
+        let reset = from_status(Status::internal("h2 protocol error: http2 error"), "HSC");
+        assert!(!reset.to_string().contains("TLS"), "{reset}");
+        assert!(matches!(reset, ServiceError::Unavailable(_)), "{reset:?}");
+        // Any other out-of-range value is the caller's to fix.
+        assert!(matches!(
+            from_status(Status::out_of_range("priority 9"), "Frontend"),
+            ServiceError::InvalidArgument(_)
         ));
     }
 }

@@ -69,8 +69,10 @@ pub enum ConfigError {
 }
 
 impl LambdaConfig {
-    /// The largest payload any lambda may accept.
-    pub const MAX_PAYLOAD: ByteSize = ByteSize::mib(16);
+    /// The largest payload any lambda may accept: what one task carries
+    /// through the pipeline ([`crate::limits::MAX_CARRIED`]), so that every
+    /// task scheduled can be claimed.
+    pub const MAX_PAYLOAD: ByteSize = crate::limits::MAX_CARRIED;
     /// The most priority levels a lambda may have.
     pub const MAX_PRIORITIES: u8 = 16;
     /// The slowest scheduling quota: one task an hour. A slower one would
@@ -125,7 +127,7 @@ impl LambdaConfig {
             return invalid(
                 "max_payload",
                 self.max_payload.to_string(),
-                "must be at most 16MiB",
+                "must be at most 15MiB, the most a task carries between Waft's processes",
             );
         }
         if !(1..=100_000).contains(&self.concurrency) {
@@ -262,5 +264,21 @@ mod tests {
             let error = config.validate().unwrap_err().to_string();
             assert!(error.starts_with(field), "{error}");
         }
+    }
+
+    #[test]
+    fn the_largest_payload_is_what_a_task_carries_and_the_refusal_says_so() {
+        let at_most = LambdaConfig {
+            max_payload: LambdaConfig::MAX_PAYLOAD,
+            ..LambdaConfig::default()
+        };
+        at_most.validate().unwrap();
+        let over = LambdaConfig {
+            max_payload: ByteSize::b(LambdaConfig::MAX_PAYLOAD.bytes() + 1),
+            ..at_most
+        };
+        let error = over.validate().unwrap_err().to_string();
+        let limit = format!("at most {}", LambdaConfig::MAX_PAYLOAD);
+        assert!(error.contains(&limit), "{error}");
     }
 }

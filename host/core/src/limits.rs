@@ -1,12 +1,113 @@
-//! The limits a lambda runs under.
+//! The limits a lambda runs under, and what the pipeline carries.
 //!
 //! Each limit bounds one resource and, when breached, ends the task with an
 //! outcome of its own, so an owner can tell a memory hog from a slow lambda
 //! from a chatty one.
+//!
+//! A task's payload, output and log travel between Waft's processes in
+//! batches (claims, heartbeats, results), each batch one message under
+//! [`MAX_INTERNAL_MESSAGE`]. So the bounds on the limits are what one message
+//! can carry: a task whose payload or output could not cross would be
+//! claimed or finished and then lost, again and again. Every batch is cut by
+//! bytes ([`MAX_BATCH_BYTES`]) as well as by count, and what no batch could
+//! carry is refused up front — at deploy, at schedule — or, for what slipped
+//! past earlier bounds, fails alone with the reason.
 
 use std::time::Duration;
 
 use crate::ByteSize;
+
+/// The largest message one Waft process accepts from another: a request to
+/// the Controller or the HSC, or its answer (16 MiB).
+pub const MAX_INTERNAL_MESSAGE: usize = 16 << 20;
+
+/// The most bytes one batch between Waft's processes carries, counted by
+/// the size of each item's fields plus [`ITEM_OVERHEAD`]: the message limit
+/// less 512 KiB for the framing the count leaves out. An item over it
+/// travels alone, and fails alone.
+pub const MAX_BATCH_BYTES: usize = MAX_INTERNAL_MESSAGE - (512 << 10);
+
+/// What one item of a batch is counted for beyond its strings and bytes:
+/// its field tags, lengths and numbers (under 100 bytes in the encoding).
+pub const ITEM_OVERHEAD: usize = 128;
+
+/// The largest payload or output one task carries through the pipeline
+/// (15 MiB): with its ids and names it is one item within
+/// [`MAX_BATCH_BYTES`], and an output leaves room beside it for a log of
+/// the default budget.
+pub const MAX_CARRIED: ByteSize = ByteSize::mib(15);
+
+// A task at the largest payload, with the longest names a task has (an id,
+// a lambda and a collection name), is one item of a batch, and so is an
+// output at the bound beside a log of the default budget; a batch leaves
+// room for framing.
+const _: () = {
+    let names = 26 + 2 * 63;
+    assert!(MAX_CARRIED.bytes() as usize + names + ITEM_OVERHEAD <= MAX_BATCH_BYTES);
+    let log = Limits::DEFAULT_MAX_LOG.bytes() as usize;
+    assert!(MAX_CARRIED.bytes() as usize + log + 26 + ITEM_OVERHEAD <= MAX_BATCH_BYTES);
+    assert!(MAX_BATCH_BYTES < MAX_INTERNAL_MESSAGE);
+};
+
+/// The longest progress note a heartbeat carries (4 KiB): a line or two for
+/// people. A longer one is cut short by [`cut_note`].
+pub const MAX_PROGRESS_NOTE: usize = 4 << 10;
+
+/// Refuses a payload of `len` bytes for `lambda` that no claim could carry
+/// to an executor, whatever the lambda's version allows (one deployed under
+/// an earlier, wider bound): stored, its task could never run.
+///
+/// ```
+/// use waft_core::limits::{MAX_CARRIED, check_payload};
+/// assert!(check_payload("resize", MAX_CARRIED.as_usize()).is_ok());
+/// let refused = check_payload("resize", MAX_CARRIED.as_usize() + 1).unwrap_err();
+/// assert!(refused.contains("15MiB"), "{refused}");
+/// ```
+pub fn check_payload(lambda: &str, len: usize) -> Result<(), String> {
+    if len > MAX_CARRIED.as_usize() {
+        return Err(format!(
+            "payload of {len} bytes for lambda {lambda:?} is over the {MAX_CARRIED} one task \
+             carries between Waft's processes"
+        ));
+    }
+    Ok(())
+}
+
+/// `note` as a heartbeat carries it: [`cut_text`] to [`MAX_PROGRESS_NOTE`].
+///
+/// ```
+/// use waft_core::limits::{MAX_PROGRESS_NOTE, cut_note};
+/// assert_eq!(cut_note("step 3 of 9".into()), "step 3 of 9");
+/// let cut = cut_note("é".repeat(MAX_PROGRESS_NOTE));
+/// assert!(cut.len() <= MAX_PROGRESS_NOTE && cut.starts_with('é'));
+/// assert!(cut.ends_with(&format!("[{} bytes in all]", 2 * MAX_PROGRESS_NOTE)));
+/// ```
+pub fn cut_note(note: String) -> String {
+    cut_text(note, MAX_PROGRESS_NOTE)
+}
+
+/// `text` in at most `max` bytes: unchanged when it fits, else its
+/// beginning, cut on a character boundary, and a mark saying how long it
+/// was (only the mark's beginning when `max` leaves room for no more).
+pub fn cut_text(text: String, max: usize) -> String {
+    if text.len() <= max {
+        return text;
+    }
+    let mark = format!("… [{} bytes in all]", text.len());
+    let mut end = max.saturating_sub(mark.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let mut cut = text;
+    cut.truncate(end);
+    cut.push_str(&mark);
+    let mut end = max.min(cut.len());
+    while !cut.is_char_boundary(end) {
+        end -= 1;
+    }
+    cut.truncate(end);
+    cut
+}
 
 /// Resource limits of one lambda's executions.
 ///
@@ -39,7 +140,7 @@ impl Default for Limits {
             timeout: Duration::from_secs(30),
             fuel: None,
             max_output: ByteSize::mib(1),
-            max_log: ByteSize::kib(256),
+            max_log: Self::DEFAULT_MAX_LOG,
         }
     }
 }
@@ -47,6 +148,8 @@ impl Default for Limits {
 /// Bounds on the limits themselves: a limit outside them is a mistake, not a
 /// configuration.
 impl Limits {
+    /// The log kept per execution unless the lambda says otherwise.
+    pub const DEFAULT_MAX_LOG: ByteSize = ByteSize::kib(256);
     /// The smallest memory a component can run in: one 64 KiB page.
     pub const MIN_MEMORY: ByteSize = ByteSize::kib(64);
     /// The largest memory a 32-bit WebAssembly instance can address.
@@ -55,8 +158,9 @@ impl Limits {
     pub const MIN_TIMEOUT: Duration = Duration::from_millis(1);
     /// The longest timeout: longer work belongs in several tasks.
     pub const MAX_TIMEOUT: Duration = Duration::from_secs(24 * 60 * 60);
-    /// The largest output and log sizes; tasks are not a bulk data channel.
-    pub const MAX_OUTPUT: ByteSize = ByteSize::mib(64);
+    /// The largest output and log sizes: what one task carries through the
+    /// pipeline ([`MAX_CARRIED`]); tasks are not a bulk data channel.
+    pub const MAX_OUTPUT: ByteSize = MAX_CARRIED;
 
     /// Checks every limit against its bounds.
     pub fn validate(&self) -> Result<(), LimitsError> {
@@ -89,7 +193,10 @@ impl Limits {
                 return out_of_range(
                     limit,
                     value.to_string(),
-                    format!("0..={}", Self::MAX_OUTPUT),
+                    format!(
+                        "0..={}, the most one task carries between Waft's processes",
+                        Self::MAX_OUTPUT
+                    ),
                 );
             }
         }
@@ -175,5 +282,54 @@ mod tests {
             let message = limits.validate().unwrap_err().to_string();
             assert!(message.starts_with(name), "{message}");
         }
+    }
+
+    #[test]
+    fn an_output_the_pipeline_cannot_carry_is_refused_and_says_why() {
+        let at_most = Limits {
+            max_output: MAX_CARRIED,
+            max_log: MAX_CARRIED,
+            ..Limits::default()
+        };
+        at_most.validate().unwrap();
+        let message = Limits {
+            max_output: ByteSize::mib(16),
+            ..Limits::default()
+        }
+        .validate()
+        .unwrap_err()
+        .to_string();
+        assert!(message.contains("0..=15MiB"), "{message}");
+        assert!(message.contains("between Waft's processes"), "{message}");
+    }
+
+    #[test]
+    fn a_long_note_is_cut_on_a_character_boundary_and_marked() {
+        let fits = "n".repeat(MAX_PROGRESS_NOTE);
+        assert_eq!(cut_note(fits.clone()), fits);
+        for unit in ["n", "é", "€", "😀"] {
+            let long = unit.repeat(MAX_PROGRESS_NOTE + 1);
+            let cut = cut_note(long.clone());
+            assert!(cut.len() <= MAX_PROGRESS_NOTE, "{} bytes", cut.len());
+            let kept = cut.split('…').next().unwrap();
+            assert!(kept.len() > MAX_PROGRESS_NOTE / 2, "{} kept", kept.len());
+            assert!(long.starts_with(kept));
+            assert!(cut.ends_with(&format!("[{} bytes in all]", long.len())));
+        }
+        let one_over = "n".repeat(MAX_PROGRESS_NOTE + 1);
+        assert!(cut_note(one_over).len() <= MAX_PROGRESS_NOTE);
+    }
+
+    #[test]
+    fn text_is_cut_to_any_room_even_one_too_small_for_the_mark() {
+        for max in [0, 1, 2, 3, 5, 20, 100] {
+            let cut = cut_text("😀".repeat(100), max);
+            assert!(cut.len() <= max, "{} bytes in {max}", cut.len());
+        }
+        assert_eq!(cut_text("abc".into(), 3), "abc");
+        assert_eq!(
+            cut_text("abcdefghij".repeat(10), 30),
+            "abcdefgh… [100 bytes in all]"
+        );
     }
 }

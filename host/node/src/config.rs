@@ -18,6 +18,8 @@ use waft_services::{ConsumerConfig, ControllerConfig, ExecutorConfig, HeartbeatC
 
 use crate::backends::{QueueKind, one_process_store, sqlite_path};
 
+mod exposure;
+
 /// One role of the distributed mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
@@ -51,6 +53,10 @@ pub struct Config {
     /// Where Prometheus scrapes `/metrics` over HTTP; no metrics server
     /// when absent.
     pub metrics_listen: Option<SocketAddr>,
+    /// Host names the servers answer to besides their addresses, the
+    /// names in `peers` and `localhost` on loopback; see
+    /// [`Config::answered_hosts`].
+    pub allowed_hosts: Vec<String>,
     pub store: StoreSection,
     pub queue: QueueSection,
     pub peers: PeersSection,
@@ -70,6 +76,7 @@ impl Default for Config {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 7070)),
             metrics_listen: None,
+            allowed_hosts: Vec::new(),
             store: StoreSection::default(),
             queue: QueueSection::default(),
             peers: PeersSection::default(),
@@ -183,6 +190,9 @@ pub struct AuthSection {
     /// The secret the processes call each other with; it has every right.
     /// At least 32 characters; required when auth is on.
     pub cluster_token: Option<String>,
+    /// The bearer token `/metrics` asks for; required when
+    /// `metrics_listen` is not a loopback address.
+    pub metrics_token: Option<String>,
 }
 
 /// TLS for gRPC (rustls). Every process of an installation needs the same
@@ -246,7 +256,7 @@ impl std::error::Error for ConfigError {}
 
 /// Keys an environment variable may set: `WAFT_<SECTION>_<KEY>`.
 const ENV_KEYS: &[(&str, &[&str])] = &[
-    ("", &["listen", "metrics_listen"]),
+    ("", &["listen", "metrics_listen", "allowed_hosts"]),
     ("store", &["url", "max_connections", "keep_versions"]),
     (
         "queue",
@@ -275,10 +285,11 @@ const ENV_KEYS: &[(&str, &[&str])] = &[
             "shutdown_grace",
             "journal",
             "loaded_versions",
+            "max_children",
         ],
     ),
     ("runtime", &["cache_dir", "outbound_ca"]),
-    ("auth", &["enabled", "cluster_token"]),
+    ("auth", &["enabled", "cluster_token", "metrics_token"]),
     ("tls", &["cert", "key", "ca"]),
     ("secrets", &["key_file"]),
 ];
@@ -366,32 +377,7 @@ impl Config {
                 "memory queues live in one process (waft dev); waft serve needs sqs",
             ));
         }
-        if self.auth.enabled {
-            match &self.auth.cluster_token {
-                Some(token) if token.len() >= MIN_CLUSTER_TOKEN => {}
-                Some(_) => {
-                    return Err(ConfigError::new(
-                        "auth.cluster_token",
-                        format!("must be at least {MIN_CLUSTER_TOKEN} characters"),
-                    ));
-                }
-                None => {
-                    return Err(ConfigError::new(
-                        "auth.cluster_token",
-                        "auth is enabled, so the cluster token is required",
-                    ));
-                }
-            }
-        } else if role.is_none() && !self.listen.ip().is_loopback() {
-            return Err(ConfigError::new(
-                "listen",
-                format!(
-                    "waft dev listens on {} without auth: enable auth (auth.enabled and \
-                     auth.cluster_token) or listen on a loopback address",
-                    self.listen
-                ),
-            ));
-        }
+        self.validate_exposure(role)?;
         if self.tls.cert.is_some() != self.tls.key.is_some() {
             return Err(ConfigError::new(
                 if self.tls.cert.is_some() {
@@ -439,10 +425,10 @@ impl Config {
     }
 }
 
-/// An environment value as TOML: numbers as integers, `lambdas` as a
-/// comma-separated list, the rest as strings.
+/// An environment value as TOML: numbers as integers, `lambdas` and
+/// `allowed_hosts` as comma-separated lists, the rest as strings.
 fn env_value(key: &str, value: &str) -> toml::Value {
-    if key == "lambdas" {
+    if matches!(key, "lambdas" | "allowed_hosts") {
         return toml::Value::Array(
             value
                 .split(',')
@@ -462,193 +448,4 @@ fn env_value(key: &str, value: &str) -> toml::Value {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::time::Duration;
-
-    use super::*;
-
-    /// `docs/configuration.md` cannot drift from the code: its keys are the
-    /// keys the code reads, its environment names are theirs, and its
-    /// defaults parse into the built-in defaults.
-    #[test]
-    fn the_reference_matches_the_code() {
-        let reference = include_str!(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../docs/configuration.md"
-        ));
-        let rows: Vec<Vec<&str>> = reference
-            .lines()
-            .filter(|line| line.starts_with("| `"))
-            .map(|line| line.split('|').map(str::trim).collect())
-            .collect();
-        let unquote = |cell: &str| cell.trim_matches('`').to_owned();
-        let documented: Vec<String> = rows.iter().map(|row| unquote(row[1])).collect();
-        let known: Vec<String> = ENV_KEYS
-            .iter()
-            .flat_map(|(section, keys)| {
-                keys.iter().map(move |key| match *section {
-                    "" => (*key).to_owned(),
-                    section => format!("{section}.{key}"),
-                })
-            })
-            .collect();
-        let (mut documented, mut known) = (documented, known);
-        documented.sort();
-        known.sort();
-        assert_eq!(documented, known, "documented keys vs keys the code reads");
-
-        let mut toml = String::new();
-        let mut sections: std::collections::BTreeMap<String, Vec<String>> = Default::default();
-        for row in &rows {
-            let key = unquote(row[1]);
-            let env = format!("WAFT_{}", key.replace('.', "_").to_ascii_uppercase());
-            assert_eq!(unquote(row[2]), env, "the environment name of {key}");
-            let default = row[3];
-            if default == "none" {
-                continue;
-            }
-            let default = default.trim_matches('`');
-            match key.split_once('.') {
-                None => toml.push_str(&format!("{key} = {default}\n")),
-                Some((section, field)) => {
-                    let line = format!("{field} = {default}");
-                    sections.entry(section.to_owned()).or_default().push(line);
-                }
-            }
-        }
-        for (section, lines) in sections {
-            toml.push_str(&format!("[{section}]\n{}\n", lines.join("\n")));
-        }
-        let parsed: Config = toml::from_str(&toml).unwrap_or_else(|e| panic!("{e}\n{toml}"));
-        assert_eq!(parsed, Config::default(), "documented defaults:\n{toml}");
-
-        // The README's example file is a valid configuration too.
-        let readme = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md"));
-        let example = readme
-            .split("```toml\n")
-            .nth(1)
-            .and_then(|rest| rest.split("```").next())
-            .expect("a TOML example in README.md");
-        let example: Config = toml::from_str(example).unwrap_or_else(|e| panic!("README.md: {e}"));
-        example.validate(None).unwrap();
-    }
-
-    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-        pairs
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect()
-    }
-
-    #[test]
-    fn the_file_and_the_environment_combine_and_the_environment_wins() {
-        let file = "listen = \"127.0.0.1:9000\"\n[heartbeat]\ninterval = \"1s\"\n[store]\nurl = \"postgres://file\"\n";
-        let config = Config::load(
-            Some(file),
-            env(&[
-                ("WAFT_STORE_URL", "postgres://env"),
-                ("WAFT_CONSUMER_BATCH", "50"),
-                ("WAFT_EXECUTOR_LAMBDAS", "hello, chain"),
-                ("WAFT_LOG", "debug"),
-            ]),
-        )
-        .unwrap();
-        assert_eq!(config.listen.port(), 9000);
-        assert_eq!(config.heartbeat.interval, Duration::from_secs(1));
-        assert_eq!(config.store.url.as_deref(), Some("postgres://env"));
-        assert_eq!(config.consumer.batch, 50);
-        assert_eq!(config.executor.lambdas, vec!["hello", "chain"]);
-        config.validate(Some(Role::Hsc)).unwrap();
-    }
-
-    #[test]
-    fn auth_needs_a_long_cluster_token_and_dev_without_it_stays_on_loopback() {
-        let load = |pairs: &[(&str, &str)]| Config::load(None, env(pairs)).unwrap();
-        let missing = load(&[("WAFT_AUTH_ENABLED", "true")]);
-        let error = missing.validate(None).unwrap_err();
-        assert!(
-            error.to_string().contains("WAFT_AUTH_CLUSTER_TOKEN"),
-            "{error}"
-        );
-        let short = load(&[
-            ("WAFT_AUTH_ENABLED", "true"),
-            ("WAFT_AUTH_CLUSTER_TOKEN", "short"),
-        ]);
-        assert!(short.validate(None).unwrap_err().to_string().contains("32"));
-        let open = load(&[("WAFT_LISTEN", "0.0.0.0:7070")]);
-        assert!(
-            open.validate(None)
-                .unwrap_err()
-                .to_string()
-                .contains("loopback")
-        );
-        let token = "x".repeat(32);
-        let guarded = load(&[
-            ("WAFT_LISTEN", "0.0.0.0:7070"),
-            ("WAFT_AUTH_ENABLED", "true"),
-            ("WAFT_AUTH_CLUSTER_TOKEN", token.as_str()),
-        ]);
-        guarded.validate(None).unwrap();
-    }
-
-    #[test]
-    fn typos_and_bad_values_are_refused_with_their_place() {
-        let typo = Config::load(Some("[heartbeat]\nintervall = \"1s\"\n"), []).unwrap_err();
-        assert!(typo.to_string().contains("intervall"), "{typo}");
-        // `[queue]` is read in two parts, `kind` and the SQS settings.
-        let typo = Config::load(Some("[queue]\nkind = \"sqs\"\nregoin = \"x\"\n"), []).unwrap_err();
-        assert!(typo.to_string().contains("regoin"), "{typo}");
-        let file = "[queue]\nkind = \"memory\"\nvisibility_timeout = \"7s\"\n[executor]\njournal = \"j\"\n";
-        let config = Config::load(Some(file), env(&[("WAFT_QUEUE_PREFIX", "p")])).unwrap();
-        assert_eq!(config.queue.kind, Some(QueueKind::Memory));
-        assert_eq!(config.queue.sqs.visibility_timeout, Duration::from_secs(7));
-        assert_eq!(config.queue.sqs.prefix, "p");
-        assert_eq!(config.executor.journal, Some(PathBuf::from("j")));
-        let bad = Config::load(None, env(&[("WAFT_HEARTBEAT_TIMEOUT", "soon")])).unwrap_err();
-        assert!(bad.to_string().contains("soon"), "{bad}");
-    }
-
-    #[test]
-    fn unsafe_heartbeats_and_missing_addresses_are_refused_before_start() {
-        let config = Config::load(
-            Some("[heartbeat]\ninterval = \"3s\"\nrpc_timeout = \"1s\"\ntimeout = \"10s\"\n"),
-            [],
-        )
-        .unwrap();
-        let error = config.validate(None).unwrap_err();
-        assert!(
-            error.to_string().contains("3 × heartbeat interval"),
-            "{error}"
-        );
-
-        let error = Config::default()
-            .validate(Some(Role::Executor))
-            .unwrap_err();
-        assert!(error.to_string().contains("WAFT_PEERS_FRONTEND"), "{error}");
-        let error = Config::default()
-            .validate(Some(Role::Frontend))
-            .unwrap_err();
-        assert!(error.to_string().contains("WAFT_STORE_URL"), "{error}");
-        assert_eq!(error.key.as_deref(), Some("store.url"));
-    }
-
-    /// What several processes cannot share is refused for `waft serve`,
-    /// naming its key; `waft dev` takes it.
-    #[test]
-    fn serve_refuses_backends_of_one_process() {
-        let load = |pairs: &[(&str, &str)]| Config::load(None, env(pairs)).unwrap();
-        let sqlite = load(&[("WAFT_STORE_URL", "sqlite:/tmp/waft.db")]);
-        let error = sqlite.validate(Some(Role::Hsc)).unwrap_err();
-        assert_eq!(error.key.as_deref(), Some("store.url"), "{error}");
-        sqlite.validate(None).unwrap();
-        let memory = load(&[
-            ("WAFT_QUEUE_KIND", "memory"),
-            ("WAFT_STORE_URL", "postgres://db"),
-        ]);
-        let error = memory.validate(Some(Role::Consumer)).unwrap_err();
-        assert_eq!(error.key.as_deref(), Some("queue.kind"), "{error}");
-        memory.validate(None).unwrap();
-        let typo = Config::load(None, env(&[("WAFT_QUEUE_KIND", "kafka")])).unwrap_err();
-        assert!(typo.to_string().contains("kafka"), "{typo}");
-    }
-}
+mod tests;

@@ -11,6 +11,7 @@
 
 pub mod backends;
 pub mod config;
+mod metrics;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -21,7 +22,9 @@ use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::Identity;
-use waft_api::{ChannelOptions, ControllerClient, FrontendClient, HscClient, Roles, WaftChannel};
+use waft_api::{
+    AllowedHosts, ChannelOptions, ControllerClient, FrontendClient, HscClient, Roles, WaftChannel,
+};
 use waft_runtime::{Allocator, Runtime, RuntimeConfig};
 use waft_services::auth::Authenticator;
 use waft_services::secrets::SecretKey;
@@ -203,9 +206,10 @@ pub async fn start_dev(options: DevOptions) -> Result<Node, NodeError> {
         hsc: Some(hsc),
         auth: authenticator(config, Some(auth_store)),
         tls: identity(config)?,
+        allowed_hosts: AllowedHosts::new(config.answered_hosts()),
     };
     spawn_server(&mut node, listener, roles);
-    spawn_metrics(&mut node, config.metrics_listen).await?;
+    spawn_metrics(&mut node, config).await?;
     Ok(node)
 }
 
@@ -223,7 +227,10 @@ pub async fn start_role(role: Role, config: Config) -> Result<Node, NodeError> {
     match role {
         Role::Frontend => {
             let store = postgres(&config, role).await?;
-            // Only checks components at deploy: no pool of instances.
+            // Only checks components at deploy: no pool of instances. Each
+            // check instantiates under the lambda's own limits and the store
+            // limiter (memories together, tables, host resources), so it
+            // costs this process no more than one execution would.
             let runtime = Arc::new(Runtime::new(RuntimeConfig {
                 allocator: Allocator::OnDemand,
                 cache_dir: config.runtime.cache_dir.clone(),
@@ -320,10 +327,11 @@ pub async fn start_role(role: Role, config: Config) -> Result<Node, NodeError> {
         }
     }
     roles.tls = identity(&config)?;
+    roles.allowed_hosts = AllowedHosts::new(config.answered_hosts());
     let listener = bind(config.listen).await?;
     node.addr = local_addr(&listener, config.listen)?;
     spawn_server(&mut node, listener, roles);
-    spawn_metrics(&mut node, config.metrics_listen).await?;
+    spawn_metrics(&mut node, &config).await?;
     Ok(node)
 }
 
@@ -424,26 +432,16 @@ fn local_addr(listener: &TcpListener, addr: SocketAddr) -> Result<SocketAddr, No
         .map_err(|source| NodeError::Bind { addr, source })
 }
 
-/// Serves this process's metrics at `/metrics` in the OpenMetrics text
-/// format, until the node stops.
-async fn spawn_metrics(node: &mut Node, addr: Option<SocketAddr>) -> Result<(), NodeError> {
-    let Some(addr) = addr else {
+/// Serves this process's metrics at `/metrics` (see [`metrics`]), until
+/// the node stops.
+async fn spawn_metrics(node: &mut Node, config: &Config) -> Result<(), NodeError> {
+    let Some(addr) = config.metrics_listen else {
         return Ok(());
     };
     let listener = bind(addr).await?;
-    node.metrics_addr = Some(local_addr(&listener, addr)?);
-    let app = axum::Router::new().route(
-        "/metrics",
-        axum::routing::get(|| async {
-            (
-                [(
-                    axum::http::header::CONTENT_TYPE,
-                    "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                )],
-                waft_services::metrics::encode(),
-            )
-        }),
-    );
+    let bound = local_addr(&listener, addr)?;
+    node.metrics_addr = Some(bound);
+    let app = metrics::router(metrics::Access::of(config, bound.ip()));
     let stop = node.stop.clone();
     node.tasks.spawn(async move {
         let serve = axum::serve(listener, app).with_graceful_shutdown(stop.cancelled_owned());

@@ -35,6 +35,7 @@ use sha2::{Digest as _, Sha256};
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
+use waft_core::Limits;
 use waft_core::model::Artifact;
 
 use crate::error::LoadError;
@@ -103,6 +104,19 @@ impl Runtime {
         artifact: Artifact,
         key: &ArtifactKey,
     ) -> Result<PreparedLambda, LoadError> {
+        self.prepare_sealed_with_limits(digest, artifact, key, &Limits::default())
+            .await
+    }
+
+    /// [`Runtime::prepare_sealed`], its trial instantiation under `limits`
+    /// (see [`Runtime::prepare_with_limits`]).
+    pub async fn prepare_sealed_with_limits(
+        &self,
+        digest: Digest,
+        artifact: Artifact,
+        key: &ArtifactKey,
+        limits: &Limits,
+    ) -> Result<PreparedLambda, LoadError> {
         if artifact.engine != self.fingerprint() {
             return Err(LoadError::ArtifactRefused(format!(
                 "compiled by an engine of fingerprint {}, this one is {}",
@@ -120,7 +134,7 @@ impl Runtime {
             .await
             .map_err(|e| LoadError::CompilerStopped(e.to_string()))?
             .map_err(|e| LoadError::ArtifactRefused(crate::lambda::error_chain(&e)))?;
-        self.link(component, digest).await
+        self.link(component, digest, limits).await
     }
 }
 

@@ -20,7 +20,8 @@ use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAlloc
 use crate::cache::ArtifactCache;
 use crate::error::RuntimeError;
 use crate::guests::{GuestThreads, GuestThreadsConfig};
-use crate::outbound::Tls;
+use crate::limiter::{MAX_INSTANCES, MAX_MEMORIES, MAX_TABLE_ELEMENTS, MAX_TABLES};
+use crate::outbound::{Connections, Tls};
 use crate::run::HostState;
 
 /// How instances get their memory.
@@ -77,6 +78,12 @@ pub struct RuntimeConfig {
     /// A CA certificate file (PEM) that outbound HTTPS trusts besides the
     /// system's roots: a private CA's. None by default.
     pub outbound_ca: Option<PathBuf>,
+    /// Outbound HTTP connections open at once, every execution together
+    /// (each also has its own `max_connections`). A request beyond it is
+    /// refused, and the task's log says so. Default: half the process's
+    /// limit on open files, at most 4,096 — so that lambdas never take the
+    /// file descriptors the executor needs for its own connections.
+    pub max_outbound_connections: usize,
 }
 
 impl Default for RuntimeConfig {
@@ -93,6 +100,7 @@ impl Default for RuntimeConfig {
             guest_nice: 10,
             max_startup: Duration::from_secs(5),
             outbound_ca: None,
+            max_outbound_connections: default_outbound_connections(),
         }
     }
 }
@@ -111,6 +119,8 @@ pub(crate) struct Inner {
     pub(crate) fuel: bool,
     pub(crate) max_startup: Duration,
     pub(crate) tls: Arc<Tls>,
+    /// The outbound connections of all executions together.
+    pub(crate) connections: Arc<Connections>,
     /// See [`Runtime::fingerprint`].
     pub(crate) fingerprint: String,
     pooling: bool,
@@ -154,6 +164,11 @@ impl Runtime {
                 config.max_startup,
                 Limits::MIN_TIMEOUT
             )));
+        }
+        if config.max_outbound_connections == 0 {
+            return Err(RuntimeError::Config(
+                "max_outbound_connections must be at least 1".into(),
+            ));
         }
         if config.epoch_tick.is_zero() || config.epoch_tick > Duration::from_secs(1) {
             return Err(RuntimeError::Config(format!(
@@ -202,6 +217,7 @@ impl Runtime {
                 fuel: config.fuel,
                 max_startup: config.max_startup,
                 tls,
+                connections: Arc::new(Connections::new(config.max_outbound_connections)),
                 pooling,
                 guests,
                 _ticker: ticker,
@@ -220,6 +236,22 @@ impl Runtime {
     }
 }
 
+/// The most outbound connections a runtime opens by default: half the
+/// process's soft limit on open files, leaving the rest to the host, and at
+/// most 4,096 (or 4,096 where the limit cannot be read).
+fn default_outbound_connections() -> usize {
+    const MOST: usize = 4096;
+    #[cfg(target_os = "linux")]
+    {
+        let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+        if let Some(files) = limit.current {
+            let half = usize::try_from(files / 2).unwrap_or(MOST);
+            return half.clamp(1, MOST);
+        }
+    }
+    MOST
+}
+
 fn build_engine(config: &RuntimeConfig, pooling: bool) -> Result<Engine, RuntimeError> {
     let mut wasm = Config::new();
     wasm.wasm_component_model(true)
@@ -228,16 +260,18 @@ fn build_engine(config: &RuntimeConfig, pooling: bool) -> Result<Engine, Runtime
     if pooling {
         let slots = config.max_instances;
         let mut pool = PoolingAllocationConfig::new();
+        // The same bounds as every store's limiter (see the `limiter`
+        // module): a component the pool takes is one an on-demand
+        // instance takes too.
         pool.total_component_instances(slots)
-            // A Rust component holds its module plus a few small shim
-            // modules, each a core instance with its own tables.
-            .total_core_instances(slots.saturating_mul(16))
-            .max_core_instances_per_component(16)
-            .total_memories(slots.saturating_mul(2))
-            .max_memories_per_component(2)
-            .total_tables(slots.saturating_mul(8))
-            .max_tables_per_component(8)
+            .total_core_instances(slots.saturating_mul(MAX_INSTANCES))
+            .max_core_instances_per_component(MAX_INSTANCES)
+            .total_memories(slots.saturating_mul(MAX_MEMORIES))
+            .max_memories_per_component(MAX_MEMORIES)
+            .total_tables(slots.saturating_mul(MAX_TABLES))
+            .max_tables_per_component(MAX_TABLES)
             .max_tables_per_module(2)
+            .table_elements(MAX_TABLE_ELEMENTS)
             .total_stacks(slots)
             .max_memory_size(config.max_memory_per_instance.as_usize())
             // Between tasks, reset the pages a task dirtied (found with the

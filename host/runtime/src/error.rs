@@ -59,6 +59,8 @@ pub enum LoadError {
          its lambda anew, so do the work in the handler, not at start-up"
     )]
     SlowStartup { limit: Duration },
+    #[error("the component's start-up exceeds the lambda's limits: {detail}")]
+    LimitExceeded { detail: String },
     #[error("cannot cache the compiled component: {0}")]
     Cache(std::io::Error),
     #[error("the compiler stopped on this component without an answer: {0}")]

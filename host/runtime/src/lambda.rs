@@ -7,8 +7,8 @@
 use std::fmt;
 
 use sha2::{Digest as _, Sha256};
-use wasmtime::Engine;
 use wasmtime::component::Component;
+use wasmtime::{Engine, Trap};
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -18,7 +18,7 @@ use waft_core::{Grants, Limits};
 use crate::contract::{HANDLER_EXPORTS, Handler};
 use crate::error::LoadError;
 use crate::log::LogSink;
-use crate::run::{Sandbox, Stop, new_store};
+use crate::run::{HostState, Sandbox, Stop, new_store};
 use crate::{KillSwitch, RecordingHost, Runtime};
 
 /// SHA-256 of a component's bytes: the identity of a lambda version's code.
@@ -126,11 +126,25 @@ impl fmt::Debug for PreparedLambda {
 impl Runtime {
     /// Checks that `wasm` is a component of the `waft:lambda` world,
     /// compiles it (or loads it from the artifact cache), pre-links it and
-    /// instantiates it once to check the handler's type.
+    /// instantiates it once, under the default [`Limits`], to check the
+    /// handler's type.
     ///
     /// Compiling takes tens of milliseconds of CPU, on a blocking thread
     /// (`spawn_blocking`); call this once per lambda version, not per task.
     pub async fn prepare(&self, wasm: &[u8]) -> Result<PreparedLambda, LoadError> {
+        self.prepare_with_limits(wasm, &Limits::default()).await
+    }
+
+    /// [`Runtime::prepare`], its trial instantiation under `limits` (the
+    /// lambda's own: what a deploy checks with) rather than the defaults:
+    /// a start-up that would breach them at every run is refused now, with
+    /// [`LoadError::LimitExceeded`], and costs the host no more than one run
+    /// would.
+    pub async fn prepare_with_limits(
+        &self,
+        wasm: &[u8],
+        limits: &Limits,
+    ) -> Result<PreparedLambda, LoadError> {
         check_header(wasm)?;
         let digest = Digest::of(wasm);
         // Compiling is CPU work: off the async threads, or every other task
@@ -147,16 +161,17 @@ impl Runtime {
         })
         .await
         .map_err(|e| LoadError::CompilerStopped(e.to_string()))??;
-        self.link(component, digest).await
+        self.link(component, digest, limits).await
     }
 
-    /// Pre-links a compiled component and instantiates it once to check
-    /// its handler: what [`Runtime::prepare`] does after compiling, and
-    /// [`Runtime::prepare_sealed`] after loading an artifact.
+    /// Pre-links a compiled component and instantiates it once, under
+    /// `limits`, to check its handler: what [`Runtime::prepare`] does after
+    /// compiling, and [`Runtime::prepare_sealed`] after loading an artifact.
     pub(crate) async fn link(
         &self,
         component: Component,
         digest: Digest,
+        limits: &Limits,
     ) -> Result<PreparedLambda, LoadError> {
         let engine = &self.inner.engine;
         let component_type = component.component_type();
@@ -189,7 +204,7 @@ impl Runtime {
                 export: export.to_owned(),
                 detail: error_chain(&e),
             })?;
-        self.trial_instantiation(&handler, export).await?;
+        self.trial_instantiation(&handler, export, limits).await?;
         Ok(PreparedLambda {
             runtime: self.clone(),
             handler,
@@ -200,14 +215,19 @@ impl Runtime {
 }
 
 impl Runtime {
-    /// Instantiates the component once, under default limits and within
-    /// `max_startup`, without calling it: the handler's type is only checked
-    /// against an instance, and a component whose start-up traps or never
-    /// ends is better refused at deploy.
-    async fn trial_instantiation(&self, handler: &Handler, export: &str) -> Result<(), LoadError> {
+    /// Instantiates the component once, under `limits` (but within
+    /// `max_startup`), without calling it: the handler's type is only
+    /// checked against an instance, and a component whose start-up traps,
+    /// breaches its limits or never ends is better refused at deploy.
+    async fn trial_instantiation(
+        &self,
+        handler: &Handler,
+        export: &str,
+        limits: &Limits,
+    ) -> Result<(), LoadError> {
         let limits = Limits {
             timeout: self.inner.max_startup,
-            ..Limits::default()
+            ..*limits
         };
         let kill = KillSwitch::new();
         let started = Instant::now();
@@ -227,7 +247,7 @@ impl Runtime {
                     limit: limits.timeout,
                 });
             }
-            Err(e) => return Err(LoadError::Instantiation(error_chain(&e))),
+            Err(e) => return Err(start_up_failure(&e, store.data(), &limits)),
         };
         handler
             .check_exports(&mut store, &instance)
@@ -236,6 +256,18 @@ impl Runtime {
                 detail: error_chain(&e),
             })
     }
+}
+
+/// Why a start-up failed: the limit it breached, or the error itself.
+fn start_up_failure(error: &wasmtime::Error, state: &HostState, limits: &Limits) -> LoadError {
+    if let Some(detail) = state.limiter.breach(error) {
+        return LoadError::LimitExceeded { detail };
+    }
+    if let (Some(Trap::OutOfFuel), Some(fuel)) = (error.downcast_ref::<Trap>(), limits.fuel) {
+        let detail = format!("burnt all {fuel} units of fuel");
+        return LoadError::LimitExceeded { detail };
+    }
+    LoadError::Instantiation(error_chain(error))
 }
 
 fn check_header(wasm: &[u8]) -> Result<(), LoadError> {

@@ -39,6 +39,7 @@ mod guests;
 mod host;
 mod kill;
 mod lambda;
+mod limiter;
 mod log;
 mod outbound;
 mod outcome;

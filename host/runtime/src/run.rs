@@ -1,8 +1,10 @@
 //! Running one task: a fresh store and instance under the lambda's limits.
 //!
 //! Each limit is enforced by the cheapest mechanism that is always on:
-//! memory by a [`ResourceLimiter`], CPU by fuel (when the lambda has a fuel
-//! limit), wall-clock time and the kill switch by epoch interruption. An
+//! memory, tables and host resources by the store's limiter (see the
+//! `limiter` module) and its `ResourceTable`'s cap, CPU by fuel (when the
+//! lambda has a fuel limit), wall-clock time and the kill switch by epoch
+//! interruption. An
 //! epoch callback makes a running guest yield at every tick, so the call
 //! future is polled often enough for a deadline or a kill to stop a guest
 //! that is waiting in a host call as well as one spinning in WebAssembly.
@@ -14,12 +16,13 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::time::sleep_until;
 use waft_core::{Grants, Limits};
 use wasmtime::component::ResourceTable;
-use wasmtime::{ResourceLimiter, Store, Trap, UpdateDeadline};
+use wasmtime::{Store, Trap, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use crate::contract::v0_2::wit::types as wit_types;
 use crate::lambda::error_chain;
+use crate::limiter::{MAX_HOST_RESOURCES, StoreLimiter};
 use crate::log::{LogSink, LogSource};
 use crate::outbound::Outbound;
 use crate::redact::Redactor;
@@ -74,8 +77,11 @@ pub(crate) struct HostState {
     /// What `wasi:config` serves: the lambda's variables and secrets.
     pub(crate) config: BTreeMap<String, String>,
     table: ResourceTable,
-    limiter: MemoryLimiter,
+    pub(crate) limiter: StoreLimiter,
     pub(crate) log: LogSink,
+    /// The execution's secrets, to keep out of what its host calls carry
+    /// (a heartbeat's note).
+    pub(crate) redactor: Arc<Redactor>,
     pub(crate) host: Arc<dyn TaskHost>,
     kill: KillSwitch,
     deadline: Instant,
@@ -108,40 +114,6 @@ impl HostState {
             Some(reason) => Err(wasmtime::Error::msg(format!("execution stopped: {reason}"))),
             None => Ok(()),
         }
-    }
-}
-
-/// Caps linear memory and remembers whether it had to refuse a growth: a
-/// Rust guest whose allocation fails aborts with `unreachable`, so the trap
-/// alone does not say "out of memory".
-struct MemoryLimiter {
-    max: usize,
-    peak: usize,
-    refused: bool,
-}
-
-impl ResourceLimiter for MemoryLimiter {
-    fn memory_growing(
-        &mut self,
-        _current: usize,
-        desired: usize,
-        maximum: Option<usize>,
-    ) -> wasmtime::Result<bool> {
-        if desired > self.max || maximum.is_some_and(|max| desired > max) {
-            self.refused = true;
-            return Ok(false);
-        }
-        self.peak = self.peak.max(desired);
-        Ok(true)
-    }
-
-    fn table_growing(
-        &mut self,
-        _current: usize,
-        desired: usize,
-        maximum: Option<usize>,
-    ) -> wasmtime::Result<bool> {
-        Ok(maximum.is_none_or(|max| desired <= max))
     }
 }
 
@@ -200,6 +172,7 @@ impl PreparedLambda {
         );
         let (mut store, fuel) =
             new_store(&self.runtime, sandbox, deadline, log.clone(), host, kill);
+        store.data_mut().redactor = redactor.clone();
         let runtime = &self.runtime.inner;
 
         let wit_task = wit_types::Task {
@@ -239,7 +212,7 @@ impl PreparedLambda {
         } else {
             redact(outcome, &redactor)
         };
-        let peak_memory = state.limiter.peak as u64;
+        let peak_memory = state.limiter.peak() as u64;
         let outbound = state.outbound.records();
         // Dropping the store aborts whatever requests are still in flight.
         drop(store);
@@ -314,17 +287,15 @@ pub(crate) fn new_store(
             outbound: Outbound::new(
                 sandbox.grants.clone(),
                 runtime.tls.clone(),
+                runtime.connections.clone(),
                 kill.clone(),
                 log.clone(),
                 deadline,
             ),
-            table: ResourceTable::new(),
-            limiter: MemoryLimiter {
-                max: limits.max_memory.as_usize(),
-                peak: 0,
-                refused: false,
-            },
+            table: host_resources(),
+            limiter: StoreLimiter::new(limits.max_memory),
             log,
+            redactor: Arc::default(),
             host,
             kill: kill.clone(),
             deadline,
@@ -332,6 +303,8 @@ pub(crate) fn new_store(
         },
     );
     store.limiter(|state| &mut state.limiter);
+    // The handles that name the host resources: as many as the table holds.
+    store.set_max_component_handles(MAX_HOST_RESOURCES);
     let fuel = limits.fuel.unwrap_or(u64::MAX);
     if runtime.fuel {
         // Only fails when the engine does not meter fuel, checked just above.
@@ -351,6 +324,13 @@ pub(crate) fn new_store(
         Ok(UpdateDeadline::Yield(1))
     });
     (store, fuel)
+}
+
+/// The table of a store's host resources, capped.
+fn host_resources() -> ResourceTable {
+    let mut table = ResourceTable::new();
+    table.set_max_capacity(MAX_HOST_RESOURCES);
+    table
 }
 
 fn stopped(stop: Stop, kill: &KillSwitch, limits: &Limits) -> Outcome {
@@ -405,10 +385,10 @@ fn trapped(
     if kill.is_killed() {
         return stopped(Stop::Killed, kill, limits);
     }
-    if state.limiter.refused {
+    if let Some(detail) = state.limiter.breach(error) {
         return Outcome::LimitExceeded {
             limit: Limit::Memory,
-            detail: format!("tried to grow memory beyond {}", limits.max_memory),
+            detail,
         };
     }
     match error.downcast_ref::<Trap>() {

@@ -8,7 +8,11 @@
 //! lambdas; `scheduler` schedules and reads tasks of its lambdas. The
 //! processes of one installation call each other with the cluster token
 //! from their configuration, which has every right (and is how the first
-//! admin token is made).
+//! admin token is made), and one more no client token has: scheduling a
+//! child under a running task's lease, which only the executor running
+//! that task does. A lease token counts claims, so it is no secret; were
+//! it accepted from clients, anyone allowed to schedule a lambda's tasks
+//! could take a running task's next child slot ([`Principal::check_schedule`]).
 //!
 //! Authentication happens in the gRPC layer (`waft-api`), which resolves
 //! the bearer token to a [`Principal`] once per call; the Frontend's
@@ -21,7 +25,7 @@ use std::sync::Arc;
 use sha2::{Digest, Sha256};
 use waft_store::{TaskStore, Token, TokenRole};
 
-use crate::{ServiceError, ServiceResult};
+use crate::{ServiceError, ServiceResult, TaskRequest};
 
 /// Prefix of every secret, so a leaked one is recognisable (and scanners
 /// can find it).
@@ -30,7 +34,11 @@ const SECRET_PREFIX: &str = "waft_";
 /// Who is calling, as far as rights go.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Principal {
-    /// An admin token or the cluster token: every right.
+    /// The cluster token, which the installation's own processes call each
+    /// other with (or any caller when auth is off): every right, a parent's
+    /// lease included.
+    Cluster,
+    /// An admin token: every right a client may have.
     Admin,
     /// Everything about these lambdas.
     Owner(BTreeSet<String>),
@@ -60,10 +68,16 @@ impl Principal {
         }
     }
 
+    /// Whether it has every right a client may have: the cluster token or
+    /// an admin token.
+    pub fn is_admin(&self) -> bool {
+        matches!(self, Principal::Cluster | Principal::Admin)
+    }
+
     /// Whether it may do `action` to `lambda`.
     pub fn may(&self, action: Action, lambda: &str) -> bool {
         match self {
-            Principal::Admin => true,
+            Principal::Cluster | Principal::Admin => true,
             Principal::Owner(lambdas) => lambdas.contains(lambda),
             Principal::Scheduler(lambdas) => action != Action::Manage && lambdas.contains(lambda),
         }
@@ -73,7 +87,7 @@ impl Principal {
     /// when it may do it to every lambda.
     pub fn lambdas(&self, action: Action) -> Option<Vec<String>> {
         match self {
-            Principal::Admin => None,
+            Principal::Cluster | Principal::Admin => None,
             Principal::Owner(lambdas) => Some(lambdas.iter().cloned().collect()),
             Principal::Scheduler(lambdas) if action != Action::Manage => {
                 Some(lambdas.iter().cloned().collect())
@@ -97,12 +111,50 @@ impl Principal {
         )))
     }
 
-    /// `PermissionDenied` unless it is an admin.
+    /// `PermissionDenied` unless it is an admin (or the cluster).
     pub fn check_admin(&self, what: &str) -> ServiceResult<()> {
-        match self {
-            Principal::Admin => Ok(()),
-            _ => Err(ServiceError::PermissionDenied(format!(
-                "only an admin token may {what}"
+        if self.is_admin() {
+            return Ok(());
+        }
+        Err(ServiceError::PermissionDenied(format!(
+            "only an admin token may {what}"
+        )))
+    }
+
+    /// `PermissionDenied` unless it may schedule `task`: tasks of its
+    /// lambda; of its continuation's, which the store creates later with no
+    /// caller left to ask; and of its parent's (`parent_lambda`, the lambda
+    /// of `task.parent_id` as stored; `None` when not looked up), since a
+    /// parent's tree is its lambda's. A parent's lease only the cluster
+    /// may send: it is the executor running the parent that schedules
+    /// under it.
+    pub fn check_schedule(
+        &self,
+        task: &TaskRequest,
+        parent_lambda: Option<&str>,
+    ) -> ServiceResult<()> {
+        if task.parent_lease.is_some() && *self != Principal::Cluster {
+            return Err(ServiceError::PermissionDenied(
+                "a parent's lease belongs to the execution holding it: only the installation's \
+                 own processes (the cluster token) may schedule under one; leave parent_lease \
+                 unset"
+                    .into(),
+            ));
+        }
+        self.check(Action::Schedule, &task.lambda)?;
+        if let Some(then) = &task.then {
+            self.check(Action::Schedule, &then.lambda)?;
+        }
+        match (&task.parent_id, parent_lambda) {
+            (None, _) => Ok(()),
+            (Some(_), Some(lambda)) if self.may(Action::Schedule, lambda) => Ok(()),
+            (Some(_), None) if self.is_admin() => Ok(()),
+            (Some(parent), Some(lambda)) => Err(ServiceError::PermissionDenied(format!(
+                "parent task {parent} is a task of lambda {lambda:?}, whose tasks this token \
+                 may not schedule"
+            ))),
+            (Some(parent), None) => Err(ServiceError::PermissionDenied(format!(
+                "the lambda of parent task {parent} is unknown, so this token may not name it"
             ))),
         }
     }
@@ -154,7 +206,7 @@ impl Authenticator {
                 .fold(0, |d, (a, b)| d | (a ^ b))
                 == 0
         }) {
-            return Ok(Principal::Admin);
+            return Ok(Principal::Cluster);
         }
         if let Some(store) = &self.store
             && let Some(token) = store.token_find(&hash).await?
@@ -177,6 +229,7 @@ mod tests {
         let owner = Principal::Owner(mail.clone());
         let scheduler = Principal::Scheduler(mail);
         for action in [Action::Read, Action::Schedule, Action::Manage] {
+            assert!(Principal::Cluster.may(action, "anything"));
             assert!(Principal::Admin.may(action, "anything"));
             assert!(owner.may(action, "mail"));
             assert!(!owner.may(action, "billing"));
@@ -197,13 +250,53 @@ mod tests {
         ));
     }
 
+    #[test]
+    fn a_parents_lease_is_the_clusters_and_its_lambda_needs_the_right() {
+        let mail = Principal::Scheduler(["mail".to_owned()].into());
+        let task = |parent: Option<&str>, lease: Option<i64>| TaskRequest {
+            lambda: "mail".into(),
+            parent_id: parent.map(str::to_owned),
+            parent_lease: lease,
+            ..TaskRequest::default()
+        };
+        let denied = |result: ServiceResult<()>| {
+            assert!(
+                matches!(result, Err(ServiceError::PermissionDenied(_))),
+                "{result:?}"
+            );
+        };
+        let leased = task(Some("p"), Some(1));
+        Principal::Cluster
+            .check_schedule(&leased, Some("mail"))
+            .unwrap();
+        denied(Principal::Admin.check_schedule(&leased, Some("mail")));
+        denied(mail.check_schedule(&leased, Some("mail")));
+        // A parent of its own lambda, without a lease: allowed.
+        let named = task(Some("p"), None);
+        mail.check_schedule(&named, Some("mail")).unwrap();
+        denied(mail.check_schedule(&named, Some("billing")));
+        denied(mail.check_schedule(&named, None));
+        Principal::Admin.check_schedule(&named, None).unwrap();
+        mail.check_schedule(&task(None, None), None).unwrap();
+        denied(mail.check_schedule(
+            &TaskRequest {
+                lambda: "billing".into(),
+                ..TaskRequest::default()
+            },
+            None,
+        ));
+    }
+
     #[tokio::test]
     async fn secrets_are_random_and_only_the_cluster_token_passes_without_a_store() {
         let (a, b) = (new_secret(), new_secret());
         assert!(a.starts_with("waft_") && a.len() == 5 + 64 && a != b);
         assert_eq!(hash_secret(&a).len(), 64);
         let auth = Authenticator::new(None, Some(&a));
-        assert_eq!(auth.authenticate(Some(&a)).await.unwrap(), Principal::Admin);
+        assert_eq!(
+            auth.authenticate(Some(&a)).await.unwrap(),
+            Principal::Cluster
+        );
         for wrong in [Some(b.as_str()), Some(""), None] {
             assert!(matches!(
                 auth.authenticate(wrong).await,

@@ -9,6 +9,12 @@
 //! claim is refused (a duplicate, a task cancelled meanwhile) is dropped; a
 //! message that could not be claimed at all (HSC unreachable) is left
 //! unacknowledged and the queue delivers it again.
+//!
+//! A hand-out is cut by bytes as well as by count (`batch`): the
+//! HSC's answer to the claims, and the answer to `NextWork`, carry the
+//! tasks' payloads. A message says nothing of its payload's size, so each
+//! is counted at its lambda's `max_payload`: a hand-out asks for no more
+//! than one message carries, and a task at the largest payload goes alone.
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -19,9 +25,12 @@ use async_trait::async_trait;
 use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
+use waft_core::limits::ITEM_OVERHEAD;
+use waft_core::{ByteSize, LambdaConfig};
 use waft_queue::{Delivery, QueueKey, TaskQueue};
 use waft_store::{ClaimedTask, Refusal};
 
+use crate::batch::{Budget, Filling};
 use crate::{
     ControllerApi, FrontendApi, HscApi, LambdaSlots, NextWork, ServiceError, ServiceResult, lock,
 };
@@ -103,6 +112,9 @@ struct Inner {
     config: ControllerConfig,
     /// Per lambda, per priority (the index).
     buffers: Mutex<HashMap<String, Vec<Buffer>>>,
+    /// What a claimed task of each lambda may weigh in a hand-out, by its
+    /// `max_payload`.
+    weights: Mutex<HashMap<String, usize>>,
     /// Messages arrived in some buffer.
     arrived: Notify,
     /// An executor asked for a lambda with no poller yet.
@@ -127,6 +139,7 @@ impl Controller {
                 frontend,
                 config,
                 buffers: Mutex::default(),
+                weights: Mutex::default(),
                 arrived: Notify::new(),
                 discover: Notify::new(),
                 turn: AtomicUsize::new(0),
@@ -175,10 +188,12 @@ impl Controller {
         let mut new_keys = Vec::new();
         {
             let mut buffers = lock(&self.inner.buffers);
+            let mut weights = lock(&self.inner.weights);
             for lambda in lambdas {
                 if !served.is_empty() && !served.contains(&lambda.name) {
                     continue;
                 }
+                weights.insert(lambda.name.clone(), weight(lambda.config.max_payload));
                 let levels = buffers.entry(lambda.name.clone()).or_default();
                 while levels.len() < usize::from(lambda.config.priorities) {
                     let room = Arc::new(Semaphore::new(self.inner.config.buffer));
@@ -258,19 +273,23 @@ impl Inner {
     /// from a lambda that moves on with every call. Filled in slot order
     /// instead, a busy lambda could take all the room of a poll and starve
     /// every lambda after it.
+    ///
+    /// A hand-out holds what one message carries, each task counted at its
+    /// lambda's weight; a lambda whose next task does not fit gives no more.
     fn take(&self, slots: &[LambdaSlots], max: usize) -> Vec<(QueueKey, Delivery)> {
-        let max = max.min(MAX_NEXT_WORK_TASKS);
+        let mut filling = Filling::new(Budget::items(max.min(MAX_NEXT_WORK_TASKS)));
         let mut taken = Vec::new();
         if slots.is_empty() {
             return taken;
         }
         let mut free: Vec<usize> = slots.iter().map(|slot| slot.free as usize).collect();
         let start = self.turn.fetch_add(1, Ordering::Relaxed) % slots.len();
+        let weights = lock(&self.weights).clone();
         let mut buffers = lock(&self.buffers);
         loop {
             let before = taken.len();
             for offset in 0..slots.len() {
-                if taken.len() >= max {
+                if filling.is_full() {
                     return taken;
                 }
                 let index = (start + offset) % slots.len();
@@ -289,6 +308,12 @@ impl Inner {
                 else {
                     continue;
                 };
+                let unknown = || weight(LambdaConfig::MAX_PAYLOAD);
+                let weight = weights.get(&slot.lambda).copied().unwrap_or_else(unknown);
+                if !filling.admit(weight) {
+                    free[index] = 0;
+                    continue;
+                }
                 let Some(delivery) = buffer.deliveries.pop_front() else {
                     continue;
                 };
@@ -336,6 +361,14 @@ impl Inner {
         });
         Ok(claimed)
     }
+}
+
+/// The most a claimed task of a lambda with `max_payload` weighs in a
+/// batch: its payload, the longest names, and the rest.
+fn weight(max_payload: ByteSize) -> usize {
+    // A task id, a lambda name and a collection name.
+    const NAMES: usize = 26 + 2 * 63;
+    max_payload.as_usize() + NAMES + ITEM_OVERHEAD
 }
 
 fn log_refusal(delivery: &Delivery, refusal: &Refusal) {

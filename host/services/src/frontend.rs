@@ -23,6 +23,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::sync::watch;
 use waft_core::cron::DEFAULT_TIMEZONE;
+use waft_core::limits::check_payload;
 use waft_core::{CronSchedule, LambdaConfig};
 use waft_runtime::{Digest, Runtime};
 use waft_store::{
@@ -177,6 +178,8 @@ impl FrontendApi for Frontend {
         let tasks = tasks
             .into_iter()
             .map(|task| {
+                check_payload(&task.lambda, task.payload.len())
+                    .map_err(ServiceError::ResourceExhausted)?;
                 let run_at = match task.run_at {
                     RunAt::Now => None,
                     RunAt::At(at) => Some(at),
@@ -299,9 +302,14 @@ impl FrontendApi for Frontend {
                 component.len()
             )));
         }
-        let prepared = self.runtime.prepare(&component).await.map_err(|error| {
-            ServiceError::InvalidArgument(format!("cannot deploy {name:?}: {error}"))
-        })?;
+        // Instantiated once under the lambda's own limits, as a run would be.
+        let prepared = self
+            .runtime
+            .prepare_with_limits(&component, &config.limits)
+            .await
+            .map_err(|error| {
+                ServiceError::InvalidArgument(format!("cannot deploy {name:?}: {error}"))
+            })?;
         prepared.check_grants(&config.grants).map_err(|error| {
             ServiceError::InvalidArgument(format!("cannot deploy {name:?}: {error}"))
         })?;
@@ -520,6 +528,8 @@ impl FrontendApi for Frontend {
     }
 
     async fn cron_create(&self, request: CronRequest) -> ServiceResult<Cron> {
+        check_payload(&request.lambda, request.payload.len())
+            .map_err(ServiceError::ResourceExhausted)?;
         let timezone = request
             .timezone
             .unwrap_or_else(|| DEFAULT_TIMEZONE.to_owned());

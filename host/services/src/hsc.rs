@@ -8,16 +8,26 @@
 //! both, so [`HeartbeatConfig::validate`]'s rule — an executor cut off from
 //! the HSC stops its task before the timeout — covers the claimed state
 //! too.
+//!
+//! Its answer to a batch of claims carries the claimed tasks' payloads, and
+//! is cut to what one message carries (`batch`): a task whose
+//! payload no answer could carry (stored under an earlier, wider bound) is
+//! failed at once, with the reason, instead of being claimed and lost again
+//! and again; the Controller asks for no more than fits, by the lambdas'
+//! payload limits, and a task claimed beyond what fits is left to its
+//! claim timeout.
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use waft_core::TaskStatus;
+use waft_core::limits::{MAX_BATCH_BYTES, MAX_CARRIED, cut_note};
 use waft_store::{
-    ClaimedTask, Heartbeat, Refusal, TaskClaimMany, TaskHeartbeatMany, TaskResult,
+    ClaimedTask, Heartbeat, Refusal, ResultOutcome, TaskClaimMany, TaskHeartbeatMany, TaskResult,
     TaskSetResultMany, TaskStore,
 };
 
+use crate::batch::{Budget, Filling, WireSize};
 use crate::{Clock, HeartbeatConfig, HscApi, ServiceError, ServiceResult};
 
 /// Requests larger than this are refused: a batch is one transaction.
@@ -43,6 +53,63 @@ impl Hsc {
             heartbeat,
         }
     }
+
+    /// The claims' answers as one message carries them: a task no answer
+    /// could carry is failed, with the reason; one beyond what fits beside
+    /// the others is not handed out, and comes back after its claim
+    /// timeout.
+    async fn carried(
+        &self,
+        answers: Vec<Result<ClaimedTask, Refusal>>,
+    ) -> ServiceResult<Vec<Result<ClaimedTask, Refusal>>> {
+        let mut filling = Filling::new(Budget::items(usize::MAX));
+        let mut carried = Vec::with_capacity(answers.len());
+        for answer in answers {
+            carried.push(match answer {
+                Ok(task) if task.wire_size() > MAX_BATCH_BYTES => Err(self.fail(task).await),
+                Ok(task) if !filling.admit(task.wire_size()) => {
+                    tracing::warn!(task = %task.id, "claimed beyond what one answer carries; it comes back after its claim timeout");
+                    Err(Refusal::WrongState(TaskStatus::Claimed))
+                }
+                other => other,
+            });
+        }
+        Ok(carried)
+    }
+
+    /// Fails a claimed task whose payload no message carries; what to
+    /// answer for it. Should the store fail meanwhile, the task comes back
+    /// after its claim timeout, and its neighbours' claims stand.
+    async fn fail(&self, task: ClaimedTask) -> Refusal {
+        let error = format!(
+            "payload of {} bytes is over the {MAX_CARRIED} one task carries between Waft's \
+             processes: it cannot be handed to an executor",
+            task.payload.len()
+        );
+        tracing::warn!(task = %task.id, %error, "claimed task failed");
+        let result = TaskResult {
+            id: task.id,
+            lease_token: task.lease_token,
+            outcome: ResultOutcome::Fatal { error },
+            log: None,
+        };
+        let failed = self
+            .store
+            .task_set_result_many(TaskSetResultMany {
+                results: vec![result],
+                now: self.clock.now(),
+            })
+            .await;
+        match failed.map(|mut answers| answers.pop()) {
+            Ok(Some(Ok(status))) => Refusal::WrongState(status),
+            Ok(Some(Err(refusal))) => refusal,
+            Ok(None) => Refusal::WrongState(TaskStatus::Claimed),
+            Err(error) => {
+                tracing::warn!(%error, "cannot fail the task; it comes back after its claim timeout");
+                Refusal::WrongState(TaskStatus::Claimed)
+            }
+        }
+    }
 }
 
 fn check_batch(len: usize, what: &str) -> ServiceResult<()> {
@@ -61,14 +128,15 @@ impl HscApi for Hsc {
         claims: Vec<(String, i64)>,
     ) -> ServiceResult<Vec<Result<ClaimedTask, Refusal>>> {
         check_batch(claims.len(), "claims")?;
-        Ok(self
+        let answers = self
             .store
             .task_claim_many(TaskClaimMany {
                 claims,
                 now: self.clock.now(),
                 claim_timeout: self.heartbeat.heartbeat_timeout,
             })
-            .await?)
+            .await?;
+        self.carried(answers).await
     }
 
     async fn task_heartbeat_many(
@@ -76,6 +144,15 @@ impl HscApi for Hsc {
         beats: Vec<Heartbeat>,
     ) -> ServiceResult<Vec<Result<(), Refusal>>> {
         check_batch(beats.len(), "heartbeats")?;
+        // Executors cut their lambdas' notes; one that does not (an older
+        // release, any other caller) gets no longer note stored.
+        let beats = beats
+            .into_iter()
+            .map(|beat| Heartbeat {
+                progress: beat.progress.map(cut_note),
+                ..beat
+            })
+            .collect::<Vec<_>>();
         let metrics = crate::metrics::metrics();
         metrics.heartbeat_calls.inc();
         metrics.heartbeats.inc_by(beats.len() as u64);

@@ -10,6 +10,7 @@
 //! the same code.
 
 pub mod auth;
+mod batch;
 mod changes;
 pub mod clock;
 pub mod consumer;

@@ -9,9 +9,15 @@
 //!
 //! Labels are the lambda and, where queues are concerned, the priority; an
 //! execution's outcome or the limit it breached is a label of its own.
+//! Every label's values are bounded by what operators deploy, never by what
+//! a lambda does: an outbound request's host is a label for the first
+//! [`MAX_HOSTS_PER_LAMBDA`] hosts of each lambda and [`OTHER_HOSTS`] beyond,
+//! so a lambda granted `*.example.com` cannot add a series per name it
+//! makes up.
 
-use std::sync::LazyLock;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::AtomicU64;
+use std::sync::{LazyLock, Mutex, PoisonError};
 use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -49,8 +55,9 @@ pub struct LimitLabels {
     pub limit: &'static str,
 }
 
-/// An outbound request of a lambda: its destination's host, and `2xx`…
-/// `5xx`, `denied` or `failed`.
+/// An outbound request of a lambda: its destination's host (`-` when
+/// refused, [`OTHER_HOSTS`] past the lambda's first
+/// [`MAX_HOSTS_PER_LAMBDA`]), and `2xx`…`5xx`, `denied` or `failed`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct OutboundLabels {
     pub lambda: String,
@@ -89,8 +96,18 @@ pub struct Metrics {
     pub outbound_requests: Family<OutboundLabels, Counter>,
     pub outbound_time: Family<LambdaLabels, Histogram>,
     pub local_compiles: Family<CompileLabels, Counter>,
+    /// The hosts that are labels of their own, per lambda.
+    outbound_hosts: Mutex<HashMap<String, HashSet<String>>>,
     registry: Registry,
 }
+
+/// Hosts of one lambda that are labels of their own: the first ones its
+/// requests reach, for the process's life.
+pub const MAX_HOSTS_PER_LAMBDA: usize = 32;
+
+/// The host label of every request past a lambda's first
+/// [`MAX_HOSTS_PER_LAMBDA`] hosts (not a host name, so it names none).
+pub const OTHER_HOSTS: &str = "(other)";
 
 /// 1 ms to ~33 s, doubling.
 fn latency_histogram() -> Histogram {
@@ -117,6 +134,7 @@ impl Metrics {
             outbound_requests: Family::default(),
             outbound_time: Family::new_with_constructor(latency_histogram),
             local_compiles: Family::default(),
+            outbound_hosts: Mutex::default(),
             registry: Registry::with_prefix("waft"),
         };
         let r = &mut metrics.registry;
@@ -197,7 +215,7 @@ impl Metrics {
         );
         r.register(
             "outbound_requests",
-            "Outbound HTTP requests of lambdas, by destination host and outcome",
+            "Outbound HTTP requests of lambdas, by destination host (past a lambda's first hosts, (other)) and outcome",
             metrics.outbound_requests.clone(),
         );
         r.register(
@@ -209,8 +227,10 @@ impl Metrics {
     }
 
     /// Counts one outbound request of `lambda`. A refused request's host
-    /// is not a label (`-`): the lambda chose it, and a label per refused
-    /// name would let a lambda grow the metrics without bound.
+    /// is not a label (`-`), and past the lambda's first
+    /// [`MAX_HOSTS_PER_LAMBDA`] hosts neither is an answered one's
+    /// ([`OTHER_HOSTS`]): the lambda chooses them, and a label per name
+    /// would let it grow the metrics without bound.
     pub fn outbound_request(
         &self,
         lambda: &str,
@@ -218,10 +238,15 @@ impl Metrics {
         outcome: &'static str,
         took: Duration,
     ) {
+        let host = if outcome == "denied" {
+            "-".to_owned()
+        } else {
+            self.host_label(lambda, host)
+        };
         self.outbound_requests
             .get_or_create(&OutboundLabels {
                 lambda: lambda.to_owned(),
-                host: if outcome == "denied" { "-" } else { host }.to_owned(),
+                host,
                 outcome,
             })
             .inc();
@@ -232,6 +257,27 @@ impl Metrics {
                 })
                 .observe(took.as_secs_f64());
         }
+    }
+
+    /// `host` when it is one of `lambda`'s labelled hosts or there is room
+    /// for it among them; [`OTHER_HOSTS`] otherwise.
+    fn host_label(&self, lambda: &str, host: &str) -> String {
+        let mut labelled = self
+            .outbound_hosts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let hosts = match labelled.get_mut(lambda) {
+            Some(hosts) => hosts,
+            None => labelled.entry(lambda.to_owned()).or_default(),
+        };
+        if hosts.contains(host) {
+            return host.to_owned();
+        }
+        if hosts.len() < MAX_HOSTS_PER_LAMBDA {
+            hosts.insert(host.to_owned());
+            return host.to_owned();
+        }
+        OTHER_HOSTS.to_owned()
     }
 
     /// Counts an execution's end and how long it ran.
@@ -291,5 +337,46 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("waft_execution_seconds_bucket"), "{text}");
+    }
+
+    /// A lambda granted `*.example.com` that calls ten thousand names of
+    /// its own making adds a bounded number of series, and keeps the hosts
+    /// it called first under their names.
+    #[test]
+    fn hosts_a_lambda_chooses_add_a_bounded_number_of_series() {
+        let record = |host: &str| {
+            metrics().outbound_request("card-test", host, "2xx", Duration::from_millis(1));
+        };
+        record("api.example.com");
+        for i in 0..10_000 {
+            record(&format!("x{i:x}q{}.example.com", i * 7919));
+        }
+        record("api.example.com");
+        let text = encode();
+        let series: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("waft_outbound_requests_total{lambda=\"card-test\""))
+            .collect();
+        assert!(
+            series.len() <= MAX_HOSTS_PER_LAMBDA + 1,
+            "{} series",
+            series.len()
+        );
+        assert!(
+            series.contains(
+                &"waft_outbound_requests_total{lambda=\"card-test\",host=\"api.example.com\",outcome=\"2xx\"} 2"
+            ),
+            "{series:#?}"
+        );
+        let other = format!(
+            "waft_outbound_requests_total{{lambda=\"card-test\",host=\"{OTHER_HOSTS}\",outcome=\"2xx\"}} {}",
+            10_001 - MAX_HOSTS_PER_LAMBDA
+        );
+        assert!(series.contains(&other.as_str()), "{series:#?}");
+        // Another lambda's hosts have room of their own.
+        metrics().outbound_request("card-test-2", "api.example.com", "2xx", Duration::ZERO);
+        assert!(encode().contains(
+            "waft_outbound_requests_total{lambda=\"card-test-2\",host=\"api.example.com\",outcome=\"2xx\"} 1"
+        ));
     }
 }

@@ -264,3 +264,56 @@ async fn a_lambda_it_does_not_serve_is_refused() {
     );
     setup.stop.cancel();
 }
+
+/// A message says nothing of its payload's size: each task is counted at
+/// its lambda's `max_payload`, so a hand-out (the HSC's answer, and the
+/// executor's) never holds more than one message carries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hand_out_holds_what_one_message_carries() {
+    let setup = setup(Vec::new()).await;
+    let config = LambdaConfig {
+        max_payload: waft_core::ByteSize::mib(6),
+        ..LambdaConfig::default()
+    };
+    setup
+        .store
+        .lambda_deploy(LambdaDeploy {
+            name: "bulk".into(),
+            digest: "d".into(),
+            component: vec![],
+            artifact: None,
+            config,
+            now: SystemClock.now(),
+        })
+        .await
+        .unwrap();
+    insert_of(&setup, "bulk", 4, 0).await;
+    // Asking for it makes the controller poll its queue.
+    let first = setup.controller.next_work(NextWork {
+        slots: vec![LambdaSlots {
+            lambda: "bulk".into(),
+            free: 10,
+        }],
+        max_tasks: 10,
+        wait: Duration::from_millis(1),
+    });
+    let mut handed = first.await.unwrap().len();
+    buffered(&setup, "bulk", 4 - handed).await;
+    let work = setup
+        .controller
+        .next_work(NextWork {
+            slots: vec![LambdaSlots {
+                lambda: "bulk".into(),
+                free: 10,
+            }],
+            max_tasks: 10,
+            wait: Duration::from_secs(2),
+        })
+        .await
+        .unwrap();
+    handed += work.len();
+    // Two of 6 MiB fit under 16 MiB; three do not.
+    assert_eq!(work.len(), 2, "{} handed out at once", work.len());
+    assert!(handed <= 4);
+    setup.stop.cancel();
+}

@@ -94,7 +94,10 @@ fn check_run_at(run_at: Millis, now: Millis) -> Result<()> {
 /// (`then:TASK`), a periodic occurrence's (`schedule:CRON:AT`), a child's
 /// (`child:PARENT:N`). A client using one could pre-empt a continuation or
 /// suppress an occurrence, so a client's key may not start with one, but a
-/// running parent's child may use its own parent's prefix.
+/// running parent's child may use its own parent's prefix. That needs the
+/// parent's live lease, which the insert checks; the lease counts claims and
+/// is no secret, so who may send one at all is decided before the store
+/// (the Frontend's authorization: only the installation's own processes).
 pub(crate) fn check_client_key(
     key: &str,
     parent: Option<&str>,

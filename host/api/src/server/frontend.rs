@@ -1,5 +1,6 @@
 //! The Frontend's adapter: every client call, authorized by the caller's
-//! token before it reaches the role.
+//! token before it reaches the role (the checks that need the store's
+//! answers first are in `authorize.rs`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,7 +10,7 @@ use waft_client::convert::*;
 use waft_client::proto;
 use waft_client::status::to_status;
 use waft_services::FrontendApi;
-use waft_services::auth::{Action, Principal};
+use waft_services::auth::Action;
 use waft_store::{DeadSelector, TaskCount, TaskList};
 
 use crate::auth::principal;
@@ -71,7 +72,8 @@ impl proto::frontend_server::Frontend for FrontendService {
         let who = principal(&request);
         let task = required(request.into_inner().task, "task").map_err(to_status)?;
         let task = new_task_from_proto(task).map_err(to_status)?;
-        check_schedule(&who, &task)?;
+        self.check_schedule(&who, std::slice::from_ref(&task))
+            .await?;
         let mut inserted = self
             .0
             .task_schedule_many(vec![task])
@@ -98,9 +100,7 @@ impl proto::frontend_server::Frontend for FrontendService {
             .map(new_task_from_proto)
             .collect::<Result<Vec<_>, _>>()
             .map_err(to_status)?;
-        for task in &tasks {
-            check_schedule(&who, task)?;
-        }
+        self.check_schedule(&who, &tasks).await?;
         let inserted = self.0.task_schedule_many(tasks).await.map_err(to_status)?;
         Ok(Response::new(proto::ScheduleBatchResponse {
             tasks: inserted
@@ -515,7 +515,7 @@ impl proto::frontend_server::Frontend for FrontendService {
     ) -> Result<Response<proto::DeleteCronResponse>, Status> {
         let who = principal(&request);
         let id = request.into_inner().id;
-        if who != Principal::Admin {
+        if !who.is_admin() {
             let schedules = self.0.cron_list().await.map_err(to_status)?;
             if let Some(schedule) = schedules.iter().find(|s| s.id == id) {
                 who.check(Action::Manage, &schedule.lambda)
@@ -648,30 +648,6 @@ impl proto::frontend_server::Frontend for FrontendService {
                 .collect(),
         }))
     }
-}
-
-impl FrontendService {
-    /// Checks that `who` may do `action` to the lambda of task `id`.
-    async fn check_task(&self, who: &Principal, action: Action, id: &str) -> Result<(), Status> {
-        if *who == Principal::Admin {
-            return Ok(());
-        }
-        let task = self.0.task_get(id).await.map_err(to_status)?;
-        who.check(action, &task.lambda).map_err(to_status)
-    }
-}
-
-/// Scheduling a task needs the right to schedule its lambda's tasks, and
-/// the continuation's lambda's too: the store creates that task later, with
-/// no caller left to ask.
-fn check_schedule(who: &Principal, task: &waft_services::TaskRequest) -> Result<(), Status> {
-    who.check(Action::Schedule, &task.lambda)
-        .map_err(to_status)?;
-    if let Some(then) = &task.then {
-        who.check(Action::Schedule, &then.lambda)
-            .map_err(to_status)?;
-    }
-    Ok(())
 }
 
 /// Decodes a redrive request: ids, or a lambda (and collection).

@@ -8,17 +8,30 @@
 //!
 //! The Frontend's server also serves the dashboard (`waft-dashboard`), whose
 //! page calls the same methods through gRPC-web: one API, one set of rules.
+//! Ahead of everything, a server answers only to the names it goes by
+//! (`hosts.rs`): no page of another site reaches it through a name of its
+//! own.
+//!
+//! Each server refuses a request over its role's limit
+//! (`MAX_FRONTEND_REQUEST`, `MAX_INTERNAL_REQUEST`) in a status that says
+//! so, and the Controller and the HSC send no answer over what their
+//! clients accept; the roles cut what they send to fit (`waft_services`'
+//! batches).
 //!
 //! One adapter a role: `frontend.rs` (with the authorization of every
-//! client call), `controller.rs`, `hsc.rs`.
+//! client call, and `authorize.rs` for the checks that read the store
+//! first), `controller.rs`, `hsc.rs`.
 
+mod authorize;
 mod controller;
 mod frontend;
+mod hosts;
 mod hsc;
 mod page;
 
 pub use controller::ControllerService;
 pub use frontend::FrontendService;
+pub use hosts::AllowedHosts;
 pub use hsc::HscService;
 
 use std::future::Future;
@@ -39,6 +52,7 @@ use waft_services::auth::Authenticator;
 use waft_services::{ControllerApi, FrontendApi, HscApi};
 
 use crate::auth::AuthLayer;
+use hosts::HostLayer;
 use page::PageLayer;
 
 /// The roles one server serves; `None` ones answer `UNIMPLEMENTED`.
@@ -51,6 +65,9 @@ pub struct Roles {
     pub auth: Option<Arc<Authenticator>>,
     /// The server's certificate and key: TLS only when present.
     pub tls: Option<Identity>,
+    /// The names the server answers to besides its addresses (and
+    /// `localhost` on loopback).
+    pub allowed_hosts: AllowedHosts,
 }
 
 /// Why a server stopped.
@@ -98,7 +115,8 @@ pub async fn serve(
                 .await;
             Some(
                 ControllerServer::new(ControllerService(role))
-                    .max_decoding_message_size(MAX_INTERNAL_REQUEST),
+                    .max_decoding_message_size(MAX_INTERNAL_REQUEST)
+                    .max_encoding_message_size(MAX_INTERNAL_REQUEST),
             )
         }
         None => None,
@@ -106,7 +124,11 @@ pub async fn serve(
     let hsc = match roles.hsc {
         Some(role) => {
             health.set_serving::<HscServer<HscService>>().await;
-            Some(HscServer::new(HscService(role)).max_decoding_message_size(MAX_INTERNAL_REQUEST))
+            Some(
+                HscServer::new(HscService(role))
+                    .max_decoding_message_size(MAX_INTERNAL_REQUEST)
+                    .max_encoding_message_size(MAX_INTERNAL_REQUEST),
+            )
         }
         None => None,
     };
@@ -126,6 +148,10 @@ pub async fn serve(
     if let Some(hsc) = hsc {
         routes = routes.add_service(hsc);
     }
+    let hosts = HostLayer::new(
+        roles.allowed_hosts,
+        listener.local_addr().ok().map(|a| a.ip()),
+    );
     let incoming = TcpIncoming::from(listener)
         .with_nodelay(Some(true))
         .with_keepalive(Some(Duration::from_secs(60)));
@@ -136,8 +162,11 @@ pub async fn serve(
         server = server.tls_config(ServerTlsConfig::new().identity(identity))?;
     }
     server
-        // The page first: plain HTTP, no token (see page.rs). Then gRPC-web
-        // is translated, so authentication sees plain gRPC.
+        // The host first: a request for a name the server does not go by
+        // goes no further (see hosts.rs). Then the page: plain HTTP, no
+        // token (see page.rs). Then gRPC-web is translated, so
+        // authentication sees plain gRPC.
+        .layer(hosts)
         .layer(PageLayer(page))
         .layer(GrpcWebLayer::new())
         .layer(AuthLayer(roles.auth))

@@ -2,7 +2,10 @@
 //! goes to `waft-dashboard`'s routes before gRPC-web, authentication or the
 //! services see it (a browser's plain HTTP/1.1 request is not gRPC, and the
 //! page holds no data: every call it makes comes back through the API with
-//! its user's token). Everything else goes on untouched.
+//! its user's token). Everything else goes on untouched. The host check
+//! (`hosts.rs`) comes before it: a page asked for under a name the server
+//! does not go by is not served, so a rebinding site cannot load it as its
+//! own.
 
 use std::convert::Infallible;
 use std::future::Future;

@@ -25,8 +25,9 @@ impl FrontendClient {
     pub fn new(channel: WaftChannel) -> Self {
         Self(
             proto::frontend_client::FrontendClient::new(channel)
-                .max_decoding_message_size(MAX_FRONTEND_REQUEST)
-                .max_encoding_message_size(MAX_FRONTEND_REQUEST),
+                // No limit of its own on what it sends: the Frontend's
+                // refuses a request over it as too large, in so many words.
+                .max_decoding_message_size(MAX_FRONTEND_REQUEST),
         )
     }
 

@@ -1,11 +1,15 @@
 //! The HSC's client: claims, heartbeats and results, for executors.
+//!
+//! A request over the HSC's limit is refused here, before it leaves, as
+//! "request too large": the callers cut their batches to fit, and one that
+//! does not is a bug to name plainly, not a network failure to retry.
 
 use async_trait::async_trait;
 use waft_core::model::*;
 use waft_core::roles::HscApi;
 use waft_core::{ServiceError, ServiceResult, TaskStatus};
 
-use super::{WaftChannel, answer};
+use super::{WaftChannel, answer, check_size};
 use crate::MAX_INTERNAL_REQUEST;
 use crate::convert::*;
 use crate::proto;
@@ -47,6 +51,7 @@ impl HscApi for HscClient {
                 })
                 .collect(),
         };
+        check_size(&request, MAX_INTERNAL_REQUEST, Self::ROLE)?;
         let response = self
             .0
             .clone()
@@ -78,6 +83,7 @@ impl HscApi for HscClient {
                 })
                 .collect(),
         };
+        check_size(&request, MAX_INTERNAL_REQUEST, Self::ROLE)?;
         let response = self
             .0
             .clone()
@@ -102,6 +108,7 @@ impl HscApi for HscClient {
         let request = proto::SetResultsRequest {
             results: results.into_iter().map(result_to_proto).collect(),
         };
+        check_size(&request, MAX_INTERNAL_REQUEST, Self::ROLE)?;
         let response = self
             .0
             .clone()

@@ -127,6 +127,24 @@ pub(crate) fn connect(address: &str, ca: Option<&[u8]>) -> Result<Channel, Servi
         .connect_lazy())
 }
 
+/// Refuses a request over `limit` bytes before it leaves. Sent, it would
+/// cross the network to be refused whole by its receiver; and over the
+/// client's own encoding limit, tonic ends the call in an HTTP/2 reset that
+/// says nothing of its size.
+pub(crate) fn check_size(
+    request: &impl prost::Message,
+    limit: usize,
+    role: &str,
+) -> ServiceResult<()> {
+    let size = request.encoded_len();
+    if size > limit {
+        return Err(ServiceError::ResourceExhausted(format!(
+            "request too large for the {role}: {size} bytes, the limit is {limit} bytes"
+        )));
+    }
+    Ok(())
+}
+
 pub(crate) fn answer<T>(field: Option<T>, role: &str) -> ServiceResult<T> {
     field.ok_or_else(|| ServiceError::Internal(format!("the {role} sent an incomplete answer")))
 }

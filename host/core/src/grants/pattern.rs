@@ -315,14 +315,35 @@ impl<'de> Deserialize<'de> for OutboundPattern {
 /// Whether `ip` is an address of the public internet: not loopback,
 /// private, shared, link-local, unspecified, multicast, documentation or
 /// otherwise reserved. Only these are reached through a name.
+///
+/// An IPv6 address that carries an IPv4 one is judged by the IPv4 address
+/// where the carrier is transparent: IPv4-mapped (`::ffff:0:0/96`) and the
+/// well-known NAT64 prefix (`64:ff9b::/96`, which DNS64 gives every IPv4
+/// name on an IPv6-only network) are the address they embed. Every other
+/// prefix that tunnels or translates to IPv4 is not global, whatever it
+/// embeds: IPv4-compatible (`::/96`), IPv4-translated (`::ffff:0:0:0/96`),
+/// local-use NAT64 (the rest of `64:ff9b::/32`, where the network chooses
+/// where the IPv4 address sits), 6to4 (`2002::/16`) and Teredo (in
+/// `2001::/23`). They are retired or local, so the safe reading costs
+/// nothing: a pattern that names such an address still reaches it.
 pub fn is_global(ip: IpAddr) -> bool {
     match ip {
         IpAddr::V4(ip) => is_global_v4(ip),
-        IpAddr::V6(ip) => match ip.to_ipv4_mapped() {
+        IpAddr::V6(ip) => match transparent_v4(ip) {
             Some(v4) => is_global_v4(v4),
             None => is_global_v6(ip),
         },
     }
+}
+
+/// The IPv4 address an IPv4-mapped or well-known-prefix NAT64 address
+/// stands for.
+fn transparent_v4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
+    if let Some(v4) = ip.to_ipv4_mapped() {
+        return Some(v4);
+    }
+    let [.., a, b, c, d] = ip.octets();
+    (ip.segments()[..6] == [0x64, 0xff9b, 0, 0, 0, 0]).then(|| Ipv4Addr::new(a, b, c, d))
 }
 
 fn is_global_v4(ip: Ipv4Addr) -> bool {
@@ -346,18 +367,30 @@ fn is_global_v4(ip: Ipv4Addr) -> bool {
 }
 
 fn is_global_v6(ip: Ipv6Addr) -> bool {
-    let first = ip.segments()[0];
-    !(ip.is_unspecified()
-        || ip.is_loopback()
-        || ip.is_multicast()
-        // Unique local, fc00::/7.
-        || (first & 0xfe00) == 0xfc00
-        // Link-local, fe80::/10.
-        || (first & 0xffc0) == 0xfe80
-        // Documentation, 2001:db8::/32.
-        || (first == 0x2001 && ip.segments()[1] == 0x0db8)
+    let s = ip.segments();
+    !(ip.is_multicast()
+        // IPv4-compatible, ::/96, with the unspecified and loopback addresses.
+        || s[..6] == [0; 6]
+        // IPv4-translated, ::ffff:0:0:0/96.
+        || s[..6] == [0, 0, 0, 0, 0xffff, 0]
+        // NAT64 but the well-known prefix (judged above), 64:ff9b::/32.
+        || (s[0] == 0x64 && s[1] == 0xff9b)
         // Discard-only, 100::/64.
-        || (first == 0x0100 && ip.segments()[1..4] == [0, 0, 0]))
+        || (s[0] == 0x0100 && s[1..4] == [0, 0, 0])
+        // IETF protocol assignments (Teredo, benchmarking, ORCHID), 2001::/23.
+        || (s[0] == 0x2001 && s[1] < 0x0200)
+        // Documentation, 2001:db8::/32 and 3fff::/20.
+        || (s[0] == 0x2001 && s[1] == 0x0db8)
+        || (s[0] == 0x3fff && s[1] < 0x1000)
+        // 6to4, 2002::/16.
+        || s[0] == 0x2002
+        // Segment routing, 5f00::/16.
+        || s[0] == 0x5f00
+        // Unique local, fc00::/7.
+        || (s[0] & 0xfe00) == 0xfc00
+        // Link-local, fe80::/10, and the retired site-local, fec0::/10.
+        || (s[0] & 0xffc0) == 0xfe80
+        || (s[0] & 0xffc0) == 0xfec0)
 }
 
 #[cfg(test)]
@@ -468,6 +501,43 @@ mod tests {
             assert!(!is_global(ip.parse().unwrap()), "{ip}");
         }
         for ip in ["93.184.215.14", "1.1.1.1", "2606:4700::1111"] {
+            assert!(is_global(ip.parse().unwrap()), "{ip}");
+        }
+    }
+
+    /// IPv6 prefixes that carry or reach IPv4, and retired ones: none is a
+    /// way around the check on the address a request reaches.
+    #[test]
+    fn translation_prefixes_do_not_reach_the_inside() {
+        let reach = [
+            ("64:ff9b::a00:5", "NAT64 of 10.0.0.5"),
+            ("64:ff9b::7f00:1", "NAT64 of 127.0.0.1"),
+            ("64:ff9b::a9fe:a9fe", "NAT64 of 169.254.169.254"),
+            ("64:ff9b:1::a00:5", "local-use NAT64"),
+            (
+                "64:ff9b:1:5db8:d7:e00::",
+                "local-use NAT64 of a public address",
+            ),
+            ("2002:a00:5::1", "6to4 of 10.0.0.5"),
+            ("2002:5db8:d70e::1", "6to4 of a public address"),
+            ("::a00:5", "IPv4-compatible 10.0.0.5"),
+            ("::5db8:d70e", "IPv4-compatible public address"),
+            ("::ffff:0:a00:5", "IPv4-translated 10.0.0.5"),
+            ("2001::1", "Teredo"),
+            ("2001:0:4136:e378:8000:63bf:3fff:fdd2", "Teredo"),
+            ("2001:2::1", "benchmarking"),
+            ("fec0::1", "site-local"),
+            ("fed0::1", "site-local"),
+            ("3fff::1", "documentation"),
+            ("5f00::1", "segment routing"),
+        ]
+        .into_iter()
+        .filter(|(ip, _)| is_global(ip.parse().unwrap()))
+        .collect::<Vec<_>>();
+        assert_eq!(reach, [], "taken for public addresses");
+        // The well-known NAT64 prefix of a public address is that address:
+        // on an IPv6-only network, DNS64 gives every IPv4 name one.
+        for ip in ["64:ff9b::5db8:d70e", "64:ff9b::101:101", "2001:4860::8888"] {
             assert!(is_global(ip.parse().unwrap()), "{ip}");
         }
     }

@@ -10,10 +10,13 @@ import { createGrpcWebTransport } from "@connectrpc/connect-web";
 
 const TOKEN_KEY = "waft.token";
 
+// The token is kept by the tab alone (sessionStorage): it goes when the tab
+// closes, is not shared with the browser's other tabs, and is never
+// written where it outlives the session.
 export const token = {
-  get: () => globalThis.localStorage?.getItem(TOKEN_KEY),
-  set: (value) => localStorage.setItem(TOKEN_KEY, value),
-  forget: () => localStorage.removeItem(TOKEN_KEY),
+  get: () => globalThis.sessionStorage?.getItem(TOKEN_KEY),
+  set: (value) => sessionStorage.setItem(TOKEN_KEY, value),
+  forget: () => sessionStorage.removeItem(TOKEN_KEY),
 };
 
 let registry;

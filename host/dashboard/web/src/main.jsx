@@ -38,7 +38,7 @@ function page({ path, query }) {
   }
 }
 
-/** Asked once, when a call answers UNAUTHENTICATED; kept in this browser. */
+/** Asked once, when a call answers UNAUTHENTICATED; kept by this tab. */
 function TokenPrompt({ onSaved }) {
   const [value, setValue] = useState("");
   return (
@@ -52,8 +52,9 @@ function TokenPrompt({ onSaved }) {
         }}
       >
         <h2>This Waft needs a token</h2>
-        <p>Paste an API token (<code>waft token create</code> makes one). It stays in this browser
-          and goes with every call, which the server authorizes as it would the CLI's.</p>
+        <p>Paste an API token (<code>waft token create</code> makes one). This tab keeps it until
+          it closes and sends it with every call, which the server authorizes as it would the
+          CLI's.</p>
         <input name="token" type="password" autocomplete="off" value={value}
           onInput={(e) => setValue(e.currentTarget.value)} />
         <button type="submit" disabled={!value.trim()}>Use this token</button>

@@ -22,6 +22,20 @@ try {
       await page.locator("table.tasks").waitFor();
       assert.equal(await prompt.count(), 0, "not asked again");
     }],
+    ["the token is kept by the tab alone", async () => {
+      const kept = await page.evaluate(() => ({
+        tab: sessionStorage.getItem("waft.token"),
+        browser: localStorage.getItem("waft.token"),
+      }));
+      assert.deepEqual(kept, { tab: env("WAFT_SCHEDULER_TOKEN"), browser: null });
+      const other = await page.context().newPage();
+      try {
+        await visit(other, "");
+        await other.getByRole("dialog", { name: "API token" }).waitFor();
+      } finally {
+        await other.close();
+      }
+    }],
     ["a scheduler token reads only its lambdas", async () => {
       await visit(page, "#/tasks");
       await until("only mailer's tasks listed", async () => {

@@ -25,7 +25,10 @@ export async function open() {
       "--no-first-run",
     ],
   });
-  const page = await browser.newPage({ viewport: { width: 1360, height: 860 } });
+  // A context of its own, as a user's browser profile: a test may open a
+  // second tab in it (`page.context().newPage()`).
+  const context = await browser.newContext({ viewport: { width: 1360, height: 860 } });
+  const page = await context.newPage();
   page.setDefaultTimeout(15_000);
   const problems = [];
   page.on("pageerror", (error) => problems.push(`page error: ${error.message}`));

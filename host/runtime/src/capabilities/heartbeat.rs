@@ -1,7 +1,19 @@
 //! `waft:lambda/heartbeat`: a lambda says it is alive, and learns whether
 //! its execution still holds the task's lease.
+//!
+//! Its progress note is for people: the HSC stores it in the task, where
+//! anyone who may read the task reads it back. So the note is cut here, as
+//! it enters the host, to
+//! [`MAX_PROGRESS_NOTE`](waft_core::limits::MAX_PROGRESS_NOTE) (a lambda's 17 MiB note
+//! would otherwise ride in a heartbeat batch beside every other tenant's
+//! beats), and the execution's secrets are redacted from it first, as from
+//! its log, errors and output — first, so that a secret the cut would split
+//! cannot leave half in clear.
+
+use waft_core::limits::cut_note;
 
 use crate::contract::v0_2::wit::{heartbeat, types};
+use crate::redact::Redactor;
 use crate::run::HostState;
 
 impl heartbeat::Host for HostState {
@@ -10,9 +22,58 @@ impl heartbeat::Host for HostState {
         progress: Option<String>,
     ) -> wasmtime::Result<Result<(), types::LeaseLost>> {
         self.ensure_running()?;
+        let progress = progress.map(|note| carried(note, &self.redactor));
         let reply = self.host.heartbeat(progress).await;
         Ok(reply.map_err(|lost| types::LeaseLost {
             reason: lost.reason,
         }))
+    }
+}
+
+/// The note as the host carries it: without the secrets, and at most
+/// [`MAX_PROGRESS_NOTE`](waft_core::limits::MAX_PROGRESS_NOTE) bytes.
+fn carried(note: String, redactor: &Redactor) -> String {
+    let note = if redactor.is_empty() {
+        note
+    } else {
+        redactor.text(note)
+    };
+    cut_note(note)
+}
+
+#[cfg(test)]
+mod tests {
+    use waft_core::limits::MAX_PROGRESS_NOTE;
+
+    use super::*;
+
+    #[test]
+    fn a_secret_is_redacted_before_the_cut_can_split_it() {
+        let secret = "k".repeat(64);
+        let redactor = Redactor::new([secret.as_str()]);
+        // The secret straddles the cut: half of it would be kept.
+        let note = format!("{}{secret}", "n".repeat(MAX_PROGRESS_NOTE - 40));
+        let carried = carried(note, &redactor);
+        assert!(carried.len() <= MAX_PROGRESS_NOTE);
+        assert!(
+            !carried.contains("kkkk"),
+            "{}",
+            &carried[carried.len() - 80..]
+        );
+        assert_eq!(carried, cut_note(carried.clone()));
+    }
+
+    #[test]
+    fn a_short_note_passes_unchanged_and_a_secret_in_it_goes() {
+        let redactor = Redactor::new(["hunter2222"]);
+        assert_eq!(carried("step 3 of 9".into(), &redactor), "step 3 of 9");
+        assert_eq!(
+            carried("token hunter2222".into(), &redactor),
+            "token [redacted]"
+        );
+        assert_eq!(
+            carried("step 3 of 9".into(), &Redactor::default()),
+            "step 3 of 9"
+        );
     }
 }

@@ -13,6 +13,15 @@
 //! Requests end with the instance: none starts once the kill switch has
 //! passed, and one in flight — sending its body, waiting, streaming the
 //! response — is cut off, its connection dropped, the moment it does.
+//!
+//! Connections are bounded twice: per execution (the lambda's
+//! `max_connections`) and across every execution of the runtime
+//! ([`Connections`], `RuntimeConfig::max_outbound_connections`), so that
+//! lambdas together cannot take the file descriptors the executor needs
+//! for its own connections. A request over either bound is refused at once
+//! rather than queued — a queue would only hold the guest until its
+//! deadline while others keep the connections — and the task's log says
+//! which bound it met.
 
 mod send;
 
@@ -40,6 +49,32 @@ pub struct OutboundRecord {
     pub duration: Duration,
 }
 
+/// The outbound connections every execution of a runtime shares: one
+/// permit per open connection.
+pub(crate) struct Connections {
+    open: Arc<Semaphore>,
+    max: usize,
+}
+
+impl Connections {
+    pub(crate) fn new(max: usize) -> Self {
+        Self {
+            open: Arc::new(Semaphore::new(max)),
+            max,
+        }
+    }
+
+    /// The most connections open at once.
+    pub(crate) fn max(&self) -> usize {
+        self.max
+    }
+
+    /// A permit for one more connection, if the bound leaves room.
+    pub(crate) fn try_open(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        self.open.clone().try_acquire_owned().ok()
+    }
+}
+
 /// What one execution's requests share.
 pub(crate) struct Outbound {
     grants: Arc<Grants>,
@@ -49,6 +84,7 @@ pub(crate) struct Outbound {
     deadline: Instant,
     sent: u32,
     open: Arc<Semaphore>,
+    shared: Arc<Connections>,
     records: Arc<Mutex<Vec<OutboundRecord>>>,
 }
 
@@ -56,6 +92,7 @@ impl Outbound {
     pub(crate) fn new(
         grants: Arc<Grants>,
         tls: Arc<Tls>,
+        shared: Arc<Connections>,
         kill: KillSwitch,
         log: LogSink,
         deadline: Instant,
@@ -71,6 +108,7 @@ impl Outbound {
             deadline,
             sent: 0,
             open,
+            shared,
             records: Arc::default(),
         }
     }
@@ -249,6 +287,7 @@ impl WasiHttpHooks for Outbound {
             kill: self.kill.clone(),
             log: self.log.clone(),
             open: self.open.clone(),
+            shared: self.shared.clone(),
             records: self.records.clone(),
         };
         Box::new(async move { request.send(admitted).await })

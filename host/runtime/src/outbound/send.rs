@@ -23,7 +23,7 @@ use waft_core::OutboundLimits;
 use wasmtime_wasi_http::io::TokioIo;
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody};
 
-use super::{Destination, OutboundRecord, record};
+use super::{Connections, Destination, OutboundRecord, record};
 use crate::KillSwitch;
 use crate::log::{LogSink, LogSource};
 
@@ -78,6 +78,7 @@ pub(super) struct Request {
     pub kill: KillSwitch,
     pub log: LogSink,
     pub open: Arc<Semaphore>,
+    pub shared: Arc<Connections>,
     pub records: Arc<Mutex<Vec<OutboundRecord>>>,
 }
 
@@ -113,20 +114,10 @@ impl Request {
             kill,
             log,
             open,
+            shared,
             ..
         } = self;
-        let Ok(permit) = open.try_acquire_owned() else {
-            log.record(
-                LogSource::Waft,
-                format!(
-                    "outbound request refused: {}: {} requests are open already \
-                     (raise --outbound-max-connections)",
-                    to.target, limits.max_connections
-                ),
-                Vec::new(),
-            );
-            return Err(Error::ConnectionLimitReached);
-        };
+        let permits = permits(&open, &shared, &limits, to, &log)?;
         let timeout = |granted: Duration, asked: Option<Duration>| {
             let left = deadline.saturating_duration_since(Instant::now());
             asked.map_or(granted, |asked| asked.min(granted)).min(left)
@@ -220,7 +211,7 @@ impl Request {
             .boxed_unsync()
         });
         let io = async move {
-            let _permit: OwnedSemaphorePermit = permit;
+            let _permits: [OwnedSemaphorePermit; 2] = permits;
             if !driving {
                 return Ok(());
             }
@@ -232,6 +223,39 @@ impl Request {
         };
         Ok((response, Box::new(io)))
     }
+}
+
+/// The permits to open one more connection, the execution's and the
+/// executor's; when either bound is met, a refusal the task's log explains.
+fn permits(
+    open: &Arc<Semaphore>,
+    shared: &Connections,
+    limits: &OutboundLimits,
+    to: &Destination,
+    log: &LogSink,
+) -> Result<[OwnedSemaphorePermit; 2], Error> {
+    let refuse = |why: String| {
+        log.record(
+            LogSource::Waft,
+            format!("outbound request refused: {}: {why}", to.target),
+            Vec::new(),
+        );
+        Error::ConnectionLimitReached
+    };
+    let Ok(own) = open.clone().try_acquire_owned() else {
+        return Err(refuse(format!(
+            "{} requests are open already (raise --outbound-max-connections)",
+            limits.max_connections
+        )));
+    };
+    let Some(executors) = shared.try_open() else {
+        return Err(refuse(format!(
+            "the executor has {} outbound connections open for all tasks together, \
+             its limit; retry later",
+            shared.max()
+        )));
+    };
+    Ok([own, executors])
 }
 
 /// Resolves the destination and picks the first address it may reach; a

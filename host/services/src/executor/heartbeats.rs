@@ -13,6 +13,12 @@
 //! The fence stays safe: a watchdog counts an acknowledged beat's fence from
 //! when it handed the beat over, before the batch left and before the store
 //! recorded it.
+//!
+//! A batch is cut by bytes as well as by count ([`crate::batch`]): the
+//! runtime keeps a lambda's note short, so a thousand beats fit one call;
+//! and should a beat ever be too large for any call, it goes alone and
+//! fails alone, never taking every other tenant's beats — and their
+//! watchdogs' verdicts — with it.
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -21,6 +27,7 @@ use async_trait::async_trait;
 use tokio::sync::{mpsc, oneshot};
 use waft_store::Heartbeat;
 
+use crate::batch::{self, Budget, WireSize};
 use crate::{HeartbeatFailure, HeartbeatSink, HscApi};
 
 /// Beats per HSC call at most.
@@ -89,7 +96,8 @@ impl HeartbeatSink for BatchedHeartbeats {
     }
 }
 
-/// Gathers beats into batches and sends each batch as its own call.
+/// Gathers beats into batches, cut by bytes, and sends each batch as its
+/// own call.
 async fn batcher(
     hsc: Arc<dyn HscApi>,
     window: Duration,
@@ -110,7 +118,12 @@ async fn batcher(
                 }
             }
         }
-        tokio::spawn(send(hsc.clone(), batch, timeout));
+        let cut = batch::cut(batch, Budget::items(MAX_BATCH), |(beat, _)| {
+            beat.wire_size()
+        });
+        for batch in cut {
+            tokio::spawn(send(hsc.clone(), batch, timeout));
+        }
     }
 }
 
@@ -255,6 +268,75 @@ mod tests {
             ),
             "{answers:?}"
         );
+    }
+
+    /// Fails every call over `max` bytes of notes, as a receiver over its
+    /// message limit does.
+    struct LimitedHsc {
+        max: usize,
+    }
+
+    #[async_trait]
+    impl HscApi for LimitedHsc {
+        async fn task_claim_many(
+            &self,
+            _claims: Vec<(String, i64)>,
+        ) -> ServiceResult<Vec<Result<ClaimedTask, Refusal>>> {
+            unreachable!("heartbeats only")
+        }
+
+        async fn task_heartbeat_many(
+            &self,
+            beats: Vec<Heartbeat>,
+        ) -> ServiceResult<Vec<Result<(), Refusal>>> {
+            let bytes: usize = beats.iter().map(WireSize::wire_size).sum();
+            if bytes > self.max {
+                return Err(ServiceError::ResourceExhausted(format!(
+                    "request too large: {bytes} bytes"
+                )));
+            }
+            Ok(vec![Ok(()); beats.len()])
+        }
+
+        async fn task_set_result_many(
+            &self,
+            _results: Vec<TaskResult>,
+        ) -> ServiceResult<Vec<Result<TaskStatus, Refusal>>> {
+            unreachable!("heartbeats only")
+        }
+    }
+
+    #[tokio::test]
+    async fn a_beat_too_large_for_any_call_fails_alone() {
+        let hsc = Arc::new(LimitedHsc {
+            max: waft_core::limits::MAX_INTERNAL_MESSAGE,
+        });
+        let sink = Arc::new(BatchedHeartbeats::new(hsc, Duration::from_secs(1)));
+        // 300 beats of 4 KiB beside one of 17 MiB: more than a call carries,
+        // in one batch if cut by count.
+        let mut notes = vec!["n".repeat(4 << 10); 300];
+        notes.insert(150, "n".repeat(17 << 20));
+        let beats: Vec<_> = notes
+            .into_iter()
+            .enumerate()
+            .map(|(id, note)| {
+                let sink = sink.clone();
+                tokio::spawn(
+                    async move { sink.heartbeat(&format!("task-{id}"), 1, Some(note)).await },
+                )
+            })
+            .collect();
+        let mut answers = Vec::new();
+        for beat in beats {
+            answers.push(beat.await.unwrap());
+        }
+        let huge = answers.remove(150);
+        assert!(
+            matches!(&huge, Err(HeartbeatFailure::Unreachable(why)) if why.contains("too large")),
+            "{huge:?}"
+        );
+        let failed = answers.iter().filter(|a| a.is_err()).count();
+        assert_eq!(failed, 0, "{failed} of the 300 small beats failed");
     }
 
     #[tokio::test]

@@ -1,6 +1,8 @@
 //! What an execution's lambda reaches outside its instance: its progress
 //! note (carried by the watchdog's next heartbeat) and the children it
-//! schedules through the Frontend.
+//! schedules through the Frontend, up to the executor's `max_children`: a
+//! lambda scheduling in a loop would otherwise fill the shared store at the
+//! speed of its loop.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -27,6 +29,8 @@ pub(super) struct ExecutionHost {
     pub(super) progress: Mutex<Option<String>>,
     /// Children scheduled so far by this execution.
     pub(super) children: AtomicUsize,
+    /// Children it may schedule; each beyond is refused.
+    pub(super) max_children: usize,
 }
 
 #[async_trait]
@@ -49,7 +53,17 @@ impl TaskHost for ExecutionHost {
         }
         // The n-th child of a task has the same key in every attempt: a
         // retried parent does not schedule its children twice.
-        let index = self.children.fetch_add(1, Ordering::AcqRel);
+        let index = self
+            .children
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < self.max_children).then_some(n + 1)
+            })
+            .map_err(|_| {
+                ScheduleRejection::Denied(format!(
+                    "an execution may schedule at most {} children (executor.max_children)",
+                    self.max_children
+                ))
+            })?;
         let run_at = match child.not_before {
             None => RunAt::Now,
             Some(at) => RunAt::At(

@@ -86,9 +86,10 @@ impl Executor {
             .component_get(&lambda.digest)
             .await
             .map_err(|e| format!("cannot load lambda {name} version {version}: {e}"))?;
+        // Checked under the lambda's own limits, as its Frontend did.
         let prepared = self
             .runtime
-            .prepare(&component)
+            .prepare_with_limits(&component, &lambda.config.limits)
             .await
             .map_err(|e| format!("cannot prepare lambda {name} version {version}: {e}"))?;
         Ok((prepared, "compiled"))
@@ -116,7 +117,7 @@ impl Executor {
             "refused"
         })?;
         self.runtime
-            .prepare_sealed(digest, artifact, key.artifact_key())
+            .prepare_sealed_with_limits(digest, artifact, key.artifact_key(), &lambda.config.limits)
             .await
             .map_err(|error| {
                 tracing::warn!(lambda = name, version, %error, "compiling the component instead");

@@ -86,6 +86,10 @@ pub struct ExecutorConfig {
     /// forgotten first (default 64). A forgotten version's next task loads
     /// it again from its compiled artifact.
     pub loaded_versions: usize,
+    /// Children one execution may schedule (default 10,000); beyond, each
+    /// is refused (see `host`). Their keys number them from zero in every
+    /// attempt, so this also bounds a task's children in all.
+    pub max_children: usize,
 }
 
 impl Default for ExecutorConfig {
@@ -99,6 +103,7 @@ impl Default for ExecutorConfig {
             shutdown_grace: Duration::from_secs(10),
             journal: None,
             loaded_versions: 64,
+            max_children: 10_000,
         }
     }
 }
@@ -410,6 +415,7 @@ impl Executor {
             kill: kill.clone(),
             progress: Mutex::new(None),
             children: AtomicUsize::new(0),
+            max_children: self.config.max_children,
         });
         let sink: Arc<dyn HeartbeatSink> = self.heartbeats.clone();
         let (done, finished) = tokio::sync::oneshot::channel::<()>();

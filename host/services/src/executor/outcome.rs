@@ -45,34 +45,12 @@ pub fn reported(outcome: Outcome) -> Option<ResultOutcome> {
     })
 }
 
-/// A task's log as text, one record a line: `+12ms info message k=v`.
+/// A task's log as text, one record a line: `+12ms info message k=v`, then
+/// what was dropped. The runtime renders it ([`TaskLog::render`]), beside
+/// the costs that keep it within the lambda's `max_log` plus
+/// [`TaskLog::MAX_TRAILER`].
 pub fn render_log(log: &TaskLog) -> Option<String> {
-    use std::fmt::Write;
-    if log.records.is_empty() && !log.truncated() {
-        return None;
-    }
-    let mut text = String::new();
-    for record in &log.records {
-        let _ = write!(
-            text,
-            "+{}ms {} {}",
-            record.at.as_millis(),
-            record.source,
-            record.message
-        );
-        for (key, value) in &record.fields {
-            let _ = write!(text, " {key}={value}");
-        }
-        text.push('\n');
-    }
-    if log.truncated() {
-        let _ = writeln!(
-            text,
-            "[{} records ({} bytes) dropped: the log budget was spent]",
-            log.dropped_records, log.dropped_bytes
-        );
-    }
-    Some(text)
+    log.render()
 }
 
 #[cfg(test)]

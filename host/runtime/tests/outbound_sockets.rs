@@ -1,0 +1,202 @@
+//! Outbound connections are bounded across executions, not only within
+//! each: lambdas that each hold a thousand sockets leave the host the file
+//! descriptors it needs for its own connections, and a request over the
+//! bound is refused with a line in the task's log.
+//!
+//! A test binary of its own, with one test: it counts the descriptors the
+//! whole process holds, so nothing else may run beside it.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant, SystemTime};
+
+use serde_json::{Value, json};
+use tokio::io::AsyncReadExt as _;
+use waft_core::{Grants, Limits, OutboundLimits};
+use waft_runtime::{
+    Execution, KillSwitch, LogSource, Outcome, RecordingHost, Runtime, RuntimeConfig, Sandbox,
+    TaskInput,
+};
+use waft_sample_artifacts as samples;
+use waft_testing::http::{HttpServer, Reply};
+
+/// A loopback server that accepts every connection and never answers,
+/// holding each connection until the client hangs up; it counts the
+/// connections it accepted and those that ended.
+struct Sink {
+    addr: std::net::SocketAddr,
+    /// Accepted, ended.
+    counts: Arc<[AtomicUsize; 2]>,
+    serving: tokio::task::JoinHandle<()>,
+}
+
+impl Sink {
+    async fn start() -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let counts: Arc<[AtomicUsize; 2]> = Arc::default();
+        let counting = counts.clone();
+        let serving = tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                counting[0].fetch_add(1, Ordering::SeqCst);
+                let counting = counting.clone();
+                tokio::spawn(async move {
+                    let mut request = Vec::new();
+                    let _ = stream.read_to_end(&mut request).await;
+                    counting[1].fetch_add(1, Ordering::SeqCst);
+                });
+            }
+        });
+        Self {
+            addr,
+            counts,
+            serving,
+        }
+    }
+
+    fn accepted(&self) -> usize {
+        self.counts[0].load(Ordering::SeqCst)
+    }
+
+    fn ended(&self) -> usize {
+        self.counts[1].load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for Sink {
+    fn drop(&mut self) {
+        self.serving.abort();
+    }
+}
+
+/// File descriptors this process holds open.
+fn open_fds() -> usize {
+    std::fs::read_dir("/proc/self/fd").map_or(0, Iterator::count)
+}
+
+fn granted(origin: &str, limits: OutboundLimits) -> Sandbox {
+    Sandbox {
+        limits: Limits::default(),
+        grants: Arc::new(Grants {
+            outbound: vec![origin.parse().unwrap()],
+            outbound_limits: limits,
+            ..Grants::default()
+        }),
+        secrets: Arc::default(),
+    }
+}
+
+fn task(lambda: &str, n: usize, payload: &Value) -> TaskInput {
+    TaskInput {
+        id: format!("01SOCKETS{n}"),
+        lambda: lambda.into(),
+        collection: "default".into(),
+        priority: 0,
+        attempt: 1,
+        scheduled_at: SystemTime::now(),
+        payload: payload.to_string().into_bytes(),
+    }
+}
+
+async fn run(runtime: &Runtime, wasm: &str, task: TaskInput, sandbox: Sandbox) -> Execution {
+    let lambda = runtime
+        .prepare(&std::fs::read(wasm).expect("sample built"))
+        .await
+        .expect("sample prepares");
+    let host = Arc::new(RecordingHost::default());
+    lambda.run(task, &sandbox, host, &KillSwitch::new()).await
+}
+
+fn output(execution: &Execution) -> Value {
+    match &execution.outcome {
+        Outcome::Success {
+            output: Some(bytes),
+        } => serde_json::from_slice(bytes).unwrap(),
+        other => panic!("expected success, got {other:?}; log {:?}", execution.log),
+    }
+}
+
+/// The platform's log lines that say the executor's bound was met.
+fn refused_by_the_executor(execution: &Execution) -> usize {
+    execution
+        .log
+        .records
+        .iter()
+        .filter(|r| r.source == LogSource::Waft)
+        .filter(|r| {
+            r.message
+                .contains("outbound connections open for all tasks")
+        })
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn executions_together_stay_under_the_executors_connection_cap() {
+    const CAP: usize = 200;
+    let sink = Sink::start().await;
+    let runtime = Runtime::new(RuntimeConfig {
+        max_outbound_connections: CAP,
+        ..RuntimeConfig::default()
+    })
+    .unwrap();
+    let origin = format!("http://{}", sink.addr);
+    let thousand = OutboundLimits {
+        max_requests: 1_000,
+        max_connections: 1_000,
+        ..OutboundLimits::default()
+    };
+    let payload = json!({
+        "attack": "sockets",
+        "count": 1_000,
+        "url": format!("{origin}/"),
+        "for_ms": 1_500,
+    });
+    let baseline = open_fds();
+    let runs: Vec<_> = (0..4)
+        .map(|n| {
+            let (runtime, sandbox) = (runtime.clone(), granted(&origin, thousand));
+            let task = task("greedy", n, &payload);
+            tokio::spawn(async move { run(&runtime, samples::GREEDY, task, sandbox).await })
+        })
+        .collect();
+    // The most descriptors held while the executions hold their sockets.
+    let mut most = baseline;
+    while !runs.iter().all(tokio::task::JoinHandle::is_finished) {
+        most = most.max(open_fds());
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let mut refused = 0;
+    for run in runs {
+        let execution = run.await.unwrap();
+        output(&execution);
+        refused += refused_by_the_executor(&execution);
+    }
+    // Each connection is two descriptors here: the client's and the sink's.
+    assert!(
+        most <= baseline + 2 * CAP + 64,
+        "{most} descriptors open at the peak, {baseline} before"
+    );
+    assert!(sink.accepted() <= CAP, "{} connections", sink.accepted());
+    assert!(refused > 0, "no execution's log says why it was refused");
+
+    // Once the executions' connections are closed, lambdas connect again.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while sink.ended() < sink.accepted() {
+        assert!(
+            Instant::now() < deadline,
+            "the connections outlived their executions"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let server = HttpServer::start(|_| Reply::status(200, "after")).await;
+    let payload = json!({"url": server.url(), "body": {}});
+    let sandbox = granted(&server.url(), OutboundLimits::default());
+    let execution = run(
+        &runtime,
+        samples::WEBHOOK,
+        task("webhook", 9, &payload),
+        sandbox,
+    )
+    .await;
+    assert_eq!(output(&execution)["body"], "after");
+}
