@@ -4,9 +4,8 @@
 //! say nothing useful: a message over its receiver's limit is "too large"
 //! (`RESOURCE_EXHAUSTED`: retrying cannot help), and a connection the
 //! server closes under the call — what a plaintext call to a TLS port
-//! meets — asks whether the server uses TLS. Nothing else asks it: a
-//! message over the limit once ended in an HTTP/2 reset that read as a TLS
-//! mismatch.
+//! meets — asks whether the server uses TLS. Nothing else asks it: an
+//! HTTP/2 reset over a message's size is no TLS mismatch.
 
 use std::io::ErrorKind;
 

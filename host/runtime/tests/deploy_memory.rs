@@ -7,30 +7,10 @@
 //! A test binary of its own, with one test: the peak is the whole
 //! process's, so nothing else may run beside it.
 
-use waft_core::{ByteSize, Limits};
-use waft_runtime::{Allocator, LoadError, Runtime, RuntimeConfig};
+mod support;
 
-/// A component of the current `lambda` world around `core`, a core module
-/// in WAT that exports what the world's handler lowers to.
-fn lambda_around(core: &str) -> Vec<u8> {
-    use wit_component::{ComponentEncoder, StringEncoding, embed_component_metadata};
-    let mut resolve = wit_parser::Resolve::default();
-    let (package, _) = resolve
-        .push_path(concat!(env!("CARGO_MANIFEST_DIR"), "/../../wit"))
-        .expect("the WIT parses");
-    let world = resolve
-        .select_world(&[package], Some("lambda"))
-        .expect("the lambda world");
-    let mut module = wat::parse_str(core).expect("valid WAT");
-    embed_component_metadata(&mut module, &resolve, world, StringEncoding::UTF8)
-        .expect("metadata embeds");
-    ComponentEncoder::default()
-        .validate(true)
-        .module(&module)
-        .expect("the module fits the world")
-        .encode()
-        .expect("a component")
-}
+use support::lambda_around;
+use waft_core::{ByteSize, Limits};
 
 /// Fills two memories with 48 MiB each, then grows a table to 2²⁸
 /// elements (2 GiB of host memory); traps on any refusal.
@@ -73,11 +53,7 @@ fn memory() -> (u64, u64) {
 #[tokio::test]
 async fn a_hostile_start_function_costs_the_frontend_less_than_twice_max_memory() {
     let wasm = lambda_around(HOSTILE_START);
-    let runtime = Runtime::new(RuntimeConfig {
-        allocator: Allocator::OnDemand,
-        ..RuntimeConfig::default()
-    })
-    .expect("runtime");
+    let runtime = support::on_demand_runtime();
     let limits = Limits {
         max_memory: ByteSize::mib(64),
         ..Limits::default()
@@ -88,13 +64,8 @@ async fn a_hostile_start_function_costs_the_frontend_less_than_twice_max_memory(
     let (before, _) = memory();
     let refused = runtime.prepare_with_limits(&wasm, &limits).await;
     let (_, peak) = memory();
-    match refused {
-        Err(error @ LoadError::LimitExceeded { .. }) => {
-            assert!(error.to_string().contains("memory"), "{error}");
-        }
-        Err(other) => panic!("expected a refusal on a limit, got: {other}"),
-        Ok(_) => panic!("a component over its limits was accepted"),
-    }
+    let message = support::refused_on_a_limit(refused);
+    assert!(message.contains("memory"), "{message}");
     let grown = peak.saturating_sub(before);
     assert!(
         grown < 2 * limits.max_memory.bytes(),

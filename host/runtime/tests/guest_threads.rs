@@ -2,10 +2,13 @@
 //! runtime, at a lower priority; an instance stops at its fence while its
 //! caller is stuck; compiling leaves the caller's runtime free.
 
+mod support;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::json;
+use support::prepare;
 use waft_core::Limits;
 use waft_runtime::{
     Execution, KillSwitch, Limit, Outcome, PreparedLambda, RecordingHost, Runtime, RuntimeConfig,
@@ -13,21 +16,8 @@ use waft_runtime::{
 };
 use waft_sample_artifacts as samples;
 
-async fn prepare(runtime: &Runtime, path: &str) -> PreparedLambda {
-    let wasm = std::fs::read(path).expect("sample built");
-    runtime.prepare(&wasm).await.expect("sample prepares")
-}
-
 fn task(payload: serde_json::Value) -> TaskInput {
-    TaskInput {
-        id: "01TEST".into(),
-        lambda: "sample".into(),
-        collection: "default".into(),
-        priority: 0,
-        attempt: 1,
-        scheduled_at: SystemTime::now(),
-        payload: payload.to_string().into_bytes(),
-    }
+    support::task("01TEST", "sample", &payload)
 }
 
 /// Runs `runaway` (without end) on the guest threads, owning everything,

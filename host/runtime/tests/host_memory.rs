@@ -5,25 +5,13 @@
 //! instances — at deploy, in the Frontend's trial instantiation, as at run.
 //! Each breach is a limit error, not an anonymous trap.
 
-use std::sync::Arc;
-use std::time::SystemTime;
+mod support;
 
 use serde_json::json;
+use support::{lambda_around, on_demand_runtime as frontend_runtime, refused_on_a_limit};
 use waft_core::{ByteSize, Limits};
-use waft_runtime::{
-    Allocator, Execution, KillSwitch, Limit, LoadError, Outcome, PreparedLambda, RecordingHost,
-    Runtime, RuntimeConfig, Sandbox, TaskInput,
-};
+use waft_runtime::{Execution, Limit, Outcome, PreparedLambda, Runtime, RuntimeConfig};
 use waft_sample_artifacts as samples;
-
-/// What the Frontend deploys with: no pool, instances allocated on demand.
-fn frontend_runtime() -> Runtime {
-    Runtime::new(RuntimeConfig {
-        allocator: Allocator::OnDemand,
-        ..RuntimeConfig::default()
-    })
-    .expect("runtime")
-}
 
 /// What an executor runs with.
 fn executor_runtime() -> Runtime {
@@ -32,28 +20,6 @@ fn executor_runtime() -> Runtime {
         ..RuntimeConfig::default()
     })
     .expect("runtime")
-}
-
-/// A component of the current `lambda` world around `core`, a core module
-/// in WAT that exports what the world's handler lowers to.
-fn lambda_around(core: &str) -> Vec<u8> {
-    use wit_component::{ComponentEncoder, StringEncoding, embed_component_metadata};
-    let mut resolve = wit_parser::Resolve::default();
-    let (package, _) = resolve
-        .push_path(concat!(env!("CARGO_MANIFEST_DIR"), "/../../wit"))
-        .expect("the WIT parses");
-    let world = resolve
-        .select_world(&[package], Some("lambda"))
-        .expect("the lambda world");
-    let mut module = wat::parse_str(core).expect("valid WAT");
-    embed_component_metadata(&mut module, &resolve, world, StringEncoding::UTF8)
-        .expect("metadata embeds");
-    ComponentEncoder::default()
-        .validate(true)
-        .module(&module)
-        .expect("the module fits the world")
-        .encode()
-        .expect("a component")
 }
 
 /// A core module with `memories` memories besides the exported one, whose
@@ -101,27 +67,9 @@ const TABLE_GROWTH: &str = "(if (i32.eq (table.grow $t (ref.null func) (i32.cons
                                   (i32.const -1))
                                (then unreachable))";
 
-fn task(payload: serde_json::Value) -> TaskInput {
-    TaskInput {
-        id: "01HOSTMEMORY".into(),
-        lambda: "greedy".into(),
-        collection: "default".into(),
-        priority: 0,
-        attempt: 1,
-        scheduled_at: SystemTime::now(),
-        payload: payload.to_string().into_bytes(),
-    }
-}
-
 async fn run(lambda: &PreparedLambda, payload: serde_json::Value, limits: Limits) -> Execution {
-    lambda
-        .run(
-            task(payload),
-            &Sandbox::from(limits),
-            Arc::new(RecordingHost::default()),
-            &KillSwitch::new(),
-        )
-        .await
+    let input = support::task("01HOSTMEMORY", "greedy", &payload);
+    support::run(lambda, input, limits).await
 }
 
 /// The detail of a memory limit breach, or a failure naming the outcome.
@@ -132,15 +80,6 @@ fn memory_breach(execution: &Execution) -> &str {
             detail,
         } => detail,
         other => panic!("expected a memory limit breach, got {other:?}"),
-    }
-}
-
-/// The detail of a deploy refused on a limit, or a failure naming the result.
-fn refused_on_a_limit(prepared: Result<PreparedLambda, LoadError>) -> String {
-    match prepared {
-        Err(error @ LoadError::LimitExceeded { .. }) => error.to_string(),
-        Err(other) => panic!("expected a refusal on a limit, got: {other}"),
-        Ok(_) => panic!("a component over its limits was accepted"),
     }
 }
 

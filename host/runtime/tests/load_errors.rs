@@ -1,5 +1,8 @@
 //! Files that are not lambdas are refused with a message naming the problem.
 
+mod support;
+
+use support::lambda_around;
 use waft_runtime::{LoadError, Runtime, RuntimeConfig};
 
 fn prepare(wasm: &[u8]) -> LoadError {
@@ -83,28 +86,6 @@ fn an_import_waft_does_not_provide_is_named() {
         "{message}"
     );
     assert!(message.contains("acme:vault/secrets"), "{message}");
-}
-
-/// A component of the current `lambda` world around `core`, a core module in WAT
-/// that exports what the world's handler lowers to.
-fn lambda_around(core: &str) -> Vec<u8> {
-    use wit_component::{ComponentEncoder, StringEncoding, embed_component_metadata};
-    let mut resolve = wit_parser::Resolve::default();
-    let (package, _) = resolve
-        .push_path(concat!(env!("CARGO_MANIFEST_DIR"), "/../../wit"))
-        .expect("the WIT parses");
-    let world = resolve
-        .select_world(&[package], Some("lambda"))
-        .expect("the lambda world");
-    let mut module = wat::parse_str(core).expect("valid WAT");
-    embed_component_metadata(&mut module, &resolve, world, StringEncoding::UTF8)
-        .expect("metadata embeds");
-    ComponentEncoder::default()
-        .validate(true)
-        .module(&module)
-        .expect("the module fits the world")
-        .encode()
-        .expect("a component")
 }
 
 /// A handler of the right type whose module never finishes starting: its

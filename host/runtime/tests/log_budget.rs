@@ -3,15 +3,11 @@
 //! stays within `max_log`, the rest is only counted, and splitting stdout
 //! into lines keeps up with the lambda.
 
-use std::sync::Arc;
-use std::time::SystemTime;
+mod support;
 
 use serde_json::{Value, json};
 use waft_core::{ByteSize, Limits};
-use waft_runtime::{
-    Execution, KillSwitch, Outcome, RecordingHost, Runtime, RuntimeConfig, Sandbox, TaskInput,
-    TaskLog,
-};
+use waft_runtime::{Execution, Outcome, Runtime, RuntimeConfig, TaskLog};
 use waft_sample_artifacts as samples;
 
 /// The budget every run here gets.
@@ -19,25 +15,13 @@ const MAX_LOG: u64 = 1024;
 
 async fn greedy(payload: Value) -> Execution {
     let runtime = Runtime::new(RuntimeConfig::default()).expect("runtime");
-    let wasm = std::fs::read(samples::GREEDY).expect("sample built");
-    let lambda = runtime.prepare(&wasm).await.expect("sample prepares");
-    let input = TaskInput {
-        id: "01TEST".into(),
-        lambda: "greedy".into(),
-        collection: "default".into(),
-        priority: 0,
-        attempt: 1,
-        scheduled_at: SystemTime::now(),
-        payload: payload.to_string().into_bytes(),
-    };
+    let lambda = support::prepare(&runtime, samples::GREEDY).await;
+    let input = support::task("01TEST", "greedy", &payload);
     let limits = Limits {
         max_log: ByteSize::b(MAX_LOG),
         ..Limits::default()
     };
-    let host = Arc::new(RecordingHost::default());
-    lambda
-        .run(input, &Sandbox::from(limits), host, &KillSwitch::new())
-        .await
+    support::run(&lambda, input, limits).await
 }
 
 /// How far the attack got, from the lambda's `{"done": N}`.

@@ -2,10 +2,13 @@
 //! through, everything it does not, every limit, and the fence — no request
 //! survives, or starts after, the instance's stop.
 
-use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+mod support;
 
-use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use support::output;
 use waft_core::{ByteSize, Grants, Limits, OutboundLimits};
 use waft_runtime::{
     Execution, KillSwitch, LogSource, Outcome, PreparedLambda, RecordingHost, Runtime,
@@ -15,8 +18,7 @@ use waft_sample_artifacts as samples;
 use waft_testing::http::{HttpServer, Reply};
 
 async fn webhook(runtime: &Runtime) -> PreparedLambda {
-    let wasm = std::fs::read(samples::WEBHOOK).expect("sample built");
-    runtime.prepare(&wasm).await.expect("sample prepares")
+    support::prepare(runtime, samples::WEBHOOK).await
 }
 
 fn runtime() -> Runtime {
@@ -24,17 +26,7 @@ fn runtime() -> Runtime {
 }
 
 fn call(url: &str) -> TaskInput {
-    TaskInput {
-        id: "01CALL".into(),
-        lambda: "webhook".into(),
-        collection: "default".into(),
-        priority: 0,
-        attempt: 1,
-        scheduled_at: SystemTime::now(),
-        payload: json!({"url": url, "body": {"n": 1}})
-            .to_string()
-            .into_bytes(),
-    }
+    support::task("01CALL", "webhook", &json!({"url": url, "body": {"n": 1}}))
 }
 
 fn granted(patterns: &[&str], limits: OutboundLimits) -> Sandbox {
@@ -69,15 +61,6 @@ fn refusals(execution: &Execution) -> Vec<String> {
         .filter(|r| r.source == LogSource::Waft)
         .map(|r| r.message.clone())
         .collect()
-}
-
-fn output(execution: &Execution) -> Value {
-    match &execution.outcome {
-        Outcome::Success {
-            output: Some(bytes),
-        } => serde_json::from_slice(bytes).unwrap(),
-        other => panic!("expected success, got {other:?}; log {:?}", execution.log),
-    }
 }
 
 fn fatal(execution: &Execution) -> &str {

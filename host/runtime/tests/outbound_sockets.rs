@@ -6,16 +6,18 @@
 //! A test binary of its own, with one test: it counts the descriptors the
 //! whole process holds, so nothing else may run beside it.
 
+mod support;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use support::output;
 use tokio::io::AsyncReadExt as _;
 use waft_core::{Grants, Limits, OutboundLimits};
 use waft_runtime::{
-    Execution, KillSwitch, LogSource, Outcome, RecordingHost, Runtime, RuntimeConfig, Sandbox,
-    TaskInput,
+    Execution, KillSwitch, LogSource, RecordingHost, Runtime, RuntimeConfig, Sandbox, TaskInput,
 };
 use waft_sample_artifacts as samples;
 use waft_testing::http::{HttpServer, Reply};
@@ -87,33 +89,13 @@ fn granted(origin: &str, limits: OutboundLimits) -> Sandbox {
 }
 
 fn task(lambda: &str, n: usize, payload: &Value) -> TaskInput {
-    TaskInput {
-        id: format!("01SOCKETS{n}"),
-        lambda: lambda.into(),
-        collection: "default".into(),
-        priority: 0,
-        attempt: 1,
-        scheduled_at: SystemTime::now(),
-        payload: payload.to_string().into_bytes(),
-    }
+    support::task(&format!("01SOCKETS{n}"), lambda, payload)
 }
 
 async fn run(runtime: &Runtime, wasm: &str, task: TaskInput, sandbox: Sandbox) -> Execution {
-    let lambda = runtime
-        .prepare(&std::fs::read(wasm).expect("sample built"))
-        .await
-        .expect("sample prepares");
+    let lambda = support::prepare(runtime, wasm).await;
     let host = Arc::new(RecordingHost::default());
     lambda.run(task, &sandbox, host, &KillSwitch::new()).await
-}
-
-fn output(execution: &Execution) -> Value {
-    match &execution.outcome {
-        Outcome::Success {
-            output: Some(bytes),
-        } => serde_json::from_slice(bytes).unwrap(),
-        other => panic!("expected success, got {other:?}; log {:?}", execution.log),
-    }
 }
 
 /// The platform's log lines that say the executor's bound was met.

@@ -1,10 +1,13 @@
 //! Every sample lambda in the real runtime, and every limit once within and
 //! once over.
 
+mod support;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::{Value, json};
+use support::{lambda_around, prepare};
 use waft_core::{ByteSize, Limits};
 use waft_runtime::{
     Execution, KillSwitch, LeaseLost, Limit, LogSource, Outcome, PreparedLambda, RecordingHost,
@@ -14,11 +17,6 @@ use waft_sample_artifacts as samples;
 
 fn runtime() -> Runtime {
     Runtime::new(RuntimeConfig::default()).expect("runtime")
-}
-
-async fn prepare(runtime: &Runtime, path: &str) -> PreparedLambda {
-    let wasm = std::fs::read(path).expect("sample built");
-    runtime.prepare(&wasm).await.expect("sample prepares")
 }
 
 fn task(lambda: &str, payload: Value) -> TaskInput {
@@ -546,28 +544,6 @@ const READS_CONFIG_AFTER_A_HEARTBEAT: &str = r#"(module
         (i32.store (i32.const 268) (i32.load (i32.const 136)))
         (i32.store (i32.const 272) (i32.load (i32.const 140)))
         (i32.const 256)))"#;
-
-/// A component of the current `lambda` world around `core`, a core module
-/// in WAT.
-fn lambda_around(core: &str) -> Vec<u8> {
-    use wit_component::{ComponentEncoder, StringEncoding, embed_component_metadata};
-    let mut resolve = wit_parser::Resolve::default();
-    let (package, _) = resolve
-        .push_path(concat!(env!("CARGO_MANIFEST_DIR"), "/../../wit"))
-        .expect("the WIT parses");
-    let world = resolve
-        .select_world(&[package], Some("lambda"))
-        .expect("the lambda world");
-    let mut module = wat::parse_str(core).expect("valid WAT");
-    embed_component_metadata(&mut module, &resolve, world, StringEncoding::UTF8)
-        .expect("metadata embeds");
-    ComponentEncoder::default()
-        .validate(true)
-        .module(&module)
-        .expect("the module fits the world")
-        .encode()
-        .expect("a component")
-}
 
 /// `wasi:config` is a capability like the others: once the execution is
 /// stopped, a read of its configuration traps instead of being answered.

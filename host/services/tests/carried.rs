@@ -7,6 +7,8 @@
 //! batch fails alone, with a reason; and a request over the limit says so
 //! (`waft-client`'s tests have the other transport failures).
 
+mod support;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -16,14 +18,14 @@ use waft_client::{ControllerClient, HscClient};
 use waft_core::model::{Heartbeat, Refusal, ResultOutcome, TaskResult};
 use waft_core::{ByteSize, LambdaConfig, ServiceError, TaskStatus};
 use waft_queue::MemoryQueue;
-use waft_runtime::{Allocator, Runtime, RuntimeConfig};
+use waft_runtime::Runtime;
 use waft_services::secrets::SecretKey;
 use waft_services::{
     Clock, ConsumerConfig, Controller, ControllerApi, ControllerConfig, Executor, ExecutorConfig,
     Frontend, FrontendApi, HeartbeatConfig, Hsc, HscApi, LambdaSlots, NextWork, RunAt,
     ServiceResult, StoreConsumer, SystemClock, TaskRequest,
 };
-use waft_store::{ClaimedTask, SqliteStore, Task, TaskStore};
+use waft_store::{ClaimedTask, Task, TaskStore};
 
 /// Generous: loading a lambda in a debug build on a busy machine may take
 /// many seconds. A passing test never waits so long.
@@ -45,19 +47,9 @@ struct Cluster {
 impl Cluster {
     async fn start() -> Self {
         let dir = tempfile::TempDir::new().unwrap();
-        let store: Arc<dyn TaskStore> = Arc::new(
-            SqliteStore::open(&dir.path().join("waft.db"))
-                .await
-                .unwrap(),
-        );
+        let store = support::sqlite_store(&dir).await;
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-        let runtime = Arc::new(
-            Runtime::new(RuntimeConfig {
-                allocator: Allocator::OnDemand,
-                ..RuntimeConfig::default()
-            })
-            .unwrap(),
-        );
+        let runtime = Arc::new(support::on_demand_runtime());
         let key = Arc::new(SecretKey::read_or_create(&dir.path().join("key")).unwrap());
         let queue = Arc::new(MemoryQueue::new(Duration::from_secs(30)));
         let consumer = StoreConsumer::new(
@@ -123,7 +115,7 @@ impl Cluster {
 
     /// Deploys the `greedy` sample as `name` through the Frontend.
     async fn deploy(&self, name: &str, config: LambdaConfig) {
-        let config = granted(config);
+        let config = support::granted(config);
         let greedy = std::fs::read(waft_sample_artifacts::GREEDY).unwrap();
         self.frontend
             .lambda_deploy(name, greedy, config)
@@ -137,8 +129,8 @@ impl Cluster {
     /// today.
     async fn deploy_widened(&self, name: &str, limit: &str, bytes: ByteSize) {
         self.deploy(name, LambdaConfig::default()).await;
-        let database =
-            sqlx::sqlite::SqliteConnectOptions::new().filename(self._dir.path().join("waft.db"));
+        let database = sqlx::sqlite::SqliteConnectOptions::new()
+            .filename(self._dir.path().join(support::DATABASE));
         let pool = sqlx::SqlitePool::connect_with(database).await.unwrap();
         let statement = match limit {
             "max_output" => "UPDATE lambda_versions SET max_output = $1 WHERE lambda = $2",
@@ -225,13 +217,6 @@ impl Drop for Cluster {
     fn drop(&mut self) {
         self.stop.cancel();
     }
-}
-
-/// `config` with the grant `greedy` needs to deploy (it imports outbound
-/// HTTP for an attack these tests do not use).
-fn granted(mut config: LambdaConfig) -> LambdaConfig {
-    config.grants.outbound = vec!["http://127.0.0.1:9".parse().unwrap()];
-    config
 }
 
 fn heartbeat() -> HeartbeatConfig {
@@ -416,7 +401,7 @@ async fn what_the_pipeline_cannot_carry_is_refused_up_front() {
         .lambda_deploy(
             "wide",
             std::fs::read(waft_sample_artifacts::GREEDY).unwrap(),
-            granted(wide),
+            support::granted(wide),
         )
         .await
         .unwrap_err();
@@ -508,26 +493,12 @@ async fn a_stored_payload_no_answer_carries_fails_its_task_at_the_claim() {
 #[tokio::test]
 async fn the_hscs_answer_to_claims_fits_one_message() {
     let dir = tempfile::TempDir::new().unwrap();
-    let store: Arc<dyn TaskStore> = Arc::new(
-        SqliteStore::open(&dir.path().join("waft.db"))
-            .await
-            .unwrap(),
-    );
+    let store = support::sqlite_store(&dir).await;
     let config = LambdaConfig {
         max_payload: LambdaConfig::MAX_PAYLOAD,
         ..LambdaConfig::default()
     };
-    store
-        .lambda_deploy(waft_store::LambdaDeploy {
-            name: "big".into(),
-            digest: "d".into(),
-            component: Vec::new(),
-            artifact: None,
-            config,
-            now: SystemClock.now(),
-        })
-        .await
-        .unwrap();
+    support::store_lambda(&*store, "big", config).await;
     let tasks = (0..3)
         .map(|_| waft_store::NewTask {
             lambda: "big".into(),
@@ -542,18 +513,7 @@ async fn the_hscs_answer_to_claims_fits_one_message() {
         })
         .await
         .unwrap();
-    let claims = store
-        .task_enqueue_ready(waft_store::TaskEnqueueReady {
-            now: SystemClock.now(),
-            limit: 10,
-            enqueue_timeout: Duration::from_secs(60),
-        })
-        .await
-        .unwrap()
-        .enqueued
-        .into_iter()
-        .map(|task| (task.id, task.enqueue_token))
-        .collect();
+    let claims = support::enqueue_ready(&*store, 10).await.unwrap();
     let hsc = Hsc::new(store, Arc::new(SystemClock), heartbeat());
     let answers = hsc.task_claim_many(claims).await.unwrap();
     let handed: Vec<_> = answers.iter().filter_map(|a| a.as_ref().ok()).collect();

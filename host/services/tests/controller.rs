@@ -2,18 +2,19 @@
 //! queues, the real HSC): highest priority first from bounded per-priority
 //! buffers, claims before handing out, refused claims never handed out.
 
+mod support;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 use waft_core::LambdaConfig;
 use waft_queue::MemoryQueue;
-use waft_runtime::{Allocator, Runtime, RuntimeConfig};
 use waft_services::{
     Clock, ConsumerConfig, Controller, ControllerApi, ControllerConfig, Frontend, FrontendApi,
     HeartbeatConfig, Hsc, LambdaSlots, NextWork, ServiceError, StoreConsumer, SystemClock, Wake,
 };
-use waft_store::{LambdaDeploy, NewTask, SqliteStore, TaskInsertMany, TaskStore};
+use waft_store::{NewTask, TaskInsertMany, TaskStore};
 
 struct Setup {
     store: Arc<dyn TaskStore>,
@@ -25,33 +26,13 @@ struct Setup {
 
 async fn setup(served: Vec<String>) -> Setup {
     let dir = tempfile::TempDir::new().unwrap();
-    let store: Arc<dyn TaskStore> = Arc::new(
-        SqliteStore::open(&dir.path().join("waft.db"))
-            .await
-            .unwrap(),
-    );
+    let store = support::sqlite_store(&dir).await;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     for name in ["mail", "zed"] {
-        store
-            .lambda_deploy(LambdaDeploy {
-                name: name.into(),
-                digest: "d".into(),
-                component: vec![],
-                artifact: None,
-                config: LambdaConfig::default(),
-                now: clock.now(),
-            })
-            .await
-            .unwrap();
+        support::store_lambda(&*store, name, LambdaConfig::default()).await;
     }
     let queue = Arc::new(MemoryQueue::new(Duration::from_millis(300)));
-    let runtime = Arc::new(
-        Runtime::new(RuntimeConfig {
-            allocator: Allocator::OnDemand,
-            ..RuntimeConfig::default()
-        })
-        .unwrap(),
-    );
+    let runtime = Arc::new(support::on_demand_runtime());
     let frontend: Arc<dyn FrontendApi> = Arc::new(Frontend::new(
         store.clone(),
         clock.clone(),
@@ -275,18 +256,7 @@ async fn a_hand_out_holds_what_one_message_carries() {
         max_payload: waft_core::ByteSize::mib(6),
         ..LambdaConfig::default()
     };
-    setup
-        .store
-        .lambda_deploy(LambdaDeploy {
-            name: "bulk".into(),
-            digest: "d".into(),
-            component: vec![],
-            artifact: None,
-            config,
-            now: SystemClock.now(),
-        })
-        .await
-        .unwrap();
+    support::store_lambda(&*setup.store, "bulk", config).await;
     insert_of(&setup, "bulk", 4, 0).await;
     // Asking for it makes the controller poll its queue.
     let first = setup.controller.next_work(NextWork {

@@ -8,6 +8,8 @@
 //! deployed after it started, at once. The real Frontend, HSC and Executor
 //! run over a SQLite file with the samples.
 
+mod support;
+
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -21,7 +23,7 @@ use waft_services::{
     Clock, ControllerApi, Executor, ExecutorConfig, Frontend, FrontendApi, Hsc, HscApi, NextWork,
     ServiceResult, SystemClock, Wake,
 };
-use waft_store::{ClaimedTask, NewTask, SqliteStore, TaskEnqueueReady, TaskInsertMany, TaskStore};
+use waft_store::{ClaimedTask, NewTask, TaskEnqueueReady, TaskInsertMany, TaskStore};
 
 /// Enqueues whatever is due when asked, and claims what the executor has
 /// room for (keeping the rest for a later ask); waits a little when there
@@ -83,11 +85,7 @@ struct Installation {
 impl Installation {
     async fn new() -> Self {
         let dir = tempfile::TempDir::new().unwrap();
-        let store: Arc<dyn TaskStore> = Arc::new(
-            SqliteStore::open(&dir.path().join("waft.db"))
-                .await
-                .unwrap(),
-        );
+        let store = support::sqlite_store(&dir).await;
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let key = Arc::new(SecretKey::read_or_create(&dir.path().join("secrets.key")).unwrap());
         let frontend = Arc::new(
@@ -290,7 +288,7 @@ async fn a_tampered_artifact_is_refused_and_the_component_compiled() {
         .await
         .unwrap();
     // Someone with the database's password rewrites the compiled code.
-    let database = installation.dir.path().join("waft.db");
+    let database = installation.dir.path().join(support::DATABASE);
     let pool = sqlx_sqlite(&database).await;
     sqlx::query("UPDATE artifacts SET bytes = zeroblob(length(bytes)) WHERE digest = $1")
         .bind(&lambda.digest)

@@ -6,20 +6,21 @@
 //! cut off from its HSC stops a lambda at the fence, its HTTP request with
 //! it. The real Frontend and HSC run over a SQLite file with the samples.
 
+mod support;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use support::{EagerController, Installation};
 use tokio_util::sync::CancellationToken;
 use waft_core::model::{Heartbeat, Refusal, TaskResult};
 use waft_core::{LambdaConfig, TaskStatus};
-use waft_runtime::{Allocator, Runtime, RuntimeConfig};
 use waft_services::{
-    Clock, ControllerApi, Executor, ExecutorConfig, Frontend, FrontendApi, HeartbeatConfig, Hsc,
-    HscApi, NextWork, ServiceResult, SystemClock, Wake,
+    ControllerApi, ExecutorConfig, HeartbeatConfig, Hsc, HscApi, NextWork, ServiceResult,
 };
-use waft_store::{ClaimedTask, NewTask, SqliteStore, TaskEnqueueReady, TaskInsertMany, TaskStore};
+use waft_store::{ClaimedTask, TaskStore};
 
 /// Claims the one queued task as soon as it is asked, and answers `delay`
 /// later; empty-handed after that.
@@ -37,20 +38,7 @@ impl ControllerApi for LateController {
             tokio::time::sleep(request.wait).await;
             return Ok(Vec::new());
         }
-        let report = self
-            .store
-            .task_enqueue_ready(TaskEnqueueReady {
-                now: SystemClock.now(),
-                limit: 1,
-                enqueue_timeout: Duration::from_secs(60),
-            })
-            .await
-            .unwrap();
-        let claims = report
-            .enqueued
-            .into_iter()
-            .map(|task| (task.id, task.enqueue_token))
-            .collect();
+        let claims = support::enqueue_ready(&*self.store, 1).await.unwrap();
         let claimed = self.hsc.task_claim_many(claims).await?;
         tokio::time::sleep(self.delay).await;
         Ok(claimed.into_iter().filter_map(Result::ok).collect())
@@ -70,107 +58,14 @@ fn heartbeat() -> HeartbeatConfig {
     }
 }
 
-/// A SQLite store with the real Frontend over it, one lambda deployed.
-struct Installation {
-    _dir: tempfile::TempDir,
-    store: Arc<dyn TaskStore>,
-    clock: Arc<dyn Clock>,
-    runtime: Arc<Runtime>,
-    frontend: Arc<Frontend>,
-}
-
-impl Installation {
-    /// `lambda`, the sample at `wasm`, deployed with `config`.
-    async fn with(lambda: &str, wasm: &str, config: LambdaConfig) -> Self {
-        let dir = tempfile::TempDir::new().unwrap();
-        let store: Arc<dyn TaskStore> = Arc::new(
-            SqliteStore::open(&dir.path().join("waft.db"))
-                .await
-                .unwrap(),
-        );
-        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-        let runtime = Arc::new(
-            Runtime::new(RuntimeConfig {
-                allocator: Allocator::OnDemand,
-                ..RuntimeConfig::default()
-            })
-            .unwrap(),
-        );
-        let frontend = Arc::new(Frontend::new(
-            store.clone(),
-            clock.clone(),
-            runtime.clone(),
-            Arc::new(Wake::default()),
-        ));
-        frontend
-            .lambda_deploy(lambda, std::fs::read(wasm).unwrap(), config)
-            .await
-            .unwrap();
-        Self {
-            _dir: dir,
-            store,
-            clock,
-            runtime,
-            frontend,
-        }
-    }
-
-    /// Stores one task of `lambda` per payload, due now; their ids.
-    async fn insert(&self, lambda: &str, payloads: Vec<Vec<u8>>) -> Vec<String> {
-        let tasks = payloads
-            .into_iter()
-            .map(|payload| NewTask {
-                lambda: lambda.into(),
-                payload,
-                ..NewTask::default()
-            })
-            .collect();
-        self.store
-            .task_insert_many(TaskInsertMany {
-                tasks,
-                now: self.clock.now(),
-            })
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|task| task.id)
-            .collect()
-    }
-
-    fn hsc(&self) -> Arc<Hsc> {
-        Arc::new(Hsc::new(
-            self.store.clone(),
-            self.clock.clone(),
-            heartbeat(),
-        ))
-    }
-
-    /// Starts an executor running up to `max_tasks` at once; cancel the
-    /// token to stop it.
-    fn start_executor(
-        &self,
-        controller: Arc<dyn ControllerApi>,
-        hsc: Arc<dyn HscApi>,
-        max_tasks: usize,
-    ) -> (CancellationToken, tokio::task::JoinHandle<()>) {
-        let executor = Executor::new(
-            self.runtime.clone(),
-            controller,
-            hsc,
-            self.frontend.clone(),
-            ExecutorConfig {
-                heartbeat: heartbeat(),
-                max_tasks,
-                next_work_wait: Duration::from_millis(100),
-                refresh: Duration::from_millis(100),
-                ..ExecutorConfig::default()
-            },
-            None,
-        )
-        .unwrap();
-        let stop = CancellationToken::new();
-        let running = tokio::spawn(executor.run(stop.clone().cancelled_owned()));
-        (stop, running)
+/// What these tests start an executor with: up to `max_tasks` at once.
+fn executor_config(max_tasks: usize) -> ExecutorConfig {
+    ExecutorConfig {
+        heartbeat: heartbeat(),
+        max_tasks,
+        next_work_wait: Duration::from_millis(100),
+        refresh: Duration::from_millis(100),
+        ..ExecutorConfig::default()
     }
 }
 
@@ -195,7 +90,7 @@ impl HandedOut {
             .insert(lambda, vec![Vec::new()])
             .await
             .remove(0);
-        let hsc = installation.hsc();
+        let hsc = installation.hsc(heartbeat());
         let controller = Arc::new(LateController {
             store: installation.store.clone(),
             hsc: hsc.clone(),
@@ -203,7 +98,8 @@ impl HandedOut {
             handed: AtomicBool::new(false),
         });
         let max_tasks = ExecutorConfig::default().max_tasks;
-        let (stop, running) = installation.start_executor(controller, hsc, max_tasks);
+        let (stop, running) =
+            installation.start_executor(controller, hsc, executor_config(max_tasks));
         Self {
             installation,
             id,
@@ -344,7 +240,7 @@ async fn a_lambda_cut_off_from_the_hsc_loses_its_request_at_the_fence() {
         .insert("webhook", vec![payload.to_string().into_bytes()])
         .await
         .remove(0);
-    let real = installation.hsc();
+    let real = installation.hsc(heartbeat());
     let hsc = Arc::new(Severable {
         hsc: real.clone(),
         cut: AtomicBool::new(false),
@@ -356,7 +252,8 @@ async fn a_lambda_cut_off_from_the_hsc_loses_its_request_at_the_fence() {
         handed: AtomicBool::new(false),
     });
     let max_tasks = ExecutorConfig::default().max_tasks;
-    let (stop, running) = installation.start_executor(controller, hsc.clone(), max_tasks);
+    let (stop, running) =
+        installation.start_executor(controller, hsc.clone(), executor_config(max_tasks));
 
     let deadline = Instant::now() + WITHIN;
     while server.requests().is_empty() {
@@ -414,38 +311,6 @@ async fn a_lambda_cut_off_from_the_hsc_loses_its_request_at_the_fence() {
     let _ = tokio::time::timeout(Duration::from_secs(5), running).await;
 }
 
-/// Hands out every due task it can claim, up to what the executor asks for.
-struct EagerController {
-    store: Arc<dyn TaskStore>,
-    hsc: Arc<Hsc>,
-}
-
-#[async_trait]
-impl ControllerApi for EagerController {
-    async fn next_work(&self, request: NextWork) -> ServiceResult<Vec<ClaimedTask>> {
-        let report = self
-            .store
-            .task_enqueue_ready(TaskEnqueueReady {
-                now: SystemClock.now(),
-                limit: request.max_tasks,
-                enqueue_timeout: Duration::from_secs(60),
-            })
-            .await
-            .unwrap();
-        if report.enqueued.is_empty() {
-            tokio::time::sleep(request.wait.min(Duration::from_millis(50))).await;
-            return Ok(Vec::new());
-        }
-        let claims = report
-            .enqueued
-            .into_iter()
-            .map(|task| (task.id, task.enqueue_token))
-            .collect();
-        let claimed = self.hsc.task_claim_many(claims).await?;
-        Ok(claimed.into_iter().filter_map(Result::ok).collect())
-    }
-}
-
 /// Counts the HSC's heartbeat calls and the beats they carry.
 struct CountingHsc {
     hsc: Arc<Hsc>,
@@ -491,7 +356,7 @@ async fn running_tasks_share_their_heartbeat_calls() {
     installation
         .insert("sleepy", vec![payload.into_bytes(); 200])
         .await;
-    let real = installation.hsc();
+    let real = installation.hsc(heartbeat());
     let hsc = Arc::new(CountingHsc {
         hsc: real.clone(),
         calls: std::sync::atomic::AtomicUsize::new(0),
@@ -501,7 +366,8 @@ async fn running_tasks_share_their_heartbeat_calls() {
         store: installation.store.clone(),
         hsc: real,
     });
-    let (stop, running) = installation.start_executor(controller, hsc.clone(), 200);
+    let (stop, running) =
+        installation.start_executor(controller, hsc.clone(), executor_config(200));
     let store = &installation.store;
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {

@@ -5,16 +5,16 @@
 //! anyone who may read the task, so a secret in it must never be kept in
 //! clear.
 
+mod support;
+
 use std::sync::Arc;
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::UNIX_EPOCH;
 
 use waft_core::model::Heartbeat;
 use waft_core::{LambdaConfig, Limits};
-use waft_runtime::{
-    Allocator, KillSwitch, Outcome, RecordingHost, Runtime, RuntimeConfig, Sandbox, TaskInput,
-};
+use waft_runtime::{KillSwitch, Outcome, RecordingHost, Sandbox, TaskInput};
 use waft_services::{Clock, HeartbeatConfig, Hsc, HscApi, SystemClock};
-use waft_store::{LambdaDeploy, NewTask, SqliteStore, TaskEnqueueReady, TaskInsertMany, TaskStore};
+use waft_store::{NewTask, TaskInsertMany};
 
 /// What the lambda's secret is set to; never to be read back in clear.
 const SECRET: &str = "s3cr3t-notes-do-not-leak";
@@ -23,11 +23,7 @@ const HUGE: usize = 17 << 20;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_huge_note_reaches_the_host_short_and_without_its_secret() {
-    let runtime = Runtime::new(RuntimeConfig {
-        allocator: Allocator::OnDemand,
-        ..RuntimeConfig::default()
-    })
-    .unwrap();
+    let runtime = support::on_demand_runtime();
     let greedy = std::fs::read(waft_sample_artifacts::GREEDY).unwrap();
     let lambda = runtime.prepare(&greedy).await.unwrap();
     let sandbox = Sandbox {
@@ -69,23 +65,9 @@ async fn a_huge_note_reaches_the_host_short_and_without_its_secret() {
 #[tokio::test]
 async fn the_hsc_stores_no_huge_note() {
     let dir = tempfile::TempDir::new().unwrap();
-    let store: Arc<dyn TaskStore> = Arc::new(
-        SqliteStore::open(&dir.path().join("waft.db"))
-            .await
-            .unwrap(),
-    );
+    let store = support::sqlite_store(&dir).await;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    store
-        .lambda_deploy(LambdaDeploy {
-            name: "noter".into(),
-            digest: "d".into(),
-            component: Vec::new(),
-            artifact: None,
-            config: LambdaConfig::default(),
-            now: clock.now(),
-        })
-        .await
-        .unwrap();
+    support::store_lambda(&*store, "noter", LambdaConfig::default()).await;
     store
         .task_insert_many(TaskInsertMany {
             tasks: vec![NewTask {
@@ -96,19 +78,10 @@ async fn the_hsc_stores_no_huge_note() {
         })
         .await
         .unwrap();
-    let enqueued = store
-        .task_enqueue_ready(TaskEnqueueReady {
-            now: clock.now(),
-            limit: 1,
-            enqueue_timeout: Duration::from_secs(60),
-        })
-        .await
-        .unwrap()
-        .enqueued
-        .remove(0);
+    let claims = support::enqueue_ready(&*store, 1).await.unwrap();
     let hsc = Hsc::new(store.clone(), clock, HeartbeatConfig::default());
     let claimed = hsc
-        .task_claim_many(vec![(enqueued.id.clone(), enqueued.enqueue_token)])
+        .task_claim_many(claims)
         .await
         .unwrap()
         .remove(0)

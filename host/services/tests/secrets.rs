@@ -1,28 +1,19 @@
 //! The Frontend's side of secrets: refused input, and nothing in clear
 //! past it — the store holds sealed bytes that open only with the key.
 
+mod support;
+
 use std::sync::Arc;
 
 use waft_core::LambdaConfig;
-use waft_runtime::{Allocator, Runtime, RuntimeConfig};
 use waft_services::secrets::SecretKey;
 use waft_services::{Frontend, FrontendApi, ServiceError, SystemClock, Wake};
-use waft_store::{SqliteStore, TaskStore};
+use waft_store::TaskStore;
 
 async fn start(key: Option<Arc<SecretKey>>) -> (Frontend, Arc<dyn TaskStore>, tempfile::TempDir) {
     let dir = tempfile::TempDir::new().unwrap();
-    let store: Arc<dyn TaskStore> = Arc::new(
-        SqliteStore::open(&dir.path().join("waft.db"))
-            .await
-            .unwrap(),
-    );
-    let runtime = Arc::new(
-        Runtime::new(RuntimeConfig {
-            allocator: Allocator::OnDemand,
-            ..RuntimeConfig::default()
-        })
-        .unwrap(),
-    );
+    let store = support::sqlite_store(&dir).await;
+    let runtime = Arc::new(support::on_demand_runtime());
     let frontend = Frontend::new(
         store.clone(),
         Arc::new(SystemClock),

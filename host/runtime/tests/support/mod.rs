@@ -1,0 +1,104 @@
+//! Set-up shared by the tests of Waft's runtime:
+//!
+//! - [`on_demand_runtime`]: the runtime the Frontend deploys with;
+//! - [`lambda_around`]: a lambda built around a hand-written core module;
+//! - [`prepare`], [`task`] and [`run`]: a sample prepared and run on one
+//!   task, its host calls recorded;
+//! - [`output`] and [`refused_on_a_limit`]: what a run answered, and why a
+//!   deploy was refused.
+
+// Each test binary includes this module and uses only some of it.
+#![allow(dead_code)]
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use serde_json::Value;
+use waft_core::Limits;
+use waft_runtime::{
+    Allocator, Execution, KillSwitch, LoadError, Outcome, PreparedLambda, RecordingHost, Runtime,
+    RuntimeConfig, Sandbox, TaskInput,
+};
+
+/// What the Frontend deploys with: no pool, instances allocated on demand.
+pub fn on_demand_runtime() -> Runtime {
+    Runtime::new(RuntimeConfig {
+        allocator: Allocator::OnDemand,
+        ..RuntimeConfig::default()
+    })
+    .expect("runtime")
+}
+
+/// A component of the current `lambda` world around `core`, a core module
+/// in WAT that exports what the world's handler lowers to.
+pub fn lambda_around(core: &str) -> Vec<u8> {
+    use wit_component::{ComponentEncoder, StringEncoding, embed_component_metadata};
+    let mut resolve = wit_parser::Resolve::default();
+    let (package, _) = resolve
+        .push_path(concat!(env!("CARGO_MANIFEST_DIR"), "/../../wit"))
+        .expect("the WIT parses");
+    let world = resolve
+        .select_world(&[package], Some("lambda"))
+        .expect("the lambda world");
+    let mut module = wat::parse_str(core).expect("valid WAT");
+    embed_component_metadata(&mut module, &resolve, world, StringEncoding::UTF8)
+        .expect("metadata embeds");
+    ComponentEncoder::default()
+        .validate(true)
+        .module(&module)
+        .expect("the module fits the world")
+        .encode()
+        .expect("a component")
+}
+
+/// The sample at `path`, prepared by `runtime`.
+pub async fn prepare(runtime: &Runtime, path: &str) -> PreparedLambda {
+    let wasm = std::fs::read(path).expect("sample built");
+    runtime.prepare(&wasm).await.expect("sample prepares")
+}
+
+/// Task `id` of `lambda`, its first attempt, due now, with `payload` as
+/// JSON.
+pub fn task(id: &str, lambda: &str, payload: &Value) -> TaskInput {
+    TaskInput {
+        id: id.into(),
+        lambda: lambda.into(),
+        collection: "default".into(),
+        priority: 0,
+        attempt: 1,
+        scheduled_at: SystemTime::now(),
+        payload: payload.to_string().into_bytes(),
+    }
+}
+
+/// Runs `input` on `lambda` within `limits`, its host calls recorded.
+pub async fn run(lambda: &PreparedLambda, input: TaskInput, limits: Limits) -> Execution {
+    lambda
+        .run(
+            input,
+            &Sandbox::from(limits),
+            Arc::new(RecordingHost::default()),
+            &KillSwitch::new(),
+        )
+        .await
+}
+
+/// The JSON a successful run answered, or a failure naming the outcome.
+pub fn output(execution: &Execution) -> Value {
+    match &execution.outcome {
+        Outcome::Success {
+            output: Some(bytes),
+        } => serde_json::from_slice(bytes).unwrap(),
+        other => panic!("expected success, got {other:?}; log {:?}", execution.log),
+    }
+}
+
+/// The detail of a deploy refused on a limit, or a failure naming the
+/// result.
+pub fn refused_on_a_limit(prepared: Result<PreparedLambda, LoadError>) -> String {
+    match prepared {
+        Err(error @ LoadError::LimitExceeded { .. }) => error.to_string(),
+        Err(other) => panic!("expected a refusal on a limit, got: {other}"),
+        Ok(_) => panic!("a component over its limits was accepted"),
+    }
+}
