@@ -86,68 +86,11 @@ pub async fn serve(
     roles: Roles,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServeError> {
-    let (health, health_service) = tonic_health::server::health_reporter();
-    // Both versions of reflection: `grpcurl` asks for v1 first, while
-    // Python's `grpcio-reflection` and older generic clients know v1alpha only.
-    let reflection = || {
-        tonic_reflection::server::Builder::configure()
-            .register_encoded_file_descriptor_set(proto::FILE_DESCRIPTOR_SET)
-            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-    };
-    let reflection_v1 = reflection().build_v1()?;
-    let reflection_v1alpha = reflection().build_v1alpha()?;
-    let frontend = match roles.frontend {
-        Some(role) => {
-            health
-                .set_serving::<FrontendServer<FrontendService>>()
-                .await;
-            Some(
-                FrontendServer::new(FrontendService(role))
-                    .max_decoding_message_size(MAX_FRONTEND_REQUEST),
-            )
-        }
-        None => None,
-    };
-    let controller = match roles.controller {
-        Some(role) => {
-            health
-                .set_serving::<ControllerServer<ControllerService>>()
-                .await;
-            Some(
-                ControllerServer::new(ControllerService(role))
-                    .max_decoding_message_size(MAX_INTERNAL_REQUEST)
-                    .max_encoding_message_size(MAX_INTERNAL_REQUEST),
-            )
-        }
-        None => None,
-    };
-    let hsc = match roles.hsc {
-        Some(role) => {
-            health.set_serving::<HscServer<HscService>>().await;
-            Some(
-                HscServer::new(HscService(role))
-                    .max_decoding_message_size(MAX_INTERNAL_REQUEST)
-                    .max_encoding_message_size(MAX_INTERNAL_REQUEST),
-            )
-        }
-        None => None,
-    };
-    let mut routes = Routes::default()
-        .add_service(health_service)
-        .add_service(reflection_v1)
-        .add_service(reflection_v1alpha);
-    let page = frontend
+    let page = roles
+        .frontend
         .is_some()
         .then(|| waft_dashboard::routes(proto::FILE_DESCRIPTOR_SET));
-    if let Some(frontend) = frontend {
-        routes = routes.add_service(frontend);
-    }
-    if let Some(controller) = controller {
-        routes = routes.add_service(controller);
-    }
-    if let Some(hsc) = hsc {
-        routes = routes.add_service(hsc);
-    }
+    let routes = routes(roles.frontend, roles.controller, roles.hsc).await?;
     let hosts = HostLayer::new(
         roles.allowed_hosts,
         listener.local_addr().ok().map(|a| a.ip()),
@@ -174,4 +117,53 @@ pub async fn serve(
         .serve_with_incoming_shutdown(incoming, shutdown)
         .await?;
     Ok(())
+}
+
+/// Health, both versions of reflection, and the roles' services, each
+/// reported serving to health checks.
+async fn routes(
+    frontend: Option<Arc<dyn FrontendApi>>,
+    controller: Option<Arc<dyn ControllerApi>>,
+    hsc: Option<Arc<dyn HscApi>>,
+) -> Result<Routes, ServeError> {
+    let (health, health_service) = tonic_health::server::health_reporter();
+    // Both versions of reflection: `grpcurl` asks for v1 first, while
+    // Python's `grpcio-reflection` and older generic clients know v1alpha only.
+    let reflection = || {
+        tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(proto::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+    };
+    let mut routes = Routes::default()
+        .add_service(health_service)
+        .add_service(reflection().build_v1()?)
+        .add_service(reflection().build_v1alpha()?);
+    if let Some(role) = frontend {
+        health
+            .set_serving::<FrontendServer<FrontendService>>()
+            .await;
+        routes = routes.add_service(
+            FrontendServer::new(FrontendService(role))
+                .max_decoding_message_size(MAX_FRONTEND_REQUEST),
+        );
+    }
+    if let Some(role) = controller {
+        health
+            .set_serving::<ControllerServer<ControllerService>>()
+            .await;
+        routes = routes.add_service(
+            ControllerServer::new(ControllerService(role))
+                .max_decoding_message_size(MAX_INTERNAL_REQUEST)
+                .max_encoding_message_size(MAX_INTERNAL_REQUEST),
+        );
+    }
+    if let Some(role) = hsc {
+        health.set_serving::<HscServer<HscService>>().await;
+        routes = routes.add_service(
+            HscServer::new(HscService(role))
+                .max_decoding_message_size(MAX_INTERNAL_REQUEST)
+                .max_encoding_message_size(MAX_INTERNAL_REQUEST),
+        );
+    }
+    Ok(routes)
 }
