@@ -38,6 +38,11 @@ use waft_sample_artifacts as samples;
 use waft_services::{FrontendApi, RunAt, TaskRequest};
 use waft_store::{AttemptOutcome, Task, TaskList};
 
+/// One test at a time: each measures a process's memory and its
+/// well-behaved lambda's attempts, which the others' clusters, on the same
+/// cores, would only blur.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 const TRICKLE: usize = 100;
 const TRICKLE_EVERY: Duration = Duration::from_millis(30);
 const BURST: usize = 2_000;
@@ -161,6 +166,7 @@ pub(crate) fn memory(pid: u32) -> (u64, u64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_lambdas_in_volume_leave_a_well_behaved_one_within_bounds() {
+    let _alone = ONE_AT_A_TIME.lock().await;
     let mut cluster = Cluster::dev().await;
     let pid = cluster.process("dev").pid().expect("waft dev runs");
     cluster
@@ -267,11 +273,13 @@ async fn hostile_lambdas_in_volume_leave_a_well_behaved_one_within_bounds() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dev_greedy_lambdas_stay_within_their_budgets() {
+    let _alone = ONE_AT_A_TIME.lock().await;
     budgets::budgets(Cluster::dev().await, "dev").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn distributed_greedy_lambdas_stay_within_their_budgets() {
+    let _alone = ONE_AT_A_TIME.lock().await;
     let Some(cluster) = Cluster::distributed(1).await else {
         eprintln!("skipped: PostgreSQL or the SQS server is unavailable (see tests/README.md)");
         return;
