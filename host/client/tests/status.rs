@@ -125,6 +125,9 @@ async fn an_answer_over_the_limit_is_too_large() {
 
 #[tokio::test]
 async fn a_plaintext_call_to_a_tls_port_asks_about_tls() {
+    // The workspace's builds may enable more than one rustls provider, and
+    // a TLS server then needs one chosen, as `waft` chooses it.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let issued = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned()]).unwrap();
     let identity = Identity::from_pem(issued.cert.pem(), issued.signing_key.serialize_pem());
     let address = serve(0, Some(identity)).await;
