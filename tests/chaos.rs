@@ -55,6 +55,7 @@ use sqlx::{PgPool, Row};
 use support::proxy::Link;
 use support::{Cluster, Layout, Run};
 use waft_api::FrontendClient;
+use waft_core::machine;
 use waft_queue::{QueueKey, SqsQueue, TaskQueue};
 use waft_sample_artifacts as samples;
 use waft_services::{FrontendApi, RunAt, TaskRequest};
@@ -295,10 +296,12 @@ async fn schedule_all(
 /// Tasks of the soak not yet ended, per the store; `None` while the store
 /// cannot answer (Postgres is down).
 async fn unfinished(pool: &PgPool) -> Option<i64> {
-    sqlx::query_scalar(
+    let statement = format!(
         "SELECT count(*) FROM tasks WHERE lambda = 'sleepy' \
-         AND status NOT IN ('success', 'fatal_failure', 'dead', 'dropped', 'cancelled')",
-    )
+         AND status IN {}",
+        machine::UNFINISHED.sql()
+    );
+    sqlx::query_scalar(&statement)
     .fetch_one(pool)
     .await
     .ok()

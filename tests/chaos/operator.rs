@@ -26,6 +26,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use sqlx::{PgPool, Row};
 use waft_api::FrontendClient;
+use waft_core::machine;
 use waft_sample_artifacts as samples;
 use waft_services::{FrontendApi, RunAt, TaskRequest};
 use waft_store::{DeadSelector, GateState};
@@ -215,10 +216,12 @@ impl Operator {
 
     /// Operator tasks not yet ended; `None` while the store cannot answer.
     pub async fn unfinished(pool: &PgPool) -> Option<i64> {
-        sqlx::query_scalar(
+        let statement = format!(
             "SELECT count(*) FROM tasks WHERE lambda IN ('gated', 'doomed', 'flaky') \
-             AND status NOT IN ('success', 'fatal_failure', 'dead', 'dropped', 'cancelled')",
-        )
+             AND status IN {}",
+            machine::UNFINISHED.sql()
+        );
+        sqlx::query_scalar(&statement)
         .fetch_one(pool)
         .await
         .ok()

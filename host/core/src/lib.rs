@@ -2,7 +2,8 @@
 //!
 //! Types every part of the platform agrees on and that carry no dependency on
 //! a backend: the limits a lambda runs under and the units people write them
-//! in, the model of tasks, lambdas, gates and schedules ([`model`]), and what
+//! in, the model of tasks, lambdas, gates and schedules ([`model`]) and the
+//! task state table ([`machine`]), and what
 //! each role offers the others ([`roles`], answering [`ServiceError`]). Each
 //! part builds its own machinery (store, queues, runtime, services) over
 //! these, and a client needs nothing else (`waft-client`).
@@ -13,6 +14,7 @@ pub mod error;
 pub mod grants;
 pub mod lambda;
 pub mod limits;
+pub mod machine;
 pub mod model;
 pub mod roles;
 pub mod task;

@@ -1,8 +1,9 @@
 //! Tasks: ids, states, names.
 //!
-//! The state machine is ATF's (see the design notes): every state but the
-//! terminal ones carries a trigger time at which the Store Consumer looks at
-//! the task again, so no task can be forgotten.
+//! The state machine is ATF's (see the design notes), and its table is
+//! [`crate::machine`]: every state but the ended ones carries a trigger time
+//! at which the Store Consumer looks at the task again, so no task can be
+//! forgotten.
 
 use std::fmt;
 use std::str::FromStr;
@@ -48,6 +49,10 @@ impl TaskStatus {
         TaskStatus::Cancelled,
     ];
 
+    /// Every status's name, for messages (a test holds it to [`Self::ALL`]).
+    pub const NAMES: &str = "one of new, enqueued, claimed, processing, retriable_failure, \
+                             success, fatal_failure, dead, dropped, cancelled";
+
     /// The status's name as stored and shown.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -64,21 +69,27 @@ impl TaskStatus {
         }
     }
 
-    /// Whether the task's life is over (ATF's `completed` assoc status).
-    pub fn is_terminal(self) -> bool {
-        // Every state named: a new one must be placed on one side.
+    /// The status's place in [`TaskStatus::ALL`].
+    pub const fn index(self) -> usize {
         match self {
-            TaskStatus::New
-            | TaskStatus::Enqueued
-            | TaskStatus::Claimed
-            | TaskStatus::Processing
-            | TaskStatus::RetriableFailure => false,
-            TaskStatus::Success
-            | TaskStatus::FatalFailure
-            | TaskStatus::Dead
-            | TaskStatus::Dropped
-            | TaskStatus::Cancelled => true,
+            TaskStatus::New => 0,
+            TaskStatus::Enqueued => 1,
+            TaskStatus::Claimed => 2,
+            TaskStatus::Processing => 3,
+            TaskStatus::RetriableFailure => 4,
+            TaskStatus::Success => 5,
+            TaskStatus::FatalFailure => 6,
+            TaskStatus::Dead => 7,
+            TaskStatus::Dropped => 8,
+            TaskStatus::Cancelled => 9,
         }
+    }
+
+    /// Whether the task's life is over (ATF's `completed` assoc status):
+    /// [`machine::ENDED`](crate::machine::ENDED), which the state table
+    /// defines.
+    pub const fn is_terminal(self) -> bool {
+        crate::machine::ENDED.contains(self)
     }
 }
 
@@ -98,8 +109,7 @@ impl FromStr for TaskStatus {
             .ok_or_else(|| NameError {
                 what: "task status",
                 name: s.to_owned(),
-                rule: "one of new, enqueued, claimed, processing, retriable_failure, success, \
-                       fatal_failure, dead, dropped, cancelled",
+                rule: TaskStatus::NAMES,
             })
     }
 }
@@ -176,6 +186,11 @@ mod tests {
             assert_eq!(status.as_str().parse::<TaskStatus>().unwrap(), status);
         }
         assert!("done".parse::<TaskStatus>().is_err());
+        for (index, status) in TaskStatus::ALL.into_iter().enumerate() {
+            assert_eq!(status.index(), index);
+        }
+        let names: Vec<&str> = TaskStatus::ALL.iter().map(|s| s.as_str()).collect();
+        assert_eq!(TaskStatus::NAMES, format!("one of {}", names.join(", ")));
     }
 
     #[test]

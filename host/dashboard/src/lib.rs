@@ -58,3 +58,21 @@ fn asset(content_type: &'static str, body: &'static [u8]) -> Response {
     )
         .into_response()
 }
+
+#[cfg(test)]
+mod tests {
+    use waft_core::machine::ENDED;
+
+    /// The page's list of ended states is the state table's.
+    #[test]
+    fn the_page_knows_the_ended_states() {
+        let api = include_str!("../web/src/api.js");
+        let line = api
+            .lines()
+            .find_map(|line| line.strip_prefix("export const ENDED = "))
+            .expect("web/src/api.js exports ENDED");
+        let names: Vec<&str> = line.split('"').skip(1).step_by(2).collect();
+        let ended: Vec<&str> = ENDED.iter().map(|s| s.as_str()).collect();
+        assert_eq!(names, ended);
+    }
+}

@@ -70,6 +70,13 @@ export function describe(error) {
   return `${words}: ${refusal.rawMessage}`;
 }
 
+/**
+ * The task states that end a task: no trigger is left, so the page stops
+ * offering cancel. The state table's set of that name (waft_core::machine::ENDED),
+ * in its order; a test of the dashboard crate holds it to it.
+ */
+export const ENDED = ["success", "fatal_failure", "dead", "dropped", "cancelled"];
+
 /** The short name of an enum value: TASK_STATUS_RETRIABLE_FAILURE → retriable_failure. */
 export function enumName(enumType, number) {
   const desc = registry.getEnum(`waft.v1.${enumType}`);

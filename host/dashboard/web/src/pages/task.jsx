@@ -2,7 +2,7 @@
 // ended attempt with its outcome, error and log, its children as a tree,
 // and cancel (or redrive, when dead).
 import { useState } from "preact/hooks";
-import { bytesText, call, enumName, num, time } from "../api.js";
+import { ENDED, bytesText, call, enumName, num, time } from "../api.js";
 import { Done, Empty, Failure, Status, useAction, useData } from "../ui.jsx";
 
 const TIMELINE = [
@@ -27,7 +27,7 @@ export function TaskPage({ id }) {
   if (!data) return <><h1>Task <span class="mono">{id}</span></h1><Failure error={error} /></>;
   const { task, attempts } = data;
   const status = enumName("TaskStatus", task.status);
-  const ended = ["success", "fatal_failure", "dead", "dropped", "cancelled"].includes(status);
+  const ended = ENDED.includes(status);
   const moments = TIMELINE.filter(([field]) => task[field] !== undefined)
     .map(([field, label]) => ({ label, at: num(task[field]) }))
     .sort((a, b) => a.at - b.at);
