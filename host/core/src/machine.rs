@@ -49,6 +49,9 @@ pub enum Operation {
     Hold,
     /// The gate holding the task opened: it is due again at its due time.
     Release,
+    /// A drop gate closed over the held task: it is due at once, for the
+    /// next poll to drop.
+    ReleaseToDrop,
     /// A drop gate covers the due task.
     Drop,
     /// A client cancelled the task.
@@ -71,10 +74,10 @@ pub enum Target {
 /// When the Store Consumer looks at the task next (its `next_trigger_at`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Trigger {
-    /// When the task is due: the time its client asked for, kept through a
-    /// hold.
+    /// When the task is due: the time its client asked for (a redrive's:
+    /// the redrive), kept through a hold.
     Due,
-    /// At once.
+    /// At once, its due time kept.
     Now,
     /// After the enqueue timeout: the queue may have lost the message.
     EnqueueTimeout,
@@ -143,35 +146,42 @@ const fn row(
     }
 }
 
-const HELD_LEASE: StatusSet = StatusSet::of(&[Claimed, Processing]);
-const DUE_STATES: StatusSet = StatusSet::of(&[New, RetriableFailure, Enqueued]);
-const ANY_UNFINISHED: StatusSet = DUE_STATES.union(HELD_LEASE);
+const LEASED: StatusSet = StatusSet::of(&[Claimed, Processing]);
+const DUE: StatusSet = StatusSet::of(&[New, Enqueued, RetriableFailure]);
+const OPEN: StatusSet = DUE.union(LEASED);
+const HELD: StatusSet = StatusSet::of(&[New, RetriableFailure]);
 
 /// The state table. Guards that are not states (the enqueue token of a
 /// claim, the gates, the attempts left) are the store's; the table says
 /// which states each operation may meet.
-pub const TRANSITIONS: [Transition; 15] = {
+#[rustfmt::skip]
+pub const TRANSITIONS: [Transition; 16] = {
     use Attempts as A;
     use Lease as L;
     use Operation as O;
     use Target::*;
     use Trigger as T;
+    const NOTHING: StatusSet = StatusSet::EMPTY;
+    const ENQUEUED: StatusSet = StatusSet::of(&[Enqueued]);
+    const DEAD: StatusSet = StatusSet::of(&[Dead]);
     [
-        row(O::Insert, StatusSet::EMPTY, To(New), T::Due, L::Keep, A::Reset),
-        row(O::Enqueue, DUE_STATES, To(Enqueued), T::EnqueueTimeout, L::Keep, A::Keep),
-        row(O::Claim, StatusSet::of(&[Enqueued]), To(Claimed), T::ClaimTimeout, L::Take, A::Next),
-        row(O::Heartbeat, HELD_LEASE, To(Processing), T::HeartbeatTimeout, L::Fenced, A::Keep),
-        row(O::Succeed, HELD_LEASE, To(Success), T::Never, L::Fenced, A::Keep),
-        row(O::Retry, HELD_LEASE, To(RetriableFailure), T::Backoff, L::Fenced, A::Keep),
-        row(O::Exhaust, HELD_LEASE, To(Dead), T::Never, L::Fenced, A::Keep),
-        row(O::Fail, HELD_LEASE, To(FatalFailure), T::Never, L::Fenced, A::Keep),
-        row(O::Expire, HELD_LEASE, To(Enqueued), T::EnqueueTimeout, L::Keep, A::Keep),
-        row(O::Bury, HELD_LEASE, To(Dead), T::Never, L::Keep, A::Keep),
-        row(O::Hold, ANY_UNFINISHED, Waiting, T::Gate, L::Keep, A::Keep),
-        row(O::Release, StatusSet::of(&[New, RetriableFailure]), Same, T::Due, L::Keep, A::Keep),
-        row(O::Drop, ANY_UNFINISHED, To(Dropped), T::Never, L::Keep, A::Keep),
-        row(O::Cancel, ANY_UNFINISHED, To(Cancelled), T::Never, L::Keep, A::Keep),
-        row(O::Redrive, StatusSet::of(&[Dead]), To(New), T::Now, L::Keep, A::Reset),
+        //  operation        from      to                    trigger              lease      attempts
+        row(O::Insert,       NOTHING,  To(New),              T::Due,              L::Keep,   A::Reset),
+        row(O::Enqueue,      DUE,      To(Enqueued),         T::EnqueueTimeout,   L::Keep,   A::Keep),
+        row(O::Claim,        ENQUEUED, To(Claimed),          T::ClaimTimeout,     L::Take,   A::Next),
+        row(O::Heartbeat,    LEASED,   To(Processing),       T::HeartbeatTimeout, L::Fenced, A::Keep),
+        row(O::Succeed,      LEASED,   To(Success),          T::Never,            L::Fenced, A::Keep),
+        row(O::Retry,        LEASED,   To(RetriableFailure), T::Backoff,          L::Fenced, A::Keep),
+        row(O::Exhaust,      LEASED,   To(Dead),             T::Never,            L::Fenced, A::Keep),
+        row(O::Fail,         LEASED,   To(FatalFailure),     T::Never,            L::Fenced, A::Keep),
+        row(O::Expire,       LEASED,   To(Enqueued),         T::EnqueueTimeout,   L::Keep,   A::Keep),
+        row(O::Bury,         LEASED,   To(Dead),             T::Never,            L::Keep,   A::Keep),
+        row(O::Hold,         OPEN,     Waiting,              T::Gate,             L::Keep,   A::Keep),
+        row(O::Release,      HELD,     Same,                 T::Due,              L::Keep,   A::Keep),
+        row(O::ReleaseToDrop,HELD,     Same,                 T::Now,              L::Keep,   A::Keep),
+        row(O::Drop,         OPEN,     To(Dropped),          T::Never,            L::Keep,   A::Keep),
+        row(O::Cancel,       OPEN,     To(Cancelled),        T::Never,            L::Keep,   A::Keep),
+        row(O::Redrive,      DEAD,     To(New),              T::Due,              L::Keep,   A::Reset),
     ]
 };
 
@@ -279,7 +289,9 @@ impl StatusSet {
 
     /// The states, in life order.
     pub fn iter(self) -> impl Iterator<Item = TaskStatus> {
-        TaskStatus::ALL.into_iter().filter(move |s| self.contains(*s))
+        TaskStatus::ALL
+            .into_iter()
+            .filter(move |s| self.contains(*s))
     }
 
     /// The states as an SQL list, `('new', 'enqueued')`, in life order.
@@ -335,7 +347,7 @@ pub const fn waiting(attempt: u32) -> TaskStatus {
 mod tests {
     use super::*;
 
-    const OPERATIONS: [Operation; 15] = [
+    const OPERATIONS: [Operation; 16] = [
         Operation::Insert,
         Operation::Enqueue,
         Operation::Claim,
@@ -348,6 +360,7 @@ mod tests {
         Operation::Bury,
         Operation::Hold,
         Operation::Release,
+        Operation::ReleaseToDrop,
         Operation::Drop,
         Operation::Cancel,
         Operation::Redrive,
@@ -371,6 +384,7 @@ mod tests {
                 | Operation::Bury
                 | Operation::Hold
                 | Operation::Release
+                | Operation::ReleaseToDrop
                 | Operation::Drop
                 | Operation::Cancel
                 | Operation::Redrive => {}
@@ -466,10 +480,7 @@ mod tests {
 
     #[test]
     fn sets_print_as_sql() {
-        assert_eq!(
-            RUNNING.sql(),
-            "('claimed', 'processing')"
-        );
+        assert_eq!(RUNNING.sql(), "('claimed', 'processing')");
         assert_eq!(format!("{RUNNING:?}"), "{Claimed, Processing}");
     }
 }

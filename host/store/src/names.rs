@@ -96,7 +96,9 @@ mod tests {
         }
         assert_eq!(
             statuses(status::NEXT_ATTEMPT),
-            [machine::waiting(0), machine::waiting(1)].into_iter().collect()
+            [machine::waiting(0), machine::waiting(1)]
+                .into_iter()
+                .collect()
         );
     }
 

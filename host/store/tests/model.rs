@@ -30,7 +30,7 @@ use reference::{
     MAX_ATTEMPTS, Model, PollAnswer, RedriveAnswer,
 };
 use sqlx::{Connection as _, Executor as _};
-use waft_core::{LambdaConfig, TaskStatus};
+use waft_core::{LambdaConfig, TaskStatus, machine};
 use waft_store::{
     Cron, CronMaterialize, DeadRedrive, DeadSelector, GateSet, GateState, Heartbeat, LambdaDeploy,
     Materialized, Millis, NewTask, PostgresStore, ResultOutcome, SqliteStore, StoreError,
@@ -434,7 +434,7 @@ impl Run<'_> {
             (Op::Result(_, _, ending), Input::Task(id, lease)) => {
                 Answer::Result(model.result(id, *lease, *ending, now))
             }
-            (Op::Cancel(_), Input::Task(id, _)) => Answer::Cancel(model.cancel(id)),
+            (Op::Cancel(_), Input::Task(id, _)) => Answer::Cancel(model.cancel(id, now)),
             (
                 Op::Gate {
                     lambda,
@@ -524,10 +524,7 @@ impl Run<'_> {
                 assert!(task.next_trigger_at.is_none() && !task.held, "{task:?}");
             } else if task.held {
                 assert!(task.next_trigger_at.is_none());
-                assert!(matches!(
-                    task.status,
-                    TaskStatus::New | TaskStatus::RetriableFailure
-                ));
+                assert_eq!(task.status, machine::waiting(task.attempt));
                 assert!(
                     gates.iter().any(|g| g.lambda == task.lambda
                         && g.collection.as_ref().is_none_or(|c| *c == task.collection)),

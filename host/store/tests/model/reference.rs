@@ -1,11 +1,18 @@
 //! A reference model of the store's state table, in plain Rust: what every
 //! `TaskStore` operation the model test drives must answer, and what it must
-//! leave behind. It is written from the state table (DESIGN.md and the
-//! store's docs), not from the SQL, so the two can disagree.
+//! leave behind. It is built on the state table itself
+//! ([`waft_core::machine`]): every change of a task's state goes through
+//! [`apply`], which takes the target, the trigger and the effects on the
+//! lease and the attempt count from the operation's row and fails when the
+//! row does not allow the state it starts from. What the table leaves to the
+//! store (gates, tokens, attempts left, which operation a call makes) is
+//! written here from DESIGN.md and the store's docs, not from the SQL, so the
+//! two can disagree.
 
 use std::collections::BTreeMap;
 
 use waft_core::TaskStatus;
+use waft_core::machine::{self, Attempts, Lease, Operation, Target, Trigger};
 use waft_store::{AttemptOutcome, GateState, Millis, Refusal};
 
 pub const ENQUEUE_TIMEOUT: Millis = 5_000;
@@ -92,45 +99,20 @@ impl Model {
     }
 
     pub fn insert(&mut self, id: String, lambda: &str, collection: &str, run_at: Millis) {
-        self.tasks.insert(
-            id,
-            ModelTask {
-                lambda: lambda.into(),
-                collection: collection.into(),
-                status: TaskStatus::New,
-                held: false,
-                next_trigger_at: Some(run_at),
-                due_at: run_at,
-                attempt: 0,
-                enqueue_token: 0,
-                lease_token: 0,
-                attempts: Vec::new(),
-            },
-        );
-    }
-
-    fn waiting(task: &ModelTask) -> TaskStatus {
-        if task.attempt == 0 {
-            TaskStatus::New
-        } else {
-            TaskStatus::RetriableFailure
-        }
-    }
-
-    fn hold(task: &mut ModelTask) {
-        task.status = Self::waiting(task);
-        task.held = true;
-        if let Some(next) = task.next_trigger_at {
-            task.due_at = task.due_at.min(next);
-        }
-        task.next_trigger_at = None;
-        task.enqueue_token += 1;
-    }
-
-    fn end(task: &mut ModelTask, status: TaskStatus) {
-        task.status = status;
-        task.next_trigger_at = None;
-        task.held = false;
+        let mut task = ModelTask {
+            lambda: lambda.into(),
+            collection: collection.into(),
+            status: TaskStatus::New,
+            held: false,
+            next_trigger_at: None,
+            due_at: run_at,
+            attempt: 0,
+            enqueue_token: 0,
+            lease_token: 0,
+            attempts: Vec::new(),
+        };
+        apply(&mut task, Operation::Insert, run_at, 0);
+        self.tasks.insert(id, task);
     }
 
     pub fn poll(&mut self, now: Millis) -> PollAnswer {
@@ -144,31 +126,24 @@ impl Model {
         for id in due {
             let gate = self.gate_of(&self.tasks[&id]);
             let task = self.tasks.get_mut(&id).unwrap();
-            let lapsed = matches!(task.status, TaskStatus::Claimed | TaskStatus::Processing);
+            let lapsed = machine::RUNNING.contains(task.status);
             if lapsed {
                 task.attempts
                     .push((task.lease_token, task.attempt, AttemptOutcome::Lost));
-                if task.attempt >= MAX_ATTEMPTS && gate != GateState::Dropped {
-                    Self::end(task, TaskStatus::Dead);
-                    answer.dead += 1;
-                    continue;
-                }
             }
-            match gate {
-                GateState::Dropped => {
-                    Self::end(task, TaskStatus::Dropped);
-                    answer.dropped += 1;
-                }
-                GateState::Paused => {
-                    Self::hold(task);
-                    answer.held += 1;
-                }
-                GateState::Open => {
-                    task.status = TaskStatus::Enqueued;
-                    task.enqueue_token += 1;
-                    task.next_trigger_at = Some(now + ENQUEUE_TIMEOUT);
-                    answer.enqueued.push((id.clone(), task.enqueue_token));
-                }
+            let operation = match gate {
+                GateState::Dropped => Operation::Drop,
+                _ if lapsed && task.attempt >= MAX_ATTEMPTS => Operation::Bury,
+                GateState::Paused => Operation::Hold,
+                GateState::Open if lapsed => Operation::Expire,
+                GateState::Open => Operation::Enqueue,
+            };
+            apply(task, operation, now, 0);
+            match operation {
+                Operation::Drop => answer.dropped += 1,
+                Operation::Bury => answer.dead += 1,
+                Operation::Hold => answer.held += 1,
+                _ => answer.enqueued.push((id.clone(), task.enqueue_token)),
             }
         }
         answer.enqueued.sort();
@@ -181,31 +156,27 @@ impl Model {
         };
         let gate = self.gate_of(task);
         let task = self.tasks.get_mut(id).unwrap();
-        if task.status == TaskStatus::Enqueued
-            && task.enqueue_token == token
-            && !task.held
-            && gate == GateState::Open
-        {
-            task.status = TaskStatus::Claimed;
-            task.lease_token += 1;
-            task.attempt += 1;
-            task.next_trigger_at = Some(now + CLAIM_TIMEOUT);
+        let claimable = machine::transition(Operation::Claim)
+            .from
+            .contains(task.status);
+        if claimable && task.enqueue_token == token && !task.held && gate == GateState::Open {
+            apply(task, Operation::Claim, now, 0);
             return Ok((task.attempt, task.lease_token));
         }
         if task.held {
             return Err(Refusal::Held);
         }
-        if task.status != TaskStatus::Enqueued {
+        if !claimable {
             return Err(Refusal::WrongState(task.status));
         }
         match gate {
             GateState::Paused => {
-                Self::hold(task);
+                apply(task, Operation::Hold, now, 0);
                 Err(Refusal::Held)
             }
             GateState::Dropped => {
-                Self::end(task, TaskStatus::Dropped);
-                Err(Refusal::WrongState(TaskStatus::Dropped))
+                apply(task, Operation::Drop, now, 0);
+                Err(Refusal::WrongState(task.status))
             }
             GateState::Open => Err(Refusal::StaleEnqueueToken {
                 current: task.enqueue_token,
@@ -222,7 +193,7 @@ impl Model {
                 current: task.lease_token,
             });
         }
-        if !matches!(task.status, TaskStatus::Claimed | TaskStatus::Processing) {
+        if !machine::RUNNING.contains(task.status) {
             return Err(Refusal::WrongState(task.status));
         }
         Ok(())
@@ -230,9 +201,12 @@ impl Model {
 
     pub fn heartbeat(&mut self, id: &str, lease: i64, now: Millis) -> Result<(), Refusal> {
         self.lease_check(id, lease)?;
-        let task = self.tasks.get_mut(id).unwrap();
-        task.status = TaskStatus::Processing;
-        task.next_trigger_at = Some(now + HEARTBEAT_TIMEOUT);
+        apply(
+            self.tasks.get_mut(id).unwrap(),
+            Operation::Heartbeat,
+            now,
+            0,
+        );
         Ok(())
     }
 
@@ -245,37 +219,33 @@ impl Model {
     ) -> Result<TaskStatus, Refusal> {
         self.lease_check(id, lease)?;
         let task = self.tasks.get_mut(id).unwrap();
-        let (status, outcome) = match ending {
-            Ending::Success => (TaskStatus::Success, AttemptOutcome::Success),
-            Ending::Fatal => (TaskStatus::FatalFailure, AttemptOutcome::Fatal),
+        let (operation, outcome, backoff) = match ending {
+            Ending::Success => (Operation::Succeed, AttemptOutcome::Success, 0),
+            Ending::Fatal => (Operation::Fail, AttemptOutcome::Fatal, 0),
             Ending::Retriable(_) if task.attempt >= MAX_ATTEMPTS => {
-                (TaskStatus::Dead, AttemptOutcome::Retriable)
+                (Operation::Exhaust, AttemptOutcome::Retriable, 0)
             }
-            Ending::Retriable(_) => (TaskStatus::RetriableFailure, AttemptOutcome::Retriable),
+            Ending::Retriable(after) => {
+                (Operation::Retry, AttemptOutcome::Retriable, after as Millis)
+            }
         };
         task.attempts
             .push((task.lease_token, task.attempt, outcome));
-        match (status, ending) {
-            (TaskStatus::RetriableFailure, Ending::Retriable(after)) => {
-                task.status = status;
-                task.held = false;
-                let next = now + after as Millis;
-                task.next_trigger_at = Some(next);
-                task.due_at = next;
-            }
-            _ => Self::end(task, status),
-        }
-        Ok(status)
+        apply(task, operation, now, backoff);
+        Ok(task.status)
     }
 
-    pub fn cancel(&mut self, id: &str) -> CancelAnswer {
+    pub fn cancel(&mut self, id: &str, now: Millis) -> CancelAnswer {
         let Some(task) = self.tasks.get_mut(id) else {
             return CancelAnswer::NotFound;
         };
-        if task.status.is_terminal() {
+        if !machine::transition(Operation::Cancel)
+            .from
+            .contains(task.status)
+        {
             return CancelAnswer::AlreadyEnded(task.status);
         }
-        Self::end(task, TaskStatus::Cancelled);
+        apply(task, Operation::Cancel, now, 0);
         CancelAnswer::Cancelled
     }
 
@@ -288,54 +258,45 @@ impl Model {
     ) -> u64 {
         let key = (lambda.to_owned(), collection.unwrap_or("").to_owned());
         let covered = |task: &ModelTask| {
-            task.lambda == lambda && collection.is_none_or(|c| c == task.collection)
+            task.held && task.lambda == lambda && collection.is_none_or(|c| c == task.collection)
         };
-        match state {
-            GateState::Open => {
-                self.gates.remove(&key);
-                let mut released = 0;
-                let ids: Vec<String> = self.tasks.keys().cloned().collect();
-                for id in ids {
-                    let gate = self.gate_of(&self.tasks[&id]);
-                    let task = self.tasks.get_mut(&id).unwrap();
-                    if task.held
-                        && covered(task)
-                        && !task.status.is_terminal()
-                        && gate == GateState::Open
-                    {
-                        task.held = false;
-                        task.next_trigger_at = Some(task.due_at);
-                        released += 1;
-                    }
-                }
-                released
+        if state == GateState::Open {
+            self.gates.remove(&key);
+        } else {
+            self.gates.insert(key, state);
+        }
+        let mut released = 0;
+        let ids: Vec<String> = self.tasks.keys().cloned().collect();
+        for id in ids {
+            let gate = self.gate_of(&self.tasks[&id]);
+            let task = self.tasks.get_mut(&id).unwrap();
+            if !covered(task) {
+                continue;
             }
-            state => {
-                self.gates.insert(key, state);
-                if state == GateState::Dropped {
-                    for task in self.tasks.values_mut() {
-                        if task.held && covered(task) && !task.status.is_terminal() {
-                            task.held = false;
-                            task.next_trigger_at = Some(now);
-                        }
-                    }
+            match (state, gate) {
+                (GateState::Open, GateState::Open) => {
+                    apply(task, Operation::Release, now, 0);
+                    released += 1;
                 }
-                0
+                (GateState::Dropped, _) => apply(task, Operation::ReleaseToDrop, now, 0),
+                _ => {}
             }
         }
+        released
     }
 
     pub fn redrive(&mut self, id: &str, now: Millis) -> RedriveAnswer {
         let Some(task) = self.tasks.get_mut(id) else {
             return RedriveAnswer::NotFound;
         };
-        if task.status != TaskStatus::Dead {
+        if !machine::transition(Operation::Redrive)
+            .from
+            .contains(task.status)
+        {
             return RedriveAnswer::NotDead(task.status);
         }
-        task.status = TaskStatus::New;
-        task.attempt = 0;
         task.due_at = now;
-        task.next_trigger_at = Some(now);
+        apply(task, Operation::Redrive, now, 0);
         RedriveAnswer::Redriven
     }
 
@@ -360,5 +321,61 @@ impl Model {
             self.insert(id, lambda, "default", expected);
         }
         true
+    }
+}
+
+/// Applies one row of the state table to a task at `now`: the state it
+/// ends in, its next trigger (`backoff` after `now` for a retry), and what
+/// the row does to the lease and the attempt count. Panics when the row
+/// does not start from the task's state: the model asked for a transition
+/// the table does not have. The due time is the caller's (an insert's run
+/// time, a redrive's now); the enqueue token is renewed whenever the task's
+/// message on a queue goes stale: the task is enqueued anew, or held.
+fn apply(task: &mut ModelTask, operation: Operation, now: Millis, backoff: Millis) {
+    let row = machine::transition(operation);
+    if operation == Operation::Insert {
+        assert!(row.from.is_empty());
+    } else {
+        assert!(
+            row.from.contains(task.status),
+            "the state table has no {operation:?} from {}",
+            task.status
+        );
+    }
+    task.status = match row.to {
+        Target::To(status) => status,
+        Target::Waiting => machine::waiting(task.attempt),
+        Target::Same => task.status,
+    };
+    task.next_trigger_at = match row.trigger {
+        Trigger::Due => Some(task.due_at),
+        Trigger::Now => Some(now),
+        Trigger::EnqueueTimeout => Some(now + ENQUEUE_TIMEOUT),
+        Trigger::ClaimTimeout => Some(now + CLAIM_TIMEOUT),
+        Trigger::HeartbeatTimeout => Some(now + HEARTBEAT_TIMEOUT),
+        Trigger::Backoff => {
+            task.due_at = now + backoff;
+            Some(task.due_at)
+        }
+        Trigger::Gate => {
+            if let Some(next) = task.next_trigger_at {
+                task.due_at = task.due_at.min(next);
+            }
+            None
+        }
+        Trigger::Never => None,
+    };
+    task.held = row.trigger == Trigger::Gate;
+    if row.to == Target::To(TaskStatus::Enqueued) || task.held {
+        task.enqueue_token += 1;
+    }
+    match row.lease {
+        Lease::Take => task.lease_token += 1,
+        Lease::Keep | Lease::Fenced => {}
+    }
+    match row.attempts {
+        Attempts::Next => task.attempt += 1,
+        Attempts::Reset => task.attempt = 0,
+        Attempts::Keep => {}
     }
 }
