@@ -165,23 +165,23 @@ pub const TRANSITIONS: [Transition; 16] = {
     const ENQUEUED: StatusSet = StatusSet::of(&[Enqueued]);
     const DEAD: StatusSet = StatusSet::of(&[Dead]);
     [
-        //  operation        from      to                    trigger              lease      attempts
-        row(O::Insert,       NOTHING,  To(New),              T::Due,              L::Keep,   A::Reset),
-        row(O::Enqueue,      DUE,      To(Enqueued),         T::EnqueueTimeout,   L::Keep,   A::Keep),
-        row(O::Claim,        ENQUEUED, To(Claimed),          T::ClaimTimeout,     L::Take,   A::Next),
-        row(O::Heartbeat,    LEASED,   To(Processing),       T::HeartbeatTimeout, L::Fenced, A::Keep),
-        row(O::Succeed,      LEASED,   To(Success),          T::Never,            L::Fenced, A::Keep),
-        row(O::Retry,        LEASED,   To(RetriableFailure), T::Backoff,          L::Fenced, A::Keep),
-        row(O::Exhaust,      LEASED,   To(Dead),             T::Never,            L::Fenced, A::Keep),
-        row(O::Fail,         LEASED,   To(FatalFailure),     T::Never,            L::Fenced, A::Keep),
-        row(O::Expire,       LEASED,   To(Enqueued),         T::EnqueueTimeout,   L::Keep,   A::Keep),
-        row(O::Bury,         LEASED,   To(Dead),             T::Never,            L::Keep,   A::Keep),
-        row(O::Hold,         OPEN,     Waiting,              T::Gate,             L::Keep,   A::Keep),
-        row(O::Release,      HELD,     Same,                 T::Due,              L::Keep,   A::Keep),
-        row(O::ReleaseToDrop,HELD,     Same,                 T::Now,              L::Keep,   A::Keep),
-        row(O::Drop,         OPEN,     To(Dropped),          T::Never,            L::Keep,   A::Keep),
-        row(O::Cancel,       OPEN,     To(Cancelled),        T::Never,            L::Keep,   A::Keep),
-        row(O::Redrive,      DEAD,     To(New),              T::Due,              L::Keep,   A::Reset),
+        //  operation         from      to                    trigger              lease      attempts
+        row(O::Insert,        NOTHING,  To(New),              T::Due,              L::Keep,   A::Reset),
+        row(O::Enqueue,       DUE,      To(Enqueued),         T::EnqueueTimeout,   L::Keep,   A::Keep),
+        row(O::Claim,         ENQUEUED, To(Claimed),          T::ClaimTimeout,     L::Take,   A::Next),
+        row(O::Heartbeat,     LEASED,   To(Processing),       T::HeartbeatTimeout, L::Fenced, A::Keep),
+        row(O::Succeed,       LEASED,   To(Success),          T::Never,            L::Fenced, A::Keep),
+        row(O::Retry,         LEASED,   To(RetriableFailure), T::Backoff,          L::Fenced, A::Keep),
+        row(O::Exhaust,       LEASED,   To(Dead),             T::Never,            L::Fenced, A::Keep),
+        row(O::Fail,          LEASED,   To(FatalFailure),     T::Never,            L::Fenced, A::Keep),
+        row(O::Expire,        LEASED,   To(Enqueued),         T::EnqueueTimeout,   L::Keep,   A::Keep),
+        row(O::Bury,          LEASED,   To(Dead),             T::Never,            L::Keep,   A::Keep),
+        row(O::Hold,          OPEN,     Waiting,              T::Gate,             L::Keep,   A::Keep),
+        row(O::Release,       HELD,     Same,                 T::Due,              L::Keep,   A::Keep),
+        row(O::ReleaseToDrop, HELD,     Same,                 T::Now,              L::Keep,   A::Keep),
+        row(O::Drop,          OPEN,     To(Dropped),          T::Never,            L::Keep,   A::Keep),
+        row(O::Cancel,        OPEN,     To(Cancelled),        T::Never,            L::Keep,   A::Keep),
+        row(O::Redrive,       DEAD,     To(New),              T::Due,              L::Keep,   A::Reset),
     ]
 };
 
