@@ -1,0 +1,125 @@
+//! Lambdas and their versions: deploys, rollbacks, compiled artifacts,
+//! garbage collection, and what their tasks are doing (the overview).
+
+use super::Millis;
+use crate::LambdaConfig;
+
+/// What every lambda's tasks are doing (`TaskStore::lambda_stats`): the
+/// dashboard's overview. Counts are of tasks now, but `succeeded` and
+/// `failed`, which count executions that ended since `since`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct LambdaStats {
+    pub lambda: String,
+    /// Due and waiting to start (new, retrying or in a queue; not held),
+    /// per priority, lowest number first.
+    pub ready: Vec<Depth>,
+    /// Waiting for a later time: delayed, or backing off before a retry.
+    pub waiting: u64,
+    /// Held back by a paused gate.
+    pub held: u64,
+    /// Claimed or running.
+    pub running: u64,
+    pub dead: u64,
+    pub succeeded: u64,
+    /// Executions that failed, retriably or not, or were lost.
+    pub failed: u64,
+}
+
+/// Every lambda's [`LambdaStats`] at one time of the store's clock.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Overview {
+    pub now: Millis,
+    pub lambdas: Vec<LambdaStats>,
+}
+
+/// The ready tasks of one priority of a lambda.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Depth {
+    pub priority: u8,
+    pub count: u64,
+    /// When the longest-waiting of them came due.
+    pub oldest_due: Millis,
+}
+
+/// A lambda and its current version.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Lambda {
+    pub name: String,
+    pub version: u32,
+    /// SHA-256 of the component, hex.
+    pub digest: String,
+    pub config: LambdaConfig,
+    pub created_at: Millis,
+}
+
+/// Deploys a new version of a lambda (creating the lambda if new).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LambdaDeploy {
+    pub name: String,
+    /// SHA-256 of `component`, hex; the caller computes it.
+    pub digest: String,
+    pub component: Vec<u8>,
+    /// The component compiled by the deploying Frontend, kept beside it so
+    /// executors load it instead of compiling.
+    pub artifact: Option<Artifact>,
+    pub config: LambdaConfig,
+    pub now: Millis,
+}
+
+/// A component compiled for one engine, sealed by the process that
+/// compiled it (see `waft_runtime::ArtifactKey` for the trust model).
+#[derive(Clone, PartialEq, Eq)]
+pub struct Artifact {
+    /// The fingerprint of the engine that compiled it: artifacts load only
+    /// into an engine with the same one.
+    pub engine: String,
+    /// The compiled code, as `wasmtime`'s `Component::serialize` wrote it.
+    pub bytes: Vec<u8>,
+    /// HMAC-SHA256 under the installation's artifact key of the engine, the
+    /// component's digest and `bytes`.
+    pub seal: Vec<u8>,
+}
+
+impl std::fmt::Debug for Artifact {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Artifact")
+            .field("engine", &self.engine)
+            .field("bytes", &self.bytes.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Makes an earlier version of a lambda current again, as a new version
+/// with its component and configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LambdaRollback {
+    pub name: String,
+    /// The version to restore; the one before the current when absent.
+    pub to: Option<u32>,
+    pub now: Millis,
+}
+
+/// Deletes a lambda's old versions and every component no version uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LambdaGc {
+    pub lambda: String,
+    /// Versions kept, the current one included (at least 1). Older ones go
+    /// unless a task that may still run is pinned to them.
+    pub keep: u32,
+}
+
+/// What a garbage collection deleted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct GcReport {
+    pub versions: u64,
+    pub components: u64,
+}
+
+/// The oldest due task of a `<lambda, priority>` that has not started.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Backlog {
+    pub lambda: String,
+    pub priority: u8,
+    /// When it was due.
+    pub oldest_due: Millis,
+}

@@ -1,0 +1,146 @@
+//! The pipeline's operations: the Store Consumer's poll, the Controller's
+//! claims, the executors' heartbeats and results, and how each may be
+//! refused.
+
+use std::time::Duration;
+
+use super::Millis;
+use crate::TaskStatus;
+
+/// The Store Consumer's poll.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskEnqueueReady {
+    pub now: Millis,
+    /// Tasks taken at most.
+    pub limit: u32,
+    /// How long an enqueued task may wait to be claimed before it is
+    /// enqueued again (the queue may have lost it).
+    pub enqueue_timeout: Duration,
+}
+
+/// A task the consumer must push onto its queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EnqueuedTask {
+    pub id: String,
+    pub lambda: String,
+    pub priority: u8,
+    /// Must accompany the claim: a claim with an older token (a duplicate
+    /// of an earlier message) is refused.
+    pub enqueue_token: i64,
+}
+
+/// What one poll did.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct EnqueueReport {
+    pub enqueued: Vec<EnqueuedTask>,
+    /// Held back by a paused gate.
+    pub held: u64,
+    /// Ended by a drop gate.
+    pub dropped: u64,
+    /// Dead: their executor stopped heartbeating on their last attempt.
+    pub dead: u64,
+    /// Held back by their lambda's scheduling quota, each until its slot.
+    pub paced: u64,
+    /// When the earliest task not yet due comes due (a delayed task, a
+    /// retry, a timeout, a paced slot), so the consumer can wake for it
+    /// instead of waiting for its next poll. Read only when the poll did
+    /// not fill its batch (a full one is followed by another at once).
+    pub next_due: Option<Millis>,
+}
+
+/// Claims of enqueued tasks, each with the enqueue token it was queued with.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskClaimMany {
+    pub claims: Vec<(String, i64)>,
+    pub now: Millis,
+    /// How long a claimed task may wait for its first heartbeat.
+    pub claim_timeout: Duration,
+}
+
+/// A claimed task: what an executor needs to run it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClaimedTask {
+    pub id: String,
+    pub lambda: String,
+    /// The lambda version current at the claim: the one to run.
+    pub lambda_version: u32,
+    pub collection: String,
+    pub priority: u8,
+    pub payload: Vec<u8>,
+    pub attempt: u32,
+    pub scheduled_at: Millis,
+    /// The fencing token: heartbeats and results must carry it.
+    pub lease_token: i64,
+    /// The lambda's secrets as of the claim: it changes with every set or
+    /// removal, so an executor knows when to read them again.
+    pub secrets_version: i64,
+}
+
+/// Why a claim, heartbeat or result was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// No such task.
+    NotFound,
+    /// The task is not in a state that allows it (e.g. a claim of a task
+    /// that is not enqueued, a result after completion).
+    WrongState(TaskStatus),
+    /// The claim carries an older enqueue token: a duplicate message.
+    StaleEnqueueToken { current: i64 },
+    /// The lease token is not the task's current one: another execution
+    /// owns the task now.
+    StaleLease { current: i64 },
+    /// A gate on the task's lambda or collection is closed: the task is
+    /// held in the store until the gate opens.
+    Held,
+}
+
+/// Heartbeats of running tasks.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskHeartbeatMany {
+    pub beats: Vec<Heartbeat>,
+    pub now: Millis,
+    /// How long a running task may go without a heartbeat.
+    pub heartbeat_timeout: Duration,
+}
+
+/// One heartbeat.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Heartbeat {
+    pub id: String,
+    pub lease_token: i64,
+    pub progress: Option<String>,
+}
+
+/// Results of executions.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskSetResultMany {
+    pub results: Vec<TaskResult>,
+    pub now: Millis,
+}
+
+/// The result of one execution.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskResult {
+    pub id: String,
+    pub lease_token: i64,
+    pub outcome: ResultOutcome,
+    /// What the execution logged, one record a line.
+    pub log: Option<String>,
+}
+
+/// How an execution ended, as far as the store cares.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ResultOutcome {
+    Success {
+        output: Option<Vec<u8>>,
+    },
+    /// Retried after `retry_after`, or the lambda's backoff when absent;
+    /// dead when the attempts are used up.
+    Retriable {
+        error: String,
+        retry_after: Option<Duration>,
+    },
+    Fatal {
+        error: String,
+    },
+}

@@ -1,0 +1,22 @@
+//! What the store keeps, and the parameters of its operations: the model
+//! every role, the store and the clients share, one file per part of the
+//! platform it serves.
+//!
+//! Times are Unix milliseconds (`i64`), always passed in by the caller: the
+//! store has no clock of its own, so tests and several processes agree on
+//! what "now" is.
+
+mod access;
+mod lambda;
+mod lease;
+mod operator;
+mod task;
+
+pub use access::*;
+pub use lambda::*;
+pub use lease::*;
+pub use operator::*;
+pub use task::*;
+
+/// Unix time in milliseconds.
+pub type Millis = i64;
