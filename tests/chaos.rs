@@ -301,7 +301,7 @@ async fn unfinished(pool: &PgPool) -> Option<i64> {
          AND status IN {}",
         machine::UNFINISHED.sql()
     );
-    sqlx::query_scalar(&statement)
+    sqlx::query_scalar(sqlx::AssertSqlSafe(statement))
     .fetch_one(pool)
     .await
     .ok()

@@ -221,7 +221,7 @@ impl Operator {
              AND status IN {}",
             machine::UNFINISHED.sql()
         );
-        sqlx::query_scalar(&statement)
+        sqlx::query_scalar(sqlx::AssertSqlSafe(statement))
         .fetch_one(pool)
         .await
         .ok()
