@@ -302,9 +302,9 @@ async fn unfinished(pool: &PgPool) -> Option<i64> {
         machine::UNFINISHED.sql()
     );
     sqlx::query_scalar(sqlx::AssertSqlSafe(statement))
-    .fetch_one(pool)
-    .await
-    .ok()
+        .fetch_one(pool)
+        .await
+        .ok()
 }
 
 /// What the store says of one task.

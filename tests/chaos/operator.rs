@@ -222,9 +222,9 @@ impl Operator {
             machine::UNFINISHED.sql()
         );
         sqlx::query_scalar(sqlx::AssertSqlSafe(statement))
-        .fetch_one(pool)
-        .await
-        .ok()
+            .fetch_one(pool)
+            .await
+            .ok()
     }
 
     /// The checks above; takes the operator tasks' runs out of `runs`.
