@@ -75,6 +75,13 @@ mod tests {
                 status
             );
         }
+        let mut value = 1;
+        while proto::TaskStatus::try_from(value).is_ok() {
+            let status = status_from_proto(value).unwrap();
+            assert_eq!(status_to_proto(status) as i32, value);
+            value += 1;
+        }
+        assert_eq!(value as usize, TaskStatus::ALL.len() + 1);
         assert!(status_from_proto(0).is_err());
         assert!(status_from_proto(99).is_err());
         for refusal in [
