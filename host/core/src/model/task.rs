@@ -94,7 +94,7 @@ pub struct TaskInserted {
     pub created: bool,
 }
 
-/// Filters of a task list (`TaskStore::task_list`, `FrontendApi::task_list`);
+/// Filters of a task list (`TaskStore::task_list`, `ClientApi::task_list`);
 /// every filter is optional.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct TaskList {
@@ -121,7 +121,7 @@ pub struct TaskList {
     pub limit: u32,
 }
 
-/// Which tasks to count (`TaskStore::task_count`, `FrontendApi::task_count`):
+/// Which tasks to count (`TaskStore::task_count`, `ClientApi::task_count`):
 /// a lambda's, optionally only one collection's or one parent's children.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct TaskCount {
