@@ -35,8 +35,8 @@ pub use journal::{ExecutionJournal, JournalEvent, JournalRecord, read_journal};
 pub use periodic::{Periodic, PeriodicReport};
 pub use waft_core::error::{self, ServiceError, ServiceResult};
 pub use waft_core::roles::{
-    self as api, ControllerApi, CronRequest, FrontendApi, HscApi, LambdaSlots, NextWork, RunAt,
-    TaskRequest,
+    self as api, AdminApi, ClientApi, ClusterApi, ControllerApi, CronRequest, FrontendApi, HscApi,
+    LambdaSlots, NextWork, RunAt, TaskRequest,
 };
 /// Locks a mutex, taking over a poisoned one: every value the roles keep
 /// behind a mutex stays valid when a holder panics.
