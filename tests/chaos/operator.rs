@@ -27,7 +27,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use sqlx::{PgPool, Row};
 use waft_api::FrontendClient;
 use waft_sample_artifacts as samples;
-use waft_services::{FrontendApi, RunAt, TaskRequest};
+use waft_services::{ClientApi, RunAt, TaskRequest};
 use waft_store::{DeadSelector, GateState};
 
 use crate::support::{Cluster, Run};
