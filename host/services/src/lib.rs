@@ -3,7 +3,8 @@
 //!
 //! Each role reaches the others only through narrow traits: the store and
 //! queues through `TaskStore` and `TaskQueue`, the other roles through
-//! [`FrontendApi`], [`ControllerApi`] and [`HscApi`]. In `waft dev` the
+//! the Frontend's ([`ClientApi`], [`AdminApi`], [`ClusterApi`]; together
+//! [`FrontendApi`]), [`ControllerApi`] and [`HscApi`]. In `waft dev` the
 //! traits are the roles themselves, all in one process on SQLite and
 //! in-process queues; in the distributed mode they are gRPC clients
 //! (`waft-api`) and each role runs on its own on Postgres and SQS — through

@@ -13,8 +13,8 @@
 //! load it in milliseconds instead of compiling it each
 //! (`waft_runtime::ArtifactKey` says why it is sealed). Every deploy and
 //! rollback moves the lambdas' generation, which executors and controllers
-//! follow ([`crate::api::ClusterApi::lambda_changed`]): they learn of a new version at
-//! once, not at their next refresh.
+//! follow ([`crate::api::ClusterApi::lambda_changed`]): they learn of a
+//! new version at once, not at their next refresh.
 //!
 //! Every call is made by someone: a [`Frontend`] answers one caller
 //! ([`Frontend::acting`]), and checks each call against that caller's
@@ -128,11 +128,6 @@ impl Frontend {
             who,
             ..self.clone()
         }
-    }
-
-    /// Who it answers.
-    pub fn who(&self) -> &Principal {
-        &self.who
     }
 
     /// The lambdas changed, here or in another process: wakes every
