@@ -58,7 +58,7 @@ use waft_api::FrontendClient;
 use waft_core::machine;
 use waft_queue::{QueueKey, SqsQueue, TaskQueue};
 use waft_sample_artifacts as samples;
-use waft_services::{FrontendApi, RunAt, TaskRequest};
+use waft_services::{ClientApi, RunAt, TaskRequest};
 
 /// Tasks scheduled per request.
 const BATCH: usize = 250;

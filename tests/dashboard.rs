@@ -20,7 +20,7 @@ use serde_json::json;
 use support::Cluster;
 use waft_core::TaskStatus;
 use waft_sample_artifacts as samples;
-use waft_services::FrontendApi;
+use waft_services::ClientApi;
 use waft_store::{StatusCount, TaskCount};
 
 fn screenshots() -> PathBuf {

@@ -12,7 +12,7 @@ use support::Cluster;
 use waft_core::TaskStatus;
 use waft_queue::{QueueKey, SqsQueue, TaskQueue};
 use waft_sample_artifacts as samples;
-use waft_services::{FrontendApi, HscApi};
+use waft_services::{ClientApi, HscApi};
 
 const WITHIN: Duration = Duration::from_secs(60);
 /// The test cluster's heartbeat and enqueue timeouts (`FAST` in

@@ -35,7 +35,7 @@ use serde_json::json;
 use support::Cluster;
 use waft_core::{ByteSize, TaskStatus};
 use waft_sample_artifacts as samples;
-use waft_services::{FrontendApi, RunAt, TaskRequest};
+use waft_services::{ClientApi, RunAt, TaskRequest};
 use waft_store::{AttemptOutcome, Task, TaskList};
 
 /// One test at a time: each measures a process's memory and its

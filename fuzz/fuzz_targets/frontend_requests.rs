@@ -14,7 +14,7 @@ use tonic::{Code, Request};
 use waft_api::FrontendService;
 use waft_api::proto::frontend_server::Frontend as _;
 use waft_core::LambdaConfig;
-use waft_services::{DueSignal, Frontend, FrontendApi, SystemClock};
+use waft_services::{ClientApi, DueSignal, Frontend, SystemClock};
 use waft_store::SqliteStore;
 
 struct Nobody;

@@ -28,7 +28,7 @@ use sqlx::{PgPool, Row};
 use waft_api::FrontendClient;
 use waft_core::machine;
 use waft_sample_artifacts as samples;
-use waft_services::{FrontendApi, RunAt, TaskRequest};
+use waft_services::{ClientApi, RunAt, TaskRequest};
 use waft_store::{DeadSelector, GateState};
 
 use crate::support::{Cluster, Run};

@@ -30,7 +30,7 @@ use serde_json::json;
 use waft_core::limits::MAX_PROGRESS_NOTE;
 use waft_core::{ByteSize, LambdaConfig, Limits, TaskStatus};
 use waft_sample_artifacts as samples;
-use waft_services::FrontendApi;
+use waft_services::{AdminApi, ClientApi};
 use waft_store::Task;
 
 use crate::memory;

@@ -9,7 +9,7 @@ use serde_json::json;
 
 use waft_core::{ByteSize, LambdaConfig, TaskStatus};
 use waft_sample_artifacts as samples;
-use waft_services::{CronRequest, FrontendApi, RunAt, ServiceError, TaskRequest};
+use waft_services::{AdminApi, ClientApi, CronRequest, RunAt, ServiceError, TaskRequest};
 use waft_store::{AttemptOutcome, DeadSelector, GateState, TaskList};
 
 const WITHIN: Duration = Duration::from_secs(30);

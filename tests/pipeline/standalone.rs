@@ -7,7 +7,7 @@ use std::process::Child;
 use std::time::{Duration, Instant};
 
 use waft_sample_artifacts as samples;
-use waft_services::{CronRequest, FrontendApi};
+use waft_services::{ClientApi, CronRequest};
 use waft_store::{Task, TaskList};
 
 use crate::support::Cluster;

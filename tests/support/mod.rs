@@ -24,7 +24,7 @@ use tempfile::TempDir;
 use waft_api::FrontendClient;
 use waft_core::{Backoff, LambdaConfig};
 use waft_services::JournalEvent;
-use waft_services::{FrontendApi, RunAt, TaskRequest};
+use waft_services::{ClientApi, RunAt, TaskRequest};
 use waft_store::{Lambda, Task};
 
 /// Settings every process of a test cluster gets, as `WAFT_*` variables.

@@ -6,8 +6,8 @@
 //! while its calls, gRPC-web translated, do like any client's. The
 //! Controller and HSC serve only the installation's own processes: they
 //! need the cluster token (or an admin's). Frontend calls
-//! carry their principal in the request's extensions, and each method checks
-//! it against the lambda it touches (`server/frontend.rs`). The cluster
+//! carry their principal in the request's extensions, and the Frontend
+//! acting for it checks each call (`waft_core::access`). The cluster
 //! token stays distinct from an admin's there: only it may schedule under a
 //! running task's lease, as the executor running that task does.
 

@@ -16,7 +16,7 @@ use waft_api::{ChannelOptions, FrontendService, Roles, WaftChannel};
 use waft_core::LambdaConfig;
 use waft_runtime::{Allocator, Runtime, RuntimeConfig};
 use waft_services::auth::{Authenticator, Principal};
-use waft_services::{Clock, Frontend, FrontendApi, SystemClock, Wake};
+use waft_services::{AdminApi, Clock, Frontend, SystemClock, Wake};
 use waft_store::{
     LambdaDeploy, NewTask, SqliteStore, TaskClaimMany, TaskEnqueueReady, TaskInsertMany, TaskStore,
     TokenRole,
@@ -148,7 +148,7 @@ impl Served {
         let address = listener.local_addr().unwrap().to_string();
         let auth = Authenticator::new(Some(store.clone()), Some(CLUSTER));
         let roles = Roles {
-            frontend: Some(frontend.clone() as Arc<dyn FrontendApi>),
+            frontend: Some(frontend.clone()),
             auth: Some(Arc::new(auth)),
             ..Roles::default()
         };

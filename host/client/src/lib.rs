@@ -1,14 +1,15 @@
 //! A Rust client of Waft, and its wire contract.
 //!
 //! Add this crate to a service that schedules and inspects tasks:
-//! [`FrontendClient`] implements [`waft_core::roles::FrontendApi`] over gRPC
+//! [`FrontendClient`] implements the Frontend's traits ([`ClientApi`],
+//! [`AdminApi`], [`ClusterApi`]) over gRPC
 //! (package `waft.v1`, its `.proto` contract in `proto/`), with TLS and a
 //! bearer token when the server asks for them. It brings tonic, prost and
 //! Waft's model, and nothing of the platform's machinery: no WebAssembly
 //! runtime, no database driver, no queue SDK.
 //!
 //! ```no_run
-//! use waft_client::{FrontendApi, FrontendClient, TaskRequest, channel};
+//! use waft_client::{ClientApi, FrontendClient, TaskRequest, channel};
 //!
 //! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
 //! // A local `waft dev`: plain HTTP/2, no token (see `channel_with`).
@@ -42,7 +43,8 @@ pub use client::{
 };
 pub use waft_core::model::*;
 pub use waft_core::roles::{
-    ControllerApi, CronRequest, FrontendApi, HscApi, LambdaSlots, NextWork, RunAt, TaskRequest,
+    AdminApi, ClientApi, ClusterApi, ControllerApi, CronRequest, FrontendApi, HscApi, LambdaSlots,
+    NextWork, RunAt, TaskRequest,
 };
 pub use waft_core::{LambdaConfig, ServiceError, ServiceResult, TaskStatus};
 

@@ -8,6 +8,7 @@
 //! part builds its own machinery (store, queues, runtime, services) over
 //! these, and a client needs nothing else (`waft-client`).
 
+pub mod access;
 pub mod backoff;
 pub mod cron;
 pub mod error;

@@ -1,9 +1,15 @@
-//! What each role offers the others, as one narrow trait per role.
+//! What each role offers the others, as narrow traits.
 //!
 //! Every trait has two implementations: the role itself (`waft-services`,
 //! used directly in `waft dev`, where all roles share a process) and a gRPC
 //! client (`waft-client`, used when each role is its own process). Callers hold an
 //! `Arc<dyn …Api>` and cannot tell which: one code path for both modes.
+//!
+//! The Frontend shows three faces: [`ClientApi`] to clients, [`AdminApi`]
+//! for tokens and secrets, [`ClusterApi`] to the installation's executors.
+//! Each of their calls is a [`Call`](crate::access::Call) of the table of
+//! rights, which the Frontend checks its caller against whichever way the
+//! call came.
 
 use std::time::Duration;
 
@@ -70,9 +76,11 @@ pub struct CronRequest {
     pub catch_up: bool,
 }
 
-/// The Frontend: scheduling, inspection and deployment.
+/// The Frontend as clients see it: tasks, lambdas, gates, dead tasks,
+/// crons and statistics. Every call is checked against its caller's rights
+/// ([`crate::access`]).
 #[async_trait]
-pub trait FrontendApi: Send + Sync {
+pub trait ClientApi: Send + Sync {
     /// Stores tasks, all or none; answers their ids in order.
     async fn task_schedule_many(&self, tasks: Vec<TaskRequest>)
     -> ServiceResult<Vec<TaskInserted>>;
@@ -108,18 +116,6 @@ pub trait FrontendApi: Send + Sync {
     async fn lambda_rollback(&self, name: &str, to: Option<u32>) -> ServiceResult<Lambda>;
     /// Every kept version of a lambda, oldest first.
     async fn lambda_versions(&self, name: &str) -> ServiceResult<Vec<Lambda>>;
-    /// A component's bytes by digest.
-    async fn component_get(&self, digest: &str) -> ServiceResult<Vec<u8>>;
-    /// The component `digest` as the deploying Frontend compiled it for an
-    /// engine of fingerprint `engine`: none when it was compiled for
-    /// another engine, or not at all.
-    async fn artifact_get(&self, digest: &str, engine: &str) -> ServiceResult<Option<Artifact>>;
-    /// Waits until the lambdas change (a deploy, a rollback) from the
-    /// generation `seen`, at most `wait`; answers the generation then. A
-    /// caller passes back what it was last answered: a change between two
-    /// calls is never missed. Generations only differ or not: a restarted
-    /// Frontend counts afresh, and its first answer differs.
-    async fn lambda_changed(&self, seen: u64, wait: Duration) -> ServiceResult<u64>;
     /// Sets a lambda's (or one collection's) gate; answers how many held
     /// tasks opening it released.
     async fn gate_set(
@@ -137,6 +133,26 @@ pub trait FrontendApi: Send + Sync {
         selector: DeadSelector,
         version: Option<u32>,
     ) -> ServiceResult<u64>;
+    /// Checks and stores a periodic schedule; answers it with its first
+    /// occurrence.
+    async fn cron_create(&self, request: CronRequest) -> ServiceResult<Cron>;
+    /// Every periodic schedule, by id.
+    async fn cron_list(&self) -> ServiceResult<Vec<Cron>>;
+    /// The next `count` occurrences of a cron expression (at most 100),
+    /// without saving it; `InvalidArgument` says why it cannot be one.
+    async fn cron_preview(
+        &self,
+        cron: &str,
+        timezone: Option<&str>,
+        count: u32,
+    ) -> ServiceResult<Vec<Millis>>;
+    /// Deletes a periodic schedule; its tasks already created stay.
+    async fn cron_delete(&self, id: &str) -> ServiceResult<()>;
+}
+
+/// The Frontend's administration: API tokens and lambdas' secrets.
+#[async_trait]
+pub trait AdminApi: Send + Sync {
     /// Creates an API token; answers it and its secret, which is shown
     /// this once and never stored.
     async fn token_create(
@@ -156,24 +172,35 @@ pub trait FrontendApi: Send + Sync {
     async fn secret_list(&self, lambda: &str) -> ServiceResult<Vec<SecretInfo>>;
     /// Removes a secret of a lambda.
     async fn secret_remove(&self, lambda: &str, name: &str) -> ServiceResult<()>;
+}
+
+/// What the installation's own processes fetch from the Frontend to run
+/// lambdas: components, compiled artifacts, sealed secrets and word of
+/// new versions. (An executor schedules children through
+/// [`ClientApi::task_schedule_many`], under its task's lease.)
+#[async_trait]
+pub trait ClusterApi: Send + Sync {
+    /// A component's bytes by digest.
+    async fn component_get(&self, digest: &str) -> ServiceResult<Vec<u8>>;
+    /// The component `digest` as the deploying Frontend compiled it for an
+    /// engine of fingerprint `engine`: none when it was compiled for
+    /// another engine, or not at all.
+    async fn artifact_get(&self, digest: &str, engine: &str) -> ServiceResult<Option<Artifact>>;
+    /// Waits until the lambdas change (a deploy, a rollback) from the
+    /// generation `seen`, at most `wait`; answers the generation then. A
+    /// caller passes back what it was last answered: a change between two
+    /// calls is never missed. Generations only differ or not: a restarted
+    /// Frontend counts afresh, and its first answer differs.
+    async fn lambda_changed(&self, seen: u64, wait: Duration) -> ServiceResult<u64>;
     /// A lambda's secrets, sealed: what an executor opens with the key.
     async fn secret_sealed(&self, lambda: &str) -> ServiceResult<SealedSecrets>;
-    /// Checks and stores a periodic schedule; answers it with its first
-    /// occurrence.
-    async fn cron_create(&self, request: CronRequest) -> ServiceResult<Cron>;
-    /// Every periodic schedule, by id.
-    async fn cron_list(&self) -> ServiceResult<Vec<Cron>>;
-    /// The next `count` occurrences of a cron expression (at most 100),
-    /// without saving it; `InvalidArgument` says why it cannot be one.
-    async fn cron_preview(
-        &self,
-        cron: &str,
-        timezone: Option<&str>,
-        count: u32,
-    ) -> ServiceResult<Vec<Millis>>;
-    /// Deletes a periodic schedule; its tasks already created stay.
-    async fn cron_delete(&self, id: &str) -> ServiceResult<()>;
 }
+
+/// The whole Frontend: every role it plays, for those that serve or use
+/// them all (a server, an executor, the dashboard's tests).
+pub trait FrontendApi: ClientApi + AdminApi + ClusterApi {}
+
+impl<T: ClientApi + AdminApi + ClusterApi + ?Sized> FrontendApi for T {}
 
 /// Room for more tasks of one lambda on an executor.
 #[derive(Debug, Clone, PartialEq, Eq)]

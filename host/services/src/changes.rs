@@ -1,7 +1,7 @@
 //! Following the lambdas' generation: how executors and controllers learn
 //! of a deploy or rollback at once instead of at their next refresh.
 //!
-//! A long poll ([`FrontendApi::lambda_changed`]) that passes back the last
+//! A long poll ([`crate::api::ClusterApi::lambda_changed`]) that passes back the last
 //! generation it was answered, so a change between two polls is never
 //! missed, and works the same in one process and across processes. The
 //! periodic refresh stays as the safety net for a Frontend that cannot be

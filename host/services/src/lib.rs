@@ -3,7 +3,8 @@
 //!
 //! Each role reaches the others only through narrow traits: the store and
 //! queues through `TaskStore` and `TaskQueue`, the other roles through
-//! [`FrontendApi`], [`ControllerApi`] and [`HscApi`]. In `waft dev` the
+//! the Frontend's ([`ClientApi`], [`AdminApi`], [`ClusterApi`]; together
+//! [`FrontendApi`]), [`ControllerApi`] and [`HscApi`]. In `waft dev` the
 //! traits are the roles themselves, all in one process on SQLite and
 //! in-process queues; in the distributed mode they are gRPC clients
 //! (`waft-api`) and each role runs on its own on Postgres and SQS — through
@@ -35,8 +36,8 @@ pub use journal::{ExecutionJournal, JournalEvent, JournalRecord, read_journal};
 pub use periodic::{Periodic, PeriodicReport};
 pub use waft_core::error::{self, ServiceError, ServiceResult};
 pub use waft_core::roles::{
-    self as api, ControllerApi, CronRequest, FrontendApi, HscApi, LambdaSlots, NextWork, RunAt,
-    TaskRequest,
+    self as api, AdminApi, ClientApi, ClusterApi, ControllerApi, CronRequest, FrontendApi, HscApi,
+    LambdaSlots, NextWork, RunAt, TaskRequest,
 };
 /// Locks a mutex, taking over a poisoned one: every value the roles keep
 /// behind a mutex stays valid when a holder panics.

@@ -21,8 +21,8 @@ use waft_queue::MemoryQueue;
 use waft_runtime::Runtime;
 use waft_services::secrets::SecretKey;
 use waft_services::{
-    Clock, ConsumerConfig, Controller, ControllerApi, ControllerConfig, Executor, ExecutorConfig,
-    Frontend, FrontendApi, HeartbeatConfig, Hsc, HscApi, LambdaSlots, NextWork, RunAt,
+    ClientApi, Clock, ConsumerConfig, Controller, ControllerApi, ControllerConfig, Executor,
+    ExecutorConfig, Frontend, HeartbeatConfig, Hsc, HscApi, LambdaSlots, NextWork, RunAt,
     ServiceResult, StoreConsumer, SystemClock, TaskRequest,
 };
 use waft_store::{ClaimedTask, Task, TaskStore};

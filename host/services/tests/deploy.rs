@@ -20,7 +20,7 @@ use waft_runtime::{Allocator, Runtime, RuntimeConfig};
 use waft_services::metrics::{CompileLabels, metrics};
 use waft_services::secrets::SecretKey;
 use waft_services::{
-    Clock, ControllerApi, Executor, ExecutorConfig, Frontend, FrontendApi, Hsc, HscApi, NextWork,
+    ClientApi, Clock, ControllerApi, Executor, ExecutorConfig, Frontend, Hsc, HscApi, NextWork,
     ServiceResult, SystemClock, Wake,
 };
 use waft_store::{ClaimedTask, NewTask, TaskEnqueueReady, TaskInsertMany, TaskStore};

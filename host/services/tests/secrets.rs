@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use waft_core::LambdaConfig;
 use waft_services::secrets::SecretKey;
-use waft_services::{Frontend, FrontendApi, ServiceError, SystemClock, Wake};
+use waft_services::{AdminApi, ClientApi, Frontend, ServiceError, SystemClock, Wake};
 use waft_store::TaskStore;
 
 async fn start(key: Option<Arc<SecretKey>>) -> (Frontend, Arc<dyn TaskStore>, tempfile::TempDir) {

@@ -1,6 +1,8 @@
-//! The Frontend's adapter: every client call, authorized by the caller's
-//! token before it reaches the role (the checks that need the store's
-//! answers first are in `authorize.rs`).
+//! The Frontend's adapter: every call decoded, handed to the Frontend
+//! acting for its caller (the principal the authentication layer found,
+//! `crate::auth`), and its answer encoded. The Frontend checks the caller's
+//! rights itself (`waft_core::access`), as it does for callers in its own
+//! process: nothing here decides who may do what.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,14 +11,21 @@ use tonic::{Request, Response, Status};
 use waft_client::convert::*;
 use waft_client::proto;
 use waft_client::status::to_status;
-use waft_services::FrontendApi;
-use waft_services::auth::Action;
+use waft_services::Frontend;
+use waft_services::api::{AdminApi, ClientApi, ClusterApi};
 use waft_store::{DeadSelector, TaskCount, TaskList};
 
 use crate::auth::principal;
 
 /// The Frontend over gRPC.
-pub struct FrontendService(pub Arc<dyn FrontendApi>);
+pub struct FrontendService(pub Arc<Frontend>);
+
+impl FrontendService {
+    /// The Frontend acting for the caller of `request`.
+    fn role<T>(&self, request: &Request<T>) -> Frontend {
+        self.0.acting(principal(request))
+    }
+}
 
 /// A streamed answer.
 pub type Progress<T> =
@@ -69,13 +78,10 @@ impl proto::frontend_server::Frontend for FrontendService {
         &self,
         request: Request<proto::ScheduleRequest>,
     ) -> Result<Response<proto::ScheduleResponse>, Status> {
-        let who = principal(&request);
+        let role = self.role(&request);
         let task = required(request.into_inner().task, "task").map_err(to_status)?;
         let task = new_task_from_proto(task).map_err(to_status)?;
-        self.check_schedule(&who, std::slice::from_ref(&task))
-            .await?;
-        let mut inserted = self
-            .0
+        let mut inserted = role
             .task_schedule_many(vec![task])
             .await
             .map_err(to_status)?;
@@ -92,7 +98,7 @@ impl proto::frontend_server::Frontend for FrontendService {
         &self,
         request: Request<proto::ScheduleBatchRequest>,
     ) -> Result<Response<proto::ScheduleBatchResponse>, Status> {
-        let who = principal(&request);
+        let role = self.role(&request);
         let tasks = request
             .into_inner()
             .tasks
@@ -100,8 +106,7 @@ impl proto::frontend_server::Frontend for FrontendService {
             .map(new_task_from_proto)
             .collect::<Result<Vec<_>, _>>()
             .map_err(to_status)?;
-        self.check_schedule(&who, &tasks).await?;
-        let inserted = self.0.task_schedule_many(tasks).await.map_err(to_status)?;
+        let inserted = role.task_schedule_many(tasks).await.map_err(to_status)?;
         Ok(Response::new(proto::ScheduleBatchResponse {
             tasks: inserted
                 .into_iter()
@@ -117,13 +122,11 @@ impl proto::frontend_server::Frontend for FrontendService {
         &self,
         request: Request<proto::GetTaskRequest>,
     ) -> Result<Response<proto::GetTaskResponse>, Status> {
-        let who = principal(&request);
-        let task = self
-            .0
+        let role = self.role(&request);
+        let task = role
             .task_get(&request.into_inner().id)
             .await
             .map_err(to_status)?;
-        who.check(Action::Read, &task.lambda).map_err(to_status)?;
         Ok(Response::new(proto::GetTaskResponse {
             task: Some(task_to_proto(task)),
         }))
@@ -133,11 +136,8 @@ impl proto::frontend_server::Frontend for FrontendService {
         &self,
         request: Request<proto::ListTasksRequest>,
     ) -> Result<Response<proto::ListTasksResponse>, Status> {
-        let who = principal(&request);
+        let role = self.role(&request);
         let request = request.into_inner();
-        if let Some(lambda) = &request.lambda {
-            who.check(Action::Read, lambda).map_err(to_status)?;
-        }
         let filter = TaskList {
             status: request
                 .status
@@ -145,9 +145,8 @@ impl proto::frontend_server::Frontend for FrontendService {
                 .transpose()
                 .map_err(to_status)?,
             lambda: request.lambda,
-            // In the query, so that a page holds `limit` of the tasks the
-            // token may read, not what is left of every lambda's.
-            lambdas: who.lambdas(Action::Read),
+            // Every lambda; the Frontend keeps it to the caller's.
+            lambdas: None,
             collection: request.collection,
             parent_id: request.parent_id,
             created_from: request.created_from_ms,
@@ -156,15 +155,9 @@ impl proto::frontend_server::Frontend for FrontendService {
             after: request.after,
             limit: request.limit,
         };
-        let tasks = self.0.task_list(filter).await.map_err(to_status)?;
+        let tasks = role.task_list(filter).await.map_err(to_status)?;
         Ok(Response::new(proto::ListTasksResponse {
-            // Checked again, in case a role answers beyond the filter:
-            // a page may then come short, but never shows another's task.
-            tasks: tasks
-                .into_iter()
-                .filter(|task| who.may(Action::Read, &task.lambda))
-                .map(task_to_proto)
-                .collect(),
+            tasks: tasks.into_iter().map(task_to_proto).collect(),
         }))
     }
 
@@ -172,15 +165,12 @@ impl proto::frontend_server::Frontend for FrontendService {
         &self,
         request: Request<proto::LambdaStatsRequest>,
     ) -> Result<Response<proto::LambdaStatsResponse>, Status> {
-        let who = principal(&request);
+        let role = self.role(&request);
         let window = match request.into_inner().window_ms {
             0 => Duration::from_secs(3600),
             ms => Duration::from_millis(ms),
         };
-        let mut overview = self.0.lambda_stats(window).await.map_err(to_status)?;
-        overview
-            .lambdas
-            .retain(|stats| who.may(Action::Read, &stats.lambda));
+        let overview = role.lambda_stats(window).await.map_err(to_status)?;
         Ok(Response::new(overview_to_proto(overview)))
     }
 
@@ -188,12 +178,9 @@ impl proto::frontend_server::Frontend for FrontendService {
         &self,
         request: Request<proto::CountTasksRequest>,
     ) -> Result<Response<proto::CountTasksResponse>, Status> {
-        let who = principal(&request);
+        let role = self.role(&request);
         let request = request.into_inner();
-        who.check(Action::Read, &request.lambda)
-            .map_err(to_status)?;
-        let counts = self
-            .0
+        let counts = role
             .task_count(TaskCount {
                 lambda: request.lambda,
                 collection: request.collection,
@@ -216,10 +203,9 @@ impl proto::frontend_server::Frontend for FrontendService {
         &self,
         request: Request<proto::CancelTaskRequest>,
     ) -> Result<Response<proto::CancelTaskResponse>, Status> {
-        let who = principal(&request);
+        let role = self.role(&request);
         let id = request.into_inner().id;
-        self.check_task(&who, Action::Manage, &id).await?;
-        let task = self.0.task_cancel(&id).await.map_err(to_status)?;
+        let task = role.task_cancel(&id).await.map_err(to_status)?;
         Ok(Response::new(proto::CancelTaskResponse {
             task: Some(task_to_proto(task)),
         }))
@@ -232,20 +218,17 @@ impl proto::frontend_server::Frontend for FrontendService {
         &self,
         request: Request<proto::DeployLambdaRequest>,
     ) -> Result<Response<Self::DeployLambdaStream>, Status> {
-        let who = principal(&request);
+        let role = self.role(&request);
         let request = request.into_inner();
-        who.check(Action::Manage, &request.name)
-            .map_err(to_status)?;
         let config = config_from_proto(request.config).map_err(to_status)?;
-        // Allowing a lambda to schedule another's tasks hands on the
-        // deployer's right to schedule them: a right the deployer must have.
-        for child in &config.allowed_children {
-            who.check(Action::Schedule, child).map_err(to_status)?;
-        }
+        // Checked before the deploy starts, so that a refusal is the
+        // call's answer rather than its first report.
+        role.allow_deploy(&request.name, &config)
+            .map_err(to_status)?;
         // The deploy runs on a task of its own, to its end even if the
         // client leaves (it is one transaction: stored whole or not at
         // all); the answer reports on it every second meanwhile.
-        let frontend = self.0.clone();
+        let frontend = role;
         let deploy = tokio::spawn(async move {
             frontend
                 .lambda_deploy(&request.name, request.component, config)
@@ -262,11 +245,9 @@ impl proto::frontend_server::Frontend for FrontendService {
         &self,
         request: Request<proto::GetLambdaRequest>,
     ) -> Result<Response<proto::GetLambdaResponse>, Status> {
-        let who = principal(&request);
+        let role = self.role(&request);
         let request = request.into_inner();
-        who.check(Action::Read, &request.name).map_err(to_status)?;
-        let lambda = self
-            .0
+        let lambda = role
             .lambda_get(&request.name, request.version)
             .await
             .map_err(to_status)?;
@@ -279,14 +260,10 @@ impl proto::frontend_server::Frontend for FrontendService {
         &self,
         request: Request<proto::ListLambdasRequest>,
     ) -> Result<Response<proto::ListLambdasResponse>, Status> {
-        let who = principal(&request);
-        let lambdas = self.0.lambda_list().await.map_err(to_status)?;
+        let role = self.role(&request);
+        let lambdas = role.lambda_list().await.map_err(to_status)?;
         Ok(Response::new(proto::ListLambdasResponse {
-            lambdas: lambdas
-                .into_iter()
-                .filter(|lambda| who.may(Action::Read, &lambda.name))
-                .map(lambda_to_proto)
-                .collect(),
+            lambdas: lambdas.into_iter().map(lambda_to_proto).collect(),
         }))
     }
 
@@ -294,12 +271,9 @@ impl proto::frontend_server::Frontend for FrontendService {
         &self,
         request: Request<proto::RollbackLambdaRequest>,
     ) -> Result<Response<proto::RollbackLambdaResponse>, Status> {
-        let who = principal(&request);
+        let role = self.role(&request);
         let request = request.into_inner();
-        who.check(Action::Manage, &request.name)
-            .map_err(to_status)?;
-        let lambda = self
-            .0
+        let lambda = role
             .lambda_rollback(&request.name, request.version)
             .await
             .map_err(to_status)?;
@@ -312,10 +286,9 @@ impl proto::frontend_server::Frontend for FrontendService {
         &self,
         request: Request<proto::ListVersionsRequest>,
     ) -> Result<Response<proto::ListVersionsResponse>, Status> {
-        let who = principal(&request);
+        let role = self.role(&request);
         let name = request.into_inner().name;
-        who.check(Action::Read, &name).map_err(to_status)?;
-        let versions = self.0.lambda_versions(&name).await.map_err(to_status)?;
+        let versions = role.lambda_versions(&name).await.map_err(to_status)?;
         Ok(Response::new(proto::ListVersionsResponse {
             versions: versions.into_iter().map(lambda_to_proto).collect(),
         }))
@@ -325,11 +298,8 @@ impl proto::frontend_server::Frontend for FrontendService {
         &self,
         request: Request<proto::GetComponentRequest>,
     ) -> Result<Response<proto::GetComponentResponse>, Status> {
-        principal(&request)
-            .check_admin("fetch components")
-            .map_err(to_status)?;
-        let component = self
-            .0
+        let role = self.role(&request);
+        let component = role
             .component_get(&request.into_inner().digest)
             .await
             .map_err(to_status)?;
@@ -340,12 +310,9 @@ impl proto::frontend_server::Frontend for FrontendService {
         &self,
         request: Request<proto::GetArtifactRequest>,
     ) -> Result<Response<Self::GetArtifactStream>, Status> {
-        principal(&request)
-            .check_admin("fetch compiled components")
-            .map_err(to_status)?;
+        let role = self.role(&request);
         let request = request.into_inner();
-        let artifact = self
-            .0
+        let artifact = role
             .artifact_get(&request.digest, &request.engine)
             .await
             .map_err(to_status)?
@@ -375,12 +342,9 @@ impl proto::frontend_server::Frontend for FrontendService {
         &self,
         request: Request<proto::WaitLambdaChangeRequest>,
     ) -> Result<Response<proto::WaitLambdaChangeResponse>, Status> {
-        principal(&request)
-            .check_admin("follow the lambdas' changes")
-            .map_err(to_status)?;
+        let role = self.role(&request);
         let request = request.into_inner();
-        let generation = self
-            .0
+        let generation = role
             .lambda_changed(request.seen, Duration::from_millis(request.wait_ms))
             .await
             .map_err(to_status)?;
@@ -393,13 +357,10 @@ impl proto::frontend_server::Frontend for FrontendService {
         &self,
         request: Request<proto::SetGateRequest>,
     ) -> Result<Response<proto::SetGateResponse>, Status> {
-        let who = principal(&request);
+        let role = self.role(&request);
         let request = request.into_inner();
-        who.check(Action::Manage, &request.lambda)
-            .map_err(to_status)?;
         let state = gate_state_from_proto(request.state).map_err(to_status)?;
-        let released = self
-            .0
+        let released = role
             .gate_set(&request.lambda, request.collection.as_deref(), state)
             .await
             .map_err(to_status)?;
@@ -410,14 +371,10 @@ impl proto::frontend_server::Frontend for FrontendService {
         &self,
         request: Request<proto::ListGatesRequest>,
     ) -> Result<Response<proto::ListGatesResponse>, Status> {
-        let who = principal(&request);
-        let gates = self.0.gate_list().await.map_err(to_status)?;
+        let role = self.role(&request);
+        let gates = role.gate_list().await.map_err(to_status)?;
         Ok(Response::new(proto::ListGatesResponse {
-            gates: gates
-                .into_iter()
-                .filter(|gate| who.may(Action::Read, &gate.lambda))
-                .map(gate_to_proto)
-                .collect(),
+            gates: gates.into_iter().map(gate_to_proto).collect(),
         }))
     }
 
@@ -425,22 +382,11 @@ impl proto::frontend_server::Frontend for FrontendService {
         &self,
         request: Request<proto::RedriveDeadRequest>,
     ) -> Result<Response<proto::RedriveDeadResponse>, Status> {
-        let who = principal(&request);
+        let role = self.role(&request);
         let request = request.into_inner();
         let version = request.version;
         let selector = dead_selector(request)?;
-        match &selector {
-            DeadSelector::Ids(ids) => {
-                for id in ids {
-                    self.check_task(&who, Action::Manage, id).await?;
-                }
-            }
-            DeadSelector::Filter { lambda, .. } => {
-                who.check(Action::Manage, lambda).map_err(to_status)?;
-            }
-        }
-        let redriven = self
-            .0
+        let redriven = role
             .dead_redrive(selector, version)
             .await
             .map_err(to_status)?;
@@ -451,10 +397,9 @@ impl proto::frontend_server::Frontend for FrontendService {
         &self,
         request: Request<proto::ListAttemptsRequest>,
     ) -> Result<Response<proto::ListAttemptsResponse>, Status> {
-        let who = principal(&request);
+        let role = self.role(&request);
         let id = request.into_inner().id;
-        self.check_task(&who, Action::Read, &id).await?;
-        let attempts = self.0.task_attempts(&id).await.map_err(to_status)?;
+        let attempts = role.task_attempts(&id).await.map_err(to_status)?;
         Ok(Response::new(proto::ListAttemptsResponse {
             attempts: attempts.into_iter().map(attempt_to_proto).collect(),
         }))
@@ -464,11 +409,9 @@ impl proto::frontend_server::Frontend for FrontendService {
         &self,
         request: Request<proto::CreateCronRequest>,
     ) -> Result<Response<proto::CreateCronResponse>, Status> {
-        let who = principal(&request);
+        let role = self.role(&request);
         let request = cron_request_from_proto(request.into_inner()).map_err(to_status)?;
-        who.check(Action::Manage, &request.lambda)
-            .map_err(to_status)?;
-        let schedule = self.0.cron_create(request).await.map_err(to_status)?;
+        let schedule = role.cron_create(request).await.map_err(to_status)?;
         Ok(Response::new(proto::CreateCronResponse {
             cron: Some(cron_to_proto(schedule)),
         }))
@@ -478,10 +421,9 @@ impl proto::frontend_server::Frontend for FrontendService {
         &self,
         request: Request<proto::PreviewCronRequest>,
     ) -> Result<Response<proto::PreviewCronResponse>, Status> {
-        // Reads nothing stored: any authenticated caller may ask.
+        let role = self.role(&request);
         let request = request.into_inner();
-        let occurrences = self
-            .0
+        let occurrences = role
             .cron_preview(
                 &request.expression,
                 request.timezone.as_deref(),
@@ -498,14 +440,10 @@ impl proto::frontend_server::Frontend for FrontendService {
         &self,
         request: Request<proto::ListCronsRequest>,
     ) -> Result<Response<proto::ListCronsResponse>, Status> {
-        let who = principal(&request);
-        let schedules = self.0.cron_list().await.map_err(to_status)?;
+        let role = self.role(&request);
+        let schedules = role.cron_list().await.map_err(to_status)?;
         Ok(Response::new(proto::ListCronsResponse {
-            crons: schedules
-                .into_iter()
-                .filter(|schedule| who.may(Action::Read, &schedule.lambda))
-                .map(cron_to_proto)
-                .collect(),
+            crons: schedules.into_iter().map(cron_to_proto).collect(),
         }))
     }
 
@@ -513,16 +451,9 @@ impl proto::frontend_server::Frontend for FrontendService {
         &self,
         request: Request<proto::DeleteCronRequest>,
     ) -> Result<Response<proto::DeleteCronResponse>, Status> {
-        let who = principal(&request);
+        let role = self.role(&request);
         let id = request.into_inner().id;
-        if !who.is_admin() {
-            let schedules = self.0.cron_list().await.map_err(to_status)?;
-            if let Some(schedule) = schedules.iter().find(|s| s.id == id) {
-                who.check(Action::Manage, &schedule.lambda)
-                    .map_err(to_status)?;
-            }
-        }
-        self.0.cron_delete(&id).await.map_err(to_status)?;
+        role.cron_delete(&id).await.map_err(to_status)?;
         Ok(Response::new(proto::DeleteCronResponse {}))
     }
 
@@ -530,14 +461,11 @@ impl proto::frontend_server::Frontend for FrontendService {
         &self,
         request: Request<proto::CreateTokenRequest>,
     ) -> Result<Response<proto::CreateTokenResponse>, Status> {
-        principal(&request)
-            .check_admin("create tokens")
-            .map_err(to_status)?;
+        let role = self.role(&request);
         let request = request.into_inner();
-        let role = token_role_from_proto(request.role).map_err(to_status)?;
-        let (token, secret) = self
-            .0
-            .token_create(&request.name, role, request.lambdas)
+        let kind = token_role_from_proto(request.role).map_err(to_status)?;
+        let (token, secret) = role
+            .token_create(&request.name, kind, request.lambdas)
             .await
             .map_err(to_status)?;
         Ok(Response::new(proto::CreateTokenResponse {
@@ -550,10 +478,8 @@ impl proto::frontend_server::Frontend for FrontendService {
         &self,
         request: Request<proto::ListTokensRequest>,
     ) -> Result<Response<proto::ListTokensResponse>, Status> {
-        principal(&request)
-            .check_admin("list tokens")
-            .map_err(to_status)?;
-        let tokens = self.0.token_list().await.map_err(to_status)?;
+        let role = self.role(&request);
+        let tokens = role.token_list().await.map_err(to_status)?;
         Ok(Response::new(proto::ListTokensResponse {
             tokens: tokens.into_iter().map(token_to_proto).collect(),
         }))
@@ -563,11 +489,8 @@ impl proto::frontend_server::Frontend for FrontendService {
         &self,
         request: Request<proto::RevokeTokenRequest>,
     ) -> Result<Response<proto::RevokeTokenResponse>, Status> {
-        principal(&request)
-            .check_admin("revoke tokens")
-            .map_err(to_status)?;
-        self.0
-            .token_revoke(&request.into_inner().id)
+        let role = self.role(&request);
+        role.token_revoke(&request.into_inner().id)
             .await
             .map_err(to_status)?;
         Ok(Response::new(proto::RevokeTokenResponse {}))
@@ -577,12 +500,9 @@ impl proto::frontend_server::Frontend for FrontendService {
         &self,
         request: Request<proto::SetSecretRequest>,
     ) -> Result<Response<proto::SetSecretResponse>, Status> {
-        let who = principal(&request);
+        let role = self.role(&request);
         let request = request.into_inner();
-        who.check(Action::Manage, &request.lambda)
-            .map_err(to_status)?;
-        self.0
-            .secret_set(&request.lambda, &request.name, &request.value)
+        role.secret_set(&request.lambda, &request.name, &request.value)
             .await
             .map_err(to_status)?;
         Ok(Response::new(proto::SetSecretResponse {}))
@@ -592,15 +512,9 @@ impl proto::frontend_server::Frontend for FrontendService {
         &self,
         request: Request<proto::ListSecretsRequest>,
     ) -> Result<Response<proto::ListSecretsResponse>, Status> {
-        let who = principal(&request);
+        let role = self.role(&request);
         let request = request.into_inner();
-        who.check(Action::Read, &request.lambda)
-            .map_err(to_status)?;
-        let secrets = self
-            .0
-            .secret_list(&request.lambda)
-            .await
-            .map_err(to_status)?;
+        let secrets = role.secret_list(&request.lambda).await.map_err(to_status)?;
         Ok(Response::new(proto::ListSecretsResponse {
             secrets: secrets
                 .into_iter()
@@ -616,12 +530,9 @@ impl proto::frontend_server::Frontend for FrontendService {
         &self,
         request: Request<proto::RemoveSecretRequest>,
     ) -> Result<Response<proto::RemoveSecretResponse>, Status> {
-        let who = principal(&request);
+        let role = self.role(&request);
         let request = request.into_inner();
-        who.check(Action::Manage, &request.lambda)
-            .map_err(to_status)?;
-        self.0
-            .secret_remove(&request.lambda, &request.name)
+        role.secret_remove(&request.lambda, &request.name)
             .await
             .map_err(to_status)?;
         Ok(Response::new(proto::RemoveSecretResponse {}))
@@ -631,11 +542,8 @@ impl proto::frontend_server::Frontend for FrontendService {
         &self,
         request: Request<proto::SealedSecretsRequest>,
     ) -> Result<Response<proto::SealedSecretsResponse>, Status> {
-        principal(&request)
-            .check_admin("fetch sealed secrets")
-            .map_err(to_status)?;
-        let sealed = self
-            .0
+        let role = self.role(&request);
+        let sealed = role
             .secret_sealed(&request.into_inner().lambda)
             .await
             .map_err(to_status)?;

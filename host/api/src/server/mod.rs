@@ -18,11 +18,10 @@
 //! clients accept; the roles cut what they send to fit (`waft_services`'
 //! batches).
 //!
-//! One adapter a role: `frontend.rs` (with the authorization of every
-//! client call, and `authorize.rs` for the checks that read the store
-//! first), `controller.rs`, `hsc.rs`.
+//! One adapter a role: `frontend.rs` (which hands each call to the
+//! Frontend acting for its caller: the Frontend checks the caller's
+//! rights), `controller.rs`, `hsc.rs`.
 
-mod authorize;
 mod controller;
 mod frontend;
 mod hosts;
@@ -49,7 +48,7 @@ use waft_client::proto::frontend_server::FrontendServer;
 use waft_client::proto::hsc_server::HscServer;
 use waft_client::{MAX_FRONTEND_REQUEST, MAX_INTERNAL_REQUEST};
 use waft_services::auth::Authenticator;
-use waft_services::{ControllerApi, FrontendApi, HscApi};
+use waft_services::{ControllerApi, Frontend, HscApi};
 
 use crate::auth::AuthLayer;
 use hosts::HostLayer;
@@ -58,7 +57,9 @@ use page::PageLayer;
 /// The roles one server serves; `None` ones answer `UNIMPLEMENTED`.
 #[derive(Clone, Default)]
 pub struct Roles {
-    pub frontend: Option<Arc<dyn FrontendApi>>,
+    /// The Frontend itself, not any `FrontendApi`: each call is answered
+    /// by it acting for the call's caller.
+    pub frontend: Option<Arc<Frontend>>,
     pub controller: Option<Arc<dyn ControllerApi>>,
     pub hsc: Option<Arc<dyn HscApi>>,
     /// Checks every call's token; no authentication when absent.
@@ -122,7 +123,7 @@ pub async fn serve(
 /// Health, both versions of reflection, and the roles' services, each
 /// reported serving to health checks.
 async fn routes(
-    frontend: Option<Arc<dyn FrontendApi>>,
+    frontend: Option<Arc<Frontend>>,
     controller: Option<Arc<dyn ControllerApi>>,
     hsc: Option<Arc<dyn HscApi>>,
 ) -> Result<Routes, ServeError> {

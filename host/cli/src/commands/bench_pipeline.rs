@@ -23,7 +23,7 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use waft_client::FrontendClient;
 use waft_core::{LambdaConfig, TaskStatus};
-use waft_services::{FrontendApi, TaskRequest};
+use waft_services::{ClientApi, TaskRequest};
 use waft_store::GateState;
 use waft_store::{TaskCount, TaskList};
 

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use waft_client::FrontendClient;
 use waft_core::{LambdaConfig, TaskStatus};
-use waft_services::FrontendApi;
+use waft_services::ClientApi;
 use waft_store::TaskCount;
 
 use crate::commands::bench_pipeline::{deploy, failed, list_all, runtime, schedule, start_dev};

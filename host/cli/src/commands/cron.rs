@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 use serde_json::json;
-use waft_services::{CronRequest, FrontendApi};
+use waft_services::{ClientApi, CronRequest};
 use waft_store::{Cron, Millis};
 
 use crate::commands::client::{ClientArgs, PayloadArgs, block_on, json_bytes, time};

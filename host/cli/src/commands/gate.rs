@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand};
 use serde_json::json;
 use waft_core::TaskStatus;
-use waft_services::FrontendApi;
+use waft_services::ClientApi;
 use waft_store::{Attempt, DeadSelector, GateState, Task, TaskList};
 
 use crate::commands::client::{ClientArgs, block_on, show_bytes, time};

@@ -9,7 +9,7 @@ use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 use waft_core::{Backoff, ByteSize, Grants, LambdaConfig, OutboundLimits, OutboundPattern};
-use waft_services::FrontendApi;
+use waft_services::ClientApi;
 use waft_store::Lambda;
 
 use crate::commands::client::{ClientArgs, block_on, time};

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 use serde_json::json;
-use waft_services::FrontendApi;
+use waft_services::AdminApi;
 
 use crate::commands::client::{ClientArgs, block_on, time};
 use crate::exit::Failure;

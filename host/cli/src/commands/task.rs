@@ -6,7 +6,7 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 use serde_json::json;
 use waft_core::TaskStatus;
-use waft_services::{FrontendApi, RunAt, TaskRequest};
+use waft_services::{ClientApi, RunAt, TaskRequest};
 use waft_store::{Continuation, Task, TaskList};
 
 use crate::commands::client::{
@@ -318,7 +318,7 @@ impl TaskTree {
 
 /// Walks the children of `root` breadth-first, a page at a time.
 async fn descendants(
-    frontend: &impl FrontendApi,
+    frontend: &impl ClientApi,
     root: Task,
 ) -> Result<TaskTree, waft_services::ServiceError> {
     let mut children = Vec::new();

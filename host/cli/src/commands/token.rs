@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 use serde_json::json;
-use waft_services::FrontendApi;
+use waft_services::AdminApi;
 use waft_store::{Token, TokenRole};
 
 use crate::commands::client::{ClientArgs, block_on, time};

@@ -8,6 +8,7 @@
 //! One client a role: `frontend.rs`, `controller.rs`, `hsc.rs`; this module
 //! holds what they share: the channel, its TLS and its bearer token.
 
+mod admin;
 mod controller;
 mod frontend;
 mod hsc;

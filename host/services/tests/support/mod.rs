@@ -21,8 +21,8 @@ use tokio_util::sync::CancellationToken;
 use waft_core::LambdaConfig;
 use waft_runtime::{Allocator, Runtime, RuntimeConfig};
 use waft_services::{
-    Clock, ControllerApi, Executor, ExecutorConfig, Frontend, FrontendApi, HeartbeatConfig, Hsc,
-    HscApi, NextWork, ServiceResult, SystemClock, Wake,
+    ClientApi, Clock, ControllerApi, Executor, ExecutorConfig, Frontend, FrontendApi,
+    HeartbeatConfig, Hsc, HscApi, NextWork, ServiceResult, SystemClock, Wake,
 };
 use waft_store::{
     ClaimedTask, LambdaDeploy, NewTask, SqliteStore, TaskEnqueueReady, TaskInsertMany, TaskStore,

@@ -1,0 +1,505 @@
+//! Every call of the Frontend's roles against every kind of caller, made
+//! twice: in process, by the Frontend acting for the caller, and over gRPC
+//! through a real server with auth on, presenting the caller's token. Both
+//! must give the verdict the table below says, and the same answer, so the
+//! two ways in cannot disagree.
+//!
+//! The table is written by hand, apart from `waft_core::access`'s: it says
+//! what each kind of token may do as a reader of the docs expects, and the
+//! rule must agree with it. A new method of a role's trait cannot go
+//! untested: [`Probe`] implements every trait and names the [`Call`] of each
+//! method, [`invoke`] and [`expected`] match on every `Call`, and the first
+//! test checks that invoking each call reaches its method.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::net::TcpListener;
+use waft_api::{ChannelOptions, FrontendClient, Roles};
+use waft_core::LambdaConfig;
+use waft_core::access::{Call, Principal};
+use waft_runtime::{Allocator, Runtime, RuntimeConfig};
+use waft_services::api::{AdminApi, ClientApi, ClusterApi};
+use waft_services::auth::Authenticator;
+use waft_services::{
+    CronRequest, Frontend, FrontendApi, ServiceError, ServiceResult, SystemClock, TaskRequest, Wake,
+};
+use waft_store::{
+    Artifact, Attempt, Cron, DeadSelector, Gate, GateState, Lambda, LambdaDeploy, Millis, Overview,
+    SealedSecrets, SecretInfo, SqliteStore, StatusCount, Task, TaskCount, TaskInserted, TaskList,
+    TaskStore, Token, TokenRole,
+};
+
+const T0: i64 = 1_800_000_000_000;
+
+/// The installation's own token.
+const CLUSTER: &str = "the-cluster-token-of-the-rights-tests-0123456789";
+
+/// The kinds of caller, in the order of the table's columns.
+const KINDS: [&str; 6] = [
+    "admin",
+    "owner of mail",
+    "owner of billing",
+    "scheduler of mail",
+    "scheduler of billing",
+    "cluster",
+];
+
+/// What each kind of caller may do with `call` on lambda `mail`'s things,
+/// one letter a column of [`KINDS`]: `y` allowed, `n` refused
+/// (`PermissionDenied`); for a list, `s` answered with mail's rows, `h`
+/// answered without them.
+fn expected(call: Call) -> &'static str {
+    match call {
+        Call::TaskSchedule => "yynyny",
+        Call::TaskGet => "yynyny",
+        Call::TaskList => "sshshs",
+        Call::TaskCount => "yynyny",
+        Call::TaskCancel => "yynnny",
+        Call::TaskAttempts => "yynyny",
+        Call::LambdaStats => "sshshs",
+        Call::LambdaDeploy => "yynnny",
+        Call::LambdaGet => "yynyny",
+        Call::LambdaList => "sshshs",
+        Call::LambdaRollback => "yynnny",
+        Call::LambdaVersions => "yynyny",
+        Call::GateSet => "yynnny",
+        Call::GateList => "sshshs",
+        Call::DeadRedrive => "yynnny",
+        Call::CronCreate => "yynnny",
+        Call::CronList => "sshshs",
+        Call::CronPreview => "yyyyyy",
+        Call::CronDelete => "yynnny",
+        Call::TokenCreate => "ynnnny",
+        Call::TokenList => "ynnnny",
+        Call::TokenRevoke => "ynnnny",
+        Call::SecretSet => "yynnny",
+        Call::SecretList => "yynyny",
+        Call::SecretRemove => "yynnny",
+        Call::ComponentGet => "ynnnny",
+        Call::ArtifactGet => "ynnnny",
+        Call::LambdaChanged => "ynnnny",
+        Call::SecretSealed => "ynnnny",
+    }
+}
+
+/// What a call answered, as far as rights go: for a list, whether it held
+/// any of mail's rows.
+type Answer = ServiceResult<Option<bool>>;
+
+/// The answer of a call that is no list.
+fn none<T>(_: T) -> Option<bool> {
+    None
+}
+
+/// Whether `rows` hold one of lambda mail.
+fn holds_mail<T>(rows: &[T], lambda: impl Fn(&T) -> &str) -> Option<bool> {
+    Some(rows.iter().any(|row| lambda(row) == "mail"))
+}
+
+/// Makes `call` on `api`, about lambda `mail` and its things in `fx`; what
+/// a call changes for good (a cron, a token) it first makes anew through
+/// `fx.cluster`, so that every caller finds the same.
+async fn invoke(api: &dyn FrontendApi, fx: &Fixture, call: Call) -> Answer {
+    let task = fx.task.as_str();
+    match call {
+        Call::TaskSchedule => api.task_schedule_many(vec![mail_task()]).await.map(none),
+        Call::TaskGet => api.task_get(task).await.map(none),
+        Call::TaskList => (api.task_list(TaskList::default()).await)
+            .map(|tasks| holds_mail(&tasks, |t| &t.lambda)),
+        Call::TaskCount => api.task_count(mail_count()).await.map(none),
+        Call::TaskCancel => api.task_cancel(&fx.fresh_task().await).await.map(none),
+        Call::TaskAttempts => api.task_attempts(task).await.map(none),
+        Call::LambdaStats => (api.lambda_stats(Duration::from_secs(60)).await)
+            .map(|overview| holds_mail(&overview.lambdas, |s| &s.lambda)),
+        Call::LambdaDeploy => (api
+            .lambda_deploy("mail", b"not wasm".to_vec(), config())
+            .await)
+            .map(none),
+        Call::LambdaGet => api.lambda_get("mail", None).await.map(none),
+        Call::LambdaList => (api.lambda_list().await).map(|l| holds_mail(&l, |l| &l.name)),
+        Call::LambdaRollback => api.lambda_rollback("mail", Some(1)).await.map(none),
+        Call::LambdaVersions => api.lambda_versions("mail").await.map(none),
+        Call::GateSet => (api.gate_set("mail", Some("spare"), GateState::Open).await).map(none),
+        Call::GateList => (api.gate_list().await).map(|g| holds_mail(&g, |g| &g.lambda)),
+        Call::DeadRedrive => api.dead_redrive(mail_dead(), None).await.map(none),
+        Call::CronCreate => api.cron_create(mail_cron()).await.map(none),
+        Call::CronList => (api.cron_list().await).map(|c| holds_mail(&c, |c| &c.lambda)),
+        Call::CronPreview => api.cron_preview("0 * * * *", None, 3).await.map(none),
+        Call::CronDelete => api.cron_delete(&fx.fresh_cron().await).await.map(none),
+        Call::TokenCreate => (api.token_create("new", TokenRole::Owner, vec![]).await).map(none),
+        Call::TokenList => api.token_list().await.map(none),
+        Call::TokenRevoke => api.token_revoke(&fx.fresh_token().await).await.map(none),
+        Call::SecretSet => api.secret_set("mail", "KEY", "value").await.map(none),
+        Call::SecretList => api.secret_list("mail").await.map(none),
+        Call::SecretRemove => api.secret_remove("mail", "KEY").await.map(none),
+        Call::ComponentGet => api.component_get("digest-of-mail").await.map(none),
+        Call::ArtifactGet => api.artifact_get("digest-of-mail", "engine").await.map(none),
+        Call::LambdaChanged => api.lambda_changed(0, Duration::ZERO).await.map(none),
+        Call::SecretSealed => api.secret_sealed("mail").await.map(none),
+    }
+}
+
+fn mail_task() -> TaskRequest {
+    TaskRequest {
+        lambda: "mail".into(),
+        ..TaskRequest::default()
+    }
+}
+
+fn mail_count() -> TaskCount {
+    TaskCount {
+        lambda: "mail".into(),
+        collection: None,
+        parent_id: None,
+    }
+}
+
+fn mail_dead() -> DeadSelector {
+    DeadSelector::Filter {
+        lambda: "mail".into(),
+        collection: None,
+    }
+}
+
+fn mail_cron() -> CronRequest {
+    CronRequest {
+        lambda: "mail".into(),
+        cron: "0 * * * *".into(),
+        ..CronRequest::default()
+    }
+}
+
+fn config() -> LambdaConfig {
+    LambdaConfig::default()
+}
+
+/// An installation with lambdas mail and billing, each with a task, a cron
+/// and a paused gate, served over gRPC with auth on.
+struct Fixture {
+    /// The Frontend acting for the cluster.
+    cluster: Arc<Frontend>,
+    store: Arc<dyn TaskStore>,
+    address: String,
+    /// A task of mail.
+    task: String,
+    /// The secrets of the tokens of [`KINDS`] but the cluster's.
+    secrets: Vec<String>,
+    /// A revoked token's secret.
+    revoked: String,
+}
+
+impl Fixture {
+    async fn new() -> Self {
+        let store: Arc<dyn TaskStore> =
+            Arc::new(SqliteStore::connect("sqlite::memory:").await.unwrap());
+        let runtime = Runtime::new(RuntimeConfig {
+            allocator: Allocator::OnDemand,
+            ..RuntimeConfig::default()
+        })
+        .unwrap();
+        let cluster = Arc::new(Frontend::new(
+            store.clone(),
+            Arc::new(SystemClock),
+            Arc::new(runtime),
+            Arc::new(Wake::default()),
+        ));
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap().to_string();
+        let roles = Roles {
+            frontend: Some(cluster.clone()),
+            auth: Some(Arc::new(Authenticator::new(
+                Some(store.clone()),
+                Some(CLUSTER),
+            ))),
+            ..Roles::default()
+        };
+        tokio::spawn(waft_api::serve(listener, roles, std::future::pending()));
+        let mut fx = Self {
+            cluster,
+            store,
+            address,
+            task: String::new(),
+            secrets: Vec::new(),
+            revoked: String::new(),
+        };
+        for lambda in ["mail", "billing"] {
+            fx.lambda(lambda).await;
+        }
+        fx.task = fx.fresh_task().await;
+        fx.secrets = vec![
+            fx.token(TokenRole::Admin, &[]).await.1,
+            fx.token(TokenRole::Owner, &["mail"]).await.1,
+            fx.token(TokenRole::Owner, &["billing"]).await.1,
+            fx.token(TokenRole::Scheduler, &["mail"]).await.1,
+            fx.token(TokenRole::Scheduler, &["billing"]).await.1,
+        ];
+        let (revoked, secret) = fx.token(TokenRole::Admin, &[]).await;
+        fx.cluster.token_revoke(&revoked.id).await.unwrap();
+        fx.revoked = secret;
+        fx
+    }
+
+    /// Deploys `lambda` (as stored: the store does not check components),
+    /// with a task, a cron and a paused gate.
+    async fn lambda(&self, lambda: &str) {
+        let deploy = LambdaDeploy {
+            name: lambda.into(),
+            digest: format!("digest-of-{lambda}"),
+            component: lambda.as_bytes().to_vec(),
+            artifact: None,
+            config: LambdaConfig::default(),
+            now: T0,
+        };
+        self.store.lambda_deploy(deploy).await.unwrap();
+        let task = TaskRequest {
+            lambda: lambda.into(),
+            ..TaskRequest::default()
+        };
+        self.cluster.task_schedule_many(vec![task]).await.unwrap();
+        let cron = CronRequest {
+            lambda: lambda.into(),
+            ..mail_cron()
+        };
+        self.cluster.cron_create(cron).await.unwrap();
+        let gate = self
+            .cluster
+            .gate_set(lambda, Some("held"), GateState::Paused);
+        gate.await.unwrap();
+    }
+
+    /// A new token of `role` for `lambdas`, and its secret.
+    async fn token(&self, role: TokenRole, lambdas: &[&str]) -> (Token, String) {
+        let lambdas = lambdas.iter().map(|l| (*l).to_owned()).collect();
+        self.cluster.token_create("t", role, lambdas).await.unwrap()
+    }
+
+    async fn fresh_task(&self) -> String {
+        let inserted = self.cluster.task_schedule_many(vec![mail_task()]).await;
+        inserted.unwrap().remove(0).id
+    }
+
+    async fn fresh_cron(&self) -> String {
+        self.cluster.cron_create(mail_cron()).await.unwrap().id
+    }
+
+    async fn fresh_token(&self) -> String {
+        self.token(TokenRole::Admin, &[]).await.0.id
+    }
+
+    /// The Frontend in process, acting for a caller of kind `kind`.
+    async fn in_process(&self, kind: usize) -> Arc<dyn FrontendApi> {
+        let who = match self.secrets.get(kind) {
+            Some(secret) => {
+                let auth = Authenticator::new(Some(self.store.clone()), None);
+                auth.authenticate(Some(secret)).await.unwrap()
+            }
+            None => Principal::Cluster,
+        };
+        Arc::new(self.cluster.acting(who))
+    }
+
+    /// The Frontend over gRPC, presenting `token` (none: no token).
+    fn client(&self, token: Option<&str>) -> Arc<dyn FrontendApi> {
+        let options = ChannelOptions { token, ca: None };
+        let channel = waft_api::channel_with(&self.address, options).unwrap();
+        Arc::new(FrontendClient::new(channel))
+    }
+
+    /// The token of kind `kind`.
+    fn secret(&self, kind: usize) -> &str {
+        self.secrets.get(kind).map_or(CLUSTER, String::as_str)
+    }
+}
+
+/// The table's letter for `answer`; `u` for `Unauthenticated`.
+fn verdict(answer: &Answer) -> char {
+    match answer {
+        Err(ServiceError::PermissionDenied(_)) => 'n',
+        Err(ServiceError::Unauthenticated(_)) => 'u',
+        Ok(Some(true)) => 's',
+        Ok(Some(false)) => 'h',
+        Ok(None) | Err(_) => 'y',
+    }
+}
+
+/// An answer's kind, to compare the two ways in: the error's variant, not
+/// its words (the client's say which role refused).
+fn kind_of(answer: &Answer) -> String {
+    match answer {
+        Ok(seen) => format!("Ok({seen:?})"),
+        Err(error) => format!("{error:?}").split('(').next().unwrap().to_owned(),
+    }
+}
+
+#[tokio::test]
+async fn every_call_gets_the_tables_verdict_in_process_and_over_grpc() {
+    let fx = Fixture::new().await;
+    let mut wrong = Vec::new();
+    for &call in Call::ALL {
+        let rule = expected(call);
+        for (kind, name) in KINDS.iter().enumerate() {
+            let want = rule.chars().nth(kind).unwrap();
+            let inside = invoke(&*fx.in_process(kind).await, &fx, call).await;
+            let served = invoke(&*fx.client(Some(fx.secret(kind))), &fx, call).await;
+            let seen = (verdict(&inside), verdict(&served));
+            if seen != (want, want) || kind_of(&inside) != kind_of(&served) {
+                wrong.push(format!(
+                    "{call:?} by {name}: wanted {want}, in process {inside:?}, over gRPC {served:?}"
+                ));
+            }
+        }
+        // Over gRPC, no token and a revoked one reach no call.
+        for (token, name) in [(None, "no token"), (Some(&*fx.revoked), "a revoked token")] {
+            let answer = invoke(&*fx.client(token), &fx, call).await;
+            if verdict(&answer) != 'u' {
+                wrong.push(format!("{call:?} with {name}: {answer:?}"));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// A caller that only notes which call it was made.
+#[derive(Default)]
+struct Probe(Mutex<Vec<Call>>);
+
+impl Probe {
+    fn saw(&self, call: Call) -> ServiceError {
+        self.0.lock().unwrap().push(call);
+        ServiceError::Internal("a probe answers nothing".into())
+    }
+}
+
+#[tokio::test]
+async fn invoking_each_call_reaches_its_method() {
+    let fx = Fixture::new().await;
+    for &call in Call::ALL {
+        let probe = Probe::default();
+        let _ = invoke(&probe, &fx, call).await;
+        assert_eq!(*probe.0.lock().unwrap(), [call]);
+    }
+}
+
+#[async_trait]
+impl ClientApi for Probe {
+    async fn task_schedule_many(&self, _: Vec<TaskRequest>) -> ServiceResult<Vec<TaskInserted>> {
+        Err(self.saw(Call::TaskSchedule))
+    }
+    async fn task_get(&self, _: &str) -> ServiceResult<Task> {
+        Err(self.saw(Call::TaskGet))
+    }
+    async fn task_list(&self, _: TaskList) -> ServiceResult<Vec<Task>> {
+        Err(self.saw(Call::TaskList))
+    }
+    async fn task_count(&self, _: TaskCount) -> ServiceResult<Vec<StatusCount>> {
+        Err(self.saw(Call::TaskCount))
+    }
+    async fn lambda_stats(&self, _: Duration) -> ServiceResult<Overview> {
+        Err(self.saw(Call::LambdaStats))
+    }
+    async fn task_cancel(&self, _: &str) -> ServiceResult<Task> {
+        Err(self.saw(Call::TaskCancel))
+    }
+    async fn task_attempts(&self, _: &str) -> ServiceResult<Vec<Attempt>> {
+        Err(self.saw(Call::TaskAttempts))
+    }
+    async fn lambda_deploy(&self, _: &str, _: Vec<u8>, _: LambdaConfig) -> ServiceResult<Lambda> {
+        Err(self.saw(Call::LambdaDeploy))
+    }
+    async fn lambda_get(&self, _: &str, _: Option<u32>) -> ServiceResult<Lambda> {
+        Err(self.saw(Call::LambdaGet))
+    }
+    async fn lambda_list(&self) -> ServiceResult<Vec<Lambda>> {
+        Err(self.saw(Call::LambdaList))
+    }
+    async fn lambda_rollback(&self, _: &str, _: Option<u32>) -> ServiceResult<Lambda> {
+        Err(self.saw(Call::LambdaRollback))
+    }
+    async fn lambda_versions(&self, _: &str) -> ServiceResult<Vec<Lambda>> {
+        Err(self.saw(Call::LambdaVersions))
+    }
+    async fn gate_set(&self, _: &str, _: Option<&str>, _: GateState) -> ServiceResult<u64> {
+        Err(self.saw(Call::GateSet))
+    }
+    async fn gate_list(&self) -> ServiceResult<Vec<Gate>> {
+        Err(self.saw(Call::GateList))
+    }
+    async fn dead_redrive(&self, _: DeadSelector, _: Option<u32>) -> ServiceResult<u64> {
+        Err(self.saw(Call::DeadRedrive))
+    }
+    async fn cron_create(&self, _: CronRequest) -> ServiceResult<Cron> {
+        Err(self.saw(Call::CronCreate))
+    }
+    async fn cron_list(&self) -> ServiceResult<Vec<Cron>> {
+        Err(self.saw(Call::CronList))
+    }
+    async fn cron_preview(&self, _: &str, _: Option<&str>, _: u32) -> ServiceResult<Vec<Millis>> {
+        Err(self.saw(Call::CronPreview))
+    }
+    async fn cron_delete(&self, _: &str) -> ServiceResult<()> {
+        Err(self.saw(Call::CronDelete))
+    }
+}
+
+#[async_trait]
+impl AdminApi for Probe {
+    async fn token_create(
+        &self,
+        _: &str,
+        _: TokenRole,
+        _: Vec<String>,
+    ) -> ServiceResult<(Token, String)> {
+        Err(self.saw(Call::TokenCreate))
+    }
+    async fn token_list(&self) -> ServiceResult<Vec<Token>> {
+        Err(self.saw(Call::TokenList))
+    }
+    async fn token_revoke(&self, _: &str) -> ServiceResult<()> {
+        Err(self.saw(Call::TokenRevoke))
+    }
+    async fn secret_set(&self, _: &str, _: &str, _: &str) -> ServiceResult<()> {
+        Err(self.saw(Call::SecretSet))
+    }
+    async fn secret_list(&self, _: &str) -> ServiceResult<Vec<SecretInfo>> {
+        Err(self.saw(Call::SecretList))
+    }
+    async fn secret_remove(&self, _: &str, _: &str) -> ServiceResult<()> {
+        Err(self.saw(Call::SecretRemove))
+    }
+}
+
+#[async_trait]
+impl ClusterApi for Probe {
+    async fn component_get(&self, _: &str) -> ServiceResult<Vec<u8>> {
+        Err(self.saw(Call::ComponentGet))
+    }
+    async fn artifact_get(&self, _: &str, _: &str) -> ServiceResult<Option<Artifact>> {
+        Err(self.saw(Call::ArtifactGet))
+    }
+    async fn lambda_changed(&self, _: u64, _: Duration) -> ServiceResult<u64> {
+        Err(self.saw(Call::LambdaChanged))
+    }
+    async fn secret_sealed(&self, _: &str) -> ServiceResult<SealedSecrets> {
+        Err(self.saw(Call::SecretSealed))
+    }
+}
+
+/// A token for no lambda sees no list's rows: its lists are kept to no
+/// lambda (for tasks, in the query: `TaskList::lambdas`).
+#[tokio::test]
+async fn a_token_for_no_lambda_sees_no_rows() {
+    let fx = Fixture::new().await;
+    let nobody = fx.cluster.acting(Principal::Owner(BTreeSet::new()));
+    assert!(
+        nobody
+            .task_list(TaskList::default())
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(nobody.cron_list().await.unwrap().is_empty());
+    assert!(nobody.gate_list().await.unwrap().is_empty());
+}
