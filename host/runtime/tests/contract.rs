@@ -1,6 +1,8 @@
 //! The contract's versions: a lambda built against `waft:lambda@0.1.0`
-//! runs unchanged beside 0.2.0 ones, and a 0.2.0 lambda imports only the
-//! capabilities it uses, one interface each.
+//! runs unchanged beside current ones, and a current lambda imports only
+//! the capabilities it uses, one interface each. The current version is the
+//! one `wit/lambda.wit` holds: the host runs it as its newest, and the
+//! SDKs build against it.
 
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -10,6 +12,54 @@ use waft_runtime::{
     TaskInput,
 };
 use waft_sample_artifacts as samples;
+
+/// The version of `waft:lambda` in `wit/lambda.wit`.
+fn current_version() -> String {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../wit/lambda.wit");
+    let wit = std::fs::read_to_string(path).unwrap();
+    wit.lines()
+        .find_map(|line| line.strip_prefix("package waft:lambda@")?.strip_suffix(';'))
+        .unwrap_or_else(|| panic!("{path} names no `package waft:lambda@VERSION;`"))
+        .to_owned()
+}
+
+/// `interface` of the current contract, by its full name.
+fn current(interface: &str) -> String {
+    format!("waft:lambda/{interface}@{}", current_version())
+}
+
+#[test]
+fn the_newest_handler_the_host_runs_is_the_one_of_wit_lambda_wit() {
+    assert_eq!(waft_runtime::HANDLER_EXPORTS[0], current("handler"));
+}
+
+#[test]
+fn the_js_sdk_imports_the_current_contract() {
+    // componentize-js matches imports by full name, so `sdk/js/waft.js` is
+    // the one SDK file that spells the version.
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../sdk/js/waft.js");
+    let sdk = std::fs::read_to_string(path).unwrap();
+    let imports: Vec<&str> = sdk
+        .lines()
+        .filter_map(|line| line.split("from \"").nth(1)?.strip_suffix("\";"))
+        .filter(|name| name.starts_with("waft:lambda/"))
+        .collect();
+    assert!(
+        !imports.is_empty(),
+        "{path} imports no waft:lambda interface"
+    );
+    for import in imports {
+        let interface = import
+            .strip_prefix("waft:lambda/")
+            .and_then(|rest| rest.split('@').next())
+            .unwrap();
+        assert_eq!(
+            import,
+            current(interface),
+            "{path} imports another contract"
+        );
+    }
+}
 
 fn task(payload: &[u8]) -> TaskInput {
     TaskInput {
@@ -112,12 +162,9 @@ async fn a_stopped_first_contract_lambda_gets_no_answer() {
 async fn a_current_lambda_imports_only_the_capabilities_it_uses() {
     // `hello` logs; `chain` logs and schedules children; neither calls HTTP.
     let hello = prepare(samples::HELLO).await.imports();
-    assert!(
-        hello.contains(&"waft:lambda/log@0.2.0".to_owned()),
-        "{hello:?}"
-    );
-    for absent in ["waft:lambda/children@0.2.0", "waft:lambda/host@0.1.0"] {
-        assert!(!hello.contains(&absent.to_owned()), "{hello:?}");
+    assert!(hello.contains(&current("log")), "{hello:?}");
+    for absent in [current("children"), "waft:lambda/host@0.1.0".to_owned()] {
+        assert!(!hello.contains(&absent), "{hello:?}");
     }
     assert!(
         !hello.iter().any(|i| i.starts_with("wasi:http/")),
@@ -125,8 +172,5 @@ async fn a_current_lambda_imports_only_the_capabilities_it_uses() {
     );
 
     let chain = prepare(samples::CHAIN).await.imports();
-    assert!(
-        chain.contains(&"waft:lambda/children@0.2.0".to_owned()),
-        "{chain:?}"
-    );
+    assert!(chain.contains(&current("children")), "{chain:?}");
 }

@@ -2,7 +2,7 @@
 //! are answered by the current interfaces' implementations, its tasks and
 //! outcomes converted to and from theirs.
 
-use super::v0_2::wit::{children, heartbeat, log, types as current};
+use super::current::wit::{children, heartbeat, log, types as current};
 use crate::run::HostState;
 
 wasmtime::component::bindgen!({

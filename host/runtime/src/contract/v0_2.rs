@@ -17,3 +17,15 @@ pub(crate) use wit::types::{Outcome, Task};
 
 /// The handler export of a 0.2.0 lambda.
 pub(crate) const HANDLER_EXPORT: &str = "waft:lambda/handler@0.2.0";
+
+/// Runs `task` through an instance's handler.
+pub(crate) async fn handle(
+    instance: &Lambda,
+    store: &mut wasmtime::Store<crate::run::HostState>,
+    task: &Task,
+) -> wasmtime::Result<Outcome> {
+    instance
+        .waft_lambda0_2_0_handler()
+        .call_handle(store, task)
+        .await
+}
