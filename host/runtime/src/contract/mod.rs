@@ -89,11 +89,7 @@ impl Handler {
                     }
                     None => pre.instantiate_async(&mut *store).await?,
                 };
-                let outcome = instance
-                    .waft_lambda0_1_0_handler()
-                    .call_handle(&mut *store, &v0_1::task(task))
-                    .await?;
-                Ok(v0_1::outcome(outcome))
+                v0_1::handle(&instance, store, task).await
             }
             Self::Current(pre) => {
                 let instance = match relink {

@@ -10,9 +10,8 @@ wasmtime::component::bindgen!({
     exports: { default: async },
 });
 
-/// The generated interfaces (the module's name carries the version: the
-/// host binds more than one).
-pub(crate) use waft::lambda0_2_0 as wit;
+/// The generated interfaces.
+pub(crate) use waft::lambda as wit;
 pub(crate) use wit::types::{Outcome, Task};
 
 /// The handler export of a 0.2.0 lambda.
@@ -25,7 +24,7 @@ pub(crate) async fn handle(
     task: &Task,
 ) -> wasmtime::Result<Outcome> {
     instance
-        .waft_lambda0_2_0_handler()
+        .waft_lambda_handler()
         .call_handle(store, task)
         .await
 }
