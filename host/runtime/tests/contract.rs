@@ -13,6 +13,8 @@ use waft_runtime::{
 };
 use waft_sample_artifacts as samples;
 
+mod support;
+
 /// The version of `waft:lambda` in `wit/lambda.wit`.
 fn current_version() -> String {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../wit/lambda.wit");
@@ -28,9 +30,47 @@ fn current(interface: &str) -> String {
     format!("waft:lambda/{interface}@{}", current_version())
 }
 
-#[test]
-fn the_newest_handler_the_host_runs_is_the_one_of_wit_lambda_wit() {
-    assert_eq!(waft_runtime::HANDLER_EXPORTS[0], current("handler"));
+/// A handler that answers success with no output. Its task's flattened
+/// parameters: three strings (pointer, length), priority, attempt,
+/// scheduled-at, payload; its outcome is at 256, zeroes: `success(none)`.
+const SUCCEEDS: &str = r#"(module
+    (memory (export "memory") 1)
+    (global $free (mut i32) (i32.const 1024))
+    (func (export "cabi_realloc") (param i32 i32 i32) (param $size i32) (result i32)
+        (local $at i32)
+        (local.set $at (global.get $free))
+        (global.set $free (i32.add (local.get $at) (i32.add (local.get $size) (i32.const 8))))
+        (local.get $at))
+    (func (export "waft:lambda/handler@CURRENT#handle")
+        (param i32 i32 i32 i32 i32 i32 i32 i32 i64 i32 i32) (result i32)
+        (i32.const 256)))"#;
+
+#[tokio::test]
+async fn a_lambda_of_another_release_of_the_current_line_runs() {
+    // A release that only adds is a patch version: the host finds the
+    // handler of a 0.2.9 component by the name of its own 0.2 release.
+    let runtime = Runtime::new(RuntimeConfig::default()).unwrap();
+    let wasm = support::lambda_of_release(SUCCEEDS, "0.2.9");
+    let lambda = runtime.prepare(&wasm).await.expect("prepares");
+    let execution = lambda
+        .run(
+            task(b""),
+            &Sandbox::default(),
+            Arc::new(RecordingHost::default()),
+            &KillSwitch::new(),
+        )
+        .await;
+    assert_eq!(execution.outcome, Outcome::Success { output: None });
+
+    // Another minor version is another contract.
+    let wasm = support::lambda_of_release(SUCCEEDS, "0.3.0");
+    let Err(error) = runtime.prepare(&wasm).await else {
+        panic!("a 0.3.0 lambda prepared");
+    };
+    assert!(
+        matches!(error, waft_runtime::LoadError::MissingExport { .. }),
+        "{error}"
+    );
 }
 
 #[test]
