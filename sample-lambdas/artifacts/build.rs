@@ -144,7 +144,7 @@ const LANGUAGES: [Language; 2] = [
         // HTTP builds against `http-lambda`.
         command: |repo, app, world, out| {
             let mut args: Vec<std::ffi::OsString> = vec!["-d".into(), repo.join("wit").into()];
-            args.extend(["-w".into(), format!("waft:lambda/{world}@0.2.0").into()]);
+            args.extend(["-w".into(), world.into()]);
             args.extend(["componentize".into(), "app".into(), "-p".into(), app.into()]);
             args.extend(["-p".into(), repo.join("sdk/python").into()]);
             args.extend(["-o".into(), out.into()]);
@@ -165,7 +165,7 @@ const LANGUAGES: [Language; 2] = [
             let entry = app.strip_prefix(repo).unwrap_or(app).join("app.js");
             let mut args: Vec<std::ffi::OsString> = vec![entry.into()];
             args.extend(["-w".into(), repo.join("wit").into()]);
-            args.extend(["-n".into(), format!("waft:lambda/{world}@0.2.0").into()]);
+            args.extend(["-n".into(), world.into()]);
             args.extend(["-d".into(), "fetch-event".into()]);
             if world != "http-lambda" {
                 args.extend(["-d".into(), "http".into()]);

@@ -14,7 +14,7 @@
  *
  * Build it with componentize-js against Waft's WIT (see the README):
  *
- *     componentize-js app.js -w wit -n waft:lambda/lambda@0.2.0 \
+ *     componentize-js app.js -w wit -n lambda \
  *         -d http -d fetch-event -o lambda.wasm
  *
  * A lambda that calls HTTP leaves `-d http` out, uses `waft.fetch`, and is
@@ -23,6 +23,9 @@
  * failure no retry mends.
  */
 
+// componentize-js finds an import by its full name, version included: these
+// name the `waft:lambda` version of `wit/lambda.wit`, which the runtime's
+// tests/contract.rs checks.
 import { beat } from "waft:lambda/heartbeat@0.2.0";
 import { log as hostLog } from "waft:lambda/log@0.2.0";
 import { schedule as hostSchedule } from "waft:lambda/children@0.2.0";

@@ -14,11 +14,12 @@ A lambda is a function from a `Task` to an outcome (`success`, `retry`,
 
 Build it with componentize-py against Waft's WIT (see the README):
 
-    componentize-py -d wit -w waft:lambda/lambda@0.2.0 componentize app \\
+    componentize-py -d wit -w lambda componentize app \\
         -p path/to/lambda -p sdk/python -o lambda.wasm
 
-A lambda that calls HTTP builds against `waft:lambda/http-lambda@0.2.0`
-instead and uses `waft_http`; it must be deployed with `--allow-outbound`.
+(`lambda` is the world of the `waft:lambda` version in `wit/lambda.wit`.)
+A lambda that calls HTTP builds against its `http-lambda` world instead
+and uses `waft_http`; it must be deployed with `--allow-outbound`.
 
 An exception the function does not catch is a retriable failure carrying
 its message, as `?` is in Rust; use `fatal` for a failure no retry mends.

@@ -1,12 +1,14 @@
-//! The generated WebAssembly glue of the `lambda` world (`wit/lambda.wit`,
-//! `waft:lambda@0.2.0`); the only place that names wit-bindgen. A lambda's
-//! component imports only the interfaces its code calls.
+//! The generated WebAssembly glue of the `lambda` world of `wit/lambda.wit`,
+//! whichever version of `waft:lambda` that file holds (the world is named
+//! without its package, so a new contract version needs no edit here); the
+//! only place that names wit-bindgen. A lambda's component imports only the
+//! interfaces its code calls.
 
 #![allow(missing_docs, reason = "generated code")]
 
 wit_bindgen::generate!({
     path: "../wit",
-    world: "waft:lambda/lambda@0.2.0",
+    world: "lambda",
     pub_export_macro: true,
     export_macro_name: "export",
     default_bindings_module: "::waft_sdk::__private::bindings",

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::bindings::waft::lambda0_2_0::children as raw;
+use crate::bindings::waft::lambda::children as raw;
 use crate::{Error, LeaseLost};
 
 /// The id of a task, as the platform gave it.

@@ -1,7 +1,7 @@
 //! Liveness (`waft:lambda/heartbeat`): how a long-running lambda says it is
 //! alive, and learns early that its execution lost the task's lease.
 
-use crate::bindings::waft::lambda0_2_0::heartbeat as raw;
+use crate::bindings::waft::lambda::heartbeat as raw;
 
 /// The execution lost its lease on the task: another executor may run it now.
 ///

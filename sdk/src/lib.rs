@@ -82,8 +82,8 @@ pub use waft_sdk_macros::lambda;
 #[doc(hidden)]
 pub mod __private {
     pub use crate::bindings;
-    pub use crate::bindings::exports::waft::lambda0_2_0::handler::Guest;
-    pub use crate::bindings::waft::lambda0_2_0::types::{Outcome as RawOutcome, Task as RawTask};
+    pub use crate::bindings::exports::waft::lambda::handler::Guest;
+    pub use crate::bindings::waft::lambda::types::{Outcome as RawOutcome, Task as RawTask};
 
     /// Converts the raw task, runs the user's handler, converts the result.
     pub fn run<R: crate::IntoOutcome>(task: RawTask, handler: fn(crate::Task) -> R) -> RawOutcome {

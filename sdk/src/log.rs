@@ -1,7 +1,7 @@
 //! The task's log (`waft:lambda/log`): records with a level and fields,
 //! and the `trace!` … `error!` macros.
 
-use crate::bindings::waft::lambda0_2_0::log as raw;
+use crate::bindings::waft::lambda::log as raw;
 
 /// Severity of a log record.
 ///

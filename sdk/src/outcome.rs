@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use crate::__private::RawOutcome;
 use crate::Error;
-use crate::bindings::waft::lambda0_2_0::types::RetriableFailure;
+use crate::bindings::waft::lambda::types::RetriableFailure;
 
 /// How a task ended, as the lambda sees it.
 ///

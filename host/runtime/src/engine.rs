@@ -140,62 +140,10 @@ impl Runtime {
     /// [`Runtime::new`], starting its epoch thread with `spawn` (a test's
     /// that fails, say).
     fn with_spawn(config: RuntimeConfig, spawn: Spawn) -> Result<Self, RuntimeError> {
-        if config.max_instances == 0 {
-            return Err(RuntimeError::Config(
-                "max_instances must be at least 1".into(),
-            ));
-        }
-        if config.max_memory_per_instance > Limits::MAX_MEMORY {
-            return Err(RuntimeError::Config(format!(
-                "max_memory_per_instance is {}, above the 32-bit limit of {}",
-                config.max_memory_per_instance,
-                Limits::MAX_MEMORY
-            )));
-        }
-        if config.guest_nice > 19 {
-            return Err(RuntimeError::Config(format!(
-                "guest_nice is {}; it must be within 0..=19",
-                config.guest_nice
-            )));
-        }
-        if config.max_startup < Limits::MIN_TIMEOUT {
-            return Err(RuntimeError::Config(format!(
-                "max_startup is {:?}; it must be at least {:?}",
-                config.max_startup,
-                Limits::MIN_TIMEOUT
-            )));
-        }
-        if config.max_outbound_connections == 0 {
-            return Err(RuntimeError::Config(
-                "max_outbound_connections must be at least 1".into(),
-            ));
-        }
-        if config.epoch_tick.is_zero() || config.epoch_tick > Duration::from_secs(1) {
-            return Err(RuntimeError::Config(format!(
-                "epoch_tick is {:?}; it must be within 1ns..=1s",
-                config.epoch_tick
-            )));
-        }
-
-        let (engine, pooling) = match config.allocator {
-            Allocator::OnDemand => (build_engine(&config, false)?, false),
-            Allocator::Pooling => (build_engine(&config, true)?, true),
-            Allocator::Auto => match build_engine(&config, true) {
-                Ok(engine) => (engine, true),
-                Err(error) => {
-                    tracing::warn!(%error, "pooling allocator unavailable; instances will be allocated on demand");
-                    (build_engine(&config, false)?, false)
-                }
-            },
-        };
-
-        let mut linker = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(RuntimeError::Linker)?;
-        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)
-            .map_err(RuntimeError::Linker)?;
+        validate(&config)?;
+        let (engine, pooling) = choose_engine(&config)?;
+        let linker = link(&engine)?;
         let tls = Arc::new(Tls::new(config.outbound_ca.as_deref()).map_err(RuntimeError::Config)?);
-        crate::contract::add_to_linker(&mut linker).map_err(RuntimeError::Linker)?;
-
         let cache = config
             .cache_dir
             .map(|dir| ArtifactCache::open(dir, &engine))
@@ -250,6 +198,75 @@ fn default_outbound_connections() -> usize {
         }
     }
     MOST
+}
+
+/// Refuses a configuration out of range, saying which setting and why.
+fn validate(config: &RuntimeConfig) -> Result<(), RuntimeError> {
+    if config.max_instances == 0 {
+        return Err(RuntimeError::Config(
+            "max_instances must be at least 1".into(),
+        ));
+    }
+    if config.max_memory_per_instance > Limits::MAX_MEMORY {
+        return Err(RuntimeError::Config(format!(
+            "max_memory_per_instance is {}, above the 32-bit limit of {}",
+            config.max_memory_per_instance,
+            Limits::MAX_MEMORY
+        )));
+    }
+    if config.guest_nice > 19 {
+        return Err(RuntimeError::Config(format!(
+            "guest_nice is {}; it must be within 0..=19",
+            config.guest_nice
+        )));
+    }
+    if config.max_startup < Limits::MIN_TIMEOUT {
+        return Err(RuntimeError::Config(format!(
+            "max_startup is {:?}; it must be at least {:?}",
+            config.max_startup,
+            Limits::MIN_TIMEOUT
+        )));
+    }
+    if config.max_outbound_connections == 0 {
+        return Err(RuntimeError::Config(
+            "max_outbound_connections must be at least 1".into(),
+        ));
+    }
+    if config.epoch_tick.is_zero() || config.epoch_tick > Duration::from_secs(1) {
+        return Err(RuntimeError::Config(format!(
+            "epoch_tick is {:?}; it must be within 1ns..=1s",
+            config.epoch_tick
+        )));
+    }
+    Ok(())
+}
+
+/// The engine the allocator setting asks for, and whether it pools
+/// instances: `Auto` falls back to on-demand allocation when the pool
+/// cannot reserve its address space.
+fn choose_engine(config: &RuntimeConfig) -> Result<(Engine, bool), RuntimeError> {
+    Ok(match config.allocator {
+        Allocator::OnDemand => (build_engine(config, false)?, false),
+        Allocator::Pooling => (build_engine(config, true)?, true),
+        Allocator::Auto => match build_engine(config, true) {
+            Ok(engine) => (engine, true),
+            Err(error) => {
+                tracing::warn!(%error, "pooling allocator unavailable; instances will be allocated on demand");
+                (build_engine(config, false)?, false)
+            }
+        },
+    })
+}
+
+/// The linker every lambda is instantiated with: WASI, outbound HTTP and
+/// the contract's interfaces of every version.
+fn link(engine: &Engine) -> Result<Linker<HostState>, RuntimeError> {
+    let mut linker = Linker::new(engine);
+    wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(RuntimeError::Linker)?;
+    wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)
+        .map_err(RuntimeError::Linker)?;
+    crate::contract::add_to_linker(&mut linker).map_err(RuntimeError::Linker)?;
+    Ok(linker)
 }
 
 fn build_engine(config: &RuntimeConfig, pooling: bool) -> Result<Engine, RuntimeError> {

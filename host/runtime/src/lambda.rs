@@ -175,9 +175,11 @@ impl Runtime {
     ) -> Result<PreparedLambda, LoadError> {
         let engine = &self.inner.engine;
         let component_type = component.component_type();
+        // By a semver-compatible match, as the linker matches imports: a
+        // handler of 0.2.0 is found by the name of 0.2.1, and the other way.
         let Some(export) = HANDLER_EXPORTS
             .into_iter()
-            .find(|export| component_type.get_export(engine, export).is_some())
+            .find(|export| component.get_export_index(None, export).is_some())
         else {
             let mut found: Vec<&str> = component_type
                 .exports(engine)

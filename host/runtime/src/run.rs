@@ -20,7 +20,7 @@ use wasmtime::{Store, Trap, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
-use crate::contract::v0_2::wit::types as wit_types;
+use crate::contract::current::wit::types as wit_types;
 use crate::lambda::error_chain;
 use crate::limiter::{MAX_HOST_RESOURCES, StoreLimiter};
 use crate::log::{LogSink, LogSource};

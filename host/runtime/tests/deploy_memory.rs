@@ -19,7 +19,7 @@ const HOSTILE_START: &str = r#"(module
     (memory $second 0)
     (table $t 0 funcref)
     (func (export "cabi_realloc") (param i32 i32 i32 i32) (result i32) unreachable)
-    (func (export "waft:lambda/handler@0.2.0#handle")
+    (func (export "waft:lambda/handler@CURRENT#handle")
         (param i32 i32 i32 i32 i32 i32 i32 i32 i64 i32 i32) (result i32)
         unreachable)
     (func $start

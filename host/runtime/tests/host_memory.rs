@@ -42,7 +42,7 @@ fn module(memories: usize, start: &str, handle: &str) -> String {
                                         (i32.const -8)))
                 (global.set $free (i32.add (local.get $at) (local.get 3)))
                 (local.get $at))
-            (func (export "waft:lambda/handler@0.2.0#handle")
+            (func (export "waft:lambda/handler@CURRENT#handle")
                 (param i32 i32 i32 i32 i32 i32 i32 i32 i64 i32 i32) (result i32)
                 {handle}
                 unreachable)

@@ -520,7 +520,7 @@ async fn a_killed_instance_makes_no_further_host_calls() {
 /// Each import writes its answer at the address it is given last; the
 /// outcome it returns is at 256 (aligned to 8, its payload at 264).
 const READS_CONFIG_AFTER_A_HEARTBEAT: &str = r#"(module
-    (import "waft:lambda/heartbeat@0.2.0" "beat" (func $beat (param i32 i32 i32 i32)))
+    (import "waft:lambda/heartbeat@CURRENT" "beat" (func $beat (param i32 i32 i32 i32)))
     (import "wasi:config/store@0.2.0-rc.1" "get" (func $get (param i32 i32 i32)))
     (memory (export "memory") 1)
     (data (i32.const 16) "KEY")
@@ -533,7 +533,7 @@ const READS_CONFIG_AFTER_A_HEARTBEAT: &str = r#"(module
             (i32.sub (i32.const 0) (local.get $align))))
         (global.set $free (i32.add (local.get $at) (local.get $size)))
         (local.get $at))
-    (func (export "waft:lambda/handler@0.2.0#handle")
+    (func (export "waft:lambda/handler@CURRENT#handle")
         (param i32 i32 i32 i32 i32 i32 i32 i32 i64 i32 i32) (result i32)
         ;; beat(none)
         (call $beat (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 64))

@@ -8,13 +8,13 @@
 //! `child` also schedules a child of `hello`; `fail` is a fatal outcome.
 
 wit_bindgen::generate!({
-    path: "../../wit",
+    path: "../../wit/released/lambda-0.1.0",
     world: "waft:lambda/lambda@0.1.0",
 });
 
-use exports::waft::lambda0_1_0::handler::Guest;
-use waft::lambda0_1_0::host;
-use waft::lambda0_1_0::types::{Outcome, Task};
+use exports::waft::lambda::handler::Guest;
+use waft::lambda::host;
+use waft::lambda::types::{Outcome, Task};
 
 struct HelloV01;
 

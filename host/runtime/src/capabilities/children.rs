@@ -4,7 +4,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::contract::v0_2::wit::{children, types};
+use crate::contract::current::wit::{children, types};
 use crate::log::LogSource;
 use crate::run::HostState;
 use crate::{ChildRequest, ScheduleRejection};

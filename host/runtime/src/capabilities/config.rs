@@ -5,7 +5,7 @@
 //! closure cannot refuse a call: like every capability, a stopped
 //! execution reads nothing.
 
-use crate::contract::v0_2::wasi::config::store;
+use crate::contract::current::wasi::config::store;
 use crate::run::HostState;
 
 impl store::Host for HostState {

@@ -12,7 +12,7 @@
 
 use waft_core::limits::cut_note;
 
-use crate::contract::v0_2::wit::{heartbeat, types};
+use crate::contract::current::wit::{heartbeat, types};
 use crate::redact::Redactor;
 use crate::run::HostState;
 

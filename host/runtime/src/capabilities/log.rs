@@ -8,7 +8,7 @@ use bytes::Bytes;
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamError, StreamResult};
 
-use crate::contract::v0_2::wit::log;
+use crate::contract::current::wit::log;
 use crate::log::{Level, LogSink, LogSource};
 use crate::run::HostState;
 

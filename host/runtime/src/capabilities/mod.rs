@@ -16,7 +16,7 @@ mod config;
 mod heartbeat;
 mod log;
 
-use crate::contract::v0_2::wit::types;
+use crate::contract::current::wit::types;
 use crate::run::HostState;
 
 impl types::Host for HostState {}

@@ -4,12 +4,19 @@
 //! A lambda exports the handler of one version. The host links every
 //! version's imports side by side, so a component built against 0.1.0 keeps
 //! deploying and running beside 0.2.0 ones, unchanged. The newest version is
-//! the canonical one: the [`capabilities`](crate::capabilities) implement its
-//! interfaces, and an earlier version's calls, tasks and outcomes are
-//! converted to and from it in its own module here.
+//! the canonical one, [`current`]: the [`capabilities`](crate::capabilities)
+//! implement its interfaces, and an earlier version's calls, tasks and
+//! outcomes are converted to and from it in its own module here.
+//!
+//! Releasing a version is: its `bindgen!` in a module of its own, `current`
+//! pointed at it, and the version it replaces turned into a converter like
+//! [`v0_1`]. Nothing outside this module names a version.
 
 pub(crate) mod v0_1;
 pub(crate) mod v0_2;
+
+/// The newest version, which the host implements; earlier ones convert to it.
+pub(crate) use v0_2 as current;
 
 use wasmtime::Store;
 use wasmtime::component::{HasSelf, Instance, InstancePre, Linker};
@@ -17,13 +24,13 @@ use wasmtime::component::{HasSelf, Instance, InstancePre, Linker};
 use crate::run::HostState;
 
 /// The handler exports Waft runs, newest first: a lambda exports one.
-pub const HANDLER_EXPORTS: [&str; 2] = [v0_2::HANDLER_EXPORT, v0_1::HANDLER_EXPORT];
+pub const HANDLER_EXPORTS: [&str; 2] = [current::HANDLER_EXPORT, v0_1::HANDLER_EXPORT];
 
 /// A lambda's component pre-linked, typed by the version it implements.
 #[derive(Clone)]
 pub(crate) enum Handler {
     V0_1(v0_1::LambdaPre<HostState>),
-    V0_2(v0_2::LambdaPre<HostState>),
+    Current(current::LambdaPre<HostState>),
 }
 
 impl Handler {
@@ -36,14 +43,14 @@ impl Handler {
         if export == v0_1::HANDLER_EXPORT {
             Ok(Self::V0_1(v0_1::LambdaPre::new(instance_pre)?))
         } else {
-            Ok(Self::V0_2(v0_2::LambdaPre::new(instance_pre)?))
+            Ok(Self::Current(current::LambdaPre::new(instance_pre)?))
         }
     }
 
     pub(crate) fn instance_pre(&self) -> &InstancePre<HostState> {
         match self {
             Self::V0_1(pre) => pre.instance_pre(),
-            Self::V0_2(pre) => pre.instance_pre(),
+            Self::Current(pre) => pre.instance_pre(),
         }
     }
 
@@ -57,8 +64,8 @@ impl Handler {
             Self::V0_1(_) => {
                 v0_1::LambdaIndices::new(self.instance_pre())?.load(store, instance)?;
             }
-            Self::V0_2(_) => {
-                v0_2::LambdaIndices::new(self.instance_pre())?.load(store, instance)?;
+            Self::Current(_) => {
+                current::LambdaIndices::new(self.instance_pre())?.load(store, instance)?;
             }
         }
         Ok(())
@@ -70,9 +77,9 @@ impl Handler {
     pub(crate) async fn handle(
         &self,
         store: &mut Store<HostState>,
-        task: v0_2::Task,
+        task: current::Task,
         relink: Option<&Linker<HostState>>,
-    ) -> wasmtime::Result<v0_2::Outcome> {
+    ) -> wasmtime::Result<current::Outcome> {
         let component = self.instance_pre().component();
         match self {
             Self::V0_1(pre) => {
@@ -82,23 +89,16 @@ impl Handler {
                     }
                     None => pre.instantiate_async(&mut *store).await?,
                 };
-                let outcome = instance
-                    .waft_lambda0_1_0_handler()
-                    .call_handle(&mut *store, &v0_1::task(task))
-                    .await?;
-                Ok(v0_1::outcome(outcome))
+                v0_1::handle(&instance, store, task).await
             }
-            Self::V0_2(pre) => {
+            Self::Current(pre) => {
                 let instance = match relink {
                     Some(linker) => {
-                        v0_2::Lambda::instantiate_async(&mut *store, component, linker).await?
+                        current::Lambda::instantiate_async(&mut *store, component, linker).await?
                     }
                     None => pre.instantiate_async(&mut *store).await?,
                 };
-                instance
-                    .waft_lambda0_2_0_handler()
-                    .call_handle(&mut *store, &task)
-                    .await
+                current::handle(&instance, store, &task).await
             }
         }
     }
@@ -108,15 +108,10 @@ impl Handler {
 /// answered by a [`capabilities`](crate::capabilities) module like them.
 /// (WASI and `wasi:http` come from their crates.)
 pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
-    use v0_2::wit as current;
     fn state(state: &mut HostState) -> &mut HostState {
         state
     }
-    current::types::add_to_linker::<HostState, HasSelf<HostState>>(linker, state)?;
-    current::log::add_to_linker::<HostState, HasSelf<HostState>>(linker, state)?;
-    current::heartbeat::add_to_linker::<HostState, HasSelf<HostState>>(linker, state)?;
-    current::children::add_to_linker::<HostState, HasSelf<HostState>>(linker, state)?;
-    v0_2::wasi::config::store::add_to_linker::<HostState, HasSelf<HostState>>(linker, state)?;
+    current::Lambda::add_to_linker::<HostState, HasSelf<HostState>>(linker, state)?;
     v0_1::Lambda::add_to_linker::<HostState, HasSelf<HostState>>(linker, state)?;
     Ok(())
 }

@@ -2,11 +2,11 @@
 //! are answered by the current interfaces' implementations, its tasks and
 //! outcomes converted to and from theirs.
 
-use super::v0_2::wit::{children, heartbeat, log, types as current};
+use super::current::wit::{children, heartbeat, log, types as current};
 use crate::run::HostState;
 
 wasmtime::component::bindgen!({
-    path: "../../wit",
+    path: "../../wit/released/lambda-0.1.0",
     world: "waft:lambda/lambda@0.1.0",
     imports: {
         "waft:lambda/host.log": trappable,
@@ -15,12 +15,25 @@ wasmtime::component::bindgen!({
     exports: { default: async },
 });
 
-use waft::lambda0_1_0::{host, types};
+use waft::lambda::{host, types};
 
 /// The handler export of a 0.1.0 lambda.
 pub(crate) const HANDLER_EXPORT: &str = "waft:lambda/handler@0.1.0";
 
-pub(crate) fn task(task: current::Task) -> types::Task {
+/// Runs `task` through an instance's handler, converted both ways.
+pub(crate) async fn handle(
+    instance: &Lambda,
+    store: &mut wasmtime::Store<HostState>,
+    task: current::Task,
+) -> wasmtime::Result<current::Outcome> {
+    let answer = instance
+        .waft_lambda_handler()
+        .call_handle(store, &self::task(task))
+        .await?;
+    Ok(outcome(answer))
+}
+
+fn task(task: current::Task) -> types::Task {
     types::Task {
         id: task.id,
         lambda: task.lambda,
@@ -32,7 +45,7 @@ pub(crate) fn task(task: current::Task) -> types::Task {
     }
 }
 
-pub(crate) fn outcome(outcome: types::Outcome) -> current::Outcome {
+fn outcome(outcome: types::Outcome) -> current::Outcome {
     match outcome {
         types::Outcome::Success(output) => current::Outcome::Success(output),
         types::Outcome::Retriable(failure) => {

@@ -104,9 +104,12 @@ impl Request {
         answer
     }
 
+    /// Opens a connection under the permits, sends the request and hands
+    /// back the answer with its body held to the limits, and the future
+    /// that drives the connection until the body is read.
     async fn exchange(self, to: &Destination) -> Result<Sent, Error> {
         let Request {
-            mut http,
+            http,
             limits,
             options,
             deadline,
@@ -118,103 +121,22 @@ impl Request {
             ..
         } = self;
         let permits = permits(&open, &shared, &limits, to, &log)?;
-        let timeout = |granted: Duration, asked: Option<Duration>| {
-            let left = deadline.saturating_duration_since(Instant::now());
-            asked.map_or(granted, |asked| asked.min(granted)).min(left)
-        };
-        let connect_timeout = timeout(limits.connect_timeout, options.connect_timeout);
-        let first_byte_timeout = timeout(limits.first_byte_timeout, options.first_byte_timeout);
-        let between_bytes = timeout(limits.between_bytes_timeout, options.between_bytes_timeout);
-
-        let killed = kill.clone();
-        let connect = async {
-            let address = resolve(to, &log).await?;
-            let stream = TcpStream::connect(address).await.map_err(Error::Connect)?;
-            let stream: Box<dyn Stream> = if to.https {
-                let name = ServerName::try_from(to.host.clone())
-                    .map_err(|_| Error::HttpRequestUriInvalid)?;
-                Box::new(
-                    tls.connector
-                        .connect(name, stream)
-                        .await
-                        .map_err(Error::Tls)?,
-                )
-            } else {
-                Box::new(stream)
-            };
-            let (sender, conn) =
-                hyper::client::conn::http1::handshake::<_, WasiBody>(TokioIo::new(stream)).await?;
-            Ok::<_, Error>((sender, conn))
-        };
-        let (mut sender, conn) = tokio::select! {
+        let timeouts = Timeouts::new(&limits, &options, deadline);
+        let (sender, conn) = tokio::select! {
             biased;
-            () = killed.killed() => return Err(Error::ConnectionTerminated),
-            connected = tokio::time::timeout(connect_timeout, connect) => {
+            () = kill.killed() => return Err(Error::ConnectionTerminated),
+            connected = tokio::time::timeout(timeouts.connect, connect(to, &tls, &log)) => {
                 connected.map_err(|_| Error::ConnectionTimeout)??
             }
         };
-
-        // The request line carries the path only; the Host header names the
-        // destination.
-        let path = http
-            .uri()
-            .path_and_query()
-            .map_or("/", |p| p.as_str())
-            .to_owned();
-        *http.uri_mut() = path.parse().map_err(|_| Error::HttpRequestUriInvalid)?;
-
-        // The connection is driven while the request goes out and the
-        // answer comes back; a kill or the first-byte timeout drops both.
-        let mut conn = Box::pin(conn);
-        let exchange = sender.send_request(http);
-        tokio::pin!(exchange);
-        let first_byte = tokio::time::sleep(first_byte_timeout);
-        tokio::pin!(first_byte);
-        let mut driving = true;
-        let response = loop {
-            tokio::select! {
-                biased;
-                () = kill.killed() => return Err(Error::ConnectionTerminated),
-                () = &mut first_byte => return Err(Error::ConnectionReadTimeout),
-                response = &mut exchange => break response?,
-                done = &mut conn, if driving => {
-                    driving = false;
-                    done?;
-                }
-            }
-        };
-
-        let max = limits.max_response.bytes();
-        if let Some(length) = response.body().size_hint().exact()
-            && length > max
-        {
-            log.record(
-                LogSource::Waft,
-                format!(
-                    "outbound response refused: {} sent {length} bytes; the limit is {} \
-                     (raise --outbound-max-response)",
-                    to.target, limits.max_response
-                ),
-                Vec::new(),
-            );
-            return Err(Error::HttpResponseBodySize(Some(length)));
-        }
-        let response = response.map(|incoming| {
-            Limited {
-                incoming,
-                left: max,
-                limit: (limits.max_response, to.target.clone(), log.clone()),
-                between: between_bytes,
-                idle: Box::pin(tokio::time::sleep(between_bytes)),
-                killed: Box::pin(kill.clone().killed_owned()),
-            }
-            .boxed_unsync()
-        });
+        let (response, conn) =
+            first_answer(sender, conn, path_only(http)?, &kill, timeouts.first_byte).await?;
+        let response = held_to_limits(response, &limits, to, &log, timeouts.between_bytes, &kill)?;
         let io = async move {
             let _permits: [OwnedSemaphorePermit; 2] = permits;
-            if !driving {
+            let Some(conn) = conn else {
                 return Ok(());
-            }
+            };
             tokio::select! {
                 biased;
                 () = kill.killed() => Err(Error::ConnectionTerminated),
@@ -223,6 +145,137 @@ impl Request {
         };
         Ok((response, Box::new(io)))
     }
+}
+
+/// The request's time limits: the lambda's own where it asks for shorter
+/// ones than it was granted, and never past the task's deadline.
+struct Timeouts {
+    connect: Duration,
+    first_byte: Duration,
+    between_bytes: Duration,
+}
+
+impl Timeouts {
+    fn new(limits: &OutboundLimits, options: &RequestOptions, deadline: Instant) -> Self {
+        let timeout = |granted: Duration, asked: Option<Duration>| {
+            let left = deadline.saturating_duration_since(Instant::now());
+            asked.map_or(granted, |asked| asked.min(granted)).min(left)
+        };
+        Self {
+            connect: timeout(limits.connect_timeout, options.connect_timeout),
+            first_byte: timeout(limits.first_byte_timeout, options.first_byte_timeout),
+            between_bytes: timeout(limits.between_bytes_timeout, options.between_bytes_timeout),
+        }
+    }
+}
+
+type Connection = hyper::client::conn::http1::Connection<TokioIo<Box<dyn Stream>>, WasiBody>;
+type Sender = hyper::client::conn::http1::SendRequest<WasiBody>;
+
+/// Resolves, connects, speaks TLS to an `https` destination, and
+/// handshakes HTTP/1.1.
+async fn connect(
+    to: &Destination,
+    tls: &Tls,
+    log: &LogSink,
+) -> Result<(Sender, Connection), Error> {
+    let address = resolve(to, log).await?;
+    let stream = TcpStream::connect(address).await.map_err(Error::Connect)?;
+    let stream: Box<dyn Stream> = if to.https {
+        let name =
+            ServerName::try_from(to.host.clone()).map_err(|_| Error::HttpRequestUriInvalid)?;
+        Box::new(
+            tls.connector
+                .connect(name, stream)
+                .await
+                .map_err(Error::Tls)?,
+        )
+    } else {
+        Box::new(stream)
+    };
+    Ok(hyper::client::conn::http1::handshake::<_, WasiBody>(TokioIo::new(stream)).await?)
+}
+
+/// The request as it goes on the wire: the request line carries the path
+/// only; the Host header names the destination.
+fn path_only(mut http: http::Request<WasiBody>) -> Result<http::Request<WasiBody>, Error> {
+    let path = http
+        .uri()
+        .path_and_query()
+        .map_or("/", |p| p.as_str())
+        .to_owned();
+    *http.uri_mut() = path.parse().map_err(|_| Error::HttpRequestUriInvalid)?;
+    Ok(http)
+}
+
+/// Sends the request and waits for the answer's head, driving the
+/// connection meanwhile; a kill or the first-byte timeout drops both. The
+/// connection comes back unless it already ended.
+async fn first_answer(
+    mut sender: Sender,
+    conn: Connection,
+    http: http::Request<WasiBody>,
+    kill: &KillSwitch,
+    first_byte_timeout: Duration,
+) -> Result<(http::Response<Incoming>, Option<Pin<Box<Connection>>>), Error> {
+    let mut conn = Box::pin(conn);
+    let exchange = sender.send_request(http);
+    tokio::pin!(exchange);
+    let first_byte = tokio::time::sleep(first_byte_timeout);
+    tokio::pin!(first_byte);
+    let mut driving = true;
+    let response = loop {
+        tokio::select! {
+            biased;
+            () = kill.killed() => return Err(Error::ConnectionTerminated),
+            () = &mut first_byte => return Err(Error::ConnectionReadTimeout),
+            response = &mut exchange => break response?,
+            done = &mut conn, if driving => {
+                driving = false;
+                done?;
+            }
+        }
+    };
+    Ok((response, driving.then_some(conn)))
+}
+
+/// The answer with its body held to the response limit, the between-bytes
+/// timeout and the kill switch; refused outright when its declared length
+/// is over the limit.
+fn held_to_limits(
+    response: http::Response<Incoming>,
+    limits: &OutboundLimits,
+    to: &Destination,
+    log: &LogSink,
+    between_bytes: Duration,
+    kill: &KillSwitch,
+) -> Result<http::Response<WasiBody>, Error> {
+    let max = limits.max_response.bytes();
+    if let Some(length) = response.body().size_hint().exact()
+        && length > max
+    {
+        log.record(
+            LogSource::Waft,
+            format!(
+                "outbound response refused: {} sent {length} bytes; the limit is {} \
+                 (raise --outbound-max-response)",
+                to.target, limits.max_response
+            ),
+            Vec::new(),
+        );
+        return Err(Error::HttpResponseBodySize(Some(length)));
+    }
+    Ok(response.map(|incoming| {
+        Limited {
+            incoming,
+            left: max,
+            limit: (limits.max_response, to.target.clone(), log.clone()),
+            between: between_bytes,
+            idle: Box::pin(tokio::time::sleep(between_bytes)),
+            killed: Box::pin(kill.clone().killed_owned()),
+        }
+        .boxed_unsync()
+    }))
 }
 
 /// The permits to open one more connection, the execution's and the

@@ -30,17 +30,44 @@ pub fn on_demand_runtime() -> Runtime {
 }
 
 /// A component of the current `lambda` world around `core`, a core module
-/// in WAT that exports what the world's handler lowers to.
+/// in WAT that exports what the world's handler lowers to. `core` writes
+/// the contract's version as `@CURRENT` (`waft:lambda/handler@CURRENT#handle`),
+/// so that it follows `wit/lambda.wit`.
 pub fn lambda_around(core: &str) -> Vec<u8> {
+    lambda_of(
+        core,
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../../wit").as_ref(),
+    )
+}
+
+/// [`lambda_around`], of the `lambda` world of another release of the
+/// contract: `wit/lambda.wit` with its package's version made `version`.
+pub fn lambda_of_release(core: &str, version: &str) -> Vec<u8> {
+    let wit = concat!(env!("CARGO_MANIFEST_DIR"), "/../../wit");
+    let text = std::fs::read_to_string(format!("{wit}/lambda.wit")).unwrap();
+    let (_, rest) = text.split_once("package waft:lambda@").unwrap();
+    let (current, _) = rest.split_once(';').unwrap();
+    let text = text.replace(
+        &format!("package waft:lambda@{current};"),
+        &format!("package waft:lambda@{version};"),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("lambda.wit"), text).unwrap();
+    std::os::unix::fs::symlink(format!("{wit}/deps"), dir.path().join("deps")).unwrap();
+    lambda_of(core, dir.path())
+}
+
+fn lambda_of(core: &str, wit: &std::path::Path) -> Vec<u8> {
     use wit_component::{ComponentEncoder, StringEncoding, embed_component_metadata};
     let mut resolve = wit_parser::Resolve::default();
-    let (package, _) = resolve
-        .push_path(concat!(env!("CARGO_MANIFEST_DIR"), "/../../wit"))
-        .expect("the WIT parses");
+    let (package, _) = resolve.push_path(wit).expect("the WIT parses");
     let world = resolve
         .select_world(&[package], Some("lambda"))
         .expect("the lambda world");
-    let mut module = wat::parse_str(core).expect("valid WAT");
+    let version = resolve.packages[package].name.version.as_ref();
+    let version = version.expect("the contract has a version").to_string();
+    let core = core.replace("@CURRENT", &format!("@{version}"));
+    let mut module = wat::parse_str(&core).expect("valid WAT");
     embed_component_metadata(&mut module, &resolve, world, StringEncoding::UTF8)
         .expect("metadata embeds");
     ComponentEncoder::default()
