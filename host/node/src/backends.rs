@@ -12,7 +12,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use serde::Deserialize;
-use waft_queue::{MemoryQueue, SqsQueue, TaskQueue};
+use waft_queue::{MemoryQueue, SqsConfig, SqsQueue, TaskQueue};
 use waft_store::{PostgresStore, SqliteStore, TaskStore};
 
 use crate::config::{ConfigError, QueueSection};
@@ -90,8 +90,14 @@ pub enum QueueKind {
 /// Opens the queues `section` names, `default` when it names none.
 pub async fn open_queues(section: &QueueSection, default: QueueKind) -> Arc<dyn TaskQueue> {
     match section.kind.unwrap_or(default) {
-        QueueKind::Memory => Arc::new(MemoryQueue::new(section.sqs.visibility_timeout)),
-        QueueKind::Sqs => Arc::new(SqsQueue::new(section.sqs.clone()).await),
+        QueueKind::Memory => Arc::new(MemoryQueue::new(section.visibility_timeout)),
+        QueueKind::Sqs => Arc::new(
+            SqsQueue::new(SqsConfig {
+                visibility_timeout: section.visibility_timeout,
+                ..section.sqs.clone()
+            })
+            .await,
+        ),
     }
 }
 
