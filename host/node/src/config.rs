@@ -11,13 +11,11 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::time::Duration;
 
 use serde::Deserialize;
-use waft_queue::SqsConfig;
 use waft_services::{ConsumerConfig, ControllerConfig, ExecutorConfig, HeartbeatConfig};
 
-use crate::backends::{QueueKind, one_process_store, sqlite_path};
+use crate::backends::{QueueSection, one_process_store, sqlite_path};
 
 mod exposure;
 mod keys;
@@ -118,33 +116,6 @@ impl Default for StoreSection {
             url: None,
             max_connections: 16,
             keep_versions: 10,
-        }
-    }
-}
-
-/// The queues: what every kind shares, and each kind's own settings in a
-/// sub-section named after it (`[queue.sqs]`).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct QueueSection {
-    /// `memory` or `sqs`; `waft dev` defaults to `memory`, `waft serve`
-    /// takes `sqs` only.
-    pub kind: Option<QueueKind>,
-    /// A received message comes back after it unless acknowledged (default
-    /// 30s), whatever the kind.
-    #[serde(deserialize_with = "waft_core::deserialize_duration")]
-    pub visibility_timeout: Duration,
-    /// SQS's own: `endpoint_url` (AWS itself when absent), `region`
-    /// (default `us-east-1`) and `prefix` of queue names (default `waft`).
-    pub sqs: SqsConfig,
-}
-
-impl Default for QueueSection {
-    fn default() -> Self {
-        Self {
-            kind: None,
-            visibility_timeout: Duration::from_secs(30),
-            sqs: SqsConfig::default(),
         }
     }
 }
@@ -321,12 +292,15 @@ impl Config {
             }
             None => {}
         }
-        if matches!(role, Some(Role::Consumer | Role::Controller))
-            && self.queue.kind == Some(QueueKind::Memory)
+        if let (Some(Role::Consumer | Role::Controller), Some(kind)) = (role, self.queue.kind)
+            && !kind.shared_between_processes()
         {
             return Err(ConfigError::new(
                 "queue.kind",
-                "memory queues live in one process (waft dev); waft serve needs sqs",
+                format!(
+                    "{} queues live in one process (waft dev); waft serve needs sqs",
+                    kind.as_str()
+                ),
             ));
         }
         self.validate_exposure(role)?;

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use super::*;
+use crate::backends::QueueKind;
 
 /// `docs/configuration.md` cannot drift from the code: its keys are the
 /// keys the code reads, its environment names are theirs, and its
@@ -196,6 +197,12 @@ fn serve_refuses_backends_of_one_process() {
     ]);
     let error = memory.validate(Some(Role::Consumer)).unwrap_err();
     assert_eq!(error.key.as_deref(), Some("queue.kind"), "{error}");
+    assert!(
+        error
+            .to_string()
+            .contains("memory queues live in one process"),
+        "{error}"
+    );
     memory.validate(None).unwrap();
     let typo = Config::load(None, env(&[("WAFT_QUEUE_KIND", "kafka")])).unwrap_err();
     assert!(typo.to_string().contains("kafka"), "{typo}");
