@@ -326,6 +326,12 @@ impl Config {
         }
         .validate()
         .map_err(|e| ConfigError::new("executor", e))?;
+        self.validate_consumer()
+    }
+
+    /// The consumer's settings, and its enqueue timeout against the queue's
+    /// visibility timeout.
+    fn validate_consumer(&self) -> Result<(), ConfigError> {
         let consumer = &self.consumer;
         if consumer.batch == 0 {
             return Err(ConfigError::new("consumer.batch", "must be above zero"));
