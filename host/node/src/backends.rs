@@ -5,17 +5,20 @@
 //! or `postgres://…`. The queues by kind: `memory` (in the process) or
 //! `sqs`. `waft dev` defaults to a SQLite file in its data directory and
 //! in-process queues, and takes either of the others; `waft serve` needs
-//! what several processes can share, Postgres and SQS. A new backend is a
-//! new arm here and a crate implementing `TaskStore` or `TaskQueue`.
+//! what several processes can share, Postgres and SQS. A new store is a
+//! new arm here and a crate implementing `TaskStore`; a new queue is a
+//! module of `waft-queue` implementing `TaskQueue` and, here, a kind, its
+//! settings' sub-section of `[queue]` and its arm in [`open_queues`].
 
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde::Deserialize;
-use waft_queue::{MemoryQueue, SqsQueue, TaskQueue};
+use waft_queue::{MemoryQueue, SqsConfig, SqsQueue, TaskQueue};
 use waft_store::{PostgresStore, SqliteStore, TaskStore};
 
-use crate::config::{ConfigError, QueueSection};
+use crate::config::ConfigError;
 use crate::{NodeError, Role};
 
 /// An open task store.
@@ -77,6 +80,33 @@ pub(crate) fn one_process_store(role: Role) -> ConfigError {
     )
 }
 
+/// The queues: what every kind shares, and each kind's own settings in a
+/// sub-section named after it (`[queue.sqs]`).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct QueueSection {
+    /// `memory` or `sqs`; `waft dev` defaults to `memory`, `waft serve`
+    /// takes `sqs` only.
+    pub kind: Option<QueueKind>,
+    /// A received message comes back after it unless acknowledged (default
+    /// 30s), whatever the kind.
+    #[serde(deserialize_with = "waft_core::deserialize_duration")]
+    pub visibility_timeout: Duration,
+    /// SQS's own: `endpoint_url` (AWS itself when absent), `region`
+    /// (default `us-east-1`) and `prefix` of queue names (default `waft`).
+    pub sqs: SqsConfig,
+}
+
+impl Default for QueueSection {
+    fn default() -> Self {
+        Self {
+            kind: None,
+            visibility_timeout: Duration::from_secs(30),
+            sqs: SqsConfig::default(),
+        }
+    }
+}
+
 /// Where the queues live.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -87,11 +117,35 @@ pub enum QueueKind {
     Sqs,
 }
 
+impl QueueKind {
+    /// Its name in `queue.kind`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Memory => "memory",
+            Self::Sqs => "sqs",
+        }
+    }
+
+    /// Several processes may share these queues, as `waft serve`'s roles do.
+    pub fn shared_between_processes(self) -> bool {
+        match self {
+            Self::Memory => false,
+            Self::Sqs => true,
+        }
+    }
+}
+
 /// Opens the queues `section` names, `default` when it names none.
 pub async fn open_queues(section: &QueueSection, default: QueueKind) -> Arc<dyn TaskQueue> {
     match section.kind.unwrap_or(default) {
-        QueueKind::Memory => Arc::new(MemoryQueue::new(section.sqs.visibility_timeout)),
-        QueueKind::Sqs => Arc::new(SqsQueue::new(section.sqs.clone()).await),
+        QueueKind::Memory => Arc::new(MemoryQueue::new(section.visibility_timeout)),
+        QueueKind::Sqs => Arc::new(
+            SqsQueue::new(SqsConfig {
+                visibility_timeout: section.visibility_timeout,
+                ..section.sqs.clone()
+            })
+            .await,
+        ),
     }
 }
 

@@ -13,12 +13,14 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use serde::Deserialize;
-use waft_queue::SqsConfig;
 use waft_services::{ConsumerConfig, ControllerConfig, ExecutorConfig, HeartbeatConfig};
 
-use crate::backends::{QueueKind, one_process_store, sqlite_path};
+use crate::backends::{QueueSection, one_process_store, sqlite_path};
 
 mod exposure;
+mod keys;
+
+use keys::{Key, env_name, keys};
 
 /// One role of the distributed mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -118,36 +120,6 @@ impl Default for StoreSection {
     }
 }
 
-/// The queues: their kind, and the settings of SQS beside it
-/// (`visibility_timeout` applies to both kinds).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct QueueSection {
-    /// `memory` or `sqs`; `waft dev` defaults to `memory`, `waft serve`
-    /// takes `sqs` only.
-    pub kind: Option<QueueKind>,
-    /// `endpoint_url` (AWS itself when absent), `region` (default
-    /// `us-east-1`), `prefix` of queue names (default `waft`), and
-    /// `visibility_timeout`: a received message comes back after it unless
-    /// acknowledged (default 30s).
-    pub sqs: SqsConfig,
-}
-
-/// One table, `kind` and the SQS keys side by side, as the reference and
-/// the `WAFT_QUEUE_*` variables name them.
-impl<'de> Deserialize<'de> for QueueSection {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        use serde::de::Error;
-        let mut table = toml::Table::deserialize(deserializer)?;
-        let kind = table
-            .remove("kind")
-            .map(QueueKind::deserialize)
-            .transpose()
-            .map_err(D::Error::custom)?;
-        let sqs = SqsConfig::deserialize(toml::Value::Table(table)).map_err(D::Error::custom)?;
-        Ok(Self { kind, sqs })
-    }
-}
-
 /// Where the other roles listen (`host:port`).
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -241,12 +213,7 @@ impl ConfigError {
 impl std::fmt::Display for ConfigError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match &self.key {
-            Some(key) => write!(
-                f,
-                "{key} (WAFT_{}): {}",
-                key.replace('.', "_").to_ascii_uppercase(),
-                self.reason
-            ),
+            Some(key) => write!(f, "{key} ({}): {}", env_name(key), self.reason),
             None => f.write_str(&self.reason),
         }
     }
@@ -254,92 +221,48 @@ impl std::fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
-/// Keys an environment variable may set: `WAFT_<SECTION>_<KEY>`.
-const ENV_KEYS: &[(&str, &[&str])] = &[
-    ("", &["listen", "metrics_listen", "allowed_hosts"]),
-    ("store", &["url", "max_connections", "keep_versions"]),
-    (
-        "queue",
-        &[
-            "kind",
-            "endpoint_url",
-            "region",
-            "prefix",
-            "visibility_timeout",
-        ],
-    ),
-    ("peers", &["frontend", "controller", "hsc"]),
-    ("heartbeat", &["interval", "rpc_timeout", "timeout"]),
-    ("consumer", &["poll_interval", "batch", "enqueue_timeout"]),
-    (
-        "controller",
-        &["lambdas", "buffer", "receive_wait", "refresh"],
-    ),
-    (
-        "executor",
-        &[
-            "lambdas",
-            "max_tasks",
-            "next_work_wait",
-            "refresh",
-            "shutdown_grace",
-            "journal",
-            "loaded_versions",
-            "max_children",
-        ],
-    ),
-    ("runtime", &["cache_dir", "outbound_ca"]),
-    ("auth", &["enabled", "cluster_token", "metrics_token"]),
-    ("tls", &["cert", "key", "ca"]),
-    ("secrets", &["key_file"]),
+/// Keys that moved, old spelling first. The old one is still read, in the
+/// file and as its variable, with a warning that names the new one.
+const MOVED: &[(&str, &str)] = &[
+    ("queue.endpoint_url", "queue.sqs.endpoint_url"),
+    ("queue.region", "queue.sqs.region"),
+    ("queue.prefix", "queue.sqs.prefix"),
 ];
 
 impl Config {
     /// Reads `file` (TOML; none: defaults only), then applies the `WAFT_*`
-    /// variables among `env`.
+    /// variables among `env`. A key spelled the old way is read, and a
+    /// warning names its new spelling.
     pub fn load(
         file: Option<&str>,
         env: impl IntoIterator<Item = (String, String)>,
     ) -> Result<Self, ConfigError> {
+        let (config, moved) = Self::load_noting_moved(file, env)?;
+        for note in moved {
+            tracing::warn!("{note}");
+        }
+        Ok(config)
+    }
+
+    /// [`Config::load`], and the warnings about keys spelled the old way.
+    fn load_noting_moved(
+        file: Option<&str>,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<(Self, Vec<String>), ConfigError> {
         let mut table: toml::Table = match file {
             Some(text) => text
                 .parse()
                 .map_err(|e| ConfigError::whole(format!("invalid configuration file: {e}")))?,
             None => toml::Table::new(),
         };
-        for (name, value) in env {
-            let Some(rest) = name.strip_prefix("WAFT_") else {
-                continue;
-            };
-            let rest = rest.to_ascii_lowercase();
-            for (section, keys) in ENV_KEYS {
-                for key in *keys {
-                    let matches = if section.is_empty() {
-                        rest == *key
-                    } else {
-                        rest == format!("{section}_{key}")
-                    };
-                    if !matches {
-                        continue;
-                    }
-                    let value = env_value(key, &value);
-                    if section.is_empty() {
-                        table.insert((*key).to_owned(), value);
-                    } else {
-                        let entry = table
-                            .entry((*section).to_owned())
-                            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
-                        let toml::Value::Table(section_table) = entry else {
-                            return Err(ConfigError::new(*section, "must be a table"));
-                        };
-                        section_table.insert((*key).to_owned(), value);
-                    }
-                }
-            }
-        }
-        toml::Value::Table(table)
+        let mut notes = move_old_keys(&mut table)?;
+        notes.extend(apply_env(&mut table, env)?);
+        let config = toml::Value::Table(table)
             .try_into()
-            .map_err(|e: toml::de::Error| ConfigError::whole(format!("invalid configuration: {e}")))
+            .map_err(|e: toml::de::Error| {
+                ConfigError::whole(format!("invalid configuration: {e}"))
+            })?;
+        Ok((config, notes))
     }
 
     /// Checks what `role` needs (`None`: every role in one process, as
@@ -369,12 +292,15 @@ impl Config {
             }
             None => {}
         }
-        if matches!(role, Some(Role::Consumer | Role::Controller))
-            && self.queue.kind == Some(QueueKind::Memory)
+        if let (Some(Role::Consumer | Role::Controller), Some(kind)) = (role, self.queue.kind)
+            && !kind.shared_between_processes()
         {
             return Err(ConfigError::new(
                 "queue.kind",
-                "memory queues live in one process (waft dev); waft serve needs sqs",
+                format!(
+                    "{} queues live in one process (waft dev); waft serve needs sqs",
+                    kind.as_str()
+                ),
             ));
         }
         self.validate_exposure(role)?;
@@ -400,6 +326,12 @@ impl Config {
         }
         .validate()
         .map_err(|e| ConfigError::new("executor", e))?;
+        self.validate_consumer()
+    }
+
+    /// The consumer's settings, and its enqueue timeout against the queue's
+    /// visibility timeout.
+    fn validate_consumer(&self) -> Result<(), ConfigError> {
         let consumer = &self.consumer;
         if consumer.batch == 0 {
             return Err(ConfigError::new("consumer.batch", "must be above zero"));
@@ -410,14 +342,14 @@ impl Config {
                 "must be above zero",
             ));
         }
-        if consumer.enqueue_timeout <= self.queue.sqs.visibility_timeout {
+        if consumer.enqueue_timeout <= self.queue.visibility_timeout {
             return Err(ConfigError::new(
                 "consumer.enqueue_timeout",
                 format!(
                     "{:?} must exceed the queue's visibility_timeout ({:?}): a message a \
                      controller received but did not claim must become visible again before \
                      the store enqueues its task anew",
-                    consumer.enqueue_timeout, self.queue.sqs.visibility_timeout
+                    consumer.enqueue_timeout, self.queue.visibility_timeout
                 ),
             ));
         }
@@ -425,10 +357,113 @@ impl Config {
     }
 }
 
-/// An environment value as TOML: numbers as integers, `lambdas` and
-/// `allowed_hosts` as comma-separated lists, the rest as strings.
-fn env_value(key: &str, value: &str) -> toml::Value {
-    if matches!(key, "lambdas" | "allowed_hosts") {
+/// Every key the file and the environment may set.
+fn known_keys() -> Vec<Key> {
+    keys::<Config>()
+}
+
+/// Sets the keys `env` names (`WAFT_<SECTION>_<KEY>`, any case after the
+/// prefix; an old spelling before the new, so the new one wins).
+fn apply_env(
+    table: &mut toml::Table,
+    env: impl IntoIterator<Item = (String, String)>,
+) -> Result<Vec<String>, ConfigError> {
+    let keys = known_keys();
+    let find = |name: &str| keys.iter().find(|key| key.env_name() == name);
+    let mut settings = Vec::new();
+    let mut notes = Vec::new();
+    for (name, value) in env {
+        let Some(rest) = name.strip_prefix("WAFT_") else {
+            continue;
+        };
+        let name = format!("WAFT_{}", rest.to_ascii_uppercase());
+        if let Some(key) = find(&name) {
+            settings.push((1, key, value));
+        } else if let Some((old, new)) = MOVED.iter().find(|(old, _)| env_name(old) == name) {
+            notes.push(moved_note(old, new));
+            let key = find(&env_name(new)).expect("a key moves to a key");
+            settings.push((0, key, value));
+        }
+    }
+    settings.sort_by_key(|(order, _, _)| *order);
+    for (_, key, value) in settings {
+        let value = env_value(key.list, &value);
+        insert(table, &key.path, value)?;
+    }
+    Ok(notes)
+}
+
+/// Moves the file's keys spelled the old way to their new place.
+fn move_old_keys(table: &mut toml::Table) -> Result<Vec<String>, ConfigError> {
+    let mut notes = Vec::new();
+    for (old, new) in MOVED {
+        let old_path: Vec<&str> = old.split('.').collect();
+        let Some(value) = remove(table, &old_path) else {
+            continue;
+        };
+        let new_path: Vec<&str> = new.split('.').collect();
+        if get(table, &new_path).is_some() {
+            return Err(ConfigError::new(
+                *old,
+                format!("is the old spelling of {new}, which is set too: keep {new} alone"),
+            ));
+        }
+        insert(table, &new_path, value)?;
+        notes.push(moved_note(old, new));
+    }
+    Ok(notes)
+}
+
+fn moved_note(old: &str, new: &str) -> String {
+    format!(
+        "{old} ({}) is deprecated: write {new} ({}); the old spelling will stop working",
+        env_name(old),
+        env_name(new)
+    )
+}
+
+fn get<'t>(table: &'t toml::Table, path: &[&str]) -> Option<&'t toml::Value> {
+    let (last, sections) = path.split_last()?;
+    let mut table = table;
+    for section in sections {
+        table = table.get(*section)?.as_table()?;
+    }
+    table.get(*last)
+}
+
+fn remove(table: &mut toml::Table, path: &[&str]) -> Option<toml::Value> {
+    let (last, sections) = path.split_last()?;
+    let mut table = table;
+    for section in sections {
+        table = table.get_mut(*section)?.as_table_mut()?;
+    }
+    table.remove(*last)
+}
+
+/// Sets `path` to `value`, making the sections on the way.
+fn insert(table: &mut toml::Table, path: &[&str], value: toml::Value) -> Result<(), ConfigError> {
+    let (last, sections) = path.split_last().expect("a key has a name");
+    let mut table = table;
+    for (depth, section) in sections.iter().enumerate() {
+        let entry = table
+            .entry((*section).to_owned())
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        let toml::Value::Table(inner) = entry else {
+            return Err(ConfigError::new(
+                sections[..=depth].join("."),
+                "must be a table",
+            ));
+        };
+        table = inner;
+    }
+    table.insert((*last).to_owned(), value);
+    Ok(())
+}
+
+/// An environment value as TOML: a list's comma-separated, numbers as
+/// integers, `true`/`false` as booleans, the rest as strings.
+fn env_value(list: bool, value: &str) -> toml::Value {
+    if list {
         return toml::Value::Array(
             value
                 .split(',')

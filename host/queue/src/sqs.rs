@@ -22,8 +22,9 @@ const BATCH: usize = 10;
 /// SQS's longest long poll.
 const MAX_WAIT: Duration = Duration::from_secs(20);
 
-/// Where and how to reach SQS; with the queue kind beside it, the
-/// `[queue]` section of a configuration file.
+/// Where and how to reach SQS: the `[queue.sqs]` section of a
+/// configuration file, and the visibility timeout that the `[queue]`
+/// section sets for every kind.
 #[derive(Debug, Clone, PartialEq, serde::Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SqsConfig {
@@ -35,8 +36,9 @@ pub struct SqsConfig {
     /// an account.
     pub prefix: String,
     /// How long a received message stays invisible before it is delivered
-    /// again unless acknowledged.
-    #[serde(deserialize_with = "waft_core::deserialize_duration")]
+    /// again unless acknowledged. Not a key of `[queue.sqs]`: every kind of
+    /// queue has one, so the file sets it in `[queue]`.
+    #[serde(skip)]
     pub visibility_timeout: Duration,
 }
 

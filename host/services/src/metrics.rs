@@ -137,93 +137,122 @@ impl Metrics {
             outbound_hosts: Mutex::default(),
             registry: Registry::with_prefix("waft"),
         };
-        let r = &mut metrics.registry;
+        metrics.register_tasks();
+        metrics.register_executions();
+        metrics.register_heartbeats();
+        metrics.register_waits();
+        metrics.register_outbound();
+        metrics
+    }
+
+    /// Tasks the Frontend stores or refuses and the Store Consumer enqueues.
+    fn register_tasks(&mut self) {
+        let r = &mut self.registry;
         r.register(
             "tasks_scheduled",
             "Tasks stored by the Frontend",
-            metrics.scheduled.clone(),
+            self.scheduled.clone(),
         );
         r.register(
             "tasks_refused_by_quota",
             "Tasks the Frontend refused over their lambda's quota",
-            metrics.refused_by_quota.clone(),
+            self.refused_by_quota.clone(),
         );
         r.register(
             "tasks_enqueued",
             "Tasks the Store Consumer sent to their queue",
-            metrics.enqueued.clone(),
+            self.enqueued.clone(),
         );
+    }
+
+    /// Executions an executor compiles for, starts and ends.
+    fn register_executions(&mut self) {
+        let r = &mut self.registry;
         r.register(
             "local_compiles",
             "Lambda versions an executor compiled itself instead of loading their artifact, by reason",
-            metrics.local_compiles.clone(),
+            self.local_compiles.clone(),
         );
         r.register(
             "executions_started",
             "Executions an executor started",
-            metrics.started.clone(),
+            self.started.clone(),
         );
         r.register(
             "executions_ended",
             "Executions ended, by outcome",
-            metrics.ended.clone(),
+            self.ended.clone(),
         );
         r.register(
             "limit_breaches",
             "Executions stopped by a limit, by limit",
-            metrics.limit_breaches.clone(),
+            self.limit_breaches.clone(),
         );
+    }
+
+    /// Heartbeats, and the executions they stopped.
+    fn register_heartbeats(&mut self) {
+        let r = &mut self.registry;
         r.register(
             "heartbeat_failures",
             "Heartbeats that failed or went unanswered",
-            metrics.heartbeat_failures.clone(),
+            self.heartbeat_failures.clone(),
         );
         r.register(
             "hsc_heartbeat_calls",
             "Heartbeat calls the HSC answered (each carries the beats of many tasks)",
-            metrics.heartbeat_calls.clone(),
+            self.heartbeat_calls.clone(),
         );
         r.register(
             "hsc_heartbeats",
             "Task heartbeats the HSC recorded or refused",
-            metrics.heartbeats.clone(),
+            self.heartbeats.clone(),
         );
         r.register(
             "self_terminations",
             "Executions their executor stopped (lease lost or heartbeats failed)",
-            metrics.self_terminations.clone(),
+            self.self_terminations.clone(),
         );
+    }
+
+    /// How long tasks wait and run, and what waits in the queues.
+    fn register_waits(&mut self) {
+        let r = &mut self.registry;
         r.register(
             "schedule_to_start_seconds",
             "From the time a task was due to its first execution's start",
-            metrics.schedule_to_start.clone(),
+            self.schedule_to_start.clone(),
         );
         r.register(
             "execution_seconds",
             "How long executions ran",
-            metrics.execution_time.clone(),
+            self.execution_time.clone(),
         );
         r.register(
             "queue_depth",
             "Messages waiting in a queue (approximate for SQS)",
-            metrics.queue_depth.clone(),
+            self.queue_depth.clone(),
         );
         r.register(
             "oldest_ready_task_age_seconds",
             "Age of the oldest due task that has not started",
-            metrics.oldest_ready_age.clone(),
+            self.oldest_ready_age.clone(),
         );
+    }
+
+    /// Lambdas' outbound HTTP requests.
+    fn register_outbound(&mut self) {
+        let r = &mut self.registry;
         r.register(
             "outbound_requests",
             "Outbound HTTP requests of lambdas, by destination host (past a lambda's first hosts, (other)) and outcome",
-            metrics.outbound_requests.clone(),
+            self.outbound_requests.clone(),
         );
         r.register(
             "outbound_request_seconds",
             "From an outbound request's start to its response's headers",
-            metrics.outbound_time.clone(),
+            self.outbound_time.clone(),
         );
-        metrics
     }
 
     /// Counts one outbound request of `lambda`. A refused request's host

@@ -140,13 +140,30 @@ fn start(durability: Durability) -> Result<TestPostgres, String> {
          install postgresql or set WAFT_TEST_DATABASE_URL",
     )?;
     let as_root = run_output("id", &["-u"]).is_some_and(|uid| uid.trim() == "0");
+    let cluster = Cluster {
+        dir: cluster_dir(as_root)?,
+        bin,
+        as_root,
+    };
+    let data = cluster.initdb()?;
+    let port = crate::free_port().ok_or("no free loopback port")?;
+    cluster.spawn_watchdog(&data, port, durability)?;
+    cluster.wait_listening(port)?;
+    Ok(TestPostgres {
+        admin_url: format!("postgres://postgres@127.0.0.1:{port}/postgres"),
+        data: Some(data),
+    })
+}
+
+/// A temporary directory for a cluster's files, its user's when the
+/// cluster runs as `postgres` (PostgreSQL refuses root).
+fn cluster_dir(as_root: bool) -> Result<PathBuf, String> {
     let dir = tempfile::Builder::new()
         .prefix("waft-pg-")
         .tempdir()
         .map_err(|e| format!("cannot create a temporary directory: {e}"))?
         .keep();
     if as_root {
-        // PostgreSQL refuses root; its files must belong to its user.
         let owner = Command::new("chown")
             .args(["-R", "postgres:postgres"])
             .arg(&dir)
@@ -158,69 +175,89 @@ fn start(durability: Durability) -> Result<TestPostgres, String> {
             );
         }
     }
-    let data = dir.join("data");
-    let initdb = as_user(as_root, &bin.join("initdb"))
-        .arg("-D")
-        .arg(&data)
-        .args([
-            "-U",
-            "postgres",
-            "-A",
-            "trust",
-            "-E",
-            "UTF8",
-            "--no-sync",
-            "--no-instructions",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .output()
-        .map_err(|e| format!("cannot run initdb: {e}"))?;
-    if !initdb.status.success() {
-        return Err(format!(
-            "initdb failed: {}",
-            String::from_utf8_lossy(&initdb.stderr)
-        ));
-    }
-    let port = crate::free_port().ok_or("no free loopback port")?;
-    // The watchdog: runs the server (again, whenever it dies), and stops it
-    // and removes its files once the test process (our pid) is gone.
-    let durability = match durability {
-        Durability::Off => "-c fsync=off -c synchronous_commit=off -c full_page_writes=off",
-        Durability::Full => "",
-    };
-    let script = format!(
-        "while [ -d /proc/{parent} ]; do \
-           {postgres} -D {data} -k {dir} -p {port} -c listen_addresses=127.0.0.1 \
-           {durability} -c max_connections=300 \
-           >> {dir}/server.log 2>&1 & server=$!; \
-           while [ -d /proc/{parent} ] && kill -0 $server 2>/dev/null; do sleep 0.2; done; \
-         done; \
-         kill -INT $server 2>/dev/null; wait $server; rm -rf {dir}",
-        postgres = bin.join("postgres").display(),
-        data = data.display(),
-        dir = dir.display(),
-        parent = std::process::id(),
-    );
-    as_user(as_root, Path::new("sh"))
-        .args(["-c", &script])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("cannot start postgres: {e}"))?;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        if Instant::now() > deadline {
-            let log = std::fs::read_to_string(dir.join("server.log")).unwrap_or_default();
-            return Err(format!("postgres did not start within 30 s: {log}"));
+    Ok(dir)
+}
+
+/// A cluster being started: its directory, the server's binaries, and
+/// whether it runs as the `postgres` user.
+struct Cluster {
+    dir: PathBuf,
+    bin: PathBuf,
+    as_root: bool,
+}
+
+impl Cluster {
+    /// Makes the data directory; its path.
+    fn initdb(&self) -> Result<PathBuf, String> {
+        let data = self.dir.join("data");
+        let initdb = as_user(self.as_root, &self.bin.join("initdb"))
+            .arg("-D")
+            .arg(&data)
+            .args([
+                "-U",
+                "postgres",
+                "-A",
+                "trust",
+                "-E",
+                "UTF8",
+                "--no-sync",
+                "--no-instructions",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .output()
+            .map_err(|e| format!("cannot run initdb: {e}"))?;
+        if !initdb.status.success() {
+            return Err(format!(
+                "initdb failed: {}",
+                String::from_utf8_lossy(&initdb.stderr)
+            ));
         }
-        std::thread::sleep(Duration::from_millis(50));
+        Ok(data)
     }
-    Ok(TestPostgres {
-        admin_url: format!("postgres://postgres@127.0.0.1:{port}/postgres"),
-        data: Some(data),
-    })
+
+    /// The watchdog: runs the server (again, whenever it dies), and stops
+    /// it and removes its files once the test process (our pid) is gone.
+    fn spawn_watchdog(&self, data: &Path, port: u16, durability: Durability) -> Result<(), String> {
+        let durability = match durability {
+            Durability::Off => "-c fsync=off -c synchronous_commit=off -c full_page_writes=off",
+            Durability::Full => "",
+        };
+        let script = format!(
+            "while [ -d /proc/{parent} ]; do \
+               {postgres} -D {data} -k {dir} -p {port} -c listen_addresses=127.0.0.1 \
+               {durability} -c max_connections=300 \
+               >> {dir}/server.log 2>&1 & server=$!; \
+               while [ -d /proc/{parent} ] && kill -0 $server 2>/dev/null; do sleep 0.2; done; \
+             done; \
+             kill -INT $server 2>/dev/null; wait $server; rm -rf {dir}",
+            postgres = self.bin.join("postgres").display(),
+            data = data.display(),
+            dir = self.dir.display(),
+            parent = std::process::id(),
+        );
+        as_user(self.as_root, Path::new("sh"))
+            .args(["-c", &script])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("cannot start postgres: {e}"))?;
+        Ok(())
+    }
+
+    /// Waits up to 30 s for the server to take connections on `port`.
+    fn wait_listening(&self, port: u16) -> Result<(), String> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if Instant::now() > deadline {
+                let log = std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default();
+                return Err(format!("postgres did not start within 30 s: {log}"));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Ok(())
+    }
 }
 
 fn as_user(as_root: bool, program: &Path) -> Command {

@@ -127,68 +127,17 @@ pub fn run(args: PipelineBenchArgs) -> Result<std::process::ExitCode, Failure> {
             "waft bench pipeline: {} tasks of {} against {}",
             args.tasks,
             args.file.display(),
-            args.server.as_deref().unwrap_or("an in-process waft dev (SQLite, durable)")
+            args.server
+                .as_deref()
+                .unwrap_or("an in-process waft dev (SQLite, durable)")
         );
 
         // Warm up: load the lambda in the executor.
         schedule(&frontend, &lambda, "warmup", 10, 10, 1, None, HELLO).await?;
         wait_all(&frontend, &lambda, "warmup", 10, None).await?;
-
-        let started = wall_clock();
-        let bar = progress(args.tasks);
-        schedule(&frontend, &lambda, "throughput", args.tasks, args.batch, args.senders, None, HELLO)
-            .await?;
-        let scheduled_in = wall_clock() - started;
-        wait_all(&frontend, &lambda, "throughput", args.tasks, Some(&bar)).await?;
-        bar.finish_and_clear();
-        let took = last_ended(&frontend, &lambda, "throughput").await? - started;
-        let throughput = per_second(args.tasks, took);
-        println!(
-            "throughput: {throughput:.0} tasks/s ({} tasks in {took} ms; scheduling took {scheduled_in} ms)",
-            args.tasks
-        );
-
-        // Like the peers' figures: scheduling alone, the tasks held in the
-        // store by a paused gate on their collection; then processing
-        // alone, from the moment the gate opens until the last has ended.
-        frontend
-            .gate_set(&lambda, Some("prefilled"), GateState::Paused)
-            .await
-            .map_err(failed("pause"))?;
-        let started = wall_clock();
-        schedule(&frontend, &lambda, "prefilled", args.tasks, args.batch, args.senders, None, HELLO)
-            .await?;
-        let scheduled_in = wall_clock() - started;
-        let bar = progress(args.tasks);
-        let opened = wall_clock();
-        frontend
-            .gate_set(&lambda, Some("prefilled"), GateState::Open)
-            .await
-            .map_err(failed("resume"))?;
-        wait_all(&frontend, &lambda, "prefilled", args.tasks, Some(&bar)).await?;
-        bar.finish_and_clear();
-        let took = last_ended(&frontend, &lambda, "prefilled").await? - opened;
-        println!(
-            "schedule alone: {:.0} tasks/s ({} tasks through ScheduleBatch in {scheduled_in} ms, none running)",
-            per_second(args.tasks, scheduled_in),
-            args.tasks
-        );
-        println!(
-            "throughput of processing alone: {:.0} tasks/s ({} tasks waiting in the store; gate opened → last ended in {took} ms)",
-            per_second(args.tasks, took),
-            args.tasks
-        );
-
-        let half = (throughput / 2.0).max(1.0);
-        let count = (args.tasks / 2).max(1);
-        let bar = progress(count);
-        schedule(&frontend, &lambda, "latency", count, args.batch.min(50), 1, Some(half), HELLO).await?;
-        wait_all(&frontend, &lambda, "latency", count, Some(&bar)).await?;
-        bar.finish_and_clear();
-        let (started, percentiles) = start_delays(&frontend, &lambda, "latency").await?;
-        println!(
-            "schedule→start at {half:.0} tasks/s (half of peak), {started} tasks: {percentiles}"
-        );
+        let throughput = measure_throughput(&frontend, &lambda, &args).await?;
+        measure_apart(&frontend, &lambda, &args).await?;
+        measure_latency(&frontend, &lambda, &args, throughput).await?;
         if args.delayed > 0 {
             punctuality(&frontend, &lambda, args.delayed).await?;
         }
@@ -197,6 +146,113 @@ pub fn run(args: PipelineBenchArgs) -> Result<std::process::ExitCode, Failure> {
         }
         Ok(std::process::ExitCode::SUCCESS)
     })
+}
+
+/// Tasks scheduled and run together, from the first sent to the last
+/// ended; the tasks per second, which the latency phase halves.
+async fn measure_throughput(
+    frontend: &Arc<FrontendClient>,
+    lambda: &str,
+    args: &PipelineBenchArgs,
+) -> Result<f64, Failure> {
+    let started = wall_clock();
+    let bar = progress(args.tasks);
+    schedule(
+        frontend,
+        lambda,
+        "throughput",
+        args.tasks,
+        args.batch,
+        args.senders,
+        None,
+        HELLO,
+    )
+    .await?;
+    let scheduled_in = wall_clock() - started;
+    wait_all(frontend, lambda, "throughput", args.tasks, Some(&bar)).await?;
+    bar.finish_and_clear();
+    let took = last_ended(frontend, lambda, "throughput").await? - started;
+    let throughput = per_second(args.tasks, took);
+    println!(
+        "throughput: {throughput:.0} tasks/s ({} tasks in {took} ms; scheduling took {scheduled_in} ms)",
+        args.tasks
+    );
+    Ok(throughput)
+}
+
+/// Like the peers' figures: scheduling alone, the tasks held in the store
+/// by a paused gate on their collection; then processing alone, from the
+/// moment the gate opens until the last has ended.
+async fn measure_apart(
+    frontend: &Arc<FrontendClient>,
+    lambda: &str,
+    args: &PipelineBenchArgs,
+) -> Result<(), Failure> {
+    frontend
+        .gate_set(lambda, Some("prefilled"), GateState::Paused)
+        .await
+        .map_err(failed("pause"))?;
+    let started = wall_clock();
+    schedule(
+        frontend,
+        lambda,
+        "prefilled",
+        args.tasks,
+        args.batch,
+        args.senders,
+        None,
+        HELLO,
+    )
+    .await?;
+    let scheduled_in = wall_clock() - started;
+    let bar = progress(args.tasks);
+    let opened = wall_clock();
+    frontend
+        .gate_set(lambda, Some("prefilled"), GateState::Open)
+        .await
+        .map_err(failed("resume"))?;
+    wait_all(frontend, lambda, "prefilled", args.tasks, Some(&bar)).await?;
+    bar.finish_and_clear();
+    let took = last_ended(frontend, lambda, "prefilled").await? - opened;
+    println!(
+        "schedule alone: {:.0} tasks/s ({} tasks through ScheduleBatch in {scheduled_in} ms, none running)",
+        per_second(args.tasks, scheduled_in),
+        args.tasks
+    );
+    println!(
+        "throughput of processing alone: {:.0} tasks/s ({} tasks waiting in the store; gate opened → last ended in {took} ms)",
+        per_second(args.tasks, took),
+        args.tasks
+    );
+    Ok(())
+}
+
+/// Schedule-to-start delays at half the peak throughput, by percentile.
+async fn measure_latency(
+    frontend: &Arc<FrontendClient>,
+    lambda: &str,
+    args: &PipelineBenchArgs,
+    throughput: f64,
+) -> Result<(), Failure> {
+    let half = (throughput / 2.0).max(1.0);
+    let count = (args.tasks / 2).max(1);
+    let bar = progress(count);
+    schedule(
+        frontend,
+        lambda,
+        "latency",
+        count,
+        args.batch.min(50),
+        1,
+        Some(half),
+        HELLO,
+    )
+    .await?;
+    wait_all(frontend, lambda, "latency", count, Some(&bar)).await?;
+    bar.finish_and_clear();
+    let (started, percentiles) = start_delays(frontend, lambda, "latency").await?;
+    println!("schedule→start at {half:.0} tasks/s (half of peak), {started} tasks: {percentiles}");
+    Ok(())
 }
 
 /// Schedules `count` delayed tasks, one every 50 ms, each due a varying

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 use serde_json::json;
+use waft_client::FrontendClient;
 use waft_core::TaskStatus;
 use waft_services::ClientApi;
 use waft_store::{Attempt, DeadSelector, GateState, Task, TaskList};
@@ -142,59 +143,8 @@ pub fn run_dlq(args: DlqArgs) -> Result<ExitCode, Failure> {
     block_on(async move {
         let frontend = client.frontend()?;
         match args.command {
-            DlqCommand::List { lambda, limit } => {
-                let tasks = frontend
-                    .task_list(TaskList {
-                        lambda,
-                        status: Some(TaskStatus::Dead),
-                        limit,
-                        ..TaskList::default()
-                    })
-                    .await
-                    .map_err(|e| client.failure(e))?;
-                if client.json {
-                    let tasks: Vec<_> = tasks
-                        .iter()
-                        .map(|t| {
-                            json!({
-                                "id": t.id, "lambda": t.lambda, "collection": t.collection,
-                                "attempt": t.attempt, "last_error": t.last_error,
-                                "finished_at": t.finished_at.map(time),
-                            })
-                        })
-                        .collect();
-                    println!("{}", serde_json::Value::Array(tasks));
-                } else {
-                    for t in tasks {
-                        println!(
-                            "{}  {}  after {} attempts: {}",
-                            t.id,
-                            t.lambda,
-                            t.attempt,
-                            t.last_error.as_deref().unwrap_or("")
-                        );
-                    }
-                }
-            }
-            DlqCommand::Show { id } => {
-                let task = frontend
-                    .task_get(&id)
-                    .await
-                    .map_err(|e| client.failure(e))?;
-                let attempts = frontend
-                    .task_attempts(&id)
-                    .await
-                    .map_err(|e| client.failure(e))?;
-                if client.json {
-                    let attempts: Vec<_> = attempts.iter().map(attempt_json).collect();
-                    println!(
-                        "{}",
-                        json!({ "task": task_json(&task), "attempts": attempts })
-                    );
-                } else {
-                    print_attempts(&task, &attempts);
-                }
-            }
+            DlqCommand::List { lambda, limit } => dlq_list(&frontend, &client, lambda, limit).await,
+            DlqCommand::Show { id } => dlq_show(&frontend, &client, &id).await,
             DlqCommand::Redrive {
                 ids,
                 lambda,
@@ -210,19 +160,91 @@ pub fn run_dlq(args: DlqArgs) -> Result<ExitCode, Failure> {
                         ));
                     }
                 };
-                let redriven = frontend
-                    .dead_redrive(selector, version)
-                    .await
-                    .map_err(|e| client.failure(e))?;
-                if client.json {
-                    println!("{}", json!({ "redriven": redriven }));
-                } else {
-                    println!("{redriven} dead tasks redriven");
-                }
+                dlq_redrive(&frontend, &client, selector, version).await
             }
-        }
+        }?;
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// `waft dlq list`: dead tasks, one line each.
+async fn dlq_list(
+    frontend: &FrontendClient,
+    client: &ClientArgs,
+    lambda: Option<String>,
+    limit: u32,
+) -> Result<(), Failure> {
+    let tasks = frontend
+        .task_list(TaskList {
+            lambda,
+            status: Some(TaskStatus::Dead),
+            limit,
+            ..TaskList::default()
+        })
+        .await
+        .map_err(|e| client.failure(e))?;
+    if client.json {
+        let tasks: Vec<_> = tasks
+            .iter()
+            .map(|t| {
+                json!({
+                    "id": t.id, "lambda": t.lambda, "collection": t.collection,
+                    "attempt": t.attempt, "last_error": t.last_error,
+                    "finished_at": t.finished_at.map(time),
+                })
+            })
+            .collect();
+        println!("{}", serde_json::Value::Array(tasks));
+        return Ok(());
+    }
+    for t in tasks {
+        println!(
+            "{}  {}  after {} attempts: {}",
+            t.id,
+            t.lambda,
+            t.attempt,
+            t.last_error.as_deref().unwrap_or("")
+        );
+    }
+    Ok(())
+}
+
+/// `waft dlq show`: a task and every execution it had.
+async fn dlq_show(frontend: &FrontendClient, client: &ClientArgs, id: &str) -> Result<(), Failure> {
+    let task = frontend.task_get(id).await.map_err(|e| client.failure(e))?;
+    let attempts = frontend
+        .task_attempts(id)
+        .await
+        .map_err(|e| client.failure(e))?;
+    if client.json {
+        let attempts: Vec<_> = attempts.iter().map(attempt_json).collect();
+        println!(
+            "{}",
+            json!({ "task": task_json(&task), "attempts": attempts })
+        );
+    } else {
+        print_attempts(&task, &attempts);
+    }
+    Ok(())
+}
+
+/// `waft dlq redrive`: how many dead tasks run again.
+async fn dlq_redrive(
+    frontend: &FrontendClient,
+    client: &ClientArgs,
+    selector: DeadSelector,
+    version: Option<u32>,
+) -> Result<(), Failure> {
+    let redriven = frontend
+        .dead_redrive(selector, version)
+        .await
+        .map_err(|e| client.failure(e))?;
+    if client.json {
+        println!("{}", json!({ "redriven": redriven }));
+    } else {
+        println!("{redriven} dead tasks redriven");
+    }
+    Ok(())
 }
 
 fn attempt_json(a: &Attempt) -> serde_json::Value {

@@ -8,6 +8,7 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
+use waft_client::FrontendClient;
 use waft_core::{Backoff, ByteSize, Grants, LambdaConfig, OutboundLimits, OutboundPattern};
 use waft_services::ClientApi;
 use waft_store::Lambda;
@@ -198,39 +199,7 @@ pub fn run(args: LambdaArgs) -> Result<ExitCode, Failure> {
     block_on(async move {
         let frontend = client.frontend()?;
         match args.command {
-            LambdaCommand::Deploy(deploy) => {
-                let config = deploy.config()?;
-                let component = read_wasm(&deploy.file)?;
-                // A spinner on a terminal while the Frontend checks and
-                // compiles (seconds for a Python or JavaScript lambda);
-                // nothing when stderr is not a terminal.
-                let spinner = ProgressBar::new_spinner().with_style(
-                    ProgressStyle::with_template("{spinner} deploying {msg}")
-                        .expect("a valid template"),
-                );
-                spinner.set_message(format!("{}: uploading", deploy.name));
-                spinner.enable_steady_tick(Duration::from_millis(120));
-                let deployed = frontend
-                    .lambda_deploy_reporting(&deploy.name, component, config, |report| {
-                        spinner.set_message(format!(
-                            "{}: {}, {} s",
-                            deploy.name,
-                            report.stage,
-                            report.elapsed.as_secs()
-                        ));
-                    })
-                    .await;
-                spinner.finish_and_clear();
-                let lambda = deployed.map_err(|e| client.failure(e))?;
-                if client.json {
-                    println!("{}", lambda_json(&lambda));
-                } else {
-                    println!(
-                        "deployed {} version {} ({})",
-                        lambda.name, lambda.version, lambda.digest
-                    );
-                }
-            }
+            LambdaCommand::Deploy(deploy) => deploy_lambda(&frontend, &client, *deploy).await?,
             LambdaCommand::List => {
                 let lambdas = frontend
                     .lambda_list()
@@ -273,6 +242,46 @@ pub fn run(args: LambdaArgs) -> Result<ExitCode, Failure> {
         }
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// `waft lambda deploy`: uploads the component and follows the Frontend's
+/// checks.
+async fn deploy_lambda(
+    frontend: &FrontendClient,
+    client: &ClientArgs,
+    deploy: DeployArgs,
+) -> Result<(), Failure> {
+    let config = deploy.config()?;
+    let component = read_wasm(&deploy.file)?;
+    // A spinner on a terminal while the Frontend checks and
+    // compiles (seconds for a Python or JavaScript lambda);
+    // nothing when stderr is not a terminal.
+    let spinner = ProgressBar::new_spinner().with_style(
+        ProgressStyle::with_template("{spinner} deploying {msg}").expect("a valid template"),
+    );
+    spinner.set_message(format!("{}: uploading", deploy.name));
+    spinner.enable_steady_tick(Duration::from_millis(120));
+    let deployed = frontend
+        .lambda_deploy_reporting(&deploy.name, component, config, |report| {
+            spinner.set_message(format!(
+                "{}: {}, {} s",
+                deploy.name,
+                report.stage,
+                report.elapsed.as_secs()
+            ));
+        })
+        .await;
+    spinner.finish_and_clear();
+    let lambda = deployed.map_err(|e| client.failure(e))?;
+    if client.json {
+        println!("{}", lambda_json(&lambda));
+    } else {
+        println!(
+            "deployed {} version {} ({})",
+            lambda.name, lambda.version, lambda.digest
+        );
+    }
+    Ok(())
 }
 
 /// One line a lambda version (with the lambda's name when `named`), or a

@@ -9,6 +9,8 @@ use waft_core::TaskStatus;
 use waft_services::{ClientApi, RunAt, TaskRequest};
 use waft_store::{Continuation, Task, TaskList};
 
+use waft_client::FrontendClient;
+
 use crate::commands::client::{
     ClientArgs, PayloadArgs, block_on, json_bytes, parse_time, show_bytes, time,
 };
@@ -89,9 +91,7 @@ pub struct ListArgs {
     pub lambda: Option<String>,
     #[arg(long)]
     pub collection: Option<String>,
-    /// new, enqueued, claimed, processing, retriable_failure, success,
-    /// fatal_failure, dead, dropped or cancelled.
-    #[arg(long, value_parser = parse_status)]
+    #[arg(long, value_parser = parse_status, help = status_help())]
     pub status: Option<TaskStatus>,
     /// Children of this task.
     #[arg(long, value_name = "ID")]
@@ -106,6 +106,16 @@ pub struct ListArgs {
     /// At most this many (up to 1000).
     #[arg(long, default_value_t = 100)]
     pub limit: u32,
+}
+
+/// Every status, as `--status` takes them: `new, enqueued, … or cancelled`.
+fn status_help() -> String {
+    let names: Vec<&str> = TaskStatus::ALL.iter().map(|s| s.as_str()).collect();
+    match names.split_last() {
+        Some((last, [])) => (*last).to_owned(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+        None => String::new(),
+    }
 }
 
 fn parse_status(text: &str) -> Result<TaskStatus, String> {
@@ -123,166 +133,210 @@ pub fn run(args: TaskArgs) -> Result<ExitCode, Failure> {
     let client = args.client;
     block_on(async move {
         let frontend = client.frontend()?;
+        let call = Call {
+            frontend: &frontend,
+            client: &client,
+        };
         match args.command {
-            TaskCommand::Schedule(schedule) => {
-                let payload = schedule.payload.read()?;
-                let run_at = match (schedule.at, schedule.delay) {
-                    (Some(at), _) => RunAt::At(at),
-                    (None, Some(delay)) => RunAt::After(delay),
-                    (None, None) => RunAt::Now,
-                };
-                let request = TaskRequest {
-                    lambda: schedule.lambda,
-                    payload,
-                    collection: schedule.collection,
-                    priority: schedule.priority,
-                    run_at,
-                    idempotency_key: schedule.idempotency_key,
-                    parent_id: None,
-                    version: schedule.pin_version,
-                    parent_lease: None,
-                    then: schedule.then.map(|lambda| Continuation {
-                        lambda,
-                        collection: schedule.then_collection,
-                        priority: schedule.then_priority,
-                    }),
-                };
-                let inserted = frontend
-                    .task_schedule_many(vec![request])
-                    .await
-                    .map_err(|e| client.failure(e))?;
-                let inserted = inserted
-                    .into_iter()
-                    .next()
-                    .ok_or_else(|| Failure::internal("the server answered no task"))?;
-                if client.json {
-                    println!(
-                        "{}",
-                        json!({ "id": inserted.id, "created": inserted.created })
-                    );
-                } else {
-                    println!("{}", inserted.id);
-                }
-            }
-            TaskCommand::Get { id } => {
-                let task = frontend
-                    .task_get(&id)
-                    .await
-                    .map_err(|e| client.failure(e))?;
-                let children = frontend
-                    .task_list(TaskList {
-                        parent_id: Some(id),
-                        limit: 1000,
-                        ..TaskList::default()
-                    })
-                    .await
-                    .map_err(|e| client.failure(e))?;
-                if client.json {
-                    let mut shown = task_json(&task);
-                    shown["children"] = children.iter().map(|c| json!(c.id)).collect();
-                    println!("{shown}");
-                } else {
-                    print_task(&task, false);
-                    for child in &children {
-                        println!(
-                            "{:<13}{} {} {}",
-                            "child", child.id, child.lambda, child.status
-                        );
-                    }
-                }
-            }
-            TaskCommand::List(list) => {
-                let filter = TaskList {
-                    lambda: list.lambda,
-                    collection: list.collection,
-                    status: list.status,
-                    parent_id: list.parent,
-                    newest_first: list.newest_first,
-                    after: list.after,
-                    limit: list.limit,
-                    ..TaskList::default()
-                };
-                let tasks = frontend
-                    .task_list(filter)
-                    .await
-                    .map_err(|e| client.failure(e))?;
-                if client.json {
-                    let tasks: Vec<_> = tasks.iter().map(task_json).collect();
-                    println!("{}", serde_json::Value::Array(tasks));
-                } else {
-                    for task in &tasks {
-                        println!(
-                            "{}  {:<17}  {}  attempt {}/{}  created {}",
-                            task.id,
-                            task.status.as_str(),
-                            task.lambda,
-                            task.attempt,
-                            task.max_attempts,
-                            time(task.created_at)
-                        );
-                    }
-                }
-            }
-            TaskCommand::Cancel { id } => {
-                let task = frontend
-                    .task_cancel(&id)
-                    .await
-                    .map_err(|e| client.failure(e))?;
-                print_task(&task, client.json);
-            }
-            TaskCommand::Logs { id } => {
-                let task = frontend
-                    .task_get(&id)
-                    .await
-                    .map_err(|e| client.failure(e))?;
-                if client.json {
-                    println!("{}", json!({ "id": task.id, "log": task.log }));
-                } else {
-                    print!("{}", task.log.unwrap_or_default());
-                }
-            }
-            TaskCommand::Tree { id } => {
-                let root = frontend
-                    .task_get(&id)
-                    .await
-                    .map_err(|e| client.failure(e))?;
-                let tree = descendants(&frontend, root)
-                    .await
-                    .map_err(|e| client.failure(e))?;
-                if client.json {
-                    println!("{}", tree.to_json());
-                } else {
-                    tree.print(0);
-                }
-            }
-            TaskCommand::Wait { id, timeout } => {
-                let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
-                let mut pause = Duration::from_millis(20);
-                loop {
-                    let task = frontend
-                        .task_get(&id)
-                        .await
-                        .map_err(|e| client.failure(e))?;
-                    if let Some(code) = ended_code(task.status) {
-                        print_task(&task, client.json);
-                        return Ok(ExitCode::from(code));
-                    }
-                    if deadline.is_some_and(|d| tokio::time::Instant::now() + pause > d) {
-                        return Err(Failure {
-                            code: exit::TIMED_OUT,
-                            message: format!(
-                                "task {id} is still {} after {:?}",
-                                task.status.as_str(),
-                                timeout.unwrap_or_default()
-                            ),
-                        });
-                    }
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(Duration::from_millis(500));
-                }
-            }
+            TaskCommand::Schedule(schedule) => call.schedule(schedule).await?,
+            TaskCommand::Get { id } => call.get(id).await?,
+            TaskCommand::List(list) => call.list(list).await?,
+            TaskCommand::Cancel { id } => call.cancel(&id).await?,
+            TaskCommand::Logs { id } => call.logs(&id).await?,
+            TaskCommand::Tree { id } => call.tree(&id).await?,
+            TaskCommand::Wait { id, timeout } => return call.wait(&id, timeout).await,
         }
         Ok(ExitCode::SUCCESS)
+    })
+}
+
+/// One subcommand's call: the Frontend, and how to print and fail.
+struct Call<'a> {
+    frontend: &'a FrontendClient,
+    client: &'a ClientArgs,
+}
+
+impl Call<'_> {
+    /// `waft task schedule`: prints the new task's id.
+    async fn schedule(&self, schedule: ScheduleArgs) -> Result<(), Failure> {
+        let request = schedule_request(schedule)?;
+        let inserted = self
+            .frontend
+            .task_schedule_many(vec![request])
+            .await
+            .map_err(|e| self.client.failure(e))?;
+        let inserted = inserted
+            .into_iter()
+            .next()
+            .ok_or_else(|| Failure::internal("the server answered no task"))?;
+        if self.client.json {
+            println!(
+                "{}",
+                json!({ "id": inserted.id, "created": inserted.created })
+            );
+        } else {
+            println!("{}", inserted.id);
+        }
+        Ok(())
+    }
+
+    /// `waft task get`: the task and its children's ids.
+    async fn get(&self, id: String) -> Result<(), Failure> {
+        let task = self.task(&id).await?;
+        let children = self
+            .frontend
+            .task_list(TaskList {
+                parent_id: Some(id),
+                limit: 1000,
+                ..TaskList::default()
+            })
+            .await
+            .map_err(|e| self.client.failure(e))?;
+        if self.client.json {
+            let mut shown = task_json(&task);
+            shown["children"] = children.iter().map(|c| json!(c.id)).collect();
+            println!("{shown}");
+        } else {
+            print_task(&task, false);
+            for child in &children {
+                println!(
+                    "{:<13}{} {} {}",
+                    "child", child.id, child.lambda, child.status
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// `waft task list`: one line per task.
+    async fn list(&self, list: ListArgs) -> Result<(), Failure> {
+        let filter = TaskList {
+            lambda: list.lambda,
+            collection: list.collection,
+            status: list.status,
+            parent_id: list.parent,
+            newest_first: list.newest_first,
+            after: list.after,
+            limit: list.limit,
+            ..TaskList::default()
+        };
+        let tasks = self
+            .frontend
+            .task_list(filter)
+            .await
+            .map_err(|e| self.client.failure(e))?;
+        if self.client.json {
+            let tasks: Vec<_> = tasks.iter().map(task_json).collect();
+            println!("{}", serde_json::Value::Array(tasks));
+            return Ok(());
+        }
+        for task in &tasks {
+            println!(
+                "{}  {:<17}  {}  attempt {}/{}  created {}",
+                task.id,
+                task.status.as_str(),
+                task.lambda,
+                task.attempt,
+                task.max_attempts,
+                time(task.created_at)
+            );
+        }
+        Ok(())
+    }
+
+    /// `waft task cancel`: the task as cancelling left it.
+    async fn cancel(&self, id: &str) -> Result<(), Failure> {
+        let task = self
+            .frontend
+            .task_cancel(id)
+            .await
+            .map_err(|e| self.client.failure(e))?;
+        print_task(&task, self.client.json);
+        Ok(())
+    }
+
+    /// `waft task logs`: the task's log as it stands.
+    async fn logs(&self, id: &str) -> Result<(), Failure> {
+        let task = self.task(id).await?;
+        if self.client.json {
+            println!("{}", json!({ "id": task.id, "log": task.log }));
+        } else {
+            print!("{}", task.log.unwrap_or_default());
+        }
+        Ok(())
+    }
+
+    /// `waft task tree`: the task and its descendants.
+    async fn tree(&self, id: &str) -> Result<(), Failure> {
+        let root = self.task(id).await?;
+        let tree = descendants(self.frontend, root)
+            .await
+            .map_err(|e| self.client.failure(e))?;
+        if self.client.json {
+            println!("{}", tree.to_json());
+        } else {
+            tree.print(0);
+        }
+        Ok(())
+    }
+
+    /// `waft task wait`: polls, backing off to 500ms, until the task ends;
+    /// exits with the code of how it ended.
+    async fn wait(&self, id: &str, timeout: Option<Duration>) -> Result<ExitCode, Failure> {
+        let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
+        let mut pause = Duration::from_millis(20);
+        loop {
+            let task = self.task(id).await?;
+            if let Some(code) = ended_code(task.status) {
+                print_task(&task, self.client.json);
+                return Ok(ExitCode::from(code));
+            }
+            if deadline.is_some_and(|d| tokio::time::Instant::now() + pause > d) {
+                return Err(Failure {
+                    code: exit::TIMED_OUT,
+                    message: format!(
+                        "task {id} is still {} after {:?}",
+                        task.status.as_str(),
+                        timeout.unwrap_or_default()
+                    ),
+                });
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(500));
+        }
+    }
+
+    async fn task(&self, id: &str) -> Result<Task, Failure> {
+        self.frontend
+            .task_get(id)
+            .await
+            .map_err(|e| self.client.failure(e))
+    }
+}
+
+/// The request `waft task schedule`'s arguments describe.
+fn schedule_request(schedule: ScheduleArgs) -> Result<TaskRequest, Failure> {
+    let payload = schedule.payload.read()?;
+    let run_at = match (schedule.at, schedule.delay) {
+        (Some(at), _) => RunAt::At(at),
+        (None, Some(delay)) => RunAt::After(delay),
+        (None, None) => RunAt::Now,
+    };
+    Ok(TaskRequest {
+        lambda: schedule.lambda,
+        payload,
+        collection: schedule.collection,
+        priority: schedule.priority,
+        run_at,
+        idempotency_key: schedule.idempotency_key,
+        parent_id: None,
+        version: schedule.pin_version,
+        parent_lease: None,
+        then: schedule.then.map(|lambda| Continuation {
+            lambda,
+            collection: schedule.then_collection,
+            priority: schedule.then_priority,
+        }),
     })
 }
 
@@ -441,5 +495,30 @@ fn ended_code(status: TaskStatus) -> Option<u8> {
         TaskStatus::Dead => Some(exit::TASK_DEAD),
         TaskStatus::Dropped => Some(exit::TASK_DROPPED),
         TaskStatus::Cancelled => Some(exit::TASK_CANCELLED),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `docs/cli.md` names every status `--status` takes, and no other,
+    /// in the order of `TaskStatus::ALL`.
+    #[test]
+    fn the_reference_lists_exactly_the_task_statuses() {
+        let reference = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/cli.md"));
+        let mut lines = reference.lines();
+        lines
+            .find(|line| line.trim() == "--status <STATUS>")
+            .expect("docs/cli.md documents waft task list --status");
+        let listed: Vec<&str> = lines
+            .next()
+            .expect("the statuses under --status")
+            .trim()
+            .split([',', ' '])
+            .filter(|word| !word.is_empty() && *word != "or")
+            .collect();
+        let statuses: Vec<&str> = TaskStatus::ALL.iter().map(|s| s.as_str()).collect();
+        assert_eq!(listed, statuses);
     }
 }

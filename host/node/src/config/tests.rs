@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use super::*;
+use crate::backends::QueueKind;
 
 /// `docs/configuration.md` cannot drift from the code: its keys are the
 /// keys the code reads, its environment names are theirs, and its
@@ -21,15 +22,7 @@ fn the_reference_matches_the_code() {
         .collect();
     let unquote = |cell: &str| cell.trim_matches('`').to_owned();
     let documented: Vec<String> = rows.iter().map(|row| unquote(row[1])).collect();
-    let known: Vec<String> = ENV_KEYS
-        .iter()
-        .flat_map(|(section, keys)| {
-            keys.iter().map(move |key| match *section {
-                "" => (*key).to_owned(),
-                section => format!("{section}.{key}"),
-            })
-        })
-        .collect();
+    let known: Vec<String> = known_keys().iter().map(Key::dotted).collect();
     let (mut documented, mut known) = (documented, known);
     documented.sort();
     known.sort();
@@ -67,7 +60,7 @@ fn the_reference_matches_the_code() {
         .nth(1)
         .and_then(|rest| rest.split("```").next())
         .expect("a TOML example in README.md");
-    let example: Config = toml::from_str(example).unwrap_or_else(|e| panic!("README.md: {e}"));
+    let example = Config::load(Some(example), []).unwrap_or_else(|e| panic!("README.md: {e}"));
     example.validate(None).unwrap();
 }
 
@@ -103,18 +96,66 @@ fn the_file_and_the_environment_combine_and_the_environment_wins() {
 fn typos_and_bad_values_are_refused_with_their_place() {
     let typo = Config::load(Some("[heartbeat]\nintervall = \"1s\"\n"), []).unwrap_err();
     assert!(typo.to_string().contains("intervall"), "{typo}");
-    // `[queue]` is read in two parts, `kind` and the SQS settings.
-    let typo = Config::load(Some("[queue]\nkind = \"sqs\"\nregoin = \"x\"\n"), []).unwrap_err();
+    let typo = Config::load(Some("[queue.sqs]\nregoin = \"x\"\n"), []).unwrap_err();
     assert!(typo.to_string().contains("regoin"), "{typo}");
     let file =
         "[queue]\nkind = \"memory\"\nvisibility_timeout = \"7s\"\n[executor]\njournal = \"j\"\n";
-    let config = Config::load(Some(file), env(&[("WAFT_QUEUE_PREFIX", "p")])).unwrap();
+    let config = Config::load(Some(file), env(&[("WAFT_QUEUE_SQS_PREFIX", "p")])).unwrap();
     assert_eq!(config.queue.kind, Some(QueueKind::Memory));
-    assert_eq!(config.queue.sqs.visibility_timeout, Duration::from_secs(7));
+    assert_eq!(config.queue.visibility_timeout, Duration::from_secs(7));
     assert_eq!(config.queue.sqs.prefix, "p");
     assert_eq!(config.executor.journal, Some(PathBuf::from("j")));
     let bad = Config::load(None, env(&[("WAFT_HEARTBEAT_TIMEOUT", "soon")])).unwrap_err();
     assert!(bad.to_string().contains("soon"), "{bad}");
+}
+
+/// Every key has a variable of its own, however deep its section.
+#[test]
+fn every_key_has_its_own_environment_name() {
+    let mut names: Vec<String> = known_keys().iter().map(Key::env_name).collect();
+    let count = names.len();
+    names.sort();
+    names.dedup();
+    assert_eq!(names.len(), count, "two keys share a variable");
+    for (old, new) in MOVED {
+        assert!(!names.contains(&env_name(old)), "{old} is a key again");
+        assert!(names.contains(&env_name(new)), "{new} is no key");
+    }
+}
+
+/// A key that moved is read in its old spelling, in the file and the
+/// environment, with a warning naming the new one; both at once in the
+/// file is refused, and in the environment the new spelling wins.
+#[test]
+fn keys_spelled_the_old_way_are_read_with_a_warning() {
+    let file = "[queue]\nkind = \"sqs\"\nendpoint_url = \"http://old\"\n";
+    let (config, notes) =
+        Config::load_noting_moved(Some(file), env(&[("WAFT_QUEUE_REGION", "eu-west-3")])).unwrap();
+    assert_eq!(config.queue.sqs.endpoint_url.as_deref(), Some("http://old"));
+    assert_eq!(config.queue.sqs.region, "eu-west-3");
+    assert_eq!(notes.len(), 2, "{notes:?}");
+    assert!(
+        notes[0].contains("queue.endpoint_url")
+            && notes[0].contains("deprecated")
+            && notes[0].contains("queue.sqs.endpoint_url"),
+        "{notes:?}"
+    );
+    assert!(notes[1].contains("WAFT_QUEUE_SQS_REGION"), "{notes:?}");
+
+    let both = "[queue]\nprefix = \"a\"\n[queue.sqs]\nprefix = \"b\"\n";
+    let error = Config::load(Some(both), []).unwrap_err();
+    assert_eq!(error.key.as_deref(), Some("queue.prefix"), "{error}");
+    assert!(error.to_string().contains("queue.sqs.prefix"), "{error}");
+
+    let config = Config::load(
+        None,
+        env(&[
+            ("WAFT_QUEUE_SQS_PREFIX", "new"),
+            ("WAFT_QUEUE_PREFIX", "old"),
+        ]),
+    )
+    .unwrap();
+    assert_eq!(config.queue.sqs.prefix, "new");
 }
 
 #[test]
@@ -156,6 +197,12 @@ fn serve_refuses_backends_of_one_process() {
     ]);
     let error = memory.validate(Some(Role::Consumer)).unwrap_err();
     assert_eq!(error.key.as_deref(), Some("queue.kind"), "{error}");
+    assert!(
+        error
+            .to_string()
+            .contains("memory queues live in one process"),
+        "{error}"
+    );
     memory.validate(None).unwrap();
     let typo = Config::load(None, env(&[("WAFT_QUEUE_KIND", "kafka")])).unwrap_err();
     assert!(typo.to_string().contains("kafka"), "{typo}");

@@ -28,6 +28,7 @@ mod reporter;
 mod secrets;
 mod slots;
 mod versions;
+mod work;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -36,7 +37,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, UNIX_EPOCH};
 
 use tokio::sync::{Notify, mpsc};
-use tokio::task::JoinSet;
 use tokio::time::Instant;
 use waft_runtime::{Execution, KillSwitch, Outcome, PreparedLambda, Runtime, Sandbox, TaskInput};
 use waft_store::{ClaimedTask, Lambda, TaskResult};
@@ -45,16 +45,15 @@ pub use outcome::render_log;
 
 use self::heartbeats::BatchedHeartbeats;
 use self::host::ExecutionHost;
-use self::reporter::ResultReporter;
 use self::secrets::Secrets;
-use self::slots::{MAX_POLLS, Reserved};
+use self::slots::Reserved;
 use self::versions::Versions;
 use crate::journal::ExecutionJournal;
 use crate::metrics;
 use crate::secrets::SecretKey;
 use crate::{
-    ControllerApi, FrontendApi, HeartbeatConfig, HeartbeatSink, HscApi, LambdaSlots, NextWork,
-    WatchEnd, Watched, lock, watch,
+    ControllerApi, FrontendApi, HeartbeatConfig, HeartbeatSink, HscApi, LambdaSlots, WatchEnd,
+    Watched, lock, watch,
 };
 
 /// Settings of an Executor; the `[executor]` section of a configuration
@@ -206,138 +205,6 @@ impl Executor {
         self.running_total.load(Ordering::Acquire)
     }
 
-    /// Takes and runs work until `shutdown` resolves, then lets running
-    /// tasks finish within the grace period, stops the rest and delivers
-    /// the last results.
-    ///
-    /// Several `NextWork` long polls may be out at once, each for slots no
-    /// other holds: when a task ends while a poll waits for other lambdas'
-    /// work, the freed slot is asked for at once instead of after that
-    /// poll's wait.
-    pub async fn run(self: Arc<Self>, shutdown: impl std::future::Future<Output = ()>) {
-        tokio::pin!(shutdown);
-        let (results, reporter) = ResultReporter::start(self.hsc.clone(), self.config.heartbeat);
-        let kills = Arc::new(Mutex::new(HashMap::<(String, i64), KillSwitch>::new()));
-        let mut lambdas: Vec<Lambda> = Vec::new();
-        let mut refreshed: Option<Instant> = None;
-        // The lambdas are re-read beside the loop: a slow Frontend must not
-        // hold up tasks already handed out, whose claims are running out.
-        let mut refreshing: Option<tokio::task::JoinHandle<crate::ServiceResult<Vec<Lambda>>>> =
-            None;
-        let mut polls = JoinSet::new();
-        let mut reserved = Reserved::default();
-        let mut failures = 0u32;
-        let mut retry_at = Instant::now();
-        // A deploy was reported since the last refresh began: refresh again.
-        let mut stale = false;
-        let following = tokio::spawn(crate::changes::follow(
-            self.frontend.clone(),
-            self.lambdas_changed.clone(),
-        ));
-        loop {
-            if refreshing.as_ref().is_some_and(|r| r.is_finished()) {
-                match refreshing.take().expect("checked").await {
-                    Ok(Ok(list)) => {
-                        if refreshed.is_some() {
-                            self.preload_new(&lambdas, &list);
-                        }
-                        lambdas = list;
-                        refreshed = Some(Instant::now());
-                    }
-                    Ok(Err(error)) => {
-                        tracing::warn!(%error, "executor cannot list lambdas");
-                        refreshed = Some(Instant::now());
-                    }
-                    Err(error) => tracing::error!(%error, "listing lambdas failed"),
-                }
-            }
-            if refreshing.is_none()
-                && (stale || refreshed.is_none_or(|at| at.elapsed() >= self.config.refresh))
-            {
-                stale = false;
-                let frontend = self.frontend.clone();
-                let done = self.refreshed_list.clone();
-                refreshing = Some(tokio::spawn(async move {
-                    let list = frontend.lambda_list().await;
-                    done.notify_one();
-                    list
-                }));
-                if lambdas.is_empty() {
-                    // Nothing to ask for yet: wait for the first list.
-                    tokio::select! {
-                        () = &mut shutdown => break,
-                        () = self.refreshed_list.notified() => continue,
-                    }
-                }
-            }
-            if polls.len() < MAX_POLLS && Instant::now() >= retry_at {
-                let (slots, max_tasks) = self.slots(&lambdas, &reserved);
-                if !slots.is_empty() {
-                    let request = NextWork {
-                        slots,
-                        max_tasks,
-                        wait: self.config.next_work_wait,
-                    };
-                    let controller = self.controller.clone();
-                    let held = request.clone();
-                    // A task's claim is made after this instant: its first
-                    // fence counts from here, however long the hand-out takes.
-                    let sent = std::time::Instant::now();
-                    let handle =
-                        polls.spawn(async move { (sent, controller.next_work(request).await) });
-                    reserved.add(handle.id(), held);
-                    continue;
-                }
-            }
-            // Wake for a retry, a refresh, a freed slot or an answer.
-            let wake_at = if Instant::now() < retry_at {
-                retry_at
-            } else {
-                Instant::now() + self.config.refresh
-            };
-            tokio::select! {
-                () = &mut shutdown => break,
-                () = self.freed.notified() => {}
-                () = self.refreshed_list.notified() => {}
-                () = self.lambdas_changed.notified() => stale = true,
-                () = tokio::time::sleep_until(wake_at) => {}
-                Some(joined) = polls.join_next_with_id(), if !polls.is_empty() => {
-                    let (sent, answer) = match joined {
-                        Ok((id, answer)) => {
-                            reserved.remove(id);
-                            answer
-                        }
-                        Err(error) => {
-                            reserved.remove(error.id());
-                            tracing::error!(%error, "a work request failed");
-                            continue;
-                        }
-                    };
-                    match answer {
-                        Ok(tasks) => {
-                            failures = 0;
-                            for task in tasks {
-                                self.start(task, sent, &results, &kills);
-                            }
-                        }
-                        Err(error) => {
-                            failures += 1;
-                            tracing::warn!(%error, "cannot get work from the controller");
-                            retry_at = Instant::now() + Duration::from_millis(50 << failures.min(6));
-                        }
-                    }
-                }
-            }
-        }
-        following.abort();
-        // A poll cut short may have claimed tasks nobody will run: they
-        // come back after the claim timeout.
-        polls.abort_all();
-        self.drain(&kills).await;
-        drop(results);
-        let _ = reporter.await;
-    }
-
     /// Room for each served lambda now, beyond what running tasks and
     /// outstanding polls hold, and the most one poll may ask for: half the
     /// free room (at least one), so a slot freed while a poll waits can
@@ -448,13 +315,25 @@ impl Executor {
                 .inc();
             return None;
         }
+        self.note_started(&task);
+        let (execution, watched) = tokio::join!(execution, watchdog);
+        self.note_ended(&task, &execution, &watched);
+        reported(task, execution, watched)
+    }
+
+    /// An execution begins: the log, the metrics and the journal say so
+    /// before the guest runs.
+    fn note_started(&self, task: &ClaimedTask) {
         tracing::info!(task = %task.id, lease = task.lease_token, attempt = task.attempt, "execution started");
-        record_start(&task);
+        record_start(task);
         if let Some(journal) = &self.journal {
             journal.started(&task.id, task.lease_token, task.attempt);
         }
-        let (execution, watched) = tokio::join!(execution, watchdog);
-        // The instance is gone by now: these records bound its lifetime.
+    }
+
+    /// An execution ended, its instance gone: these records bound its
+    /// lifetime.
+    fn note_ended(&self, task: &ClaimedTask, execution: &Execution, watched: &WatchEnd) {
         tracing::info!(task = %task.id, lease = task.lease_token, outcome = execution.outcome.kind(), "execution ended");
         if let Some(journal) = &self.journal {
             let outcome = match watched {
@@ -472,35 +351,6 @@ impl Executor {
                 request.duration,
             );
         }
-        if let WatchEnd::Stopped(why) = watched {
-            tracing::warn!(task = %task.id, %why, "execution stopped by its watchdog; reporting nothing");
-            metrics
-                .self_terminations
-                .get_or_create(&metrics::lambda(&task.lambda))
-                .inc();
-            metrics.execution_ended(&task.lambda, "stopped", execution.duration);
-            return None;
-        }
-        metrics.execution_ended(&task.lambda, execution.outcome.kind(), execution.duration);
-        if let Outcome::LimitExceeded { limit, .. } = &execution.outcome {
-            metrics
-                .limit_breaches
-                .get_or_create(&metrics::LimitLabels {
-                    lambda: task.lambda.clone(),
-                    limit: limit.as_str(),
-                })
-                .inc();
-        }
-        if let Outcome::Killed { reason } = &execution.outcome {
-            tracing::info!(task = %task.id, %reason, "execution stopped; reporting nothing");
-        }
-        let outcome = outcome::reported(execution.outcome)?;
-        Some(TaskResult {
-            id: task.id,
-            lease_token: task.lease_token,
-            outcome,
-            log: render_log(&execution.log),
-        })
     }
 
     async fn run_task(
@@ -564,6 +414,42 @@ impl Executor {
             self.freed.notified().await;
         }
     }
+}
+
+/// What an ended execution reports, counted in the metrics: nothing when
+/// its watchdog stopped it (its lease may be another's now) or it was
+/// killed.
+fn reported(task: ClaimedTask, execution: Execution, watched: WatchEnd) -> Option<TaskResult> {
+    let metrics = metrics::metrics();
+    if let WatchEnd::Stopped(why) = watched {
+        tracing::warn!(task = %task.id, %why, "execution stopped by its watchdog; reporting nothing");
+        metrics
+            .self_terminations
+            .get_or_create(&metrics::lambda(&task.lambda))
+            .inc();
+        metrics.execution_ended(&task.lambda, "stopped", execution.duration);
+        return None;
+    }
+    metrics.execution_ended(&task.lambda, execution.outcome.kind(), execution.duration);
+    if let Outcome::LimitExceeded { limit, .. } = &execution.outcome {
+        metrics
+            .limit_breaches
+            .get_or_create(&metrics::LimitLabels {
+                lambda: task.lambda.clone(),
+                limit: limit.as_str(),
+            })
+            .inc();
+    }
+    if let Outcome::Killed { reason } = &execution.outcome {
+        tracing::info!(task = %task.id, %reason, "execution stopped; reporting nothing");
+    }
+    let outcome = outcome::reported(execution.outcome)?;
+    Some(TaskResult {
+        id: task.id,
+        lease_token: task.lease_token,
+        outcome,
+        log: render_log(&execution.log),
+    })
 }
 
 /// Counts a started execution and, for a first attempt, how long the task
