@@ -138,7 +138,7 @@ pub(crate) async fn start(mode: &Mode, config: &Config) -> Result<Node, NodeErro
     spawn_executor(mode, config, runtime, secret_key, &local, &mut node)?;
     let roles = Roles {
         auth: authenticator(mode, config, stored.map(|s| s.store)),
-        frontend: local.frontend.map(|f| f as Arc<dyn FrontendApi>),
+        frontend: local.frontend,
         controller: local
             .controller
             .map(|c| Arc::new(c) as Arc<dyn ControllerApi>),
@@ -436,6 +436,8 @@ fn authenticator(
 
 #[cfg(test)]
 mod tests {
+    use waft_services::ClientApi;
+
     use super::*;
 
     /// `waft dev` runs every role: the Frontend answers over gRPC, and its
