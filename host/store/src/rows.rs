@@ -33,7 +33,7 @@ fn small<T: TryFrom<i64>>(value: i64, column: &str) -> Result<T, StoreError> {
 pub(crate) const TASK_COLUMNS: &str = "id, lambda, collection, priority, payload, status, attempt, \
     max_attempts, scheduled_at, next_trigger_at, held, enqueue_token, lease_token, created_at, \
     enqueued_at, claimed_at, heartbeat_at, finished_at, progress, last_error, log, output, parent_id, \
-    idempotency_key, schedule_id, version, continuation";
+    idempotency_key, cron_id, version, continuation";
 
 pub(crate) fn task(row: &impl RowExt) -> Result<Task, StoreError> {
     let status = row.text("status")?;
@@ -64,7 +64,7 @@ pub(crate) fn task(row: &impl RowExt) -> Result<Task, StoreError> {
         output: row.opt_bytes("output")?,
         parent_id: row.opt_text("parent_id")?,
         idempotency_key: free_text(row, "idempotency_key")?,
-        cron_id: row.opt_text("schedule_id")?,
+        cron_id: row.opt_text("cron_id")?,
         version: row
             .opt_int("version")?
             .map(|v| small(v, "version"))
@@ -202,4 +202,95 @@ pub(crate) fn token(row: &impl RowExt) -> Result<Token, StoreError> {
         created_at: row.int("created_at")?,
         revoked_at: row.opt_int("revoked_at")?,
     })
+}
+
+/// The names migration 0014 lets each state column hold are exactly the
+/// names these rows decode: the model's enums. A variant added to an enum
+/// fails here until a migration lets the database hold it.
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use waft_core::TaskStatus;
+
+    use crate::{AttemptOutcome, GateState, TokenRole};
+
+    const MIGRATIONS: [(&str, &str); 2] = [
+        (
+            "sqlite",
+            include_str!("../migrations/sqlite/0014_checked_states_and_crons.sql"),
+        ),
+        (
+            "postgres",
+            include_str!("../migrations/postgres/0014_checked_states_and_crons.sql"),
+        ),
+    ];
+
+    /// The quoted names of `CHECK (column IN (...))` in a migration.
+    fn checked(sql: &str, column: &str) -> BTreeSet<String> {
+        let start = format!("CHECK ({column} IN (");
+        let at = sql
+            .find(&start)
+            .unwrap_or_else(|| panic!("no {start:?} in the migration"));
+        let list = &sql[at + start.len()..];
+        let list = &list[..list.find(')').expect("the list closes")];
+        list.split('\'')
+            .skip(1)
+            .step_by(2)
+            .map(str::to_owned)
+            .collect()
+    }
+
+    fn names<T>(all: impl IntoIterator<Item = T>, name: fn(T) -> &'static str) -> BTreeSet<String> {
+        all.into_iter().map(|v| name(v).to_owned()).collect()
+    }
+
+    // Every variant, held complete by an exhaustive match.
+    fn outcomes() -> [AttemptOutcome; 4] {
+        use AttemptOutcome::*;
+        let all = [Success, Retriable, Fatal, Lost];
+        for outcome in all {
+            match outcome {
+                Success | Retriable | Fatal | Lost => {}
+            }
+        }
+        all
+    }
+
+    fn gate_states() -> [GateState; 3] {
+        use GateState::*;
+        let all = [Open, Paused, Dropped];
+        for state in all {
+            match state {
+                Open | Paused | Dropped => {}
+            }
+        }
+        all
+    }
+
+    fn roles() -> [TokenRole; 3] {
+        use TokenRole::*;
+        let all = [Admin, Owner, Scheduler];
+        for role in all {
+            match role {
+                Admin | Owner | Scheduler => {}
+            }
+        }
+        all
+    }
+
+    #[test]
+    fn the_database_checks_the_models_names() {
+        for (backend, sql) in MIGRATIONS {
+            let expected = [
+                ("status", names(TaskStatus::ALL, TaskStatus::as_str)),
+                ("outcome", names(outcomes(), AttemptOutcome::as_str)),
+                ("state", names(gate_states(), GateState::as_str)),
+                ("role", names(roles(), TokenRole::as_str)),
+            ];
+            for (column, names) in expected {
+                assert_eq!(checked(sql, column), names, "{backend}: {column}");
+            }
+        }
+    }
 }

@@ -150,7 +150,7 @@ pub(super) async fn insert(
         let created: Vec<String> = sqlx::query_scalar(sql(format!(
             "INSERT INTO tasks (id, lambda, collection, priority, payload, status, \
              max_attempts, scheduled_at, due_at, next_trigger_at, created_at, parent_id, \
-             idempotency_key, schedule_id, version, continuation) \
+             idempotency_key, cron_id, version, continuation) \
              SELECT j.value->>'id', j.value->>'lambda', j.value->>'collection', \
              CAST(j.value->>'priority' AS BIGINT), {payload}, {NEW}, \
              CAST(j.value->>'max_attempts' AS BIGINT), CAST(j.value->>'run_at' AS BIGINT), \

@@ -562,7 +562,7 @@ pub async fn reserved_idempotency_keys_are_refused(store: &dyn TaskStore) {
     let parent = insert(store, new_task("mail"), T0).await;
     for key in [
         format!("then:{parent}"),
-        "schedule:s1:1800000000000".to_owned(),
+        "cron:s1:1800000000000".to_owned(),
         format!("child:{parent}:0"),
     ] {
         let refused = store
