@@ -4,7 +4,14 @@
 //! (`migrations/sqlite`, `migrations/postgres`). The checks here migrate a
 //! SQLite file and a database of the throwaway PostgreSQL cluster (see
 //! `waft-testing`; under `CI=true` the Postgres half fails rather than skips
-//! when it cannot start), and ask each database what it holds.
+//! when it cannot start), and ask each database what it holds: the two
+//! schemas must be one (`schema/shape.rs` says which spellings of a type or
+//! a predicate mean the same in both).
+
+#[path = "schema/read.rs"]
+mod read;
+#[path = "schema/shape.rs"]
+mod shape;
 
 use sqlx::error::ErrorKind;
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePool};
@@ -187,4 +194,24 @@ async fn postgres_upgrade_keeps_every_row() {
         let store = PostgresStore::connect(&url, 2).await.unwrap();
         (store, PgPool::connect(&url).await.unwrap())
     });
+}
+
+/// Both backends, migrated, hold the same tables, columns (by the type
+/// mapping of [`shape::SAME_TYPE`]), nullability, keys, checks and indexes
+/// with their predicates.
+#[tokio::test]
+async fn both_databases_hold_one_schema() {
+    let (sqlite, _dir) = sqlite().await;
+    let Some(postgres) = postgres().await else {
+        return;
+    };
+    let sqlite = read::sqlite(&sqlite).await;
+    let postgres = read::postgres(&postgres).await;
+    assert!(sqlite.tables.contains_key("tasks"), "{sqlite:?}");
+    let differences = shape::differences(&sqlite, &postgres);
+    assert!(
+        differences.is_empty(),
+        "the schemas differ:\n{}",
+        differences.join("\n")
+    );
 }
