@@ -10,8 +10,8 @@
 //!
 //! One file per entity: `lambda` (versions, components), `task` (insert,
 //! read, cancel, redrive), `poll` (the Store Consumer's poll, gates' holds
-//! and drops, pacing), `lease` (claims, heartbeats, results, attempts,
-//! continuations), `gate`, `token`, `secret`, `cron`, and `stats` (the
+//! and drops, pacing), `lease` (claims, heartbeats and their refusals),
+//! `result` (results, continuations), `attempt` (ended executions), `gate`, `token`, `secret`, `cron`, and `stats` (the
 //! dashboard's overview). The decisions that need no
 //! database (admitting a task, planning a retry, what a gate does) live in
 //! [`crate::rules`], with unit tests; status names come from
@@ -30,11 +30,13 @@
 //!
 //! [`Dialect`]: crate::dialect::Dialect
 
+mod attempt;
 mod cron;
 mod gate;
 mod lambda;
 mod lease;
 mod poll;
+mod result;
 mod secret;
 mod stats;
 mod task;
@@ -173,7 +175,7 @@ impl TaskStore for Store {
         &self,
         params: TaskSetResultMany,
     ) -> Result<Vec<Result<waft_core::TaskStatus, Refusal>>> {
-        self.write(move |tx| Box::pin(lease::set_result_many(tx, params)))
+        self.write(move |tx| Box::pin(result::set_result_many(tx, params)))
             .await
     }
 

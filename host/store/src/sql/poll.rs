@@ -5,13 +5,15 @@ use std::collections::HashMap;
 
 use waft_core::TaskStatus;
 
-use super::lease;
+use super::attempt::{self, Ended};
 use super::{Connection, DIALECT, GATE_OF_TASK, lock_gates};
 use crate::names::status::{DEAD, DROPPED, ENQUEUED, NEXT_ATTEMPT};
 use crate::rows::{self, RowExt};
 use crate::rules::GateEffect;
 use crate::support::{millis, sql, text_in};
-use crate::{EnqueueReport, EnqueuedTask, Millis, Result, StoreError, TaskEnqueueReady};
+use crate::{
+    AttemptOutcome, EnqueueReport, EnqueuedTask, Millis, Result, StoreError, TaskEnqueueReady,
+};
 
 pub(super) async fn enqueue_ready(
     tx: &mut Connection,
@@ -62,9 +64,13 @@ pub(super) async fn enqueue_ready(
             } else {
                 why.to_owned()
             };
-            lost.push(serde_json::json!({
-                "id": id, "lease": row.int("lease_token")?, "outcome": "lost", "error": error,
-            }));
+            lost.push(Ended::new(
+                &id,
+                row.int("lease_token")?,
+                AttemptOutcome::Lost,
+                Some(&error),
+                None,
+            ));
             if last && gate != GateEffect::Drop {
                 sqlx::query(sql(format!(
                     "UPDATE tasks SET status = {DEAD}, next_trigger_at = NULL, held = FALSE, \
@@ -93,7 +99,7 @@ pub(super) async fn enqueue_ready(
             }
         }
     }
-    lease::record_attempts(&mut *tx, lost, now).await?;
+    attempt::record(&mut *tx, lost, now).await?;
     let to_enqueue = pace(&mut *tx, to_enqueue, now, &mut report).await?;
     if !to_enqueue.is_empty() {
         // One statement for the common case.
