@@ -72,19 +72,10 @@ impl crate::rows::RowExt for Row {
     fn real(&self, column: &str) -> Result<f64> {
         Ok(sqlx::Row::try_get(self, column)?)
     }
-    fn opt_real(&self, column: &str) -> Result<Option<f64>> {
-        Ok(sqlx::Row::try_get(self, column)?)
-    }
     fn text(&self, column: &str) -> Result<String> {
         Ok(sqlx::Row::try_get(self, column)?)
     }
-    fn opt_text(&self, column: &str) -> Result<Option<String>> {
-        Ok(sqlx::Row::try_get(self, column)?)
-    }
     fn bytes(&self, column: &str) -> Result<Vec<u8>> {
-        Ok(sqlx::Row::try_get(self, column)?)
-    }
-    fn opt_bytes(&self, column: &str) -> Result<Option<Vec<u8>>> {
         Ok(sqlx::Row::try_get(self, column)?)
     }
     fn flag(&self, column: &str) -> Result<bool> {
