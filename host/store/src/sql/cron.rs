@@ -115,7 +115,7 @@ pub(super) async fn materialize(
     };
     // Refused input is found before anything is written: the
     // schedule still moves on, past the occurrence it skips.
-    let answer = match super::task::insert(
+    let answer = match super::insert::insert(
         &mut *tx,
         vec![task],
         Some(&schedule.id),

@@ -8,12 +8,13 @@
 //! driver's concrete types, instead of a generic maze of sqlx bounds or one
 //! macro body that rustfmt and rust-analyzer cannot read.
 //!
-//! One file per entity: `lambda` (versions, components), `task` (insert,
-//! read, cancel, redrive), `poll` (the Store Consumer's poll, gates' holds
-//! and drops, pacing), `lease` (claims, heartbeats and their refusals),
-//! `result` (results, continuations), `attempt` (ended executions), `gate`, `token`, `secret`, `cron`, and `stats` (the
-//! dashboard's overview). The decisions that need no
-//! database (admitting a task, planning a retry, what a gate does) live in
+//! One file per entity: `lambda` (versions, components), `insert` (new
+//! tasks), `task` (read, cancel, redrive), `poll` (the Store Consumer's
+//! poll, gates' holds and drops, pacing), `lease` (claims, heartbeats and
+//! their refusals), `result` (results, continuations), `attempt` (ended
+//! executions), `gate`, `token`, `secret`, `cron`, and `stats` (the
+//! dashboard's overview). The decisions that need no database (admitting
+//! a task, planning a retry, what a gate does) live in
 //! [`crate::rules`], with unit tests; status names come from
 //! [`crate::names`].
 //!
@@ -33,6 +34,7 @@
 mod attempt;
 mod cron;
 mod gate;
+mod insert;
 mod lambda;
 mod lease;
 mod poll;

@@ -429,7 +429,7 @@ async fn continue_successes(
             parent_id: Some(id.clone()),
             ..NewTask::default()
         };
-        match super::task::insert(conn, vec![next], None, Origin::Store, now).await {
+        match super::insert::insert(conn, vec![next], None, Origin::Store, now).await {
             Ok(_) => {}
             Err(StoreError::Database(error)) => return Err(StoreError::Database(error)),
             Err(error) => {
