@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use waft_core::LambdaConfig;
 use waft_core::task::check_lambda_name;
 
-use super::poll;
+use super::pace;
 use super::{Connection, Store};
 use crate::names::status::FINAL;
 use crate::rows::RowExt;
@@ -157,7 +157,7 @@ pub(super) async fn deploy(tx: &mut Connection, params: LambdaDeploy) -> Result<
     .fetch_one(&mut *tx)
     .await?;
     insert_version(&mut *tx, &params, version).await?;
-    poll::repace(&mut *tx, &params.name, params.now).await?;
+    pace::repace(&mut *tx, &params.name, params.now).await?;
     let lambda = require_lambda(&mut *tx, &params.name).await?;
     Ok(lambda)
 }
@@ -245,7 +245,7 @@ pub(super) async fn rollback(tx: &mut Connection, params: LambdaRollback) -> Res
         now: params.now,
     };
     insert_version(&mut *tx, &copy, version).await?;
-    poll::repace(&mut *tx, &params.name, params.now).await?;
+    pace::repace(&mut *tx, &params.name, params.now).await?;
     let lambda = require_lambda(&mut *tx, &params.name).await?;
     Ok(lambda)
 }

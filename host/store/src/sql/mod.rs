@@ -10,7 +10,7 @@
 //!
 //! One file per entity: `lambda` (versions, components), `insert` (new
 //! tasks), `task` (read, cancel, redrive), `poll` (the Store Consumer's
-//! poll, gates' holds and drops, pacing), `lease` (claims, heartbeats and
+//! poll, gates' holds and drops), `pace` (quotas), `lease` (claims, heartbeats and
 //! their refusals), `result` (results, continuations), `attempt` (ended
 //! executions), `gate`, `token`, `secret`, `cron`, and `stats` (the
 //! dashboard's overview). The decisions that need no database (admitting
@@ -37,6 +37,7 @@ mod gate;
 mod insert;
 mod lambda;
 mod lease;
+mod pace;
 mod poll;
 mod result;
 mod secret;
