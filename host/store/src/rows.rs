@@ -18,9 +18,7 @@ use crate::{Attempt, Cron, Lambda, Millis, StoreError, Task, Token};
 pub(crate) trait RowExt {
     fn int(&self, column: &str) -> Result<i64, StoreError>;
     fn opt_int(&self, column: &str) -> Result<Option<i64>, StoreError>;
-    fn real(&self, column: &str) -> Result<f64, StoreError>;
     fn text(&self, column: &str) -> Result<String, StoreError>;
-    fn bytes(&self, column: &str) -> Result<Vec<u8>, StoreError>;
     fn flag(&self, column: &str) -> Result<bool, StoreError>;
 }
 
@@ -133,20 +131,17 @@ where
 }
 
 pub(crate) fn status(row: &impl RowExt) -> Result<TaskStatus, StoreError> {
-    parse("status", row.text("status")?)
+    task_status(row.text("status")?)
+}
+
+/// A status as a row holds it.
+pub(crate) fn task_status(name: String) -> Result<TaskStatus, StoreError> {
+    parse("status", name)
 }
 
 /// A lambda's backoff, from the columns `backoff_base_ms`,
 /// `backoff_factor` and `backoff_max_ms`.
-pub(crate) fn backoff(row: &impl RowExt) -> Result<Backoff, StoreError> {
-    backoff_of(
-        row.int("backoff_base_ms")?,
-        row.real("backoff_factor")?,
-        row.int("backoff_max_ms")?,
-    )
-}
-
-fn backoff_of(base_ms: i64, factor: f64, max_ms: i64) -> Result<Backoff, StoreError> {
+pub(crate) fn backoff_of(base_ms: i64, factor: f64, max_ms: i64) -> Result<Backoff, StoreError> {
     Ok(Backoff {
         base: Duration::from_millis(small(base_ms, "backoff_base_ms")?),
         factor,

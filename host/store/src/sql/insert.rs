@@ -11,7 +11,7 @@ use waft_core::task::{check_collection_name, check_lambda_name};
 use super::lambda;
 use super::{Connection, DIALECT};
 use crate::names::status::NEW;
-use crate::rows::{self, RowExt};
+use crate::rows;
 use crate::rules::{Admitted, Origin, admit};
 use crate::support::{batch_json, sql, task_id, text_in};
 use crate::{Lambda, Millis, NewTask, Result, StoreError, TaskInserted};
@@ -31,6 +31,14 @@ struct NewRow {
     key: Option<String>,
     version: Option<u32>,
     continuation: Option<String>,
+}
+
+/// A new task's parent, as its insert reads it.
+#[derive(sqlx::FromRow)]
+struct Parent {
+    lambda: String,
+    status: String,
+    lease_token: i64,
 }
 
 /// What a batch has learnt so far: lambdas read, keys given out, answers.
@@ -145,7 +153,7 @@ async fn check_parent(conn: &mut Connection, batch: &mut Batch, task: &NewTask) 
         }
         return Ok(());
     };
-    let row = sqlx::query("SELECT lambda, status, lease_token FROM tasks WHERE id = $1")
+    let row: Parent = sqlx::query_as("SELECT lambda, status, lease_token FROM tasks WHERE id = $1")
         .bind(text_in(parent))
         .fetch_optional(&mut *conn)
         .await?
@@ -154,10 +162,10 @@ async fn check_parent(conn: &mut Connection, batch: &mut Batch, task: &NewTask) 
         return Ok(());
     };
     let running = matches!(
-        rows::status(&row)?,
+        rows::task_status(row.status)?,
         TaskStatus::Claimed | TaskStatus::Processing
     );
-    if !running || row.int("lease_token")? != lease {
+    if !running || row.lease_token != lease {
         return Err(StoreError::ParentLeaseLost {
             parent: parent.clone(),
             lease,
@@ -165,7 +173,7 @@ async fn check_parent(conn: &mut Connection, batch: &mut Batch, task: &NewTask) 
     }
     // An execution schedules children of its own lambda, and of those its
     // lambda's current version names.
-    let parent_lambda = row.text("lambda")?;
+    let parent_lambda = row.lambda;
     if parent_lambda != task.lambda
         && !lambda::cached_lambda(conn, &mut batch.lambdas, &parent_lambda)
             .await?

@@ -13,7 +13,7 @@ use waft_core::TaskStatus;
 use super::poll;
 use super::{Connection, DIALECT, GATE_OF_TASK, lock_gates};
 use crate::names::status::{CLAIMED, ENQUEUED, PROCESSING, RUNNING};
-use crate::rows::{self, RowExt};
+use crate::rows;
 use crate::rules::GateEffect;
 use crate::support::{batch_json, millis, sql, text_in};
 use crate::{ClaimedTask, Millis, Refusal, Result, StoreError, TaskClaimMany, TaskHeartbeatMany};
@@ -165,6 +165,22 @@ pub(super) async fn heartbeat_many(
     Ok(answers)
 }
 
+/// A queued task as a refused claim reads it, with the gate over it.
+#[derive(FromRow)]
+struct Queued {
+    status: String,
+    enqueue_token: i64,
+    held: bool,
+    gate: Option<i64>,
+}
+
+/// A task as a refused lease reads it.
+#[derive(FromRow)]
+struct Leased {
+    status: String,
+    lease_token: i64,
+}
+
 /// Why a claim was refused. A queued task under a closed gate is
 /// acted on here, as the poll would: held, or dropped.
 async fn claim_refusal(conn: &mut Connection, id: &str, now: Millis) -> Result<Refusal> {
@@ -178,7 +194,7 @@ async fn claim_refusal(conn: &mut Connection, id: &str, now: Millis) -> Result<R
     let queued = format!("AND status = {ENQUEUED} AND held = FALSE");
     let mut lock = "";
     loop {
-        let row = sqlx::query(sql(format!(
+        let row: Option<Queued> = sqlx::query_as(sql(format!(
             "SELECT t.status, t.enqueue_token, t.held, {GATE_OF_TASK} AS gate FROM tasks t \
              WHERE t.id = $1 {lock}"
         )))
@@ -188,14 +204,14 @@ async fn claim_refusal(conn: &mut Connection, id: &str, now: Millis) -> Result<R
         let Some(row) = row else {
             return Ok(Refusal::NotFound);
         };
-        let status = rows::status(&row)?;
-        if row.flag("held")? {
+        let status = rows::task_status(row.status)?;
+        if row.held {
             return Ok(Refusal::Held);
         }
         if status != TaskStatus::Enqueued {
             return Ok(Refusal::WrongState(status));
         }
-        let gate = GateEffect::from_code(row.opt_int("gate")?);
+        let gate = GateEffect::from_code(row.gate);
         if gate != GateEffect::Open && lock != DIALECT.row_lock {
             lock = DIALECT.row_lock;
             continue;
@@ -210,7 +226,7 @@ async fn claim_refusal(conn: &mut Connection, id: &str, now: Millis) -> Result<R
                 Refusal::WrongState(TaskStatus::Dropped)
             }
             GateEffect::Open => Refusal::StaleEnqueueToken {
-                current: row.int("enqueue_token")?,
+                current: row.enqueue_token,
             },
         });
     }
@@ -218,18 +234,19 @@ async fn claim_refusal(conn: &mut Connection, id: &str, now: Millis) -> Result<R
 
 /// Explains why a lease-guarded update touched no row.
 pub(super) async fn lease_refusal(conn: &mut Connection, id: &str, lease: i64) -> Result<Refusal> {
-    let row = sqlx::query("SELECT status, lease_token FROM tasks WHERE id = $1")
+    let row: Option<Leased> = sqlx::query_as("SELECT status, lease_token FROM tasks WHERE id = $1")
         .bind(text_in(id))
         .fetch_optional(&mut *conn)
         .await?;
     Ok(match row {
         None => Refusal::NotFound,
         Some(row) => {
-            let current = row.int("lease_token")?;
-            if current != lease {
-                Refusal::StaleLease { current }
+            if row.lease_token != lease {
+                Refusal::StaleLease {
+                    current: row.lease_token,
+                }
             } else {
-                Refusal::WrongState(rows::status(&row)?)
+                Refusal::WrongState(rows::task_status(row.status)?)
             }
         }
     })

@@ -72,13 +72,7 @@ impl crate::rows::RowExt for Row {
     fn opt_int(&self, column: &str) -> Result<Option<i64>> {
         Ok(sqlx::Row::try_get(self, column)?)
     }
-    fn real(&self, column: &str) -> Result<f64> {
-        Ok(sqlx::Row::try_get(self, column)?)
-    }
     fn text(&self, column: &str) -> Result<String> {
-        Ok(sqlx::Row::try_get(self, column)?)
-    }
-    fn bytes(&self, column: &str) -> Result<Vec<u8>> {
         Ok(sqlx::Row::try_get(self, column)?)
     }
     fn flag(&self, column: &str) -> Result<bool> {

@@ -12,7 +12,7 @@ use super::attempt::{self, Ended};
 use super::lease::lease_refusal;
 use super::{Connection, DIALECT};
 use crate::names::status::{RUNNING, SUCCESS};
-use crate::rows::{self, RowExt};
+use crate::rows;
 use crate::rules::{Origin, RetryPlan};
 use crate::support::{batch_json, sql, text_in};
 use crate::{
@@ -141,6 +141,19 @@ struct EndedTask {
     id: String,
     continuation: Option<String>,
     next_payload: Option<Vec<u8>>,
+}
+
+/// What a retriable failure's plan needs of its task and of the version
+/// it runs.
+#[derive(FromRow)]
+struct RetryFacts {
+    status: String,
+    lease_token: i64,
+    attempt: i64,
+    max_attempts: i64,
+    backoff_base_ms: i64,
+    backoff_factor: f64,
+    backoff_max_ms: i64,
 }
 
 /// A task that succeeded with a continuation (JSON) to create.
@@ -316,7 +329,7 @@ async fn plan_retries(
     let mut planned = Vec::with_capacity(retries.len());
     for retry in retries {
         let index = retry.ending.index;
-        let row = sqlx::query(
+        let row: Option<RetryFacts> = sqlx::query_as(
             "SELECT t.status, t.lease_token, t.attempt, t.max_attempts, \
              v.backoff_base_ms, v.backoff_factor, v.backoff_max_ms FROM tasks t \
              JOIN lambdas l ON l.name = t.lambda \
@@ -331,8 +344,8 @@ async fn plan_retries(
             batch.answer(index, Err(Refusal::NotFound));
             continue;
         };
-        let status = rows::status(&row)?;
-        let current = row.int("lease_token")?;
+        let status = rows::task_status(row.status)?;
+        let current = row.lease_token;
         if current != retry.ending.lease {
             batch.answer(index, Err(Refusal::StaleLease { current }));
             continue;
@@ -342,9 +355,9 @@ async fn plan_retries(
             continue;
         }
         let plan = RetryPlan::decide(
-            row.int("attempt")?,
-            row.int("max_attempts")?,
-            &rows::backoff(&row)?,
+            row.attempt,
+            row.max_attempts,
+            &rows::backoff_of(row.backoff_base_ms, row.backoff_factor, row.backoff_max_ms)?,
             retry.retry_after,
             now,
             fastrand::f64(),
