@@ -7,7 +7,7 @@ use waft_core::task::check_lambda_name;
 use super::{Connection, DIALECT, Store};
 use super::{insert, lambda};
 use crate::names::status::{CANCELLED, DEAD, NEW, UNFINISHED, WAITING};
-use crate::rows::{self, RowExt, TASK_COLUMNS};
+use crate::rows::{self, TASK_COLUMNS};
 use crate::rules::Origin;
 use crate::support::{least_task_id, sql, text_in};
 use crate::{
@@ -105,7 +105,7 @@ pub(super) async fn list(store: &Store, params: TaskList) -> Result<Vec<Task>> {
 
 pub(super) async fn count(store: &Store, params: TaskCount) -> Result<Vec<StatusCount>> {
     check_lambda_name(&params.lambda)?;
-    let rows = sqlx::query(
+    let rows: Vec<(String, i64)> = sqlx::query_as(
         "SELECT status, COUNT(*) AS n FROM tasks WHERE lambda = $1 \
          AND ($2 IS NULL OR collection = $2) AND ($3 IS NULL OR parent_id = $3) \
          GROUP BY status",
@@ -116,11 +116,11 @@ pub(super) async fn count(store: &Store, params: TaskCount) -> Result<Vec<Status
     .fetch_all(&store.pool)
     .await?;
     let mut counts = rows
-        .iter()
-        .map(|row| {
+        .into_iter()
+        .map(|(status, n)| {
             Ok(StatusCount {
-                status: rows::status(row)?,
-                count: u64::try_from(row.int("n")?)
+                status: rows::task_status(status)?,
+                count: u64::try_from(n)
                     .map_err(|_| StoreError::Corrupt("a negative count".into()))?,
             })
         })
@@ -133,7 +133,7 @@ pub(super) async fn cancel(tx: &mut Connection, id: &str, now: Millis) -> Result
     // Locked, and the update guarded too: a result committing
     // meanwhile either ends the task first (and the cancel is
     // refused) or waits, and is then refused itself.
-    let row = sqlx::query(sql(format!(
+    let status: String = sqlx::query_scalar(sql(format!(
         "SELECT status FROM tasks WHERE id = $1 {}",
         DIALECT.row_lock
     )))
@@ -141,7 +141,7 @@ pub(super) async fn cancel(tx: &mut Connection, id: &str, now: Millis) -> Result
     .fetch_optional(&mut *tx)
     .await?
     .ok_or_else(|| StoreError::TaskNotFound(id.to_owned()))?;
-    let status = rows::status(&row)?;
+    let status = rows::task_status(status)?;
     if status.is_terminal() {
         return Err(StoreError::AlreadyEnded {
             id: id.to_owned(),
@@ -162,7 +162,7 @@ pub(super) async fn cancel(tx: &mut Connection, id: &str, now: Millis) -> Result
 }
 
 pub(super) async fn backlog(store: &Store, now: Millis) -> Result<Vec<Backlog>> {
-    let rows = sqlx::query(sql(format!(
+    let rows: Vec<(String, i64, Millis)> = sqlx::query_as(sql(format!(
         "SELECT lambda, priority, MIN(due_at) AS oldest FROM tasks \
          WHERE status IN {WAITING} AND held = FALSE \
          AND due_at <= $1 GROUP BY lambda, priority ORDER BY lambda, priority"
@@ -170,13 +170,13 @@ pub(super) async fn backlog(store: &Store, now: Millis) -> Result<Vec<Backlog>> 
     .bind(now)
     .fetch_all(&store.pool)
     .await?;
-    rows.iter()
-        .map(|row| {
+    rows.into_iter()
+        .map(|(lambda, priority, oldest_due)| {
             Ok(Backlog {
-                lambda: row.text("lambda")?,
-                priority: u8::try_from(row.int("priority")?)
+                lambda,
+                priority: u8::try_from(priority)
                     .map_err(|_| StoreError::Corrupt("priority".into()))?,
-                oldest_due: row.int("oldest")?,
+                oldest_due,
             })
         })
         .collect()
@@ -210,12 +210,13 @@ pub(super) async fn redrive(tx: &mut Connection, params: DeadRedrive) -> Result<
     let count = match params.selector {
         DeadSelector::Ids(ids) => {
             for id in &ids {
-                let row = sqlx::query("SELECT status, lambda FROM tasks WHERE id = $1")
-                    .bind(text_in(id))
-                    .fetch_optional(&mut *tx)
-                    .await?
-                    .ok_or_else(|| StoreError::TaskNotFound(id.clone()))?;
-                let status = rows::status(&row)?;
+                let (status, lambda): (String, String) =
+                    sqlx::query_as("SELECT status, lambda FROM tasks WHERE id = $1")
+                        .bind(text_in(id))
+                        .fetch_optional(&mut *tx)
+                        .await?
+                        .ok_or_else(|| StoreError::TaskNotFound(id.clone()))?;
+                let status = rows::task_status(status)?;
                 if status != TaskStatus::Dead {
                     return Err(StoreError::NotDead {
                         id: id.clone(),
@@ -223,7 +224,7 @@ pub(super) async fn redrive(tx: &mut Connection, params: DeadRedrive) -> Result<
                     });
                 }
                 if let Some(pin) = params.version {
-                    lambda::require_version(&mut *tx, &row.text("lambda")?, pin).await?;
+                    lambda::require_version(&mut *tx, &lambda, pin).await?;
                 }
                 sqlx::query(sql(format!("{} WHERE id = $1", redrive("$3"))))
                     .bind(id)
