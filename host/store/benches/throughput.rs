@@ -111,12 +111,39 @@ fn task() -> NewTask {
     }
 }
 
-/// Transitions per second of each phase, `tasks` tasks in all, split over
-/// `streams` concurrent callers (as several consumers, controllers and HSC
-/// replicas would be).
+/// A claimed task: its id and lease.
+struct Lease {
+    id: String,
+    token: i64,
+}
+
+/// Transitions per second of each phase (insert, poll, claim, heartbeat,
+/// result), `tasks` tasks in all, split over `streams` concurrent callers
+/// (as several consumers, controllers and HSC replicas would be).
 async fn throughput(store: &dyn TaskStore, tasks: usize, batch: usize, streams: usize) -> [f64; 5] {
-    let share = tasks / streams;
     let started = Instant::now();
+    let inserted = insert(store, tasks / streams, batch, streams).await;
+    let insert = rate(inserted, started);
+    let started = Instant::now();
+    let enqueued = poll(store, batch, streams).await;
+    let poll = rate(enqueued.len(), started);
+    let started = Instant::now();
+    let leases = claim(store, &enqueued, batch, streams).await;
+    let claim = rate(leases.len(), started);
+    let slices: Vec<&[Lease]> = leases
+        .chunks(leases.len().div_ceil(streams).max(1))
+        .collect();
+    let started = Instant::now();
+    heartbeat(store, &slices, batch).await;
+    let beat = rate(leases.len(), started);
+    let started = Instant::now();
+    succeed(store, &slices, batch).await;
+    let result = rate(leases.len(), started);
+    [insert, poll, claim, beat, result]
+}
+
+/// Inserts `share` tasks from each stream, `batch` a call; answers how many.
+async fn insert(store: &dyn TaskStore, share: usize, batch: usize, streams: usize) -> usize {
     join_all((0..streams).map(|_| async {
         for _ in 0..share.div_ceil(batch) {
             let tasks = (0..batch).map(|_| task()).collect();
@@ -127,10 +154,12 @@ async fn throughput(store: &dyn TaskStore, tasks: usize, batch: usize, streams: 
         }
     }))
     .await;
-    let insert = rate(share * streams, started);
+    share * streams
+}
 
-    let started = Instant::now();
-    let enqueued: Vec<EnqueuedTask> = join_all((0..streams).map(|_| async {
+/// Polls from every stream until nothing is due; answers what was enqueued.
+async fn poll(store: &dyn TaskStore, batch: usize, streams: usize) -> Vec<EnqueuedTask> {
+    join_all((0..streams).map(|_| async {
         let mut mine = Vec::new();
         loop {
             let report = store
@@ -150,14 +179,20 @@ async fn throughput(store: &dyn TaskStore, tasks: usize, batch: usize, streams: 
     .await
     .into_iter()
     .flatten()
-    .collect();
-    let poll = rate(enqueued.len(), started);
+    .collect()
+}
 
+/// Claims the enqueued tasks, a slice per stream; answers the leases.
+async fn claim(
+    store: &dyn TaskStore,
+    enqueued: &[EnqueuedTask],
+    batch: usize,
+    streams: usize,
+) -> Vec<Lease> {
     let slices: Vec<&[EnqueuedTask]> = enqueued
         .chunks(enqueued.len().div_ceil(streams).max(1))
         .collect();
-    let started = Instant::now();
-    let leases: Vec<(String, i64)> = join_all(slices.iter().map(|slice| async move {
+    join_all(slices.iter().map(|slice| async move {
         let mut mine = Vec::new();
         for chunk in slice.chunks(batch) {
             let claims = chunk
@@ -176,7 +211,10 @@ async fn throughput(store: &dyn TaskStore, tasks: usize, batch: usize, streams: 
                 answers
                     .into_iter()
                     .map(|a| a.expect("claimed"))
-                    .map(|c| (c.id, c.lease_token)),
+                    .map(|c| Lease {
+                        id: c.id,
+                        token: c.lease_token,
+                    }),
             );
         }
         mine
@@ -184,20 +222,18 @@ async fn throughput(store: &dyn TaskStore, tasks: usize, batch: usize, streams: 
     .await
     .into_iter()
     .flatten()
-    .collect();
-    let claim = rate(leases.len(), started);
+    .collect()
+}
 
-    let slices: Vec<&[(String, i64)]> = leases
-        .chunks(leases.len().div_ceil(streams).max(1))
-        .collect();
-    let started = Instant::now();
+/// Heartbeats every lease once, a slice per stream.
+async fn heartbeat(store: &dyn TaskStore, slices: &[&[Lease]], batch: usize) {
     join_all(slices.iter().map(|slice| async move {
         for chunk in slice.chunks(batch) {
             let beats = chunk
                 .iter()
-                .map(|(id, lease)| Heartbeat {
-                    id: id.clone(),
-                    lease_token: *lease,
+                .map(|lease| Heartbeat {
+                    id: lease.id.clone(),
+                    lease_token: lease.token,
                     progress: None,
                 })
                 .collect();
@@ -212,16 +248,17 @@ async fn throughput(store: &dyn TaskStore, tasks: usize, batch: usize, streams: 
         }
     }))
     .await;
-    let beat = rate(leases.len(), started);
+}
 
-    let started = Instant::now();
+/// Ends every lease with a success, a slice per stream.
+async fn succeed(store: &dyn TaskStore, slices: &[&[Lease]], batch: usize) {
     join_all(slices.iter().map(|slice| async move {
         for chunk in slice.chunks(batch) {
             let results = chunk
                 .iter()
-                .map(|(id, lease)| TaskResult {
-                    id: id.clone(),
-                    lease_token: *lease,
+                .map(|lease| TaskResult {
+                    id: lease.id.clone(),
+                    lease_token: lease.token,
                     outcome: ResultOutcome::Success { output: None },
                     log: None,
                 })
@@ -233,8 +270,6 @@ async fn throughput(store: &dyn TaskStore, tasks: usize, batch: usize, streams: 
         }
     }))
     .await;
-    let result = rate(leases.len(), started);
-    [insert, poll, claim, beat, result]
 }
 
 fn rate(count: usize, started: Instant) -> f64 {

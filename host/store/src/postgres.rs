@@ -29,7 +29,7 @@ const DUE_CHANNEL: &str = "waft_due";
 /// The channel of deploys and rollbacks.
 const LAMBDAS_CHANNEL: &str = "waft_lambdas";
 
-static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
+pub(crate) static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
 
 /// The task store in a Postgres database.
 #[derive(Clone, Debug)]

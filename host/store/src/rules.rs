@@ -91,7 +91,7 @@ fn check_run_at(run_at: Millis, now: Millis) -> Result<()> {
 }
 
 /// The idempotency-key prefixes Waft writes itself: a continuation's
-/// (`then:TASK`), a periodic occurrence's (`schedule:CRON:AT`), a child's
+/// (`then:TASK`), a periodic occurrence's (`cron:CRON:AT`), a child's
 /// (`child:PARENT:N`). A client using one could pre-empt a continuation or
 /// suppress an occurrence, so a client's key may not start with one, but a
 /// running parent's child may use its own parent's prefix. That needs the
@@ -110,7 +110,7 @@ pub(crate) fn check_client_key(
             .is_some_and(|rest| rest.starts_with(':')),
         _ => false,
     };
-    let reserved = ["then:", "schedule:", "child:"]
+    let reserved = ["then:", "cron:", "child:"]
         .into_iter()
         .find(|prefix| key.starts_with(prefix));
     match reserved {
@@ -288,7 +288,7 @@ mod tests {
     fn reserved_keys_are_refused_except_a_parent_for_its_children() {
         assert!(check_client_key("order-1", None, None).is_ok());
         assert!(check_client_key("then:x", None, None).is_err());
-        assert!(check_client_key("schedule:s:1", None, None).is_err());
+        assert!(check_client_key("cron:s:1", None, None).is_err());
         assert!(check_client_key("child:p:0", None, None).is_err());
         assert!(check_client_key("child:p:0", Some("p"), None).is_err());
         assert!(check_client_key("child:p:0", Some("p"), Some(3)).is_ok());

@@ -21,7 +21,7 @@ use crate::Result;
 use crate::group_commit::GroupCommit;
 use crate::support::Work;
 
-static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
+pub(crate) static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
 
 /// The task store in a SQLite file.
 #[derive(Clone, Debug)]

@@ -40,6 +40,13 @@ pub(crate) fn sql(text: String) -> sqlx::AssertSqlSafe<String> {
     sqlx::AssertSqlSafe(text)
 }
 
+/// A batch as the one JSON array parameter its statement joins to `tasks`
+/// (see `sql/mod.rs`): each row a struct whose field names are the keys the
+/// statement reads.
+pub(crate) fn batch_json<T: serde::Serialize>(rows: &[T]) -> crate::Result<String> {
+    serde_json::to_string(rows).map_err(|e| crate::StoreError::Corrupt(format!("a batch: {e}")))
+}
+
 /// Free text as the store keeps it. Postgres's `text` and `jsonb` cannot
 /// hold NUL, which a Rust string (a lambda's log, an error, a progress note,
 /// an idempotency key) may: NUL is kept as `\0` and a backslash as `\\`,

@@ -11,6 +11,8 @@
 mod artifacts;
 #[path = "conformance/cron.rs"]
 mod cron;
+#[path = "conformance/gate_guarantees.rs"]
+mod gate_guarantees;
 #[path = "conformance/gates.rs"]
 mod gates;
 #[path = "conformance/guarantees.rs"]
@@ -125,12 +127,14 @@ conformance!(
     cron: [each_occurrence_materialises_once],
     tokens: [tokens_are_found_by_hash_until_revoked],
     secrets: [secrets_are_kept_sealed_and_versioned],
-    guarantees: [
+    gate_guarantees: [
         a_pause_stops_claims_of_queued_tasks,
         a_paused_backlog_is_not_run_and_resume_reruns_nothing,
         a_lapsed_execution_under_a_pause_is_held_and_counted,
         gates_never_touch_ended_tasks,
         a_resume_racing_a_poll_strands_nothing,
+    ],
+    guarantees: [
         cancel_and_results_race_atomically,
         cancel_leaves_ended_tasks_alone,
         any_string_round_trips,

@@ -886,7 +886,7 @@ fn postgres_follows_the_model_and_races_linearize() {
             admin
                 .execute(
                     "TRUNCATE artifacts, components, lambdas, lambda_versions, lambda_pace, tasks, \
-                     attempts, gates, schedules, tokens, secrets",
+                     attempts, gates, crons, tokens, secrets",
                 )
                 .await
                 .unwrap();

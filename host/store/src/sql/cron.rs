@@ -32,7 +32,7 @@ pub(super) async fn create(tx: &mut Connection, schedule: Cron) -> Result<()> {
         });
     }
     sqlx::query(
-        "INSERT INTO schedules (id, lambda, cron, timezone, payload, collection, priority, \
+        "INSERT INTO crons (id, lambda, cron, timezone, payload, collection, priority, \
          catch_up, next_at, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
     )
     .bind(&schedule.id)
@@ -51,16 +51,14 @@ pub(super) async fn create(tx: &mut Connection, schedule: Cron) -> Result<()> {
 }
 
 pub(super) async fn list(store: &Store) -> Result<Vec<Cron>> {
-    let rows = sqlx::query(sql(format!(
-        "SELECT {CRON_COLUMNS} FROM schedules ORDER BY id"
-    )))
-    .fetch_all(&store.pool)
-    .await?;
+    let rows = sqlx::query(sql(format!("SELECT {CRON_COLUMNS} FROM crons ORDER BY id")))
+        .fetch_all(&store.pool)
+        .await?;
     rows.iter().map(rows::cron).collect()
 }
 
 pub(super) async fn delete(tx: &mut Connection, id: &str) -> Result<bool> {
-    let deleted = sqlx::query("DELETE FROM schedules WHERE id = $1")
+    let deleted = sqlx::query("DELETE FROM crons WHERE id = $1")
         .bind(text_in(id))
         .execute(&mut *tx)
         .await?
@@ -70,7 +68,7 @@ pub(super) async fn delete(tx: &mut Connection, id: &str) -> Result<bool> {
 
 pub(super) async fn due(store: &Store, now: Millis, limit: u32) -> Result<Vec<Cron>> {
     let rows = sqlx::query(sql(format!(
-        "SELECT {CRON_COLUMNS} FROM schedules WHERE next_at <= $1 ORDER BY next_at LIMIT $2"
+        "SELECT {CRON_COLUMNS} FROM crons WHERE next_at <= $1 ORDER BY next_at LIMIT $2"
     )))
     .bind(now)
     .bind(i64::from(limit))
@@ -84,7 +82,7 @@ pub(super) async fn materialize(
     params: CronMaterialize,
 ) -> Result<Materialized> {
     let row = sqlx::query(sql(format!(
-        "UPDATE schedules SET next_at = $3 WHERE id = $1 AND next_at = $2 \
+        "UPDATE crons SET next_at = $3 WHERE id = $1 AND next_at = $2 \
          RETURNING {CRON_COLUMNS}"
     )))
     .bind(&params.cron_id)
@@ -93,7 +91,7 @@ pub(super) async fn materialize(
     .fetch_optional(&mut *tx)
     .await?;
     let Some(row) = row else {
-        let exists = sqlx::query("SELECT 1 FROM schedules WHERE id = $1")
+        let exists = sqlx::query("SELECT 1 FROM crons WHERE id = $1")
             .bind(&params.cron_id)
             .fetch_optional(&mut *tx)
             .await?;
@@ -109,7 +107,7 @@ pub(super) async fn materialize(
         priority: schedule.priority,
         payload: schedule.payload,
         run_at: Some(params.occurrence),
-        idempotency_key: Some(format!("schedule:{}:{}", schedule.id, params.occurrence)),
+        idempotency_key: Some(format!("cron:{}:{}", schedule.id, params.occurrence)),
         parent_id: None,
         version: None,
         parent_lease: None,
@@ -117,7 +115,7 @@ pub(super) async fn materialize(
     };
     // Refused input is found before anything is written: the
     // schedule still moves on, past the occurrence it skips.
-    let answer = match super::task::insert(
+    let answer = match super::insert::insert(
         &mut *tx,
         vec![task],
         Some(&schedule.id),

@@ -5,7 +5,6 @@ use waft_core::task::{check_collection_name, check_lambda_name};
 use super::lambda;
 use super::{Connection, DIALECT, GATE_OF_TASK, Store, lock_gates};
 use crate::names::status::UNFINISHED;
-use crate::rows::RowExt;
 use crate::support::sql;
 use crate::{Gate, GateSet, GateState, Result, StoreError};
 
@@ -68,25 +67,33 @@ pub(super) async fn set(tx: &mut Connection, params: GateSet) -> Result<u64> {
     Ok(released)
 }
 
+/// A row of `gates`: a gate that is not open (an open one has no row).
+#[derive(sqlx::FromRow)]
+struct GateRow {
+    lambda: String,
+    collection: String,
+    state: String,
+    updated_at: crate::Millis,
+}
+
 pub(super) async fn list(store: &Store) -> Result<Vec<Gate>> {
-    let rows = sqlx::query(
+    let rows: Vec<GateRow> = sqlx::query_as(
         "SELECT lambda, collection, state, updated_at FROM gates ORDER BY lambda, collection",
     )
     .fetch_all(&store.pool)
     .await?;
-    rows.iter()
+    rows.into_iter()
         .map(|row| {
-            let collection = row.text("collection")?;
-            let state = match row.text("state")?.as_str() {
+            let state = match row.state.as_str() {
                 "paused" => GateState::Paused,
                 "dropped" => GateState::Dropped,
                 other => return Err(StoreError::Corrupt(format!("gate state {other:?}"))),
             };
             Ok(Gate {
-                lambda: row.text("lambda")?,
-                collection: (!collection.is_empty()).then_some(collection),
+                lambda: row.lambda,
+                collection: (!row.collection.is_empty()).then_some(row.collection),
                 state,
-                updated_at: row.int("updated_at")?,
+                updated_at: row.updated_at,
             })
         })
         .collect()

@@ -6,10 +6,9 @@ use std::collections::HashMap;
 use waft_core::LambdaConfig;
 use waft_core::task::check_lambda_name;
 
-use super::poll;
+use super::pace;
 use super::{Connection, Store};
 use crate::names::status::FINAL;
-use crate::rows::RowExt;
 use crate::rows::{self, LAMBDA_COLUMNS};
 use crate::support::{millis, sql, text_in};
 use crate::{
@@ -157,7 +156,7 @@ pub(super) async fn deploy(tx: &mut Connection, params: LambdaDeploy) -> Result<
     .fetch_one(&mut *tx)
     .await?;
     insert_version(&mut *tx, &params, version).await?;
-    poll::repace(&mut *tx, &params.name, params.now).await?;
+    pace::repace(&mut *tx, &params.name, params.now).await?;
     let lambda = require_lambda(&mut *tx, &params.name).await?;
     Ok(lambda)
 }
@@ -245,7 +244,7 @@ pub(super) async fn rollback(tx: &mut Connection, params: LambdaRollback) -> Res
         now: params.now,
     };
     insert_version(&mut *tx, &copy, version).await?;
-    poll::repace(&mut *tx, &params.name, params.now).await?;
+    pace::repace(&mut *tx, &params.name, params.now).await?;
     let lambda = require_lambda(&mut *tx, &params.name).await?;
     Ok(lambda)
 }
@@ -287,19 +286,17 @@ pub(super) async fn artifact(
     digest: &str,
     engine: &str,
 ) -> Result<Option<Artifact>> {
-    let row = sqlx::query("SELECT bytes, seal FROM artifacts WHERE digest = $1 AND engine = $2")
-        .bind(text_in(digest))
-        .bind(text_in(engine))
-        .fetch_optional(&store.pool)
-        .await?;
-    row.map(|row| {
-        Ok(Artifact {
-            engine: engine.to_owned(),
-            bytes: row.bytes("bytes")?,
-            seal: row.bytes("seal")?,
-        })
-    })
-    .transpose()
+    let row: Option<(Vec<u8>, Vec<u8>)> =
+        sqlx::query_as("SELECT bytes, seal FROM artifacts WHERE digest = $1 AND engine = $2")
+            .bind(text_in(digest))
+            .bind(text_in(engine))
+            .fetch_optional(&store.pool)
+            .await?;
+    Ok(row.map(|(bytes, seal)| Artifact {
+        engine: engine.to_owned(),
+        bytes,
+        seal,
+    }))
 }
 
 pub(super) async fn component(store: &Store, digest: &str) -> Result<Option<Vec<u8>>> {

@@ -8,12 +8,13 @@
 //! driver's concrete types, instead of a generic maze of sqlx bounds or one
 //! macro body that rustfmt and rust-analyzer cannot read.
 //!
-//! One file per entity: `lambda` (versions, components), `task` (insert,
-//! read, cancel, redrive), `poll` (the Store Consumer's poll, gates' holds
-//! and drops, pacing), `lease` (claims, heartbeats, results, attempts,
-//! continuations), `gate`, `token`, `secret`, `cron`, and `stats` (the
-//! dashboard's overview). The decisions that need no
-//! database (admitting a task, planning a retry, what a gate does) live in
+//! One file per entity: `lambda` (versions, components), `insert` (new
+//! tasks), `task` (read, cancel, redrive), `poll` (the Store Consumer's
+//! poll, gates' holds and drops), `pace` (quotas), `lease` (claims, heartbeats and
+//! their refusals), `result` (results, continuations), `attempt` (ended
+//! executions), `gate`, `token`, `secret`, `cron`, and `stats` (the
+//! dashboard's overview). The decisions that need no database (admitting
+//! a task, planning a retry, what a gate does) live in
 //! [`crate::rules`], with unit tests; status names come from
 //! [`crate::names`].
 //!
@@ -30,11 +31,15 @@
 //!
 //! [`Dialect`]: crate::dialect::Dialect
 
+mod attempt;
 mod cron;
 mod gate;
+mod insert;
 mod lambda;
 mod lease;
+mod pace;
 mod poll;
+mod result;
 mod secret;
 mod stats;
 mod task;
@@ -67,22 +72,7 @@ impl crate::rows::RowExt for Row {
     fn opt_int(&self, column: &str) -> Result<Option<i64>> {
         Ok(sqlx::Row::try_get(self, column)?)
     }
-    fn real(&self, column: &str) -> Result<f64> {
-        Ok(sqlx::Row::try_get(self, column)?)
-    }
-    fn opt_real(&self, column: &str) -> Result<Option<f64>> {
-        Ok(sqlx::Row::try_get(self, column)?)
-    }
     fn text(&self, column: &str) -> Result<String> {
-        Ok(sqlx::Row::try_get(self, column)?)
-    }
-    fn opt_text(&self, column: &str) -> Result<Option<String>> {
-        Ok(sqlx::Row::try_get(self, column)?)
-    }
-    fn bytes(&self, column: &str) -> Result<Vec<u8>> {
-        Ok(sqlx::Row::try_get(self, column)?)
-    }
-    fn opt_bytes(&self, column: &str) -> Result<Option<Vec<u8>>> {
         Ok(sqlx::Row::try_get(self, column)?)
     }
     fn flag(&self, column: &str) -> Result<bool> {
@@ -173,7 +163,7 @@ impl TaskStore for Store {
         &self,
         params: TaskSetResultMany,
     ) -> Result<Vec<Result<waft_core::TaskStatus, Refusal>>> {
-        self.write(move |tx| Box::pin(lease::set_result_many(tx, params)))
+        self.write(move |tx| Box::pin(result::set_result_many(tx, params)))
             .await
     }
 

@@ -2,7 +2,6 @@
 //! a value in clear. Each change bumps the lambda's `secrets_version`.
 
 use super::{Connection, Store, lambda};
-use crate::rows::RowExt;
 use crate::support::text_in;
 use crate::{Result, SealedSecrets, SecretInfo, SecretSet, StoreError};
 
@@ -41,18 +40,15 @@ pub(super) async fn remove(tx: &mut Connection, lambda: &str, name: &str) -> Res
 pub(super) async fn list(store: &Store, lambda: &str) -> Result<Vec<SecretInfo>> {
     let mut conn = store.pool.acquire().await?;
     lambda::require_lambda(&mut conn, lambda).await?;
-    let rows = sqlx::query("SELECT name, updated_at FROM secrets WHERE lambda = $1 ORDER BY name")
-        .bind(text_in(lambda))
-        .fetch_all(&mut *conn)
-        .await?;
-    rows.iter()
-        .map(|row| {
-            Ok(SecretInfo {
-                name: row.text("name")?,
-                updated_at: row.int("updated_at")?,
-            })
-        })
-        .collect()
+    let rows: Vec<(String, crate::Millis)> =
+        sqlx::query_as("SELECT name, updated_at FROM secrets WHERE lambda = $1 ORDER BY name")
+            .bind(text_in(lambda))
+            .fetch_all(&mut *conn)
+            .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(name, updated_at)| SecretInfo { name, updated_at })
+        .collect())
 }
 
 pub(super) async fn sealed(store: &Store, lambda: &str) -> Result<SealedSecrets> {
@@ -63,15 +59,12 @@ pub(super) async fn sealed(store: &Store, lambda: &str) -> Result<SealedSecrets>
             .fetch_optional(&mut *tx)
             .await?;
     let version = version.ok_or_else(|| StoreError::UnknownLambda(lambda.to_owned()))?;
-    let rows = sqlx::query("SELECT name, sealed FROM secrets WHERE lambda = $1 ORDER BY name")
-        .bind(text_in(lambda))
-        .fetch_all(&mut *tx)
-        .await?;
+    let secrets: Vec<(String, Vec<u8>)> =
+        sqlx::query_as("SELECT name, sealed FROM secrets WHERE lambda = $1 ORDER BY name")
+            .bind(text_in(lambda))
+            .fetch_all(&mut *tx)
+            .await?;
     tx.commit().await?;
-    let secrets = rows
-        .iter()
-        .map(|row| Ok((row.text("name")?, row.bytes("sealed")?)))
-        .collect::<Result<_>>()?;
     Ok(SealedSecrets { version, secrets })
 }
 

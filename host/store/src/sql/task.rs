@@ -1,218 +1,25 @@
-//! Tasks as clients see them: insert (validated, idempotent, with
-//! continuations and parents), read, list, cancel, the backlog, attempts,
-//! and the redrive of dead tasks.
-
-use std::collections::HashMap;
+//! Tasks as clients see them: read, list, count, cancel, the backlog,
+//! attempts, and the redrive of dead tasks; inserting them is `insert.rs`.
 
 use waft_core::TaskStatus;
-use waft_core::task::{check_collection_name, check_lambda_name};
+use waft_core::task::check_lambda_name;
 
-use super::lambda;
 use super::{Connection, DIALECT, Store};
+use super::{insert, lambda};
 use crate::names::status::{CANCELLED, DEAD, NEW, UNFINISHED, WAITING};
-use crate::rows::{self, RowExt, TASK_COLUMNS};
-use crate::rules::{Admitted, Origin, admit};
-use crate::support::{least_task_id, sql, task_id, text_in};
+use crate::rows::{self, TASK_COLUMNS};
+use crate::rules::Origin;
+use crate::support::{least_task_id, sql, text_in};
 use crate::{
-    Attempt, Backlog, DeadRedrive, DeadSelector, Lambda, Millis, NewTask, Result, StatusCount,
-    StoreError, Task, TaskCount, TaskInsertMany, TaskInserted, TaskList,
+    Attempt, Backlog, DeadRedrive, DeadSelector, Millis, Result, StatusCount, StoreError, Task,
+    TaskCount, TaskInsertMany, TaskInserted, TaskList,
 };
-
-/// Checks tasks against their lambdas and inserts them in one
-/// statement; `cron_id` links tasks made by a periodic schedule.
-pub(super) async fn insert(
-    conn: &mut Connection,
-    tasks: Vec<NewTask>,
-    cron_id: Option<&str>,
-    origin: Origin,
-    now: Millis,
-) -> Result<Vec<TaskInserted>> {
-    let mut lambdas: HashMap<String, Lambda> = HashMap::new();
-    let mut keys: HashMap<(String, String), String> = HashMap::new();
-    let mut answers = Vec::with_capacity(tasks.len());
-    let mut rows = Vec::with_capacity(tasks.len());
-    for task in tasks {
-        check_lambda_name(&task.lambda)?;
-        let lambda = lambda::cached_lambda(conn, &mut lambdas, &task.lambda).await?;
-        let config = &lambda.config;
-        let Admitted {
-            collection,
-            priority,
-            run_at,
-        } = admit(&task, &lambda, origin, now)?;
-        // A pinned task's attempt budget is its version's, as a
-        // redrive's is; its backoff is read from that version too.
-        let max_attempts = match task.version {
-            Some(version) => pinned_attempts(conn, &task.lambda, version).await?,
-            None => i64::from(config.max_attempts),
-        };
-        if let Some(key) = &task.idempotency_key {
-            let slot = (task.lambda.clone(), key.clone());
-            if let Some(id) = keys.get(&slot) {
-                answers.push(TaskInserted {
-                    id: id.clone(),
-                    created: false,
-                });
-                continue;
-            }
-            let existing: Option<String> = sqlx::query_scalar(
-                "SELECT id FROM tasks WHERE lambda = $1 AND idempotency_key = $2",
-            )
-            .bind(&task.lambda)
-            .bind(text_in(key))
-            .fetch_optional(&mut *conn)
-            .await?;
-            if let Some(id) = existing {
-                answers.push(TaskInserted { id, created: false });
-                continue;
-            }
-        }
-        if let Some(parent) = &task.parent_id {
-            let row = sqlx::query("SELECT lambda, status, lease_token FROM tasks WHERE id = $1")
-                .bind(text_in(parent))
-                .fetch_optional(&mut *conn)
-                .await?
-                .ok_or_else(|| StoreError::Invalid(format!("unknown parent task {parent}")))?;
-            if let Some(lease) = task.parent_lease {
-                let running = matches!(
-                    rows::status(&row)?,
-                    TaskStatus::Claimed | TaskStatus::Processing
-                );
-                if !running || row.int("lease_token")? != lease {
-                    return Err(StoreError::ParentLeaseLost {
-                        parent: parent.clone(),
-                        lease,
-                    });
-                }
-                // An execution schedules children of its own lambda,
-                // and of those its lambda's current version names.
-                let parent_lambda = row.text("lambda")?;
-                if parent_lambda != task.lambda
-                    && !lambda::cached_lambda(conn, &mut lambdas, &parent_lambda)
-                        .await?
-                        .config
-                        .allows_child(&parent_lambda, &task.lambda)
-                {
-                    return Err(StoreError::ChildNotAllowed {
-                        parent_lambda,
-                        child_lambda: task.lambda.clone(),
-                    });
-                }
-            }
-        } else if task.parent_lease.is_some() {
-            return Err(StoreError::Invalid(
-                "a parent lease needs a parent task".into(),
-            ));
-        }
-        let continuation = match &task.continuation {
-            None => None,
-            Some(then) => {
-                check_lambda_name(&then.lambda)?;
-                if let Some(collection) = &then.collection {
-                    check_collection_name(collection)?;
-                }
-                let next = lambda::require_lambda(conn, &then.lambda).await?;
-                if let Some(priority) = then.priority
-                    && priority >= next.config.priorities
-                {
-                    return Err(StoreError::InvalidPriority {
-                        lambda: next.name,
-                        priority,
-                        max: next.config.priorities - 1,
-                    });
-                }
-                Some(serde_json::to_string(then).map_err(|e| StoreError::Invalid(e.to_string()))?)
-            }
-        };
-        let id = task_id(now);
-        if let Some(key) = &task.idempotency_key {
-            keys.insert((task.lambda.clone(), key.clone()), id.clone());
-        }
-        rows.push(serde_json::json!({
-            "id": id,
-            "lambda": task.lambda,
-            "collection": collection,
-            "priority": priority,
-            "payload": hex::encode(&task.payload),
-            "max_attempts": max_attempts,
-            "run_at": run_at,
-            "parent_id": task.parent_id,
-            "key": task.idempotency_key.as_deref().map(text_in),
-            "version": task.version,
-            "continuation": continuation,
-        }));
-        answers.push(TaskInserted { id, created: true });
-    }
-    if !rows.is_empty() {
-        // A task with the same idempotency key committed by another
-        // transaction since the lookup above is skipped here (no
-        // error) and answered with that task below.
-        let created: Vec<String> = sqlx::query_scalar(sql(format!(
-            "INSERT INTO tasks (id, lambda, collection, priority, payload, status, \
-             max_attempts, scheduled_at, due_at, next_trigger_at, created_at, parent_id, \
-             idempotency_key, schedule_id, version, continuation) \
-             SELECT j.value->>'id', j.value->>'lambda', j.value->>'collection', \
-             CAST(j.value->>'priority' AS BIGINT), {payload}, {NEW}, \
-             CAST(j.value->>'max_attempts' AS BIGINT), CAST(j.value->>'run_at' AS BIGINT), \
-             CAST(j.value->>'run_at' AS BIGINT), CAST(j.value->>'run_at' AS BIGINT), $2, \
-             j.value->>'parent_id', j.value->>'key', $3, CAST(j.value->>'version' AS BIGINT), \
-             j.value->>'continuation' FROM {rows} WHERE TRUE \
-             ON CONFLICT (lambda, idempotency_key) WHERE idempotency_key IS NOT NULL \
-             DO NOTHING RETURNING id",
-            payload = DIALECT.unhex("j.value->>'payload'"),
-            rows = DIALECT.json_rows,
-        )))
-        .bind(serde_json::Value::Array(rows).to_string())
-        .bind(now)
-        .bind(cron_id)
-        .fetch_all(&mut *conn)
-        .await?;
-        if created.len() != answers.iter().filter(|a| a.created).count() {
-            let created: std::collections::HashSet<String> = created.into_iter().collect();
-            for ((lambda, key), id) in &keys {
-                if created.contains(id) {
-                    continue;
-                }
-                let winner: String = sqlx::query_scalar(
-                    "SELECT id FROM tasks WHERE lambda = $1 AND idempotency_key = $2",
-                )
-                .bind(lambda)
-                .bind(text_in(key))
-                .fetch_one(&mut *conn)
-                .await?;
-                for answer in answers.iter_mut().filter(|a| &a.id == id) {
-                    *answer = TaskInserted {
-                        id: winner.clone(),
-                        created: false,
-                    };
-                }
-            }
-        }
-    }
-    Ok(answers)
-}
-
-/// The attempt budget of `version` of `lambda`; `UnknownVersion` when the
-/// lambda has no such version.
-async fn pinned_attempts(conn: &mut Connection, lambda: &str, version: u32) -> Result<i64> {
-    sqlx::query_scalar(
-        "SELECT max_attempts FROM lambda_versions WHERE lambda = $1 AND version = $2",
-    )
-    .bind(lambda)
-    .bind(i64::from(version))
-    .fetch_optional(&mut *conn)
-    .await?
-    .ok_or_else(|| StoreError::UnknownVersion {
-        lambda: lambda.to_owned(),
-        version,
-    })
-}
 
 pub(super) async fn insert_many(
     tx: &mut Connection,
     params: TaskInsertMany,
 ) -> Result<Vec<TaskInserted>> {
-    let inserted = insert(&mut *tx, params.tasks, None, Origin::Client, params.now).await?;
+    let inserted = insert::insert(&mut *tx, params.tasks, None, Origin::Client, params.now).await?;
     Ok(inserted)
 }
 
@@ -298,7 +105,7 @@ pub(super) async fn list(store: &Store, params: TaskList) -> Result<Vec<Task>> {
 
 pub(super) async fn count(store: &Store, params: TaskCount) -> Result<Vec<StatusCount>> {
     check_lambda_name(&params.lambda)?;
-    let rows = sqlx::query(
+    let rows: Vec<(String, i64)> = sqlx::query_as(
         "SELECT status, COUNT(*) AS n FROM tasks WHERE lambda = $1 \
          AND ($2 IS NULL OR collection = $2) AND ($3 IS NULL OR parent_id = $3) \
          GROUP BY status",
@@ -309,11 +116,11 @@ pub(super) async fn count(store: &Store, params: TaskCount) -> Result<Vec<Status
     .fetch_all(&store.pool)
     .await?;
     let mut counts = rows
-        .iter()
-        .map(|row| {
+        .into_iter()
+        .map(|(status, n)| {
             Ok(StatusCount {
-                status: rows::status(row)?,
-                count: u64::try_from(row.int("n")?)
+                status: rows::task_status(status)?,
+                count: u64::try_from(n)
                     .map_err(|_| StoreError::Corrupt("a negative count".into()))?,
             })
         })
@@ -326,7 +133,7 @@ pub(super) async fn cancel(tx: &mut Connection, id: &str, now: Millis) -> Result
     // Locked, and the update guarded too: a result committing
     // meanwhile either ends the task first (and the cancel is
     // refused) or waits, and is then refused itself.
-    let row = sqlx::query(sql(format!(
+    let status: String = sqlx::query_scalar(sql(format!(
         "SELECT status FROM tasks WHERE id = $1 {}",
         DIALECT.row_lock
     )))
@@ -334,7 +141,7 @@ pub(super) async fn cancel(tx: &mut Connection, id: &str, now: Millis) -> Result
     .fetch_optional(&mut *tx)
     .await?
     .ok_or_else(|| StoreError::TaskNotFound(id.to_owned()))?;
-    let status = rows::status(&row)?;
+    let status = rows::task_status(status)?;
     if status.is_terminal() {
         return Err(StoreError::AlreadyEnded {
             id: id.to_owned(),
@@ -355,7 +162,7 @@ pub(super) async fn cancel(tx: &mut Connection, id: &str, now: Millis) -> Result
 }
 
 pub(super) async fn backlog(store: &Store, now: Millis) -> Result<Vec<Backlog>> {
-    let rows = sqlx::query(sql(format!(
+    let rows: Vec<(String, i64, Millis)> = sqlx::query_as(sql(format!(
         "SELECT lambda, priority, MIN(due_at) AS oldest FROM tasks \
          WHERE status IN {WAITING} AND held = FALSE \
          AND due_at <= $1 GROUP BY lambda, priority ORDER BY lambda, priority"
@@ -363,13 +170,13 @@ pub(super) async fn backlog(store: &Store, now: Millis) -> Result<Vec<Backlog>> 
     .bind(now)
     .fetch_all(&store.pool)
     .await?;
-    rows.iter()
-        .map(|row| {
+    rows.into_iter()
+        .map(|(lambda, priority, oldest_due)| {
             Ok(Backlog {
-                lambda: row.text("lambda")?,
-                priority: u8::try_from(row.int("priority")?)
+                lambda,
+                priority: u8::try_from(priority)
                     .map_err(|_| StoreError::Corrupt("priority".into()))?,
-                oldest_due: row.int("oldest")?,
+                oldest_due,
             })
         })
         .collect()
@@ -403,12 +210,13 @@ pub(super) async fn redrive(tx: &mut Connection, params: DeadRedrive) -> Result<
     let count = match params.selector {
         DeadSelector::Ids(ids) => {
             for id in &ids {
-                let row = sqlx::query("SELECT status, lambda FROM tasks WHERE id = $1")
-                    .bind(text_in(id))
-                    .fetch_optional(&mut *tx)
-                    .await?
-                    .ok_or_else(|| StoreError::TaskNotFound(id.clone()))?;
-                let status = rows::status(&row)?;
+                let (status, lambda): (String, String) =
+                    sqlx::query_as("SELECT status, lambda FROM tasks WHERE id = $1")
+                        .bind(text_in(id))
+                        .fetch_optional(&mut *tx)
+                        .await?
+                        .ok_or_else(|| StoreError::TaskNotFound(id.clone()))?;
+                let status = rows::task_status(status)?;
                 if status != TaskStatus::Dead {
                     return Err(StoreError::NotDead {
                         id: id.clone(),
@@ -416,7 +224,7 @@ pub(super) async fn redrive(tx: &mut Connection, params: DeadRedrive) -> Result<
                     });
                 }
                 if let Some(pin) = params.version {
-                    lambda::require_version(&mut *tx, &row.text("lambda")?, pin).await?;
+                    lambda::require_version(&mut *tx, &lambda, pin).await?;
                 }
                 sqlx::query(sql(format!("{} WHERE id = $1", redrive("$3"))))
                     .bind(id)

@@ -159,6 +159,10 @@ pub async fn start(store: &dyn TaskStore, id: &str, now: Millis) -> i64 {
     claimed.lease_token
 }
 
+pub fn success() -> ResultOutcome {
+    ResultOutcome::Success { output: None }
+}
+
 pub fn retriable(error: &str) -> ResultOutcome {
     ResultOutcome::Retriable {
         error: error.into(),

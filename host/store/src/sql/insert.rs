@@ -1,0 +1,291 @@
+//! Inserting tasks: each checked against its lambda (at its current
+//! version, or the one it pins), its idempotency key, its parent's lease
+//! and its continuation's lambda, then all of them in one statement.
+
+use std::collections::{HashMap, HashSet};
+
+use serde::Serialize;
+use waft_core::TaskStatus;
+use waft_core::task::{check_collection_name, check_lambda_name};
+
+use super::lambda;
+use super::{Connection, DIALECT};
+use crate::names::status::NEW;
+use crate::rows;
+use crate::rules::{Admitted, Origin, admit};
+use crate::support::{batch_json, sql, task_id, text_in};
+use crate::{Lambda, Millis, NewTask, Result, StoreError, TaskInserted};
+
+/// A new task as the insert reads it (the field names are its JSON keys).
+#[derive(Serialize)]
+struct NewRow {
+    id: String,
+    lambda: String,
+    collection: String,
+    priority: u8,
+    /// Hex: the statement decodes it.
+    payload: String,
+    max_attempts: i64,
+    run_at: Millis,
+    parent_id: Option<String>,
+    key: Option<String>,
+    version: Option<u32>,
+    continuation: Option<String>,
+}
+
+/// A new task's parent, as its insert reads it.
+#[derive(sqlx::FromRow)]
+struct Parent {
+    lambda: String,
+    status: String,
+    lease_token: i64,
+}
+
+/// What a batch has learnt so far: lambdas read, keys given out, answers.
+#[derive(Default)]
+struct Batch {
+    lambdas: HashMap<String, Lambda>,
+    /// `(lambda, idempotency key)` to the id this batch gave it.
+    keys: HashMap<(String, String), String>,
+    answers: Vec<TaskInserted>,
+}
+
+/// Checks tasks against their lambdas and inserts them in one
+/// statement; `cron_id` links tasks made by a periodic schedule.
+pub(super) async fn insert(
+    conn: &mut Connection,
+    tasks: Vec<NewTask>,
+    cron_id: Option<&str>,
+    origin: Origin,
+    now: Millis,
+) -> Result<Vec<TaskInserted>> {
+    let mut batch = Batch::default();
+    let mut rows = Vec::with_capacity(tasks.len());
+    for task in tasks {
+        let (admitted, max_attempts) = admit_task(conn, &mut batch, &task, origin, now).await?;
+        if let Some(id) = existing_key(conn, &batch, &task).await? {
+            batch.answers.push(TaskInserted { id, created: false });
+            continue;
+        }
+        check_parent(conn, &mut batch, &task).await?;
+        let continuation = check_continuation(conn, &task).await?;
+        let id = task_id(now);
+        if let Some(key) = &task.idempotency_key {
+            batch
+                .keys
+                .insert((task.lambda.clone(), key.clone()), id.clone());
+        }
+        rows.push(NewRow {
+            id: id.clone(),
+            collection: admitted.collection,
+            priority: admitted.priority,
+            payload: hex::encode(&task.payload),
+            max_attempts,
+            run_at: admitted.run_at,
+            key: task
+                .idempotency_key
+                .as_deref()
+                .map(|key| text_in(key).into_owned()),
+            version: task.version,
+            continuation,
+            lambda: task.lambda,
+            parent_id: task.parent_id,
+        });
+        batch.answers.push(TaskInserted { id, created: true });
+    }
+    if !rows.is_empty() {
+        let created = insert_rows(conn, &rows, cron_id, now).await?;
+        answer_lost_races(conn, &mut batch, created).await?;
+    }
+    Ok(batch.answers)
+}
+
+/// Admits a task by its lambda (see [`admit`]); answers how it is stored
+/// and its attempt budget. A pinned task's budget is its version's, as a
+/// redrive's is; its backoff is read from that version too.
+async fn admit_task(
+    conn: &mut Connection,
+    batch: &mut Batch,
+    task: &NewTask,
+    origin: Origin,
+    now: Millis,
+) -> Result<(Admitted, i64)> {
+    check_lambda_name(&task.lambda)?;
+    let lambda = lambda::cached_lambda(conn, &mut batch.lambdas, &task.lambda).await?;
+    let admitted = admit(task, &lambda, origin, now)?;
+    let max_attempts = match task.version {
+        Some(version) => pinned_attempts(conn, &task.lambda, version).await?,
+        None => i64::from(lambda.config.max_attempts),
+    };
+    Ok((admitted, max_attempts))
+}
+
+/// The task already holding the new task's idempotency key, in this
+/// batch or in the database.
+async fn existing_key(
+    conn: &mut Connection,
+    batch: &Batch,
+    task: &NewTask,
+) -> Result<Option<String>> {
+    let Some(key) = &task.idempotency_key else {
+        return Ok(None);
+    };
+    if let Some(id) = batch.keys.get(&(task.lambda.clone(), key.clone())) {
+        return Ok(Some(id.clone()));
+    }
+    Ok(
+        sqlx::query_scalar("SELECT id FROM tasks WHERE lambda = $1 AND idempotency_key = $2")
+            .bind(&task.lambda)
+            .bind(text_in(key))
+            .fetch_optional(&mut *conn)
+            .await?,
+    )
+}
+
+/// A parent must exist; a parent's lease, when given, must be the running
+/// parent's, and its lambda must allow the child's.
+async fn check_parent(conn: &mut Connection, batch: &mut Batch, task: &NewTask) -> Result<()> {
+    let Some(parent) = &task.parent_id else {
+        if task.parent_lease.is_some() {
+            return Err(StoreError::Invalid(
+                "a parent lease needs a parent task".into(),
+            ));
+        }
+        return Ok(());
+    };
+    let row: Parent = sqlx::query_as("SELECT lambda, status, lease_token FROM tasks WHERE id = $1")
+        .bind(text_in(parent))
+        .fetch_optional(&mut *conn)
+        .await?
+        .ok_or_else(|| StoreError::Invalid(format!("unknown parent task {parent}")))?;
+    let Some(lease) = task.parent_lease else {
+        return Ok(());
+    };
+    let running = matches!(
+        rows::task_status(row.status)?,
+        TaskStatus::Claimed | TaskStatus::Processing
+    );
+    if !running || row.lease_token != lease {
+        return Err(StoreError::ParentLeaseLost {
+            parent: parent.clone(),
+            lease,
+        });
+    }
+    // An execution schedules children of its own lambda, and of those its
+    // lambda's current version names.
+    let parent_lambda = row.lambda;
+    if parent_lambda != task.lambda
+        && !lambda::cached_lambda(conn, &mut batch.lambdas, &parent_lambda)
+            .await?
+            .config
+            .allows_child(&parent_lambda, &task.lambda)
+    {
+        return Err(StoreError::ChildNotAllowed {
+            parent_lambda,
+            child_lambda: task.lambda.clone(),
+        });
+    }
+    Ok(())
+}
+
+/// A declared continuation, checked against its lambda, as the JSON the
+/// task keeps.
+async fn check_continuation(conn: &mut Connection, task: &NewTask) -> Result<Option<String>> {
+    let Some(then) = &task.continuation else {
+        return Ok(None);
+    };
+    check_lambda_name(&then.lambda)?;
+    if let Some(collection) = &then.collection {
+        check_collection_name(collection)?;
+    }
+    let next = lambda::require_lambda(conn, &then.lambda).await?;
+    if let Some(priority) = then.priority
+        && priority >= next.config.priorities
+    {
+        return Err(StoreError::InvalidPriority {
+            lambda: next.name,
+            priority,
+            max: next.config.priorities - 1,
+        });
+    }
+    let json = serde_json::to_string(then).map_err(|e| StoreError::Invalid(e.to_string()))?;
+    Ok(Some(json))
+}
+
+/// Inserts the admitted tasks in one statement; answers the ids created.
+/// A task with the same idempotency key committed by another transaction
+/// since [`existing_key`] looked is skipped (no error).
+async fn insert_rows(
+    conn: &mut Connection,
+    rows: &[NewRow],
+    cron_id: Option<&str>,
+    now: Millis,
+) -> Result<Vec<String>> {
+    Ok(sqlx::query_scalar(sql(format!(
+        "INSERT INTO tasks (id, lambda, collection, priority, payload, status, \
+         max_attempts, scheduled_at, due_at, next_trigger_at, created_at, parent_id, \
+         idempotency_key, cron_id, version, continuation) \
+         SELECT j.value->>'id', j.value->>'lambda', j.value->>'collection', \
+         CAST(j.value->>'priority' AS BIGINT), {payload}, {NEW}, \
+         CAST(j.value->>'max_attempts' AS BIGINT), CAST(j.value->>'run_at' AS BIGINT), \
+         CAST(j.value->>'run_at' AS BIGINT), CAST(j.value->>'run_at' AS BIGINT), $2, \
+         j.value->>'parent_id', j.value->>'key', $3, CAST(j.value->>'version' AS BIGINT), \
+         j.value->>'continuation' FROM {rows} WHERE TRUE \
+         ON CONFLICT (lambda, idempotency_key) WHERE idempotency_key IS NOT NULL \
+         DO NOTHING RETURNING id",
+        payload = DIALECT.unhex("j.value->>'payload'"),
+        rows = DIALECT.json_rows,
+    )))
+    .bind(batch_json(rows)?)
+    .bind(now)
+    .bind(cron_id)
+    .fetch_all(&mut *conn)
+    .await?)
+}
+
+/// Answers each task [`insert_rows`] skipped with the task that holds its
+/// key: another transaction's, committed meanwhile.
+async fn answer_lost_races(
+    conn: &mut Connection,
+    batch: &mut Batch,
+    created: Vec<String>,
+) -> Result<()> {
+    if created.len() == batch.answers.iter().filter(|a| a.created).count() {
+        return Ok(());
+    }
+    let created: HashSet<String> = created.into_iter().collect();
+    for ((lambda, key), id) in &batch.keys {
+        if created.contains(id) {
+            continue;
+        }
+        let winner: String =
+            sqlx::query_scalar("SELECT id FROM tasks WHERE lambda = $1 AND idempotency_key = $2")
+                .bind(lambda)
+                .bind(text_in(key))
+                .fetch_one(&mut *conn)
+                .await?;
+        for answer in batch.answers.iter_mut().filter(|a| &a.id == id) {
+            *answer = TaskInserted {
+                id: winner.clone(),
+                created: false,
+            };
+        }
+    }
+    Ok(())
+}
+
+/// The attempt budget of `version` of `lambda`; `UnknownVersion` when the
+/// lambda has no such version.
+async fn pinned_attempts(conn: &mut Connection, lambda: &str, version: u32) -> Result<i64> {
+    sqlx::query_scalar(
+        "SELECT max_attempts FROM lambda_versions WHERE lambda = $1 AND version = $2",
+    )
+    .bind(lambda)
+    .bind(i64::from(version))
+    .fetch_optional(&mut *conn)
+    .await?
+    .ok_or_else(|| StoreError::UnknownVersion {
+        lambda: lambda.to_owned(),
+        version,
+    })
+}

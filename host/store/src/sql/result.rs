@@ -1,0 +1,460 @@
+//! Results: a batch of executions' ends, each a guarded update that a
+//! stale lease cannot pass; the attempts they ended, and the
+//! continuations of the successes.
+
+use std::collections::HashSet;
+
+use serde::Serialize;
+use sqlx::FromRow;
+use waft_core::TaskStatus;
+
+use super::attempt::{self, Ended};
+use super::lease::lease_refusal;
+use super::{Connection, DIALECT};
+use crate::names::status::{RUNNING, SUCCESS};
+use crate::rows;
+use crate::rules::{Origin, RetryPlan};
+use crate::support::{batch_json, sql, text_in};
+use crate::{
+    AttemptOutcome, Millis, NewTask, Refusal, Result, ResultOutcome, StoreError, TaskResult,
+    TaskSetResultMany,
+};
+
+/// Records a batch of results. Successes and fatal failures end their
+/// tasks in one guarded update; a retriable failure first reads its task's
+/// attempts and its version's backoff; a second result for a task already
+/// in the batch is judged after the first has ended it. Each answer is in
+/// its result's place.
+pub(super) async fn set_result_many(
+    tx: &mut Connection,
+    params: TaskSetResultMany,
+) -> Result<Vec<Result<TaskStatus, Refusal>>> {
+    let now = params.now;
+    let mut batch = Batch::new(params.results.len());
+    let Sorted {
+        finals,
+        retries,
+        repeats,
+    } = sort(params.results);
+    end_finals(&mut *tx, finals, now, &mut batch).await?;
+    let planned = plan_retries(&mut *tx, retries, now, &mut batch).await?;
+    apply_retries(&mut *tx, planned, &mut batch).await?;
+    attempt::record(&mut *tx, std::mem::take(&mut batch.executions), now).await?;
+    for repeat in repeats {
+        let refusal = lease_refusal(&mut *tx, &repeat.id, repeat.lease).await?;
+        batch.answer(repeat.index, Err(refusal));
+    }
+    batch.answers()
+}
+
+/// One result of a batch: where its answer goes, whose lease it ran
+/// under, and what it logged.
+struct Ending {
+    index: usize,
+    id: String,
+    lease: i64,
+    log: Option<String>,
+}
+
+/// A success or a fatal failure: it ends its task whatever the task's
+/// attempts.
+struct Final {
+    ending: Ending,
+    status: TaskStatus,
+    outcome: AttemptOutcome,
+    output: Option<Vec<u8>>,
+    error: Option<String>,
+}
+
+/// A retriable failure, before its task is read.
+struct Retry {
+    ending: Ending,
+    error: String,
+    retry_after: Option<std::time::Duration>,
+}
+
+/// A retriable failure whose next status is decided, before the update
+/// that must still find the task under its lease.
+struct Planned {
+    ending: Ending,
+    error: String,
+    plan: RetryPlan,
+}
+
+/// A success or fatal failure as the update of [`end_finals`] reads it
+/// (the field names are its JSON keys), text kept escaped.
+#[derive(Serialize)]
+struct FinalRow<'a> {
+    id: std::borrow::Cow<'a, str>,
+    lease: i64,
+    status: &'static str,
+    /// Hex: the statement decodes it.
+    output: Option<String>,
+    error: Option<std::borrow::Cow<'a, str>>,
+    log: Option<std::borrow::Cow<'a, str>>,
+}
+
+impl<'a> FinalRow<'a> {
+    fn new(f: &'a Final) -> Self {
+        Self {
+            id: text_in(&f.ending.id),
+            lease: f.ending.lease,
+            status: f.status.as_str(),
+            output: f.output.as_ref().map(hex::encode),
+            error: f.error.as_deref().map(text_in),
+            log: f.ending.log.as_deref().map(text_in),
+        }
+    }
+}
+
+/// A planned retry as the update of [`apply_retries`] reads it (the field
+/// names are its JSON keys).
+#[derive(Serialize)]
+struct RetryRow<'a> {
+    id: &'a str,
+    lease: i64,
+    status: &'static str,
+    error: std::borrow::Cow<'a, str>,
+    log: Option<std::borrow::Cow<'a, str>>,
+    next: Option<Millis>,
+    finished: Option<Millis>,
+}
+
+impl<'a> RetryRow<'a> {
+    fn new(p: &'a Planned) -> Self {
+        Self {
+            id: &p.ending.id,
+            lease: p.ending.lease,
+            status: p.plan.status.as_str(),
+            error: text_in(&p.error),
+            log: p.ending.log.as_deref().map(text_in),
+            next: p.plan.next_trigger_at,
+            finished: p.plan.finished_at,
+        }
+    }
+}
+
+/// A task [`end_finals`] ended; a success's continuation and output
+/// when it has one.
+#[derive(sqlx::FromRow)]
+struct EndedTask {
+    id: String,
+    continuation: Option<String>,
+    next_payload: Option<Vec<u8>>,
+}
+
+/// What a retriable failure's plan needs of its task and of the version
+/// it runs.
+#[derive(FromRow)]
+struct RetryFacts {
+    status: String,
+    lease_token: i64,
+    attempt: i64,
+    max_attempts: i64,
+    backoff_base_ms: i64,
+    backoff_factor: f64,
+    backoff_max_ms: i64,
+}
+
+/// A task that succeeded with a continuation (JSON) to create.
+struct Succeeded {
+    id: String,
+    continuation: String,
+    output: Option<Vec<u8>>,
+}
+
+/// A batch's results by what they need.
+struct Sorted {
+    finals: Vec<Final>,
+    retries: Vec<Retry>,
+    /// Second results for a task, judged after the first.
+    repeats: Vec<Ending>,
+}
+
+fn sort(results: Vec<TaskResult>) -> Sorted {
+    let mut sorted = Sorted {
+        finals: Vec::new(),
+        retries: Vec::new(),
+        repeats: Vec::new(),
+    };
+    let mut seen = HashSet::new();
+    for (index, result) in results.into_iter().enumerate() {
+        let ending = Ending {
+            index,
+            lease: result.lease_token,
+            log: result.log,
+            id: result.id,
+        };
+        if !seen.insert(ending.id.clone()) {
+            sorted.repeats.push(ending);
+            continue;
+        }
+        match result.outcome {
+            ResultOutcome::Success { output } => sorted.finals.push(Final {
+                ending,
+                status: TaskStatus::Success,
+                outcome: AttemptOutcome::Success,
+                output,
+                error: None,
+            }),
+            ResultOutcome::Fatal { error } => sorted.finals.push(Final {
+                ending,
+                status: TaskStatus::FatalFailure,
+                outcome: AttemptOutcome::Fatal,
+                output: None,
+                error: Some(error),
+            }),
+            ResultOutcome::Retriable { error, retry_after } => sorted.retries.push(Retry {
+                ending,
+                error,
+                retry_after,
+            }),
+        }
+    }
+    sorted
+}
+
+/// A batch's answers, by the results' places, and the executions it
+/// ended (for the attempts table), as the steps find them.
+struct Batch {
+    answers: Vec<Option<Result<TaskStatus, Refusal>>>,
+    executions: Vec<Ended>,
+}
+
+impl Batch {
+    fn new(results: usize) -> Self {
+        Self {
+            answers: vec![None; results],
+            executions: Vec::new(),
+        }
+    }
+
+    fn answer(&mut self, index: usize, answer: Result<TaskStatus, Refusal>) {
+        self.answers[index] = Some(answer);
+    }
+
+    /// An execution ended as `outcome`: recorded with its error and log.
+    fn ended(&mut self, ending: Ending, outcome: AttemptOutcome, error: Option<String>) {
+        self.executions.push(Ended::new(
+            &ending.id,
+            ending.lease,
+            outcome,
+            error.as_deref(),
+            ending.log.as_deref(),
+        ));
+    }
+
+    fn answers(self) -> Result<Vec<Result<TaskStatus, Refusal>>> {
+        self.answers
+            .into_iter()
+            .map(|answer| {
+                answer.ok_or_else(|| StoreError::Corrupt("a result went unanswered".into()))
+            })
+            .collect()
+    }
+}
+
+/// Ends the successes and fatal failures in one guarded update (they
+/// need nothing from their tasks), and creates the successes'
+/// continuations.
+async fn end_finals(
+    tx: &mut Connection,
+    finals: Vec<Final>,
+    now: Millis,
+    batch: &mut Batch,
+) -> Result<()> {
+    if finals.is_empty() {
+        return Ok(());
+    }
+    let rows: Vec<_> = finals.iter().map(FinalRow::new).collect();
+    // A success with a continuation also answers what the next task
+    // needs, so tasks without one cost no second query.
+    let rows = sqlx::query(sql(format!(
+        "UPDATE tasks SET status = r.result_status, output = {output}, \
+         last_error = r.result_error, log = r.result_log, next_trigger_at = NULL, \
+         held = FALSE, finished_at = $2 \
+         FROM (SELECT j.value->>'id' AS result_id, \
+            CAST(j.value->>'lease' AS BIGINT) AS result_lease, \
+            j.value->>'status' AS result_status, j.value->>'output' AS result_output, \
+            j.value->>'error' AS result_error, j.value->>'log' AS result_log \
+            FROM {rows}) AS r \
+         WHERE tasks.id = r.result_id AND tasks.lease_token = r.result_lease \
+         AND (tasks.status IN {RUNNING}) IS TRUE \
+         RETURNING id, CASE WHEN status = {SUCCESS} THEN continuation END AS continuation, \
+         CASE WHEN status = {SUCCESS} AND continuation IS NOT NULL THEN output END AS next_payload",
+        output = DIALECT.unhex("r.result_output"),
+        rows = DIALECT.json_rows,
+    )))
+    .bind(batch_json(&rows)?)
+    .bind(now)
+    .fetch_all(&mut *tx)
+    .await?;
+    let mut continued = Vec::new();
+    let mut ended = HashSet::with_capacity(rows.len());
+    for row in &rows {
+        let row = EndedTask::from_row(row)?;
+        if let Some(continuation) = row.continuation {
+            continued.push(Succeeded {
+                id: row.id.clone(),
+                continuation,
+                output: row.next_payload,
+            });
+        }
+        ended.insert(row.id);
+    }
+    continue_successes(&mut *tx, continued, now).await?;
+    for f in finals {
+        let index = f.ending.index;
+        if !ended.contains(&f.ending.id) {
+            let refusal = lease_refusal(&mut *tx, &f.ending.id, f.ending.lease).await?;
+            batch.answer(index, Err(refusal));
+            continue;
+        }
+        batch.ended(f.ending, f.outcome, f.error);
+        batch.answer(index, Ok(f.status));
+    }
+    Ok(())
+}
+
+/// Decides each retriable failure's next status from its task's attempts
+/// and the backoff of the version the task runs (pinned, or else
+/// current). A task gone, under another lease or no longer running is
+/// answered here; the rest are planned.
+async fn plan_retries(
+    tx: &mut Connection,
+    retries: Vec<Retry>,
+    now: Millis,
+    batch: &mut Batch,
+) -> Result<Vec<Planned>> {
+    let mut planned = Vec::with_capacity(retries.len());
+    for retry in retries {
+        let index = retry.ending.index;
+        let row: Option<RetryFacts> = sqlx::query_as(
+            "SELECT t.status, t.lease_token, t.attempt, t.max_attempts, \
+             v.backoff_base_ms, v.backoff_factor, v.backoff_max_ms FROM tasks t \
+             JOIN lambdas l ON l.name = t.lambda \
+             JOIN lambda_versions v ON v.lambda = l.name \
+                AND v.version = COALESCE(t.version, l.current_version) \
+             WHERE t.id = $1",
+        )
+        .bind(text_in(&retry.ending.id))
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(row) = row else {
+            batch.answer(index, Err(Refusal::NotFound));
+            continue;
+        };
+        let status = rows::task_status(row.status)?;
+        let current = row.lease_token;
+        if current != retry.ending.lease {
+            batch.answer(index, Err(Refusal::StaleLease { current }));
+            continue;
+        }
+        if !matches!(status, TaskStatus::Claimed | TaskStatus::Processing) {
+            batch.answer(index, Err(Refusal::WrongState(status)));
+            continue;
+        }
+        let plan = RetryPlan::decide(
+            row.attempt,
+            row.max_attempts,
+            &rows::backoff_of(row.backoff_base_ms, row.backoff_factor, row.backoff_max_ms)?,
+            retry.retry_after,
+            now,
+            fastrand::f64(),
+        );
+        planned.push(Planned {
+            ending: retry.ending,
+            error: retry.error,
+            plan,
+        });
+    }
+    Ok(planned)
+}
+
+/// Applies the planned retries in one update, guarded like the others: a
+/// cancel or a lapse committed since [`plan_retries`] read the task wins,
+/// and the result is refused.
+async fn apply_retries(
+    tx: &mut Connection,
+    planned: Vec<Planned>,
+    batch: &mut Batch,
+) -> Result<()> {
+    if planned.is_empty() {
+        return Ok(());
+    }
+    let updates: Vec<_> = planned.iter().map(RetryRow::new).collect();
+    let updated: HashSet<String> = sqlx::query_scalar(sql(format!(
+        "UPDATE tasks SET status = r.result_status, last_error = r.result_error, \
+         log = r.result_log, next_trigger_at = r.result_next, due_at = COALESCE(r.result_next, due_at), \
+         held = FALSE, finished_at = r.result_finished \
+         FROM (SELECT j.value->>'id' AS result_id, \
+            CAST(j.value->>'lease' AS BIGINT) AS result_lease, \
+            j.value->>'status' AS result_status, j.value->>'error' AS result_error, \
+            j.value->>'log' AS result_log, CAST(j.value->>'next' AS BIGINT) AS result_next, \
+            CAST(j.value->>'finished' AS BIGINT) AS result_finished FROM {}) AS r \
+         WHERE tasks.id = r.result_id AND tasks.lease_token = r.result_lease \
+         AND (tasks.status IN {RUNNING}) IS TRUE RETURNING id",
+        DIALECT.json_rows,
+    )))
+    .bind(batch_json(&updates)?)
+    .fetch_all(&mut *tx)
+    .await?
+    .into_iter()
+    .collect();
+    for p in planned {
+        let index = p.ending.index;
+        if !updated.contains(&p.ending.id) {
+            let refusal = lease_refusal(&mut *tx, &p.ending.id, p.ending.lease).await?;
+            batch.answer(index, Err(refusal));
+            continue;
+        }
+        batch.ended(p.ending, AttemptOutcome::Retriable, Some(p.error));
+        batch.answer(index, Ok(p.plan.status));
+    }
+    Ok(())
+}
+
+/// Creates the continuations of the tasks that just succeeded: a
+/// task of the declared lambda with the output as payload, as the
+/// succeeded task's child, at most once (its idempotency key). A
+/// continuation the store cannot create (the output over the next
+/// lambda's payload limit, a priority it no longer has) is recorded
+/// as the succeeded task's `last_error`; the success stands.
+async fn continue_successes(
+    conn: &mut Connection,
+    continued: Vec<Succeeded>,
+    now: Millis,
+) -> Result<()> {
+    for Succeeded {
+        id,
+        continuation: json,
+        output,
+    } in continued
+    {
+        let then: crate::Continuation = serde_json::from_str(&json)
+            .map_err(|e| StoreError::Corrupt(format!("continuation {json:?}: {e}")))?;
+        let next = NewTask {
+            lambda: then.lambda,
+            collection: then.collection,
+            priority: then.priority,
+            payload: output.unwrap_or_default(),
+            idempotency_key: Some(format!("then:{id}")),
+            parent_id: Some(id.clone()),
+            ..NewTask::default()
+        };
+        match super::insert::insert(conn, vec![next], None, Origin::Store, now).await {
+            Ok(_) => {}
+            Err(StoreError::Database(error)) => return Err(StoreError::Database(error)),
+            Err(error) => {
+                sqlx::query("UPDATE tasks SET last_error = $2 WHERE id = $1")
+                    .bind(&id)
+                    .bind(
+                        text_in(&format!("the continuation was not created: {error}")).into_owned(),
+                    )
+                    .execute(&mut *conn)
+                    .await?;
+            }
+        }
+    }
+    Ok(())
+}
