@@ -481,26 +481,41 @@ fn print_task(task: &Task, as_json: bool) {
     }
 }
 
+/// The exit code of `waft task wait` for each state that ends a task (a
+/// test holds it to the state table's `ENDED`).
+const EXIT_CODES: [(TaskStatus, u8); 5] = [
+    (TaskStatus::Success, exit::SUCCESS),
+    (TaskStatus::FatalFailure, exit::TASK_FATAL),
+    (TaskStatus::Dead, exit::TASK_DEAD),
+    (TaskStatus::Dropped, exit::TASK_DROPPED),
+    (TaskStatus::Cancelled, exit::TASK_CANCELLED),
+];
+
 /// The exit code of `waft task wait` for a task in `status`; `None` while
-/// it has not ended. Every state is named: a new one must be placed here.
+/// it has not ended.
 fn ended_code(status: TaskStatus) -> Option<u8> {
-    match status {
-        TaskStatus::New
-        | TaskStatus::Enqueued
-        | TaskStatus::Claimed
-        | TaskStatus::Processing
-        | TaskStatus::RetriableFailure => None,
-        TaskStatus::Success => Some(exit::SUCCESS),
-        TaskStatus::FatalFailure => Some(exit::TASK_FATAL),
-        TaskStatus::Dead => Some(exit::TASK_DEAD),
-        TaskStatus::Dropped => Some(exit::TASK_DROPPED),
-        TaskStatus::Cancelled => Some(exit::TASK_CANCELLED),
-    }
+    EXIT_CODES
+        .iter()
+        .find(|(ended, _)| *ended == status)
+        .map(|(_, code)| *code)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every state that ends a task has its exit code, and no other state
+    /// has one.
+    #[test]
+    fn every_ended_state_has_an_exit_code() {
+        for status in TaskStatus::ALL {
+            assert_eq!(
+                ended_code(status).is_some(),
+                waft_core::machine::ENDED.contains(status),
+                "{status}"
+            );
+        }
+    }
 
     /// `docs/cli.md` names every status `--status` takes, and no other,
     /// in the order of `TaskStatus::ALL`.

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use waft_core::TaskStatus;
+use waft_core::{TaskStatus, machine};
 
 use super::{DIALECT, Store};
 use crate::names::outcome;
@@ -35,28 +35,25 @@ pub(super) async fn lambda_stats(
     for row in &rows {
         let entry = of_lambda(&mut stats, row.text("lambda")?);
         let n = count(row.int("n")?)?;
-        match rows::status(row)? {
-            TaskStatus::New | TaskStatus::Enqueued | TaskStatus::RetriableFailure => {
-                let held = count(row.int("held")?)?;
-                let due = count(row.int("due")?)?;
-                entry.held += held;
-                entry.waiting += n - held - due;
-                if let Some(oldest) = row.opt_int("oldest")? {
-                    let priority = u8::try_from(row.int("priority")?)
-                        .map_err(|_| StoreError::Corrupt("priority".into()))?;
-                    add_depth(&mut entry.ready, priority, due, oldest);
-                }
+        let status = rows::status(row)?;
+        if machine::RUNNING.contains(status) {
+            entry.running += n;
+        } else if machine::WAITING.contains(status) {
+            let held = count(row.int("held")?)?;
+            let due = count(row.int("due")?)?;
+            entry.held += held;
+            entry.waiting += n - held - due;
+            if let Some(oldest) = row.opt_int("oldest")? {
+                let priority = u8::try_from(row.int("priority")?)
+                    .map_err(|_| StoreError::Corrupt("priority".into()))?;
+                add_depth(&mut entry.ready, priority, due, oldest);
             }
-            TaskStatus::Claimed | TaskStatus::Processing => entry.running += n,
-            TaskStatus::Dead => entry.dead += n,
-            // Ended for good: not in `LIVE` (which the names' tests hold
-            // to every status but these), so the statement reads none.
-            // Named, so that a new status must be placed here.
-            TaskStatus::Success
-            | TaskStatus::FatalFailure
-            | TaskStatus::Dropped
-            | TaskStatus::Cancelled => {}
+        } else if status == TaskStatus::Dead {
+            entry.dead += n;
         }
+        // Nothing else is live: the statement reads only `LIVE`, which is
+        // the running, the waiting and the dead (the state table's test
+        // spells its sets out).
     }
     let rows = sqlx::query(sql(format!(
         "SELECT t.lambda, a.outcome = {success} AS ok, COUNT(*) AS n \
