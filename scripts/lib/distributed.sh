@@ -42,7 +42,7 @@ start_postgres() {
 }
 
 # start_fauxqs: an SQS-compatible server; sets sqs (its pid) and exports
-# WAFT_QUEUE_ENDPOINT_URL.
+# WAFT_QUEUE_SQS_ENDPOINT_URL.
 start_fauxqs() {
     local sqs_port
     sqs_port=$(port)
@@ -51,7 +51,7 @@ start_fauxqs() {
     sqs=$!
     pids+=("$sqs")
     until (exec 3<>/dev/tcp/127.0.0.1/$sqs_port) 2>/dev/null; do sleep 0.2; done
-    export WAFT_QUEUE_ENDPOINT_URL="http://127.0.0.1:$sqs_port"
+    export WAFT_QUEUE_SQS_ENDPOINT_URL="http://127.0.0.1:$sqs_port"
 }
 
 # start_roles STORE_URL: one `waft serve` per role on the store at

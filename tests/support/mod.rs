@@ -336,8 +336,8 @@ impl Cluster {
             [
                 ("WAFT_STORE_URL", database.as_str()),
                 ("WAFT_STORE_MAX_CONNECTIONS", "4"),
-                ("WAFT_QUEUE_ENDPOINT_URL", sqs.endpoint.as_str()),
-                ("WAFT_QUEUE_PREFIX", prefix.as_str()),
+                ("WAFT_QUEUE_SQS_ENDPOINT_URL", sqs.endpoint.as_str()),
+                ("WAFT_QUEUE_SQS_PREFIX", prefix.as_str()),
                 ("WAFT_PEERS_FRONTEND", frontend.as_str()),
                 ("WAFT_PEERS_CONTROLLER", controller.as_str()),
                 ("WAFT_PEERS_HSC", hsc.as_str()),
