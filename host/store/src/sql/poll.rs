@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 use sqlx::FromRow;
-use waft_core::TaskStatus;
+use waft_core::{TaskStatus, machine};
 
 use super::attempt::{self, Ended};
 use super::pace::{self, Due, Now};
@@ -100,20 +100,13 @@ async fn read_due(tx: &mut Connection, now: Millis, limit: u32) -> Result<Vec<Du
 /// execution may have run (a poison task crashes its executor before its
 /// first heartbeat), so it is an attempt, lost.
 fn lapse(status: TaskStatus) -> Option<&'static str> {
-    match status {
-        TaskStatus::Claimed => {
-            Some("the execution never reported: no heartbeat within the claim timeout")
+    machine::RUNNING.contains(status).then(|| {
+        if status == TaskStatus::Claimed {
+            "the execution never reported: no heartbeat within the claim timeout"
+        } else {
+            "the executor stopped heartbeating"
         }
-        TaskStatus::Processing => Some("the executor stopped heartbeating"),
-        TaskStatus::New
-        | TaskStatus::Enqueued
-        | TaskStatus::RetriableFailure
-        | TaskStatus::Success
-        | TaskStatus::FatalFailure
-        | TaskStatus::Dead
-        | TaskStatus::Dropped
-        | TaskStatus::Cancelled => None,
-    }
+    })
 }
 
 /// Decides one due task: a lapsed execution is recorded as lost (and its
