@@ -1,14 +1,18 @@
 //! The store conformance suite, run against every backend.
 //!
 //! The checks live in `conformance/`, one file per area as the store's SQL
-//! is split (lambdas and their artifacts, the state table, tasks, gates, pacing, cron, tokens)
-//! and one for the guarantees on paths a crash soak never takes; this file
-//! runs each one on a fresh store of each backend: a SQLite file, and a database of its own on a throwaway
-//! PostgreSQL cluster the tests start (see `waft-testing`; under `CI=true`
-//! the Postgres tests fail rather than skip when it cannot start).
+//! is split (lambdas and their artifacts, the state table, tasks as clients
+//! write them, as they read them and the tasks they make, gates, pacing,
+//! cron, tokens) and one for the guarantees on paths a crash soak never
+//! takes; this file runs each one on a fresh store of each backend: a SQLite
+//! file, and a database of its own on a throwaway PostgreSQL cluster the
+//! tests start (see `waft-testing`; under `CI=true` the Postgres tests fail
+//! rather than skip when it cannot start).
 
 #[path = "conformance/artifacts.rs"]
 mod artifacts;
+#[path = "conformance/children.rs"]
+mod children;
 #[path = "conformance/cron.rs"]
 mod cron;
 #[path = "conformance/gate_guarantees.rs"]
@@ -27,6 +31,8 @@ mod pacing;
 mod secrets;
 #[path = "conformance/support.rs"]
 mod support;
+#[path = "conformance/task_lists.rs"]
+mod task_lists;
 #[path = "conformance/tasks.rs"]
 mod tasks;
 #[path = "conformance/tokens.rs"]
@@ -109,14 +115,18 @@ conformance!(
         cancel_ends_a_task_and_its_lease,
         bad_input_is_refused_and_nothing_is_half_written,
         idempotency_keys_deduplicate,
+        concurrent_inserts_with_one_key_make_one_task,
+    ],
+    task_lists: [
         lists_filter_and_page,
         lists_keep_to_the_lambdas_given,
         counts_follow_statuses,
         lists_by_creation_time_both_ways,
         lambda_stats_follow_the_tasks,
+    ],
+    children: [
         children_of_a_superseded_execution_are_not_created,
         a_continuation_runs_once_on_success_with_the_output,
-        concurrent_inserts_with_one_key_make_one_task,
     ],
     gates: [paused_tasks_wait_and_resume_in_order, gates_on_a_collection_and_drops],
     pacing: [

@@ -1,0 +1,128 @@
+//! Tasks that tasks make: children scheduled under the parent's lease, and
+//! continuations that run on a task's success. Apart from `tasks.rs`
+//! because these checks run the parent through its execution (claims,
+//! leases, results) before they look at what it made.
+
+use waft_core::{LambdaConfig, TaskStatus};
+use waft_store::{
+    Continuation, NewTask, ResultOutcome, StoreError, TaskInsertMany, TaskList, TaskStore,
+};
+
+use crate::support::*;
+
+/// A child scheduled with its parent's lease is created only while the
+/// parent still holds that lease.
+pub async fn children_of_a_superseded_execution_are_not_created(store: &dyn TaskStore) {
+    deploy(store, "mail").await;
+    let parent = insert(store, new_task("mail"), T0).await;
+    let lease = start(store, &parent, T0).await;
+    let child = |lease| NewTask {
+        parent_id: Some(parent.clone()),
+        parent_lease: Some(lease),
+        ..new_task("mail")
+    };
+    insert(store, child(lease), T0).await;
+    // The executor goes silent; the task runs again under a new lease.
+    let later = T0 + 20_000;
+    let newer = start(store, &parent, later).await;
+    assert!(newer > lease);
+    let stale = store
+        .task_insert_many(TaskInsertMany {
+            tasks: vec![child(lease)],
+            now: later,
+        })
+        .await;
+    assert!(
+        matches!(stale, Err(StoreError::ParentLeaseLost { .. })),
+        "{stale:?}"
+    );
+    insert(store, child(newer), later).await;
+    let children = TaskList {
+        parent_id: Some(parent.clone()),
+        ..TaskList::default()
+    };
+    assert_eq!(store.task_list(children).await.unwrap().len(), 2);
+}
+
+/// A continuation declared at schedule time runs on the task's success with
+/// its output, once; one that cannot be created leaves the success standing
+/// with the reason in `last_error`.
+pub async fn a_continuation_runs_once_on_success_with_the_output(store: &dyn TaskStore) {
+    deploy(store, "mail").await;
+    deploy_with(
+        store,
+        "small",
+        LambdaConfig {
+            max_payload: waft_core::ByteSize::b(4),
+            ..config()
+        },
+    )
+    .await;
+    let then = |lambda: &str| NewTask {
+        continuation: Some(Continuation {
+            lambda: lambda.into(),
+            collection: Some("next".into()),
+            priority: Some(1),
+        }),
+        ..new_task("mail")
+    };
+    let first = insert(store, then("mail"), T0).await;
+    let lease = start(store, &first, T0).await;
+    let output = ResultOutcome::Success {
+        output: Some(b"out".to_vec()),
+    };
+    finish(store, &first, lease, output.clone(), T0)
+        .await
+        .unwrap();
+    // A repeated delivery of the result is refused and makes nothing.
+    assert!(
+        finish(store, &first, lease, output.clone(), T0)
+            .await
+            .is_err()
+    );
+    let children = |parent: &str| TaskList {
+        parent_id: Some(parent.into()),
+        ..TaskList::default()
+    };
+    let next = store.task_list(children(&first)).await.unwrap();
+    assert_eq!(next.len(), 1, "{next:#?}");
+    assert_eq!(
+        (
+            next[0].lambda.as_str(),
+            next[0].payload.as_slice(),
+            next[0].collection.as_str(),
+            next[0].priority
+        ),
+        ("mail", &b"out"[..], "next", 1)
+    );
+
+    // The output is over the next lambda's payload limit.
+    let big = insert(store, then("small"), T0).await;
+    let lease = start(store, &big, T0).await;
+    let output = ResultOutcome::Success {
+        output: Some(b"too long".to_vec()),
+    };
+    assert_eq!(
+        finish(store, &big, lease, output, T0).await,
+        Ok(TaskStatus::Success)
+    );
+    assert!(store.task_list(children(&big)).await.unwrap().is_empty());
+    let task = store.task_get(&big).await.unwrap().unwrap();
+    assert!(
+        task.last_error
+            .as_deref()
+            .is_some_and(|e| e.contains("continuation was not created")),
+        "{task:#?}"
+    );
+
+    let unknown = store
+        .task_insert_many(TaskInsertMany {
+            tasks: vec![then("nope")],
+            now: T0,
+        })
+        .await;
+    assert!(
+        matches!(unknown, Err(StoreError::UnknownLambda(_))),
+        "{unknown:?}"
+    );
+}
