@@ -1,0 +1,99 @@
+//! What is compared, and when: after every step the backend's tasks and
+//! gates against the model's, with the state table's invariants checked on
+//! the backend's own state; once a sequence is over, the attempt history.
+//! Apart from `run.rs` because this is the test's oracle: what "the
+//! backend follows the model" means, whatever drove the two.
+
+use waft_core::machine;
+
+use crate::reference::MAX_ATTEMPTS;
+use crate::run::Run;
+
+impl Run<'_> {
+    /// Compares the backend's tasks with the model's and checks the state
+    /// table's invariants on the backend's own state.
+    pub async fn compare(&self, context: &str) {
+        self.check_invariants().await;
+        if let Some(difference) = self.difference().await {
+            panic!("diverged from the model {context}: {difference}");
+        }
+    }
+
+    /// How the backend's tasks and gates differ from the model's, if they do.
+    pub async fn difference(&self) -> Option<String> {
+        for (id, expected) in &self.model.tasks {
+            let task = self.store.task_get(id).await.unwrap().unwrap();
+            let seen = (
+                task.status,
+                task.held,
+                task.next_trigger_at,
+                task.attempt,
+                task.enqueue_token,
+                task.lease_token,
+            );
+            let wanted = (
+                expected.status,
+                expected.held,
+                expected.next_trigger_at,
+                expected.attempt,
+                expected.enqueue_token,
+                expected.lease_token,
+            );
+            if seen != wanted {
+                return Some(format!("task {id}: {seen:?}, the model {wanted:?}"));
+            }
+        }
+        let gates: Vec<_> = self
+            .store
+            .gate_list()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|g| ((g.lambda, g.collection.unwrap_or_default()), g.state))
+            .collect();
+        let wanted: Vec<_> = self
+            .model
+            .gates
+            .iter()
+            .map(|(key, state)| (key.clone(), *state))
+            .collect();
+        (gates != wanted).then(|| format!("gates {gates:?}, the model {wanted:?}"))
+    }
+
+    /// The state table's invariants, on the backend's own state.
+    async fn check_invariants(&self) {
+        let gates = self.store.gate_list().await.unwrap();
+        for id in self.model.tasks.keys() {
+            let task = self.store.task_get(id).await.unwrap().unwrap();
+            if task.status.is_terminal() {
+                assert!(task.next_trigger_at.is_none() && !task.held, "{task:?}");
+            } else if task.held {
+                assert!(task.next_trigger_at.is_none());
+                assert_eq!(task.status, machine::waiting(task.attempt));
+                assert!(
+                    gates.iter().any(|g| g.lambda == task.lambda
+                        && g.collection.as_ref().is_none_or(|c| *c == task.collection)),
+                    "held with no gate: {task:?}"
+                );
+            } else {
+                assert!(task.next_trigger_at.is_some(), "forgotten: {task:?}");
+            }
+            assert!(task.attempt <= MAX_ATTEMPTS);
+        }
+    }
+
+    /// The ended executions, compared once a sequence is over.
+    pub async fn compare_history(&self) {
+        for (id, expected) in &self.model.tasks {
+            let attempts: Vec<_> = self
+                .store
+                .attempt_list(id)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|a| (a.lease_token, a.attempt, a.outcome))
+                .collect();
+            assert_eq!(attempts, expected.attempts, "history of {id}");
+        }
+    }
+}

@@ -1,0 +1,120 @@
+//! The operations a model sequence is made of, and the proptest strategies
+//! that generate them: the lambdas, collections and schedule they name, the
+//! weights that make claims and results common, and which operations a race
+//! may hold. Apart from the run so that what a sequence can contain is read
+//! in one place, without the machinery that drives it.
+
+use proptest::prelude::*;
+use waft_store::{GateState, Millis};
+
+use crate::reference::Ending;
+
+pub const T0: Millis = 1_800_000_000_000;
+pub const LAMBDAS: [&str; 2] = ["a", "b"];
+pub const COLLECTIONS: [&str; 2] = ["default", "c"];
+pub const CRON_PERIOD: Millis = 4_000;
+/// Tasks a sequence makes at most.
+pub const MAX_TASKS: usize = 8;
+
+/// Which token or lease an operation carries.
+#[derive(Debug, Clone, Copy)]
+pub enum Token {
+    Current,
+    Stale,
+}
+
+/// One operation. Tasks are named by their index in creation order (modulo
+/// how many exist), so a generated sequence stays meaningful as it shrinks.
+#[derive(Debug, Clone)]
+pub enum Op {
+    Insert {
+        lambda: usize,
+        collection: usize,
+        delay: Millis,
+    },
+    Advance(Millis),
+    Poll,
+    Claim(usize, Token),
+    Heartbeat(usize, Token),
+    Result(usize, Token, Ending),
+    Cancel(usize),
+    Gate {
+        lambda: usize,
+        collection: Option<usize>,
+        state: GateState,
+    },
+    Redrive(usize),
+    Materialize {
+        lambda: usize,
+        stale: bool,
+    },
+}
+
+fn token() -> impl Strategy<Value = Token> {
+    prop_oneof![4 => Just(Token::Current), 1 => Just(Token::Stale)]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        3 => (0..2usize, 0..2usize, prop_oneof![Just(0), 0..3_000i64])
+            .prop_map(|(lambda, collection, delay)| Op::Insert { lambda, collection, delay }),
+        3 => prop_oneof![1..500i64, 1_000..6_000i64].prop_map(Op::Advance),
+        1 => (0..2usize, any::<bool>()).prop_map(|(lambda, stale)| Op::Materialize { lambda, stale }),
+        17 => racing_op(),
+    ]
+}
+
+/// The operations a race may hold: no clock moves and nothing that makes a
+/// task (tasks made at once could not be told apart by their ids).
+/// Generated directly rather than filtered from [`op`]: a long run's
+/// filtered draws exceed proptest's limit on rejections.
+fn racing_op() -> impl Strategy<Value = Op> {
+    let task = 0..MAX_TASKS;
+    prop_oneof![
+        4 => Just(Op::Poll),
+        4 => (task.clone(), token()).prop_map(|(t, k)| Op::Claim(t, k)),
+        2 => (task.clone(), token()).prop_map(|(t, k)| Op::Heartbeat(t, k)),
+        3 => (
+            task.clone(),
+            token(),
+            prop_oneof![
+                Just(Ending::Success),
+                Just(Ending::Fatal),
+                (0..4_000u64).prop_map(Ending::Retriable)
+            ]
+        )
+            .prop_map(|(t, k, e)| Op::Result(t, k, e)),
+        1 => task.clone().prop_map(Op::Cancel),
+        2 => (
+            0..2usize,
+            prop::option::of(0..2usize),
+            prop_oneof![
+                Just(GateState::Open),
+                Just(GateState::Paused),
+                Just(GateState::Dropped)
+            ]
+        )
+            .prop_map(|(lambda, collection, state)| Op::Gate { lambda, collection, state }),
+        1 => task.prop_map(Op::Redrive),
+    ]
+}
+
+/// A step: one operation, or (for backends with real concurrency) a race.
+#[derive(Debug, Clone)]
+pub enum Step {
+    One(Op),
+    Race(Vec<Op>),
+}
+
+pub fn steps(races: bool, len: usize) -> impl Strategy<Value = Vec<Step>> {
+    let step = if races {
+        prop_oneof![
+            4 => op().prop_map(Step::One),
+            1 => prop::collection::vec(racing_op(), 2..=3).prop_map(Step::Race),
+        ]
+        .boxed()
+    } else {
+        op().prop_map(Step::One).boxed()
+    };
+    prop::collection::vec(step, 1..=len)
+}

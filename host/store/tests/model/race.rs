@@ -1,0 +1,143 @@
+//! The race handling (Postgres only): two or three operations run at once on
+//! separate connections, then every serial order of them is replayed on the
+//! model, and the backend's answers and state must be those of one of them.
+//! Polls racing each other may split the due tasks between them (`SKIP
+//! LOCKED`, as several consumers do); they are matched as one poll doing the
+//! work of all. Apart from `run.rs` because a race is checked by search over
+//! orders, not step by step.
+
+use std::sync::atomic::Ordering;
+
+use waft_store::Millis;
+
+use crate::OPERATIONS;
+use crate::ops::Op;
+use crate::reference::{Model, PollAnswer};
+use crate::run::{Answer, Input, Run, new_task_ids};
+
+/// Runs a race's operations at once on the backend, and makes the run's
+/// model that of the serial order whose answers and state are the
+/// backend's.
+pub async fn run_race(run: &mut Run<'_>, ops: &[Op], context: &str) {
+    let inputs: Vec<Input> = ops.iter().map(|op| run.input(op)).collect();
+    let answers = futures::future::join_all(
+        ops.iter()
+            .zip(&inputs)
+            .map(|(op, input)| run.apply_store(op, input)),
+    )
+    .await;
+    OPERATIONS.fetch_add(ops.len() as u64, Ordering::Relaxed);
+    // Tasks made in a race: the new ids in the store.
+    let mut created = new_task_ids(run.store, run).await;
+    let made = created.clone();
+    // Serial orders that give the same answers may leave
+    // different states (a pause and a drop of one gate): one of
+    // them must be the backend's.
+    let mut serials = linearize(&run.model, run.now, ops, &inputs, &answers, &made);
+    if serials.is_empty() {
+        serials = linearize_polls_as_one(&run.model, run.now, ops, &inputs, &answers, &made);
+    }
+    assert!(
+        !serials.is_empty(),
+        "{context}: answers {answers:?} match no serial order"
+    );
+    let mut matched = false;
+    for serial in serials {
+        run.model = serial;
+        if run.difference().await.is_none() {
+            matched = true;
+            break;
+        }
+    }
+    assert!(
+        matched,
+        "{context}: no serial order leaves the backend's state"
+    );
+    created.retain(|id| run.model.tasks.contains_key(id));
+    run.ids.extend(created);
+}
+
+/// Like [`linearize`], with the polls of the race taken as one. Concurrent
+/// polls lock due tasks with `SKIP LOCKED` as they read them, so they may
+/// split the due tasks between them (as several consumers do): together
+/// they did the work of one poll, whose answer is the sum of theirs.
+fn linearize_polls_as_one(
+    model: &Model,
+    now: Millis,
+    ops: &[Op],
+    inputs: &[Input],
+    answers: &[Answer],
+    made: &[String],
+) -> Vec<Model> {
+    let polls: Vec<usize> = (0..ops.len())
+        .filter(|&i| matches!(ops[i], Op::Poll))
+        .collect();
+    if polls.len() < 2 {
+        return Vec::new();
+    }
+    let mut sum = PollAnswer::default();
+    for &i in &polls {
+        if let Answer::Poll(answer) = &answers[i] {
+            sum.enqueued.extend(answer.enqueued.iter().cloned());
+            sum.held += answer.held;
+            sum.dropped += answer.dropped;
+            sum.dead += answer.dead;
+        }
+    }
+    sum.enqueued.sort();
+    let kept: Vec<usize> = (0..ops.len()).filter(|i| !polls[1..].contains(i)).collect();
+    let ops: Vec<Op> = kept.iter().map(|&i| ops[i].clone()).collect();
+    let inputs: Vec<Input> = kept.iter().map(|&i| inputs[i].clone()).collect();
+    let answers: Vec<Answer> = kept
+        .iter()
+        .map(|&i| {
+            if i == polls[0] {
+                Answer::Poll(sum.clone())
+            } else {
+                answers[i].clone()
+            }
+        })
+        .collect();
+    linearize(model, now, &ops, &inputs, &answers, made)
+}
+
+/// The models after each serial order of `ops` that gives exactly the
+/// answers the backend gave.
+fn linearize(
+    model: &Model,
+    now: Millis,
+    ops: &[Op],
+    inputs: &[Input],
+    answers: &[Answer],
+    made: &[String],
+) -> Vec<Model> {
+    let mut serials = Vec::new();
+    let mut orders = vec![vec![]];
+    for _ in 0..ops.len() {
+        orders = orders
+            .into_iter()
+            .flat_map(|order: Vec<usize>| {
+                (0..ops.len())
+                    .filter(|i| !order.contains(i))
+                    .map(|i| {
+                        let mut next = order.clone();
+                        next.push(i);
+                        next
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+    }
+    'order: for order in orders {
+        let mut candidate = model.clone();
+        let mut created = made.to_vec();
+        for &i in &order {
+            let answer = Run::apply_model(&mut candidate, now, &ops[i], &inputs[i], &mut created);
+            if answer != answers[i] {
+                continue 'order;
+            }
+        }
+        serials.push(candidate);
+    }
+    serials
+}

@@ -1,0 +1,453 @@
+//! The `Run` that drives a backend beside the reference model: it fixes each
+//! operation's inputs, runs the operation on the backend and on the model
+//! with the same inputs, and learns the ids of the tasks the backend made.
+//! `run_sequence` is one generated sequence from set-up to the last
+//! comparison; races are handed to `race.rs`, comparisons to `compare.rs`.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use waft_core::{LambdaConfig, TaskStatus};
+use waft_store::{
+    Cron, CronMaterialize, DeadRedrive, DeadSelector, GateSet, Heartbeat, LambdaDeploy,
+    Materialized, Millis, NewTask, ResultOutcome, StoreError, TaskClaimMany, TaskEnqueueReady,
+    TaskHeartbeatMany, TaskInsertMany, TaskResult, TaskSetResultMany, TaskStore,
+};
+
+use crate::OPERATIONS;
+use crate::ops::{COLLECTIONS, CRON_PERIOD, LAMBDAS, MAX_TASKS, Op, Step, T0, Token};
+use crate::race::run_race;
+use crate::reference::{
+    CLAIM_TIMEOUT, CancelAnswer, ClaimAnswer, ENQUEUE_TIMEOUT, Ending, HEARTBEAT_TIMEOUT,
+    MAX_ATTEMPTS, Model, PollAnswer, RedriveAnswer,
+};
+
+/// An answer of any operation, comparable with the model's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    Inserted,
+    Advanced,
+    Poll(PollAnswer),
+    Claim(ClaimAnswer),
+    Heartbeat(Result<(), waft_store::Refusal>),
+    Result(Result<TaskStatus, waft_store::Refusal>),
+    Cancel(CancelAnswer),
+    Gate(u64),
+    Redrive(RedriveAnswer),
+    Materialized(bool),
+    Skipped,
+}
+
+/// The sequence's state beside the model: the clock and the tasks' ids.
+pub struct Run<'a> {
+    pub store: &'a dyn TaskStore,
+    pub model: Model,
+    pub now: Millis,
+    pub ids: Vec<String>,
+}
+
+impl Run<'_> {
+    fn task(&self, index: usize) -> Option<String> {
+        (!self.ids.is_empty()).then(|| self.ids[index % self.ids.len()].clone())
+    }
+
+    /// The token or lease an operation carries, read off the model (which
+    /// equals the backend's, as the comparisons check).
+    fn token(&self, id: &str, which: Token, enqueue: bool) -> i64 {
+        let task = &self.model.tasks[id];
+        let current = if enqueue {
+            task.enqueue_token
+        } else {
+            task.lease_token
+        };
+        match which {
+            Token::Current => current,
+            Token::Stale => current - 1,
+        }
+    }
+
+    /// Runs an operation on the backend only; the model follows in
+    /// [`Run::apply_model`] with the same inputs.
+    pub async fn apply_store(&self, op: &Op, input: &Input) -> Answer {
+        let store = self.store;
+        let now = self.now;
+        match (op, input) {
+            (Op::Insert { .. }, Input::Insert(task)) => {
+                store
+                    .task_insert_many(TaskInsertMany {
+                        tasks: vec![task.clone()],
+                        now,
+                    })
+                    .await
+                    .unwrap();
+                Answer::Inserted
+            }
+            (Op::Advance(_), _) => Answer::Advanced,
+            (Op::Poll, _) => {
+                let report = store
+                    .task_enqueue_ready(TaskEnqueueReady {
+                        now,
+                        limit: 1000,
+                        enqueue_timeout: Duration::from_millis(ENQUEUE_TIMEOUT as u64),
+                    })
+                    .await
+                    .unwrap();
+                assert_eq!(report.paced, 0);
+                let mut enqueued: Vec<_> = report
+                    .enqueued
+                    .into_iter()
+                    .map(|t| (t.id, t.enqueue_token))
+                    .collect();
+                enqueued.sort();
+                Answer::Poll(PollAnswer {
+                    enqueued,
+                    held: report.held,
+                    dropped: report.dropped,
+                    dead: report.dead,
+                })
+            }
+            (Op::Claim(..), Input::Task(id, token)) => {
+                let answer = store
+                    .task_claim_many(TaskClaimMany {
+                        claims: vec![(id.clone(), *token)],
+                        now,
+                        claim_timeout: Duration::from_millis(CLAIM_TIMEOUT as u64),
+                    })
+                    .await
+                    .unwrap()
+                    .remove(0);
+                Answer::Claim(answer.map(|c| (c.attempt, c.lease_token)))
+            }
+            (Op::Heartbeat(..), Input::Task(id, lease)) => Answer::Heartbeat(
+                store
+                    .task_heartbeat_many(TaskHeartbeatMany {
+                        beats: vec![Heartbeat {
+                            id: id.clone(),
+                            lease_token: *lease,
+                            progress: Some("half\0way".into()),
+                        }],
+                        now,
+                        heartbeat_timeout: Duration::from_millis(HEARTBEAT_TIMEOUT as u64),
+                    })
+                    .await
+                    .unwrap()
+                    .remove(0),
+            ),
+            (Op::Result(_, _, ending), Input::Task(id, lease)) => {
+                let outcome = match ending {
+                    Ending::Success => ResultOutcome::Success {
+                        output: Some(vec![0, 1, 2]),
+                    },
+                    Ending::Fatal => ResultOutcome::Fatal {
+                        error: "fatal\0\\".into(),
+                    },
+                    Ending::Retriable(after) => ResultOutcome::Retriable {
+                        error: "again".into(),
+                        retry_after: Some(Duration::from_millis(*after)),
+                    },
+                };
+                Answer::Result(
+                    store
+                        .task_set_result_many(TaskSetResultMany {
+                            results: vec![TaskResult {
+                                id: id.clone(),
+                                lease_token: *lease,
+                                outcome,
+                                log: Some("log\0".into()),
+                            }],
+                            now,
+                        })
+                        .await
+                        .unwrap()
+                        .remove(0),
+                )
+            }
+            (Op::Cancel(_), Input::Task(id, _)) => {
+                Answer::Cancel(match store.task_cancel(id, now).await {
+                    Ok(task) => {
+                        assert_eq!(task.status, TaskStatus::Cancelled);
+                        CancelAnswer::Cancelled
+                    }
+                    Err(StoreError::TaskNotFound(_)) => CancelAnswer::NotFound,
+                    Err(StoreError::AlreadyEnded { status, .. }) => {
+                        CancelAnswer::AlreadyEnded(status)
+                    }
+                    Err(other) => panic!("cancel failed: {other}"),
+                })
+            }
+            (
+                Op::Gate {
+                    lambda,
+                    collection,
+                    state,
+                },
+                _,
+            ) => Answer::Gate(
+                store
+                    .gate_set(GateSet {
+                        lambda: LAMBDAS[*lambda].into(),
+                        collection: collection.map(|c| COLLECTIONS[c].to_owned()),
+                        state: *state,
+                        now,
+                    })
+                    .await
+                    .unwrap(),
+            ),
+            (Op::Redrive(_), Input::Task(id, _)) => Answer::Redrive(
+                match store
+                    .dead_redrive(DeadRedrive {
+                        selector: DeadSelector::Ids(vec![id.clone()]),
+                        version: None,
+                        now,
+                    })
+                    .await
+                {
+                    Ok(1) => RedriveAnswer::Redriven,
+                    Ok(n) => panic!("redrove {n} tasks of one id"),
+                    Err(StoreError::TaskNotFound(_)) => RedriveAnswer::NotFound,
+                    Err(StoreError::NotDead { status, .. }) => RedriveAnswer::NotDead(status),
+                    Err(other) => panic!("redrive failed: {other}"),
+                },
+            ),
+            (Op::Materialize { lambda, .. }, Input::Cron(expected)) => {
+                let schedule = format!("cron-{}", LAMBDAS[*lambda]);
+                let answer = store
+                    .cron_materialize(CronMaterialize {
+                        cron_id: schedule,
+                        expected: *expected,
+                        occurrence: *expected,
+                        next_at: expected + CRON_PERIOD,
+                        now,
+                    })
+                    .await
+                    .unwrap();
+                match answer {
+                    Materialized::Created(_) => Answer::Materialized(true),
+                    Materialized::AlreadyDone => Answer::Materialized(false),
+                    Materialized::Skipped(why) => panic!("occurrence skipped: {why}"),
+                }
+            }
+            (_, Input::Nothing) => Answer::Skipped,
+            other => unreachable!("{other:?}"),
+        }
+    }
+
+    /// The inputs of an operation, fixed before it runs (so a race's
+    /// operations and every serial order of them use the same ones).
+    pub fn input(&mut self, op: &Op) -> Input {
+        match op {
+            Op::Insert {
+                lambda,
+                collection,
+                delay,
+            } => {
+                if self.ids.len() >= MAX_TASKS {
+                    return Input::Nothing;
+                }
+                Input::Insert(NewTask {
+                    lambda: LAMBDAS[*lambda].into(),
+                    collection: Some(COLLECTIONS[*collection].into()),
+                    payload: b"\0".to_vec(),
+                    run_at: Some(self.now + delay),
+                    ..NewTask::default()
+                })
+            }
+            Op::Claim(task, which) => match self.task(*task) {
+                Some(id) => {
+                    let token = self.token(&id, *which, true);
+                    Input::Task(id, token)
+                }
+                None => Input::Nothing,
+            },
+            Op::Heartbeat(task, which) | Op::Result(task, which, _) => match self.task(*task) {
+                Some(id) => {
+                    let lease = self.token(&id, *which, false);
+                    Input::Task(id, lease)
+                }
+                None => Input::Nothing,
+            },
+            Op::Cancel(task) | Op::Redrive(task) => match self.task(*task) {
+                Some(id) => Input::Task(id, 0),
+                None => Input::Nothing,
+            },
+            Op::Materialize { lambda, stale } => {
+                let next = self.model.crons[&format!("cron-{}", LAMBDAS[*lambda])];
+                Input::Cron(if *stale { next - CRON_PERIOD } else { next })
+            }
+            Op::Advance(_) | Op::Poll | Op::Gate { .. } => Input::Other,
+        }
+    }
+
+    /// Runs an operation on the model; `created` is the id the backend gave
+    /// a task this operation made.
+    pub fn apply_model(
+        model: &mut Model,
+        now: Millis,
+        op: &Op,
+        input: &Input,
+        created: &mut Vec<String>,
+    ) -> Answer {
+        match (op, input) {
+            (_, Input::Nothing) => Answer::Skipped,
+            (Op::Insert { .. }, Input::Insert(task)) => {
+                let id = created.remove(0);
+                model.insert(
+                    id,
+                    &task.lambda,
+                    task.collection.as_deref().unwrap(),
+                    task.run_at.unwrap(),
+                );
+                Answer::Inserted
+            }
+            (Op::Advance(_), _) => Answer::Advanced,
+            (Op::Poll, _) => Answer::Poll(model.poll(now)),
+            (Op::Claim(..), Input::Task(id, token)) => Answer::Claim(model.claim(id, *token, now)),
+            (Op::Heartbeat(..), Input::Task(id, lease)) => {
+                Answer::Heartbeat(model.heartbeat(id, *lease, now))
+            }
+            (Op::Result(_, _, ending), Input::Task(id, lease)) => {
+                Answer::Result(model.result(id, *lease, *ending, now))
+            }
+            (Op::Cancel(_), Input::Task(id, _)) => Answer::Cancel(model.cancel(id, now)),
+            (
+                Op::Gate {
+                    lambda,
+                    collection,
+                    state,
+                },
+                _,
+            ) => Answer::Gate(model.gate_set(
+                LAMBDAS[*lambda],
+                collection.map(|c| COLLECTIONS[c]),
+                *state,
+                now,
+            )),
+            (Op::Redrive(_), Input::Task(id, _)) => Answer::Redrive(model.redrive(id, now)),
+            (Op::Materialize { lambda, .. }, Input::Cron(expected)) => {
+                let schedule = format!("cron-{}", LAMBDAS[*lambda]);
+                let next = model.crons[&schedule];
+                let id = (next == *expected).then(|| created.remove(0));
+                Answer::Materialized(model.materialize(
+                    &schedule,
+                    *expected,
+                    CRON_PERIOD,
+                    id,
+                    LAMBDAS[*lambda],
+                ))
+            }
+            other => unreachable!("{other:?}"),
+        }
+    }
+}
+
+/// The inputs an operation was run with.
+#[derive(Debug, Clone)]
+pub enum Input {
+    Insert(NewTask),
+    /// A task's id and the token or lease given.
+    Task(String, i64),
+    /// A schedule's expected next occurrence.
+    Cron(Millis),
+    Other,
+    /// The operation had nothing to act on (no task yet, or enough).
+    Nothing,
+}
+
+async fn setup(store: &dyn TaskStore) -> Model {
+    let mut model = Model::default();
+    for lambda in LAMBDAS {
+        store
+            .lambda_deploy(LambdaDeploy {
+                name: lambda.into(),
+                digest: format!("digest-{lambda}"),
+                component: vec![1],
+                artifact: None,
+                config: LambdaConfig {
+                    max_attempts: MAX_ATTEMPTS,
+                    ..LambdaConfig::default()
+                },
+                now: T0,
+            })
+            .await
+            .unwrap();
+        let id = format!("cron-{lambda}");
+        store
+            .cron_create(Cron {
+                id: id.clone(),
+                lambda: lambda.into(),
+                cron: "* * * * *".into(),
+                timezone: "UTC".into(),
+                payload: vec![],
+                collection: None,
+                priority: None,
+                catch_up: true,
+                next_at: T0,
+                created_at: T0,
+            })
+            .await
+            .unwrap();
+        model.crons.insert(id, T0);
+    }
+    model
+}
+
+/// Runs one generated sequence against a fresh store.
+pub async fn run_sequence(store: &dyn TaskStore, steps: &[Step]) {
+    let mut run = Run {
+        store,
+        model: setup(store).await,
+        now: T0,
+        ids: Vec::new(),
+    };
+    for (index, step) in steps.iter().enumerate() {
+        let context = format!("after step {index}: {step:?}");
+        match step {
+            Step::One(op) => {
+                if let Op::Advance(by) = op {
+                    run.now += by;
+                }
+                let input = run.input(op);
+                let answer = run.apply_store(op, &input).await;
+                let mut created = created_ids(store, &run, op, &input).await;
+                let before = created.clone();
+                let expected = Run::apply_model(&mut run.model, run.now, op, &input, &mut created);
+                assert_eq!(answer, expected, "{context}");
+                for id in before {
+                    if run.model.tasks.contains_key(&id) && !run.ids.contains(&id) {
+                        run.ids.push(id);
+                    }
+                }
+                OPERATIONS.fetch_add(1, Ordering::Relaxed);
+            }
+            Step::Race(ops) => run_race(&mut run, ops, &context).await,
+        }
+        run.compare(&context).await;
+    }
+    run.compare_history().await;
+}
+
+/// Ids of the tasks an operation created, in creation order.
+async fn created_ids(store: &dyn TaskStore, run: &Run<'_>, op: &Op, input: &Input) -> Vec<String> {
+    match (op, input) {
+        (Op::Insert { .. }, Input::Insert(_)) | (Op::Materialize { .. }, _) => {
+            new_task_ids(store, run).await
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// Every task the backend has that the run does not know yet, by id
+/// (creation) order.
+pub async fn new_task_ids(store: &dyn TaskStore, run: &Run<'_>) -> Vec<String> {
+    let all = store
+        .task_list(waft_store::TaskList {
+            limit: 1000,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    all.into_iter()
+        .map(|t| t.id)
+        .filter(|id| !run.model.tasks.contains_key(id))
+        .collect()
+}
