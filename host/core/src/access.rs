@@ -308,9 +308,7 @@ mod tests {
     }
 
     #[test]
-    fn every_call_is_listed_once_and_a_call_on_no_lambda_is_an_admins() {
-        let distinct: BTreeSet<Call> = Call::ALL.iter().copied().collect();
-        assert_eq!(distinct.len(), Call::ALL.len());
+    fn a_call_on_no_lambda_is_an_admins() {
         let owner = Principal::Owner(["mail".to_owned()].into());
         assert!(owner.allow(Call::TaskGet, Some("mail")).is_ok());
         assert!(matches!(

@@ -4,7 +4,7 @@
 //! operation of the store, the states it may start from, the state it ends
 //! in, when the Store Consumer looks at the task next, and what it does to
 //! the lease and to the attempt count. The sets the rest of Waft speaks of
-//! (ended, unfinished, leased, waiting, final, live) are derived from it
+//! (ended, unfinished, running, waiting, final, live) are derived from it
 //! here, once, at compile time; the store's SQL, the reference model of the
 //! store's model test, the CLI and the dashboard are checked against them
 //! by tests, so a new state is placed in this table and every place that
@@ -64,9 +64,9 @@ pub enum Operation {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Target {
     To(TaskStatus),
-    /// Waiting for an attempt: `new` before the first, `retriable_failure`
-    /// after one.
-    Waiting,
+    /// The state of a task waiting for its next attempt: `new` before the
+    /// first, `retriable_failure` after one ([`next_attempt`]).
+    NextAttempt,
     /// The state it was in.
     Same,
 }
@@ -146,6 +146,9 @@ const fn row(
     }
 }
 
+// The table's own shorthands for the states its rows start from; the sets
+// derived below from the rows (and spelled out by the tests) are the ones
+// the rest of Waft names.
 const LEASED: StatusSet = StatusSet::of(&[Claimed, Processing]);
 const DUE: StatusSet = StatusSet::of(&[New, Enqueued, RetriableFailure]);
 const OPEN: StatusSet = DUE.union(LEASED);
@@ -176,7 +179,7 @@ pub const TRANSITIONS: [Transition; 16] = {
         row(O::Fail,          LEASED,   To(FatalFailure),     T::Never,            L::Fenced, A::Keep),
         row(O::Expire,        LEASED,   To(Enqueued),         T::EnqueueTimeout,   L::Keep,   A::Keep),
         row(O::Bury,          LEASED,   To(Dead),             T::Never,            L::Keep,   A::Keep),
-        row(O::Hold,          OPEN,     Waiting,              T::Gate,             L::Keep,   A::Keep),
+        row(O::Hold,          OPEN,     NextAttempt,          T::Gate,             L::Keep,   A::Keep),
         row(O::Release,       HELD,     Same,                 T::Due,              L::Keep,   A::Keep),
         row(O::ReleaseToDrop, HELD,     Same,                 T::Now,              L::Keep,   A::Keep),
         row(O::Drop,          OPEN,     To(Dropped),          T::Never,            L::Keep,   A::Keep),
@@ -313,33 +316,9 @@ impl FromIterator<TaskStatus> for StatusSet {
     }
 }
 
-/// Whether the table lets `operation` take a task from `before` (`None`:
-/// it did not exist) to `after`, `attempt` being its attempt count after.
-pub fn allows(
-    operation: Operation,
-    before: Option<TaskStatus>,
-    after: TaskStatus,
-    attempt: u32,
-) -> bool {
-    TRANSITIONS
-        .iter()
-        .filter(|row| row.operation == operation)
-        .any(|row| {
-            let starts = match before {
-                None => row.from.is_empty(),
-                Some(status) => row.from.contains(status),
-            };
-            let ends = match row.to {
-                Target::To(status) => status == after,
-                Target::Waiting => after == waiting(attempt),
-                Target::Same => before == Some(after),
-            };
-            starts && ends
-        })
-}
-
-/// The state of a task waiting for an attempt, given the attempts it had.
-pub const fn waiting(attempt: u32) -> TaskStatus {
+/// The state of a task waiting for its next attempt, given the attempts it
+/// had.
+pub const fn next_attempt(attempt: u32) -> TaskStatus {
     if attempt == 0 { New } else { RetriableFailure }
 }
 
@@ -432,7 +411,7 @@ mod tests {
                 }
                 reached = match row.to {
                     Target::To(status) => reached.with(status),
-                    Target::Waiting => reached.with(New).with(RetriableFailure),
+                    Target::NextAttempt => reached.with(New).with(RetriableFailure),
                     Target::Same => reached,
                 };
             }
@@ -464,18 +443,6 @@ mod tests {
                 );
             }
         }
-    }
-
-    #[test]
-    fn allows_reads_the_table() {
-        assert!(allows(Operation::Insert, None, New, 0));
-        assert!(!allows(Operation::Insert, Some(New), New, 0));
-        assert!(allows(Operation::Claim, Some(Enqueued), Claimed, 1));
-        assert!(!allows(Operation::Claim, Some(New), Claimed, 1));
-        assert!(allows(Operation::Hold, Some(Claimed), RetriableFailure, 1));
-        assert!(!allows(Operation::Hold, Some(Claimed), New, 1));
-        assert!(allows(Operation::Release, Some(New), New, 0));
-        assert!(!allows(Operation::Release, Some(New), Enqueued, 0));
     }
 
     #[test]

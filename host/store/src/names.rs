@@ -72,8 +72,8 @@ pub(crate) mod status {
             write!(
                 f,
                 "CASE WHEN attempt = 0 THEN {} ELSE {} END",
-                One(machine::waiting(0)),
-                One(machine::waiting(1))
+                One(machine::next_attempt(0)),
+                One(machine::next_attempt(1))
             )
         }
     }

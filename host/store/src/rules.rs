@@ -92,7 +92,9 @@ fn check_run_at(run_at: Millis, now: Millis) -> Result<()> {
 
 /// The idempotency-key prefixes Waft writes itself: a continuation's
 /// (`then:TASK`), a periodic occurrence's (`cron:CRON:AT`), a child's
-/// (`child:PARENT:N`). A client using one could pre-empt a continuation or
+/// (`child:PARENT:N`), and `schedule:`, which occurrences' keys began with
+/// before periodic schedules were named crons (a database upgraded keeps
+/// some). A client using one could pre-empt a continuation or
 /// suppress an occurrence, so a client's key may not start with one, but a
 /// running parent's child may use its own parent's prefix. That needs the
 /// parent's live lease, which the insert checks; the lease counts claims and
@@ -110,7 +112,7 @@ pub(crate) fn check_client_key(
             .is_some_and(|rest| rest.starts_with(':')),
         _ => false,
     };
-    let reserved = ["then:", "cron:", "child:"]
+    let reserved = ["then:", "cron:", "schedule:", "child:"]
         .into_iter()
         .find(|prefix| key.starts_with(prefix));
     match reserved {
@@ -289,6 +291,7 @@ mod tests {
         assert!(check_client_key("order-1", None, None).is_ok());
         assert!(check_client_key("then:x", None, None).is_err());
         assert!(check_client_key("cron:s:1", None, None).is_err());
+        assert!(check_client_key("schedule:s:1", None, None).is_err());
         assert!(check_client_key("child:p:0", None, None).is_err());
         assert!(check_client_key("child:p:0", Some("p"), None).is_err());
         assert!(check_client_key("child:p:0", Some("p"), Some(3)).is_ok());

@@ -1,6 +1,6 @@
 -- The database refuses a state it does not know: every column that names a
 -- state (a task's status, an attempt's outcome, a gate's state, a token's
--- role) is checked against the model's names (src/names.rs holds these
+-- role) is checked against the model's names (src/rows.rs holds these
 -- lists to waft_core's enums by a test). And periodic schedules are crons
 -- here too, as everywhere else: `schedules` becomes `crons`, `schedule_id`
 -- becomes `cron_id`, and an occurrence's idempotency key `schedule:CRON:AT`

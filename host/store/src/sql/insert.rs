@@ -5,7 +5,7 @@
 use std::collections::{HashMap, HashSet};
 
 use serde::Serialize;
-use waft_core::TaskStatus;
+use waft_core::machine;
 use waft_core::task::{check_collection_name, check_lambda_name};
 
 use super::lambda;
@@ -161,10 +161,7 @@ async fn check_parent(conn: &mut Connection, batch: &mut Batch, task: &NewTask) 
     let Some(lease) = task.parent_lease else {
         return Ok(());
     };
-    let running = matches!(
-        rows::task_status(row.status)?,
-        TaskStatus::Claimed | TaskStatus::Processing
-    );
+    let running = machine::RUNNING.contains(rows::task_status(row.status)?);
     if !running || row.lease_token != lease {
         return Err(StoreError::ParentLeaseLost {
             parent: parent.clone(),

@@ -7,6 +7,7 @@ use std::collections::HashSet;
 use serde::Serialize;
 use sqlx::FromRow;
 use waft_core::TaskStatus;
+use waft_core::machine;
 
 use super::attempt::{self, Ended};
 use super::lease::lease_refusal;
@@ -350,7 +351,7 @@ async fn plan_retries(
             batch.answer(index, Err(Refusal::StaleLease { current }));
             continue;
         }
-        if !matches!(status, TaskStatus::Claimed | TaskStatus::Processing) {
+        if !machine::RUNNING.contains(status) {
             batch.answer(index, Err(Refusal::WrongState(status)));
             continue;
         }

@@ -6,7 +6,8 @@
 
 use std::collections::BTreeMap;
 
-use waft_core::{TaskStatus, machine};
+use waft_core::TaskStatus;
+use waft_core::machine::{self, StatusSet};
 
 use super::{DIALECT, Store};
 use crate::names::outcome;
@@ -14,6 +15,17 @@ use crate::names::status::LIVE;
 use crate::rows::{self, RowExt};
 use crate::support::sql;
 use crate::{Depth, LambdaStats, Millis, Result, StoreError};
+
+/// The statement reads only the live states, and each has its place above:
+/// running, waiting, or dead. A live state that is none of these fails
+/// to compile here until the overview gives it one.
+const _: () = assert!(
+    machine::LIVE
+        .minus(machine::RUNNING)
+        .minus(machine::WAITING)
+        .minus(StatusSet::of(&[TaskStatus::Dead]))
+        .is_empty()
+);
 
 pub(super) async fn lambda_stats(
     store: &Store,
@@ -51,9 +63,6 @@ pub(super) async fn lambda_stats(
         } else if status == TaskStatus::Dead {
             entry.dead += n;
         }
-        // Nothing else is live: the statement reads only `LIVE`, which is
-        // the running, the waiting and the dead (the state table's test
-        // spells its sets out).
     }
     let rows = sqlx::query(sql(format!(
         "SELECT t.lambda, a.outcome = {success} AS ok, COUNT(*) AS n \

@@ -69,7 +69,7 @@ impl Run<'_> {
                 assert!(task.next_trigger_at.is_none() && !task.held, "{task:?}");
             } else if task.held {
                 assert!(task.next_trigger_at.is_none());
-                assert_eq!(task.status, machine::waiting(task.attempt));
+                assert_eq!(task.status, machine::next_attempt(task.attempt));
                 assert!(
                     gates.iter().any(|g| g.lambda == task.lambda
                         && g.collection.as_ref().is_none_or(|c| *c == task.collection)),

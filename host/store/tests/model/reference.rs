@@ -344,7 +344,7 @@ fn apply(task: &mut ModelTask, operation: Operation, now: Millis, backoff: Milli
     }
     task.status = match row.to {
         Target::To(status) => status,
-        Target::Waiting => machine::waiting(task.attempt),
+        Target::NextAttempt => machine::next_attempt(task.attempt),
         Target::Same => task.status,
     };
     task.next_trigger_at = match row.trigger {
