@@ -26,7 +26,7 @@ pub(crate) mod status {
 
     /// A set of statuses as an SQL list, `('new', 'enqueued')`, in life
     /// order (the order migration 0012's index predicate spells `LIVE` in,
-    /// which the planners match textually).
+    /// which SQLite's planner matches textually).
     #[derive(Debug, Clone, Copy)]
     pub struct Set(StatusSet);
 
