@@ -503,3 +503,33 @@ async fn a_token_for_no_lambda_sees_no_rows() {
     assert!(nobody.cron_list().await.unwrap().is_empty());
     assert!(nobody.gate_list().await.unwrap().is_empty());
 }
+
+/// A scoped caller's page of tasks is a page of theirs: the list is kept
+/// to their lambdas in the query, before its limit, so another lambda's
+/// newer tasks do not fill the page and leave it empty. In process and
+/// over gRPC.
+#[tokio::test]
+async fn a_scoped_list_is_kept_to_its_lambdas_before_its_limit() {
+    let fx = Fixture::new().await;
+    let billing = TaskRequest {
+        lambda: "billing".into(),
+        ..TaskRequest::default()
+    };
+    let newer = fx.cluster.task_schedule_many(vec![billing; 3]).await;
+    newer.unwrap();
+    let owner_of_mail = 1;
+    let page = TaskList {
+        newest_first: true,
+        limit: 1,
+        ..TaskList::default()
+    };
+    let ways = [
+        fx.in_process(owner_of_mail).await,
+        fx.client(Some(fx.secret(owner_of_mail))),
+    ];
+    for api in ways {
+        let tasks = api.task_list(page.clone()).await.unwrap();
+        let lambdas: Vec<&str> = tasks.iter().map(|t| t.lambda.as_str()).collect();
+        assert_eq!(lambdas, ["mail"]);
+    }
+}
