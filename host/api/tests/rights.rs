@@ -314,14 +314,24 @@ impl Fixture {
     }
 }
 
-/// The table's letter for `answer`; `u` for `Unauthenticated`.
+/// The table's letter for `answer`; `u` for `Unauthenticated`. An allowed
+/// call may still be refused for what it asks (a deploy of bytes that are
+/// no component, a task that is not found); one that fails inside the
+/// Frontend (`Internal`, `Unavailable`) matches no letter of the table.
 fn verdict(answer: &Answer) -> char {
     match answer {
         Err(ServiceError::PermissionDenied(_)) => 'n',
         Err(ServiceError::Unauthenticated(_)) => 'u',
+        Err(ServiceError::Internal(_) | ServiceError::Unavailable(_)) => '!',
         Ok(Some(true)) => 's',
         Ok(Some(false)) => 'h',
-        Ok(None) | Err(_) => 'y',
+        Ok(None)
+        | Err(
+            ServiceError::InvalidArgument(_)
+            | ServiceError::NotFound(_)
+            | ServiceError::FailedPrecondition(_)
+            | ServiceError::ResourceExhausted(_),
+        ) => 'y',
     }
 }
 
