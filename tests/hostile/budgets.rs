@@ -174,10 +174,12 @@ pub async fn budgets(mut cluster: Cluster, executor: &str) {
     let mut bulky = Vec::new();
     let mut chatty = Vec::new();
     let mut handles = Vec::new();
+    // The note reaches the store with the executor's next beat: the task
+    // runs on for two heartbeat intervals (2 s by default) after sending it.
     let note = schedule(
         &cluster,
         "noter",
-        json!({"attack": "note", "bytes": 17 << 20, "for_ms": 2_000}),
+        json!({"attack": "note", "bytes": 17 << 20, "for_ms": 4_500}),
     )
     .await;
     for attack in ["empty-logs", "newlines"] {

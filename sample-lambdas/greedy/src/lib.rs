@@ -9,7 +9,8 @@
 //! - `newlines` — 64 KiB writes of bare newlines to stdout for `for_ms`;
 //! - `note` — one heartbeat whose progress note is `bytes` long and starts
 //!   with the value of the configuration variable `secret` (if set), then
-//!   waits out `for_ms` so that the note is delivered while it runs;
+//!   runs `for_ms` more after the heartbeat, so that the note is delivered
+//!   while it runs (the executor sends notes with its next beat);
 //! - `output` — succeeds with an output of `bytes` bytes;
 //! - `fields` — creates `count` wasi:http `fields` handles and keeps them;
 //! - `sockets` — starts `count` outbound requests to `url` at once and holds
@@ -79,6 +80,7 @@ fn greedy(task: Task) -> Result<Outcome, Error> {
             ));
             waft_sdk::heartbeat_with(note).map_err(|lost| Error::retriable(lost.to_string()))?;
             done = 1;
+            let deadline = Instant::now() + Duration::from_millis(attack.for_ms);
             while Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(50));
             }
