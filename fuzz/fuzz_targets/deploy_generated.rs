@@ -24,15 +24,22 @@ struct Shape {
     template: Vec<u8>,
 }
 
-/// The `lambda` world of each version of the contract, newest first.
+/// The `lambda` world of each version of the contract, newest first (the
+/// current in `wit/`, released ones in `wit/released/`).
 fn shapes() -> &'static [Shape; 2] {
     static SHAPES: OnceLock<[Shape; 2]> = OnceLock::new();
     SHAPES.get_or_init(|| {
-        ["waft:lambda/lambda@0.2.0", "waft:lambda/lambda@0.1.0"].map(|name| {
+        let wit = concat!(env!("CARGO_MANIFEST_DIR"), "/../wit");
+        [
+            (wit.to_owned(), "waft:lambda/lambda@0.2.0"),
+            (
+                format!("{wit}/released/lambda-0.1.0"),
+                "waft:lambda/lambda@0.1.0",
+            ),
+        ]
+        .map(|(path, name)| {
             let mut resolve = Resolve::default();
-            let (package, _) = resolve
-                .push_path(concat!(env!("CARGO_MANIFEST_DIR"), "/../wit"))
-                .expect("the WIT parses");
+            let (package, _) = resolve.push_path(path).expect("the WIT parses");
             let world = resolve
                 .select_world(&[package], Some(name))
                 .expect("the lambda world");
