@@ -33,7 +33,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::ByteSize;
 
-pub use pattern::{OutboundPattern, is_global, parse_address};
+pub use pattern::{OutboundPattern, is_global, is_host_name, parse_address};
 
 /// What a lambda's executions may reach; nothing by default.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]

@@ -275,7 +275,17 @@ fn parse_network(host: &str) -> Result<Option<Network>, String> {
 }
 
 fn check_name(name: &str) -> Result<(), String> {
-    let fine = !name.is_empty()
+    if is_host_name(name) {
+        Ok(())
+    } else {
+        Err(format!("{name:?} is not a host name"))
+    }
+}
+
+/// A DNS name: dot-separated labels of letters, digits and inner hyphens,
+/// 63 bytes a label and 253 in all.
+pub fn is_host_name(name: &str) -> bool {
+    !name.is_empty()
         && name.len() <= 253
         && name.split('.').all(|label| {
             !label.is_empty()
@@ -285,12 +295,7 @@ fn check_name(name: &str) -> Result<(), String> {
                     .all(|b| b.is_ascii_alphanumeric() || b == b'-')
                 && !label.starts_with('-')
                 && !label.ends_with('-')
-        });
-    if fine {
-        Ok(())
-    } else {
-        Err(format!("{name:?} is not a host name"))
-    }
+        })
 }
 
 impl fmt::Display for OutboundPattern {

@@ -112,21 +112,9 @@ impl Config {
     }
 }
 
-/// A DNS name: dot-separated labels of letters, digits and inner hyphens
-/// (a trailing dot allowed).
+/// A DNS name (a trailing dot allowed).
 fn is_host_name(name: &str) -> bool {
-    let name = name.strip_suffix('.').unwrap_or(name);
-    !name.is_empty()
-        && name.len() <= 253
-        && name.split('.').all(|label| {
-            !label.is_empty()
-                && label.len() <= 63
-                && label
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
-                && !label.starts_with('-')
-                && !label.ends_with('-')
-        })
+    waft_core::grants::is_host_name(name.strip_suffix('.').unwrap_or(name))
 }
 
 #[cfg(test)]
