@@ -5,7 +5,8 @@
 //!
 //! - `the_night_time_incident_from_the_page` (`incident.mjs`): overview,
 //!   a failed attempt's log, pause (tasks held, checked by the CLI), fix,
-//!   resume, bulk redrive (the dead tasks re-run), then every other page.
+//!   resume, bulk redrive (the dead tasks re-run), then every other page,
+//!   a task's journal among them (checked against `waft task journal`).
 //! - `with_auth_a_scheduler_token_cannot_pause` (`auth.mjs`).
 //!
 //! Each page's screenshot goes to `target/screenshots/` (or

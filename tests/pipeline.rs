@@ -88,6 +88,7 @@ fn main() -> ExitCode {
         python,
         javascript,
         first_contract,
+        durable,
     ] {
         for installation in [&dev, &distributed] {
             trials.push(installation.trial(&runtime, name, scenario));

@@ -78,6 +78,7 @@ pub fn deploy_and_run(wasm: &[u8]) -> bool {
             attempt: 1,
             scheduled_at: SystemTime::now(),
             payload: b"{}".to_vec(),
+            journal: Vec::new(),
         };
         // Any outcome will do: what matters is that there is one.
         let execution = prepared

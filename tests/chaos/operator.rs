@@ -196,7 +196,7 @@ impl Operator {
                     lambda: "flaky".into(),
                     collection: None,
                 };
-                if let Ok(count @ 1..) = self.frontend.dead_redrive(selector, None).await {
+                if let Ok(count @ 1..) = self.frontend.dead_redrive(selector, None, false).await {
                     self.redrives.push((redriving, count));
                 }
             }

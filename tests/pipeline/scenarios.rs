@@ -947,6 +947,7 @@ pub async fn dead_letter(cluster: &Cluster) {
         .dead_redrive(
             DeadSelector::Ids(vec![id.clone(), "no-such-task".into()]),
             None,
+            false,
         )
         .await
         .unwrap_err();
@@ -965,6 +966,7 @@ pub async fn dead_letter(cluster: &Cluster) {
                 collection: None,
             },
             Some(9),
+            false,
         )
         .await
         .unwrap_err();
@@ -991,6 +993,31 @@ pub async fn dead_letter(cluster: &Cluster) {
     );
     let unknown = cluster.frontend.task_attempts("nope").await.unwrap_err();
     assert!(matches!(unknown, ServiceError::NotFound(_)), "{unknown:?}");
+    // No journal entry replayed: the attempts say so, and an unknown
+    // task's journal is "not found" (exit code 4).
+    let shown: serde_json::Value =
+        serde_json::from_str(&cluster.cli(&["dlq", "show", &id, "--json"])).unwrap();
+    let replayed: Vec<&serde_json::Value> = shown["attempts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| &a["replayed"])
+        .collect();
+    assert_eq!(replayed, [&json!(0); 3], "{shown:#}");
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_waft"));
+    command
+        .args(["task", "journal", "nope"])
+        .env("WAFT_SERVER", &cluster.frontend_addr);
+    if let Some(token) = &cluster.token {
+        command.env("WAFT_TOKEN", token);
+    }
+    if let Some((_, ca)) = &cluster.ca {
+        command.env("WAFT_CA", ca);
+    }
+    let output = command.output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(4), "{stderr}");
+    assert!(stderr.starts_with("error: "), "{stderr}");
 }
 
 pub async fn over_its_limit(cluster: &Cluster) {
@@ -1035,6 +1062,50 @@ pub async fn chaining(cluster: &Cluster) {
     assert!(children.iter().all(|c| c["status"] == "success"));
     let logs = cluster.cli(&["task", "logs", &id]);
     assert!(logs.contains("scheduled 2 children"), "{logs}");
+    // Its journal: the two children, made live by its one attempt.
+    let journal = cluster.cli(&["task", "journal", &id, "--json"]);
+    let journal: serde_json::Value = serde_json::from_str(&journal).unwrap();
+    let scheduled: Vec<&serde_json::Value> = journal
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["call"] == "waft:lambda/children.schedule")
+        .collect();
+    assert_eq!(scheduled.len(), 2, "{journal:#}");
+    for entry in scheduled {
+        assert_eq!(
+            (
+                &entry["live_attempt"],
+                &entry["replayed_by"],
+                &entry["outside"]
+            ),
+            (&json!(1), &json!([]), &json!(true)),
+            "{journal:#}"
+        );
+    }
+    let table = cluster.cli(&["task", "journal", &id]);
+    assert!(
+        table.starts_with("SEQ") && table.contains("live #1"),
+        "{table}"
+    );
+    // A lambda deployed to restart on divergence says so.
+    let deployed = cluster.cli(&[
+        "lambda",
+        "deploy",
+        "chain-restarting",
+        samples::CHAIN,
+        "--on-divergence",
+        "restart",
+        "--json",
+    ]);
+    let deployed: serde_json::Value = serde_json::from_str(&deployed).unwrap();
+    assert_eq!(
+        deployed["config"]["on_divergence"], "restart",
+        "{deployed:#}"
+    );
+    let shown = cluster.cli(&["lambda", "get", "chain", "--json"]);
+    let shown: serde_json::Value = serde_json::from_str(&shown).unwrap();
+    assert_eq!(shown["config"]["on_divergence"], "fail", "{shown:#}");
 
     // Children of a lambda it was not allowed are refused, and the task's
     // log says what to grant.
@@ -1646,4 +1717,75 @@ pub async fn first_contract(cluster: &Cluster) {
     let child = cluster.finished(&child, Duration::from_secs(30)).await;
     assert_eq!(child.status, TaskStatus::Success, "{child:#?}");
     assert_eq!(child.parent_id.as_deref(), Some(parent.id.as_str()));
+}
+
+/// A durable lambda posts three times, then crashes on its first attempt;
+/// its second attempt is answered from the journal and succeeds: the server
+/// saw each of the three posts once, and the fourth once. Its child was
+/// scheduled once. `waft task journal` tells live entries from replayed
+/// ones; a redrive `--fresh` would discard the journal.
+pub async fn durable(cluster: &Cluster) {
+    use waft_testing::http::{HttpServer, Reply};
+
+    let server =
+        HttpServer::start(|request| Reply::status(200, &format!("{} bytes", request.body.len())))
+            .await;
+    let url = server.url();
+    cluster
+        .deploy("durable", samples::DURABLE, |c| {
+            c.grants.outbound = vec![url.parse().unwrap()];
+            c.grants.env.insert("REGION".into(), "eu-west-1".into());
+        })
+        .await;
+    let plan = json!({"url": url, "posts": 4, "crash_after": 3, "children": 1});
+    let id = cluster.schedule("durable", plan, None).await;
+    let task = cluster.finished(&id, WITHIN).await;
+    assert_eq!(
+        (task.status, task.attempt),
+        (TaskStatus::Success, 2),
+        "{task:#?}"
+    );
+    let mut posts: Vec<u64> = server
+        .requests()
+        .iter()
+        .map(|r| {
+            serde_json::from_slice::<serde_json::Value>(&r.body).unwrap()["n"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
+    posts.sort_unstable();
+    assert_eq!(posts, [0, 1, 2, 3], "each post reached the server once");
+    let output: serde_json::Value = serde_json::from_slice(&task.output.unwrap()).unwrap();
+    let child = output["children"][0].as_str().unwrap().to_owned();
+    let children = cluster
+        .frontend
+        .task_list(TaskList {
+            parent_id: Some(id.clone()),
+            ..TaskList::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(children.len(), 1, "{children:#?}");
+    assert_eq!(children[0].id, child);
+
+    let journal = cluster.frontend.task_journal(&id).await.unwrap();
+    let http: Vec<_> = journal
+        .iter()
+        .filter(|e| e.call == "wasi:http/outgoing-handler.handle")
+        .collect();
+    assert_eq!(http.len(), 4, "{journal:#?}");
+    assert_eq!(
+        http.iter().map(|e| e.attempt).collect::<Vec<_>>(),
+        [1, 1, 1, 2]
+    );
+    assert!(
+        journal.iter().all(|e| e.answer.is_empty()),
+        "no answers for people"
+    );
+    let shown = cluster.cli(&["task", "journal", &id]);
+    assert!(
+        shown.contains("replayed") && shown.contains("live"),
+        "{shown}"
+    );
 }

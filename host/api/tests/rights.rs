@@ -27,9 +27,9 @@ use waft_services::{
     CronRequest, Frontend, FrontendApi, ServiceError, ServiceResult, SystemClock, TaskRequest, Wake,
 };
 use waft_store::{
-    Artifact, Attempt, Cron, DeadSelector, Gate, GateState, Lambda, LambdaDeploy, Millis, Overview,
-    SealedSecrets, SecretInfo, SqliteStore, StatusCount, Task, TaskCount, TaskInserted, TaskList,
-    TaskStore, Token, TokenRole,
+    Artifact, Attempt, Cron, DeadSelector, Gate, GateState, JournalEntry, Lambda, LambdaDeploy,
+    Millis, Overview, SealedSecrets, SecretInfo, SqliteStore, StatusCount, Task, TaskCount,
+    TaskInserted, TaskList, TaskStore, Token, TokenRole,
 };
 
 const T0: i64 = 1_800_000_000_000;
@@ -59,6 +59,7 @@ fn expected(call: Call) -> &'static str {
         Call::TaskCount => "yynyny",
         Call::TaskCancel => "yynnny",
         Call::TaskAttempts => "yynyny",
+        Call::TaskJournal => "yynyny",
         Call::LambdaStats => "sshshs",
         Call::LambdaDeploy => "yynnny",
         Call::LambdaGet => "yynyny",
@@ -112,6 +113,7 @@ async fn invoke(api: &dyn FrontendApi, fx: &Fixture, call: Call) -> Answer {
         Call::TaskCount => api.task_count(mail_count()).await.map(none),
         Call::TaskCancel => api.task_cancel(&fx.fresh_task().await).await.map(none),
         Call::TaskAttempts => api.task_attempts(task).await.map(none),
+        Call::TaskJournal => api.task_journal(task).await.map(none),
         Call::LambdaStats => (api.lambda_stats(Duration::from_secs(60)).await)
             .map(|overview| holds_mail(&overview.lambdas, |s| &s.lambda)),
         Call::LambdaDeploy => (api
@@ -124,7 +126,7 @@ async fn invoke(api: &dyn FrontendApi, fx: &Fixture, call: Call) -> Answer {
         Call::LambdaVersions => api.lambda_versions("mail").await.map(none),
         Call::GateSet => (api.gate_set("mail", Some("spare"), GateState::Open).await).map(none),
         Call::GateList => (api.gate_list().await).map(|g| holds_mail(&g, |g| &g.lambda)),
-        Call::DeadRedrive => api.dead_redrive(mail_dead(), None).await.map(none),
+        Call::DeadRedrive => api.dead_redrive(mail_dead(), None, false).await.map(none),
         Call::CronCreate => api.cron_create(mail_cron()).await.map(none),
         Call::CronList => (api.cron_list().await).map(|c| holds_mail(&c, |c| &c.lambda)),
         Call::CronPreview => api.cron_preview("0 * * * *", None, 3).await.map(none),
@@ -416,6 +418,9 @@ impl ClientApi for Probe {
     async fn task_attempts(&self, _: &str) -> ServiceResult<Vec<Attempt>> {
         Err(self.saw(Call::TaskAttempts))
     }
+    async fn task_journal(&self, _: &str) -> ServiceResult<Vec<JournalEntry>> {
+        Err(self.saw(Call::TaskJournal))
+    }
     async fn lambda_deploy(&self, _: &str, _: Vec<u8>, _: LambdaConfig) -> ServiceResult<Lambda> {
         Err(self.saw(Call::LambdaDeploy))
     }
@@ -437,7 +442,7 @@ impl ClientApi for Probe {
     async fn gate_list(&self) -> ServiceResult<Vec<Gate>> {
         Err(self.saw(Call::GateList))
     }
-    async fn dead_redrive(&self, _: DeadSelector, _: Option<u32>) -> ServiceResult<u64> {
+    async fn dead_redrive(&self, _: DeadSelector, _: Option<u32>, _: bool) -> ServiceResult<u64> {
         Err(self.saw(Call::DeadRedrive))
     }
     async fn cron_create(&self, _: CronRequest) -> ServiceResult<Cron> {

@@ -20,10 +20,12 @@
 //! | 16 | output limit exceeded |
 //! | 17 | killed (e.g. interrupted with Ctrl-C) |
 //! | 18 | the host could not run the instance |
+//! | 19 | journal limit exceeded (a durable lambda made too many host calls) |
 //! | 20 | `task wait`: the task ended in fatal failure |
 //! | 21 | `task wait`: the task is dead (attempts used up) |
 //! | 22 | `task wait`: the task was dropped by a gate |
 //! | 23 | `task wait`: the task was cancelled |
+//! | 24 | the lambda's host calls stopped matching its task's journal (it diverged) |
 
 use waft_runtime::{Limit, Outcome};
 
@@ -45,10 +47,12 @@ pub const DEADLINE: u8 = 15;
 pub const OUTPUT: u8 = 16;
 pub const KILLED: u8 = 17;
 pub const HOST_ERROR: u8 = 18;
+pub const JOURNAL: u8 = 19;
 pub const TASK_FATAL: u8 = 20;
 pub const TASK_DEAD: u8 = 21;
 pub const TASK_DROPPED: u8 = 22;
 pub const TASK_CANCELLED: u8 = 23;
+pub const DIVERGED: u8 = 24;
 
 /// The exit code that reports `outcome`.
 pub fn for_outcome(outcome: &Outcome) -> u8 {
@@ -62,9 +66,11 @@ pub fn for_outcome(outcome: &Outcome) -> u8 {
             Limit::Fuel => FUEL,
             Limit::Deadline => DEADLINE,
             Limit::Output => OUTPUT,
+            Limit::Journal => JOURNAL,
         },
         Outcome::Killed { .. } => KILLED,
         Outcome::HostError { .. } => HOST_ERROR,
+        Outcome::Diverged { .. } => DIVERGED,
     }
 }
 

@@ -43,8 +43,8 @@ pub use client::{
 };
 pub use waft_core::model::*;
 pub use waft_core::roles::{
-    AdminApi, ClientApi, ClusterApi, ControllerApi, CronRequest, FrontendApi, HscApi, LambdaSlots,
-    NextWork, RunAt, TaskRequest,
+    AdminApi, ClientApi, ClusterApi, ControllerApi, CronRequest, FrontendApi, HscApi,
+    JournalCommit, JournalPage, LambdaSlots, NextWork, RunAt, TaskRequest,
 };
 pub use waft_core::{LambdaConfig, ServiceError, ServiceResult, TaskStatus};
 

@@ -49,6 +49,20 @@ impl proto::hsc_server::Hsc for Answering {
     ) -> Result<Response<proto::SetResultsResponse>, Status> {
         Ok(Response::new(proto::SetResultsResponse::default()))
     }
+
+    async fn write_journal(
+        &self,
+        _: Request<proto::WriteJournalRequest>,
+    ) -> Result<Response<proto::WriteJournalResponse>, Status> {
+        Ok(Response::new(proto::WriteJournalResponse::default()))
+    }
+
+    async fn read_journal(
+        &self,
+        _: Request<proto::ReadJournalRequest>,
+    ) -> Result<Response<proto::ReadJournalResponse>, Status> {
+        Ok(Response::new(proto::ReadJournalResponse::default()))
+    }
 }
 
 /// Serves `Answering` with the limits the HSC's server has, over TLS with
@@ -78,6 +92,8 @@ fn huge_result() -> TaskResult {
             output: Some(vec![b'o'; 17 << 20]),
         },
         log: None,
+        journal: None,
+        replayed: 0,
     }
 }
 

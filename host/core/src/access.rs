@@ -96,6 +96,7 @@ calls! {
     TaskCount,
     TaskCancel,
     TaskAttempts,
+    TaskJournal,
     LambdaStats,
     LambdaDeploy,
     LambdaGet,
@@ -127,7 +128,9 @@ impl Call {
         use Action::{Manage, Read};
         match self {
             Call::TaskSchedule => Rule::Schedule,
-            Call::TaskGet | Call::TaskCount | Call::TaskAttempts => Rule::Lambda(Read),
+            Call::TaskGet | Call::TaskCount | Call::TaskAttempts | Call::TaskJournal => {
+                Rule::Lambda(Read)
+            }
             Call::TaskList | Call::LambdaStats | Call::LambdaList => Rule::Scoped(Read),
             Call::TaskCancel | Call::DeadRedrive => Rule::Lambda(Manage),
             Call::LambdaDeploy | Call::LambdaRollback | Call::GateSet => Rule::Lambda(Manage),

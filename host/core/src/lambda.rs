@@ -34,6 +34,40 @@ pub struct LambdaConfig {
     /// What its executions may reach: outbound HTTP, configuration
     /// variables. Nothing by default.
     pub grants: Grants,
+    /// What an attempt does when the lambda no longer makes the calls its
+    /// task's journal recorded (default: it ends fatal).
+    pub on_divergence: OnDivergence,
+}
+
+/// What an attempt does when its lambda's calls stop matching its task's
+/// journal: the code changed, or it is not deterministic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnDivergence {
+    /// The attempt ends fatal, saying where and how the calls differ;
+    /// nothing live runs after the mismatch.
+    #[default]
+    Fail,
+    /// The journal is discarded and the task starts afresh in the same
+    /// attempt: every call runs live again.
+    Restart,
+}
+
+impl OnDivergence {
+    /// Every value, for help texts and checks.
+    pub const ALL: [Self; 2] = [Self::Fail, Self::Restart];
+
+    /// Its name in flags, files and the API: `fail`, `restart`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Fail => "fail",
+            Self::Restart => "restart",
+        }
+    }
+
+    /// The value named `name`.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|value| value.as_str() == name)
+    }
 }
 
 impl Default for LambdaConfig {
@@ -49,6 +83,7 @@ impl Default for LambdaConfig {
             quota_per_sec: None,
             allowed_children: Vec::new(),
             grants: Grants::default(),
+            on_divergence: OnDivergence::Fail,
         }
     }
 }

@@ -25,7 +25,7 @@ pub use backoff::{Backoff, MAX_RETRY_DELAY};
 pub use cron::{CronError, CronSchedule};
 pub use error::{ServiceError, ServiceResult};
 pub use grants::{GrantError, Grants, OutboundLimits, OutboundPattern};
-pub use lambda::{ConfigError, LambdaConfig};
+pub use lambda::{ConfigError, LambdaConfig, OnDivergence};
 pub use limits::{Limits, LimitsError};
 pub use task::{NameError, TaskStatus};
 pub use units::{ByteSize, ParseError, deserialize_duration, parse_duration};

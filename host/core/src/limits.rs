@@ -49,6 +49,19 @@ const _: () = {
     assert!(MAX_BATCH_BYTES < MAX_INTERNAL_MESSAGE);
 };
 
+/// The most entries a task's journal holds (100,000): an execution that
+/// would make more host calls stops, its limit breached. A journal is read
+/// whole into the executor that replays it.
+pub const MAX_JOURNAL_ENTRIES: u32 = 100_000;
+
+/// The most bytes a task's journal holds, answers included (64 MiB); an
+/// execution that would write more stops, its limit breached.
+pub const MAX_JOURNAL_BYTES: usize = 64 << 20;
+
+/// The largest answer one journal entry keeps (an HTTP response with its
+/// body): one entry travels between processes in one message.
+pub const MAX_JOURNAL_ANSWER: usize = MAX_CARRIED.bytes() as usize;
+
 /// The longest progress note a heartbeat carries (4 KiB): a line or two for
 /// people. A longer one is cut short by [`cut_note`].
 pub const MAX_PROGRESS_NOTE: usize = 4 << 10;

@@ -31,6 +31,10 @@ pub enum Operation {
     Claim,
     /// The running execution reports it is alive.
     Heartbeat,
+    /// The running execution writes the host calls it made to its task's
+    /// journal: fenced by its lease, it changes neither the state nor when
+    /// the Store Consumer looks at the task (a heartbeat does that).
+    Journal,
     /// The execution returned its output.
     Succeed,
     /// The execution failed and may be tried again.
@@ -92,6 +96,8 @@ pub enum Trigger {
     Gate,
     /// Never: the task has ended.
     Never,
+    /// When it was: the operation does not move the trigger.
+    Unchanged,
 }
 
 /// What an operation does to the task's lease (its fencing token).
@@ -158,7 +164,7 @@ const HELD: StatusSet = StatusSet::of(&[New, RetriableFailure]);
 /// claim, the gates, the attempts left) are the store's; the table says
 /// which states each operation may meet.
 #[rustfmt::skip]
-pub const TRANSITIONS: [Transition; 16] = {
+pub const TRANSITIONS: [Transition; 17] = {
     use Attempts as A;
     use Lease as L;
     use Operation as O;
@@ -173,6 +179,7 @@ pub const TRANSITIONS: [Transition; 16] = {
         row(O::Enqueue,       DUE,      To(Enqueued),         T::EnqueueTimeout,   L::Keep,   A::Keep),
         row(O::Claim,         ENQUEUED, To(Claimed),          T::ClaimTimeout,     L::Take,   A::Next),
         row(O::Heartbeat,     LEASED,   To(Processing),       T::HeartbeatTimeout, L::Fenced, A::Keep),
+        row(O::Journal,       LEASED,   Same,                 T::Unchanged,        L::Fenced, A::Keep),
         row(O::Succeed,       LEASED,   To(Success),          T::Never,            L::Fenced, A::Keep),
         row(O::Retry,         LEASED,   To(RetriableFailure), T::Backoff,          L::Fenced, A::Keep),
         row(O::Exhaust,       LEASED,   To(Dead),             T::Never,            L::Fenced, A::Keep),
@@ -326,11 +333,12 @@ pub const fn next_attempt(attempt: u32) -> TaskStatus {
 mod tests {
     use super::*;
 
-    const OPERATIONS: [Operation; 16] = [
+    const OPERATIONS: [Operation; 17] = [
         Operation::Insert,
         Operation::Enqueue,
         Operation::Claim,
         Operation::Heartbeat,
+        Operation::Journal,
         Operation::Succeed,
         Operation::Retry,
         Operation::Exhaust,
@@ -355,6 +363,7 @@ mod tests {
                 | Operation::Enqueue
                 | Operation::Claim
                 | Operation::Heartbeat
+                | Operation::Journal
                 | Operation::Succeed
                 | Operation::Retry
                 | Operation::Exhaust
@@ -442,6 +451,23 @@ mod tests {
                     row.operation
                 );
             }
+        }
+    }
+
+    /// An operation that leaves the trigger where it was leaves the state
+    /// as it was too, and takes no lease: a task's trigger is always the
+    /// one its state was entered with, so it is never forgotten.
+    #[test]
+    fn an_unchanged_trigger_keeps_the_state() {
+        let unchanged: Vec<_> = TRANSITIONS
+            .iter()
+            .filter(|row| row.trigger == Trigger::Unchanged)
+            .collect();
+        assert!(!unchanged.is_empty());
+        for row in unchanged {
+            assert_eq!(row.to, Target::Same, "{:?}", row.operation);
+            assert_ne!(row.lease, Lease::Take, "{:?}", row.operation);
+            assert_eq!(row.attempts, Attempts::Keep, "{:?}", row.operation);
         }
     }
 

@@ -18,8 +18,8 @@ use async_trait::async_trait;
 use crate::error::ServiceResult;
 use crate::model::{
     Artifact, Attempt, ClaimedTask, Continuation, Cron, DeadSelector, Gate, GateState, Heartbeat,
-    Lambda, Millis, Overview, Refusal, SealedSecrets, SecretInfo, StatusCount, Task, TaskCount,
-    TaskInserted, TaskList, TaskResult, Token, TokenRole,
+    JournalEntry, JournalWrite, Lambda, Millis, Overview, Refusal, SealedSecrets, SecretInfo,
+    StatusCount, Task, TaskCount, TaskInserted, TaskList, TaskResult, Token, TokenRole,
 };
 use crate::{LambdaConfig, TaskStatus};
 
@@ -99,6 +99,12 @@ pub trait ClientApi: Send + Sync {
     /// A task's ended executions, oldest first: how each ended, its error
     /// and its log.
     async fn task_attempts(&self, id: &str) -> ServiceResult<Vec<Attempt>>;
+    /// A task's journal, in order: each host call its executions made,
+    /// with its summary, attempt, time and duration, but **without its
+    /// answer** (an answer may hold an HTTP response's body; a person reads
+    /// the summary). Whether an attempt replayed an entry is in its
+    /// [`Attempt::replayed`]. `NotFound` for an unknown task.
+    async fn task_journal(&self, id: &str) -> ServiceResult<Vec<JournalEntry>>;
     /// Checks a component and its config, and deploys them as the lambda's
     /// next version.
     async fn lambda_deploy(
@@ -127,11 +133,15 @@ pub trait ClientApi: Send + Sync {
     /// Every gate that is not open.
     async fn gate_list(&self) -> ServiceResult<Vec<Gate>>;
     /// Redrives dead tasks with a fresh attempt budget, on `version` of
-    /// their lambda (pinned) or its current one; answers how many.
+    /// their lambda (pinned) or its current one; answers how many. Their
+    /// journals are kept (the next attempt replays them) unless `fresh`, or
+    /// a `version` is named: a journal replays only on the version that
+    /// wrote it.
     async fn dead_redrive(
         &self,
         selector: DeadSelector,
         version: Option<u32>,
+        fresh: bool,
     ) -> ServiceResult<u64>;
     /// Checks and stores a periodic schedule; answers it with its first
     /// occurrence.
@@ -228,6 +238,36 @@ pub trait ControllerApi: Send + Sync {
     async fn next_work(&self, request: NextWork) -> ServiceResult<Vec<ClaimedTask>>;
 }
 
+/// A running execution's change to its task's journal, as it sends it to
+/// the HSC: the entries of a durability point (a call that reached outside
+/// the sandbox, and every entry before it), written before the lambda sees
+/// the call's answer. The HSC adds the time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JournalCommit {
+    pub id: String,
+    /// The execution's lease: the write is refused unless it is still the
+    /// task's.
+    pub lease_token: i64,
+    /// The lambda version the execution runs (its claim's): the first
+    /// write pins the task to it.
+    pub version: u32,
+    pub write: JournalWrite,
+}
+
+/// A page of a task's journal, answers included, as the execution that
+/// replays it reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JournalPage {
+    pub id: String,
+    /// The reader's lease: refused unless it is the task's current one.
+    pub lease_token: i64,
+    /// The first entry wanted.
+    pub from: u32,
+    /// At most this many entries; the answer may hold fewer (it is cut to
+    /// what one message carries), but at least one while any is left.
+    pub limit: u32,
+}
+
 /// The Heartbeat & Status Controller: the only writer of execution state.
 #[async_trait]
 pub trait HscApi: Send + Sync {
@@ -246,4 +286,19 @@ pub trait HscApi: Send + Sync {
         &self,
         results: Vec<TaskResult>,
     ) -> ServiceResult<Vec<Result<TaskStatus, Refusal>>>;
+    /// Writes a running execution's entries into its task's journal, in
+    /// the store before it answers (a durability point); refused unless the
+    /// execution still holds the task's lease. One write is one message: a
+    /// larger one is sent as consecutive writes.
+    async fn task_journal_write(&self, commit: JournalCommit)
+    -> ServiceResult<Result<(), Refusal>>;
+    /// A page of a task's journal with the answers, for the execution about
+    /// to replay it; refused unless `page.lease_token` is the task's
+    /// current lease and the task is claimed or running (a stale executor
+    /// learns of it before it runs anything). The answer is cut to what one
+    /// message carries.
+    async fn task_journal_read(
+        &self,
+        page: JournalPage,
+    ) -> ServiceResult<Result<Vec<JournalEntry>, Refusal>>;
 }

@@ -3,8 +3,9 @@
 //! Settings chosen here hold for every lambda: the component model, async
 //! execution on tokio (so a slow guest yields instead of holding a thread),
 //! epoch interruption as the always-on deadline and kill mechanism, fuel
-//! metering when enabled, and the pooling allocator so a task's instance is
-//! carved from pre-reserved slots instead of fresh mappings.
+//! metering when enabled, the pooling allocator so a task's instance is
+//! carved from pre-reserved slots instead of fresh mappings, and
+//! deterministic execution, which durable lambdas replay on.
 
 use std::io;
 use std::path::PathBuf;
@@ -259,10 +260,14 @@ fn choose_engine(config: &RuntimeConfig) -> Result<(Engine, bool), RuntimeError>
 }
 
 /// The linker every lambda is instantiated with: WASI, outbound HTTP and
-/// the contract's interfaces of every version.
+/// the contract's interfaces of every version. The clocks and randomness
+/// are the journal's (the `durable` module), in place of WASI's own.
 fn link(engine: &Engine) -> Result<Linker<HostState>, RuntimeError> {
     let mut linker = Linker::new(engine);
     wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(RuntimeError::Linker)?;
+    linker.allow_shadowing(true);
+    crate::durable::add_to_linker(&mut linker).map_err(RuntimeError::Linker)?;
+    linker.allow_shadowing(false);
     wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)
         .map_err(RuntimeError::Linker)?;
     crate::contract::add_to_linker(&mut linker).map_err(RuntimeError::Linker)?;
@@ -273,7 +278,13 @@ fn build_engine(config: &RuntimeConfig, pooling: bool) -> Result<Engine, Runtime
     let mut wasm = Config::new();
     wasm.wasm_component_model(true)
         .epoch_interruption(true)
-        .consume_fuel(config.fuel);
+        .consume_fuel(config.fuel)
+        // Durable executions replay: the same calls answered the same way
+        // must compute the same, on any host. NaNs are canonicalised and
+        // relaxed SIMD gives its deterministic answers; threads that share
+        // memory are not built in (wasmtime's `threads` feature is off).
+        .cranelift_nan_canonicalization(true)
+        .relaxed_simd_deterministic(true);
     if pooling {
         let slots = config.max_instances;
         let mut pool = PoolingAllocationConfig::new();

@@ -5,6 +5,8 @@
 use std::sync::Mutex;
 use std::time::SystemTime;
 
+use waft_core::model::JournalWrite;
+
 /// A child task a lambda asked for (chaining).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChildRequest {
@@ -13,6 +15,10 @@ pub struct ChildRequest {
     pub collection: Option<String>,
     pub priority: Option<u8>,
     pub not_before: Option<SystemTime>,
+    /// Its place among the children the task's executions asked for, from
+    /// 0, replayed ones included: the same child has the same rank in
+    /// every attempt.
+    pub rank: u32,
 }
 
 /// Why a child task was not scheduled.
@@ -52,6 +58,12 @@ pub trait TaskHost: Send + Sync {
 
     /// The lambda asks for a child task; returns its id.
     async fn schedule(&self, child: ChildRequest) -> Result<String, ScheduleRejection>;
+
+    /// Writes entries to the task's journal before the answer of a call
+    /// that reached outside the sandbox is handed to the lambda (a
+    /// durability point); `Err` when the lease is gone, and the execution
+    /// then stops.
+    async fn journal(&self, write: JournalWrite) -> Result<(), LeaseLost>;
 }
 
 /// A [`TaskHost`] with no platform behind it, for `waft invoke` and tests:
@@ -75,6 +87,7 @@ pub trait TaskHost: Send + Sync {
 pub struct RecordingHost {
     heartbeats: Mutex<Heartbeats>,
     children: Mutex<(Vec<ChildRequest>, u64)>,
+    journal: Mutex<Vec<JournalWrite>>,
 }
 
 #[derive(Debug, Default)]
@@ -101,6 +114,11 @@ impl RecordingHost {
     /// [`RecordingHost::MAX_CHILDREN`]).
     pub fn children(&self) -> Vec<ChildRequest> {
         lock(&self.children).0.clone()
+    }
+
+    /// The journal writes of the execution's durability points, in order.
+    pub fn journal_writes(&self) -> Vec<JournalWrite> {
+        lock(&self.journal).clone()
     }
 
     /// Child tasks requested, all of them.
@@ -133,5 +151,10 @@ impl TaskHost for RecordingHost {
             children.0.push(child);
         }
         Ok(format!("local-child-{}", children.1))
+    }
+
+    async fn journal(&self, write: JournalWrite) -> Result<(), LeaseLost> {
+        lock(&self.journal).push(write);
+        Ok(())
     }
 }

@@ -16,6 +16,7 @@ use std::time::Instant;
 use waft_core::{Grants, Limits};
 
 use crate::contract::{HANDLER_EXPORTS, Handler};
+use crate::durable::Journal;
 use crate::error::LoadError;
 use crate::log::LogSink;
 use crate::run::{HostState, Sandbox, Stop, new_store};
@@ -239,9 +240,11 @@ impl Runtime {
             kill.clone(),
             Arc::default(),
         );
-        let host = Arc::new(RecordingHost::default());
+        let host: Arc<RecordingHost> = Arc::default();
+        let journal = Journal::new(host.clone(), 1, Vec::new(), Arc::default());
         let sandbox = Sandbox::from(limits);
-        let (mut store, _) = new_store(self, &sandbox, started + limits.timeout, log, host, &kill);
+        let deadline = started + limits.timeout;
+        let (mut store, _) = new_store(self, &sandbox, deadline, log, host, journal, &kill);
         let instance = match handler.instance_pre().instantiate_async(&mut store).await {
             Ok(instance) => instance,
             Err(_) if store.data().stopped == Some(Stop::Deadline) => {

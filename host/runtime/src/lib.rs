@@ -21,6 +21,7 @@
 //!     attempt: 1,
 //!     scheduled_at: std::time::SystemTime::now(),
 //!     payload: br#"{"name":"Ada"}"#.to_vec(),
+//!     journal: Vec::new(),
 //! };
 //! let execution = lambda
 //!     .run(task, &Default::default(), Arc::new(RecordingHost::default()), &KillSwitch::new())
@@ -33,6 +34,7 @@ mod artifact;
 mod cache;
 mod capabilities;
 mod contract;
+mod durable;
 mod engine;
 mod error;
 mod guests;

@@ -14,6 +14,7 @@
 //! write costs the host time in proportion to its length, however many
 //! lines it holds.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -77,6 +78,9 @@ pub struct LogRecord {
     pub message: String,
     /// Structured fields given to the `log` import.
     pub fields: Vec<(String, String)>,
+    /// Logged while the execution was still answered from its task's
+    /// journal: an earlier attempt logged it too.
+    pub replayed: bool,
 }
 
 // The sizes [`LogRecord::ENTRY_COST`] is reckoned from.
@@ -95,7 +99,7 @@ impl LogRecord {
     /// list of fields (up to 31 and 23 bytes). For a field, at most 110: its
     /// two strings (48) and their headers and rounding (up to 31 each).
     /// It also covers the framing a rendering ([`TaskLog::render`]) adds: at
-    /// most 35 bytes to a line (`+{ms}ms {source} ` and the newline) and 2
+    /// most 44 bytes to a line (`+{ms}ms {source} [replay] ` and the newline) and 2
     /// to a field (` ` and `=`). So what the host holds of a log, and the log
     /// as text but for its last line ([`TaskLog::MAX_TRAILER`]), are each
     /// within `max_log`.
@@ -151,9 +155,10 @@ impl TaskLog {
         for record in &self.records {
             let _ = write!(
                 text,
-                "+{}ms {} {}",
+                "+{}ms {} {}{}",
                 record.at.as_millis(),
                 record.source,
+                if record.replayed { "[replay] " } else { "" },
                 record.message
             );
             for (key, value) in &record.fields {
@@ -196,6 +201,8 @@ struct SinkState {
     /// The unfinished last line of each stream.
     stdout: Vec<u8>,
     stderr: Vec<u8>,
+    /// Set while the execution replays its journal.
+    replaying: Option<Arc<AtomicBool>>,
     /// Bytes the splitting of lines looked at or copied.
     #[cfg(test)]
     touched: u64,
@@ -217,11 +224,18 @@ impl LogSink {
                 log: TaskLog::default(),
                 stdout: Vec::new(),
                 stderr: Vec::new(),
+                replaying: None,
                 #[cfg(test)]
                 touched: 0,
             })),
             kill,
         }
+    }
+
+    /// Marks what is logged while `replaying` is set as replayed.
+    pub(crate) fn marking_replay(self, replaying: Arc<AtomicBool>) -> Self {
+        self.lock().replaying = Some(replaying);
+        self
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, SinkState> {
@@ -298,6 +312,10 @@ impl SinkState {
             source,
             message,
             fields,
+            replayed: self
+                .replaying
+                .as_ref()
+                .is_some_and(|flag| flag.load(Ordering::Relaxed)),
         };
         let cost = record.cost();
         if cost > self.budget {
@@ -494,6 +512,7 @@ mod tests {
             source: LogSource::Stderr,
             message: String::new(),
             fields,
+            replayed: true,
         };
         for record in [
             empty(vec![]),

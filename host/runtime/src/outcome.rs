@@ -2,6 +2,8 @@
 
 use std::time::{Duration, SystemTime};
 
+use waft_core::model::JournalWrite;
+
 use crate::TaskLog;
 
 /// The limit an execution breached.
@@ -15,6 +17,9 @@ pub enum Limit {
     Deadline,
     /// Output beyond `max_output`.
     Output,
+    /// A journal beyond [`MAX_JOURNAL_ENTRIES`](waft_core::limits::MAX_JOURNAL_ENTRIES)
+    /// or [`MAX_JOURNAL_BYTES`](waft_core::limits::MAX_JOURNAL_BYTES).
+    Journal,
 }
 
 impl Limit {
@@ -25,6 +30,7 @@ impl Limit {
             Limit::Fuel => "fuel",
             Limit::Deadline => "deadline",
             Limit::Output => "output",
+            Limit::Journal => "journal",
         }
     }
 }
@@ -54,12 +60,17 @@ pub enum Outcome {
     /// The host could not run the instance (no free instance slot, say);
     /// nothing is known about the task, which may be retried.
     HostError { message: String },
+    /// The lambda's calls stopped matching its task's journal: "diverged at
+    /// entry N: the journal has X, the lambda called Y". Nothing live ran
+    /// after the mismatch.
+    Diverged { message: String },
 }
 
 impl Outcome {
     /// A short name for the kind of outcome: `success`, `retriable`,
     /// `fatal`, `limit-memory`, `limit-fuel`, `limit-deadline`,
-    /// `limit-output`, `trapped`, `killed`, `host-error`.
+    /// `limit-output`, `limit-journal`, `trapped`, `killed`, `host-error`,
+    /// `diverged`.
     pub fn kind(&self) -> &'static str {
         match self {
             Outcome::Success { .. } => "success",
@@ -70,10 +81,12 @@ impl Outcome {
                 Limit::Fuel => "limit-fuel",
                 Limit::Deadline => "limit-deadline",
                 Limit::Output => "limit-output",
+                Limit::Journal => "limit-journal",
             },
             Outcome::Trapped { .. } => "trapped",
             Outcome::Killed { .. } => "killed",
             Outcome::HostError { .. } => "host-error",
+            Outcome::Diverged { .. } => "diverged",
         }
     }
 }
@@ -96,6 +109,12 @@ pub struct Execution {
     pub ended_at: SystemTime,
     /// The outbound HTTP requests it made or was refused, in order.
     pub outbound: Vec<crate::OutboundRecord>,
+    /// What its task's journal should become beyond what the execution
+    /// already wrote through [`TaskHost::journal`](crate::TaskHost::journal):
+    /// to be written with its result.
+    pub journal: JournalWrite,
+    /// Journal entries it was answered from before it ran live.
+    pub replayed: u32,
 }
 
 impl Execution {
@@ -111,6 +130,8 @@ impl Execution {
             peak_memory: 0,
             ended_at: SystemTime::now(),
             outbound: Vec::new(),
+            journal: JournalWrite::default(),
+            replayed: 0,
         }
     }
 }

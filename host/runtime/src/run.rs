@@ -9,18 +9,20 @@
 //! future is polled often enough for a deadline or a kill to stop a guest
 //! that is waiting in a host call as well as one spinning in WebAssembly.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tokio::time::sleep_until;
-use waft_core::{Grants, Limits};
+use waft_core::model::JournalEntry;
+use waft_core::{Grants, Limits, OnDivergence};
 use wasmtime::component::ResourceTable;
 use wasmtime::{Store, Trap, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use crate::contract::current::wit::types as wit_types;
+use crate::durable::{Halt, Journal, MonotonicClock};
 use crate::lambda::error_chain;
 use crate::limiter::{MAX_HOST_RESOURCES, StoreLimiter};
 use crate::log::{LogSink, LogSource};
@@ -39,6 +41,9 @@ pub struct TaskInput {
     pub attempt: u32,
     pub scheduled_at: SystemTime,
     pub payload: Vec<u8>,
+    /// The task's journal: its earlier executions' host calls, answered
+    /// from here before the lambda runs live.
+    pub journal: Vec<JournalEntry>,
 }
 
 /// What one execution runs under: its limits, and what its lambda is
@@ -51,6 +56,9 @@ pub struct Sandbox {
     /// beside its variables (a secret wins over a variable of its name),
     /// and redacted from its log, errors and output.
     pub secrets: Arc<Vec<(String, String)>>,
+    /// What an attempt does when the lambda's calls stop matching the
+    /// journal.
+    pub on_divergence: OnDivergence,
 }
 
 impl From<Limits> for Sandbox {
@@ -67,6 +75,8 @@ impl From<Limits> for Sandbox {
 pub(crate) enum Stop {
     Deadline,
     Killed,
+    /// The journal stopped it: a divergence, or a journal full.
+    Journal,
 }
 
 /// The data of one task's store.
@@ -76,13 +86,21 @@ pub(crate) struct HostState {
     outbound: Outbound,
     /// What `wasi:config` serves: the lambda's variables and secrets.
     pub(crate) config: BTreeMap<String, String>,
-    table: ResourceTable,
+    /// Which of them are secrets: the journal keeps their names only.
+    pub(crate) secret_names: BTreeSet<String>,
+    /// Children asked for so far, replayed ones included.
+    pub(crate) children: u32,
     pub(crate) limiter: StoreLimiter,
     pub(crate) log: LogSink,
     /// The execution's secrets, to keep out of what its host calls carry
     /// (a heartbeat's note).
     pub(crate) redactor: Arc<Redactor>,
     pub(crate) host: Arc<dyn TaskHost>,
+    /// The task's journal: what this execution replays and records.
+    pub(crate) journal: Journal,
+    /// The monotonic clock the lambda reads, past what it replayed.
+    pub(crate) monotonic: MonotonicClock,
+    pub(crate) table: ResourceTable,
     kill: KillSwitch,
     deadline: Instant,
     pub(crate) stopped: Option<Stop>,
@@ -108,12 +126,16 @@ impl WasiHttpView for HostState {
 }
 
 impl HostState {
-    /// Every host call of a stopped execution fails (and traps the guest).
+    /// Every host call of a stopped execution fails (and traps the guest),
+    /// as does every call after the journal stopped it.
     pub(crate) fn ensure_running(&self) -> wasmtime::Result<()> {
-        match self.kill.reason() {
-            Some(reason) => Err(wasmtime::Error::msg(format!("execution stopped: {reason}"))),
-            None => Ok(()),
+        if let Some(reason) = self.kill.reason() {
+            return Err(wasmtime::Error::msg(format!("execution stopped: {reason}")));
         }
+        if let Some(halt) = self.journal.halt() {
+            return Err(halt.into());
+        }
+        Ok(())
     }
 }
 
@@ -153,25 +175,70 @@ impl PreparedLambda {
     /// an [`Outcome`].
     pub async fn run(
         &self,
-        task: TaskInput,
+        mut task: TaskInput,
         sandbox: &Sandbox,
         host: Arc<dyn TaskHost>,
         kill: &KillSwitch,
     ) -> Execution {
-        let limits = &sandbox.limits;
         let started = Instant::now();
-        let deadline = started + limits.timeout;
         let redactor = Arc::new(Redactor::new(
             sandbox.secrets.iter().map(|(_, value)| value.as_str()),
         ));
+        let recorded = std::mem::take(&mut task.journal);
+        let journal = Journal::new(host.clone(), task.attempt, recorded, redactor.clone());
+        let first = self
+            .run_once(task.clone(), sandbox, host.clone(), kill, &journal, None)
+            .await;
+        let Outcome::Diverged { message } = &first.outcome else {
+            return first;
+        };
+        if sandbox.on_divergence == OnDivergence::Fail {
+            return first;
+        }
+        // Deployed `--on-divergence restart`: the journal goes, and the
+        // task starts afresh in a new instance.
+        let note = format!("the journal was discarded, the lambda starting afresh: {message}");
+        let mut again = self
+            .run_once(task, sandbox, host, kill, &journal.discarding(), Some(note))
+            .await;
+        again.duration = started.elapsed();
+        again
+    }
+
+    /// One instance's run of `task`, its calls journaled in `journal`;
+    /// `note` goes first in its log.
+    async fn run_once(
+        &self,
+        task: TaskInput,
+        sandbox: &Sandbox,
+        host: Arc<dyn TaskHost>,
+        kill: &KillSwitch,
+        journal: &Journal,
+        note: Option<String>,
+    ) -> Execution {
+        let limits = &sandbox.limits;
+        let started = Instant::now();
+        let deadline = started + limits.timeout;
+        let redactor = journal.redactor();
         let log = LogSink::new(
             limits.max_log.bytes(),
             started,
             kill.clone(),
             redactor.clone(),
+        )
+        .marking_replay(journal.replaying_flag());
+        if let Some(note) = note {
+            log.record(LogSource::Waft, note, Vec::new());
+        }
+        let (mut store, fuel) = new_store(
+            &self.runtime,
+            sandbox,
+            deadline,
+            log.clone(),
+            host,
+            journal.clone(),
+            kill,
         );
-        let (mut store, fuel) =
-            new_store(&self.runtime, sandbox, deadline, log.clone(), host, kill);
         store.data_mut().redactor = redactor.clone();
         let runtime = &self.runtime.inner;
 
@@ -202,10 +269,12 @@ impl PreparedLambda {
         } else {
             None
         };
-        let outcome = match result {
-            Err(stop) => stopped(stop, kill, limits),
-            Ok(Ok(outcome)) => answered(outcome, limits),
-            Ok(Err(error)) => trapped(&error, state, kill, limits),
+        let outcome = match (result, journal.halt()) {
+            (Err(Stop::Killed), _) => stopped(Stop::Killed, kill, limits),
+            (_, Some(halt)) if !kill.is_killed() => halted(halt),
+            (Err(stop), _) => stopped(stop, kill, limits),
+            (Ok(Ok(outcome)), _) => answered(outcome, limits),
+            (Ok(Err(error)), _) => trapped(&error, state, kill, limits),
         };
         let outcome = if redactor.is_empty() {
             outcome
@@ -217,6 +286,8 @@ impl PreparedLambda {
         // Dropping the store aborts whatever requests are still in flight.
         drop(store);
         let ended_at = SystemTime::now();
+        // A lambda that gave up asks for its last outside call again.
+        let cut = matches!(outcome, Outcome::Retriable { .. } | Outcome::Fatal { .. });
         Execution {
             outcome,
             log: log.finish(),
@@ -225,7 +296,20 @@ impl PreparedLambda {
             peak_memory,
             ended_at,
             outbound,
+            journal: journal.finish(cut),
+            replayed: journal.replayed(),
         }
+    }
+}
+
+/// The outcome of an execution its journal stopped.
+fn halted(halt: Halt) -> Outcome {
+    match halt {
+        Halt::Diverged(message) => Outcome::Diverged { message },
+        Halt::Full(detail) => Outcome::LimitExceeded {
+            limit: Limit::Journal,
+            detail,
+        },
     }
 }
 
@@ -250,7 +334,8 @@ fn redact(outcome: Outcome, redactor: &Redactor) -> Outcome {
         },
         other @ (Outcome::LimitExceeded { .. }
         | Outcome::Killed { .. }
-        | Outcome::HostError { .. }) => other,
+        | Outcome::HostError { .. }
+        | Outcome::Diverged { .. }) => other,
     }
 }
 
@@ -261,6 +346,7 @@ pub(crate) fn new_store(
     deadline: Instant,
     log: LogSink,
     host: Arc<dyn TaskHost>,
+    journal: Journal,
     kill: &KillSwitch,
 ) -> (Store<HostState>, u64) {
     let runtime = &runtime.inner;
@@ -284,6 +370,8 @@ pub(crate) fn new_store(
                 .chain(sandbox.secrets.iter().map(|(k, v)| (k, v)))
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect(),
+            secret_names: sandbox.secrets.iter().map(|(k, _)| k.clone()).collect(),
+            children: 0,
             outbound: Outbound::new(
                 sandbox.grants.clone(),
                 runtime.tls.clone(),
@@ -291,12 +379,15 @@ pub(crate) fn new_store(
                 kill.clone(),
                 log.clone(),
                 deadline,
+                journal.clone(),
             ),
             table: host_resources(),
             limiter: StoreLimiter::new(limits.max_memory),
             log,
             redactor: Arc::default(),
             host,
+            journal,
+            monotonic: MonotonicClock::new(),
             kill: kill.clone(),
             deadline,
             stopped: None,
@@ -321,6 +412,10 @@ pub(crate) fn new_store(
             state.stopped = Some(Stop::Deadline);
             return Ok(UpdateDeadline::Interrupt);
         }
+        if state.journal.halt().is_some() {
+            state.stopped = Some(Stop::Journal);
+            return Ok(UpdateDeadline::Interrupt);
+        }
         Ok(UpdateDeadline::Yield(1))
     });
     (store, fuel)
@@ -341,6 +436,10 @@ fn stopped(stop: Stop, kill: &KillSwitch, limits: &Limits) -> Outcome {
         Stop::Deadline => Outcome::LimitExceeded {
             limit: Limit::Deadline,
             detail: format!("still running after the timeout of {:?}", limits.timeout),
+        },
+        // Its halt is the outcome; this is what is left when it cannot be read.
+        Stop::Journal => Outcome::Trapped {
+            message: "stopped by its journal".into(),
         },
     }
 }

@@ -29,6 +29,7 @@ fn task() -> TaskInput {
         attempt: 1,
         scheduled_at: std::time::SystemTime::now(),
         payload: br#"{"name":"Ada"}"#.to_vec(),
+        journal: Vec::new(),
     }
 }
 

@@ -110,6 +110,7 @@ fn task(payload: &[u8]) -> TaskInput {
         attempt: 3,
         scheduled_at: SystemTime::now(),
         payload: payload.to_vec(),
+        journal: Vec::new(),
     }
 }
 

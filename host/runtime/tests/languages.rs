@@ -1,12 +1,16 @@
 //! Lambdas written in Python (componentize-py, `sdk/python`) and in
 //! JavaScript (componentize-js, `sdk/js`) run like any other: their output,
 //! log and failures; their HTTP calls, grants, configuration and secrets.
-//! Each language's `hello` and `webhook` samples meet the same checks.
+//! Each language's `hello` and `webhook` samples meet the same checks, and
+//! a retry of each language's webhook is answered from its journal.
+
+mod support;
 
 use std::sync::Arc;
 use std::time::SystemTime;
 
 use serde_json::{Value, json};
+use waft_core::model::JournalEntry;
 use waft_core::{Grants, Limits};
 use waft_runtime::{
     Execution, KillSwitch, LogSource, Outcome, PreparedLambda, RecordingHost, Runtime,
@@ -33,6 +37,17 @@ async fn prepare(path: Option<&str>, tool: &str) -> Option<PreparedLambda> {
 
 /// Runs task `id` (attempt 2) with `payload`.
 async fn run(lambda: &PreparedLambda, id: &str, payload: &[u8], sandbox: &Sandbox) -> Execution {
+    run_from(lambda, id, payload, sandbox, &mut Vec::new()).await
+}
+
+/// [`run`], from `journal`, which it brings to what the execution left.
+async fn run_from(
+    lambda: &PreparedLambda,
+    id: &str,
+    payload: &[u8],
+    sandbox: &Sandbox,
+    journal: &mut Vec<JournalEntry>,
+) -> Execution {
     let task = TaskInput {
         id: id.into(),
         lambda: "sample".into(),
@@ -41,15 +56,54 @@ async fn run(lambda: &PreparedLambda, id: &str, payload: &[u8], sandbox: &Sandbo
         attempt: 2,
         scheduled_at: SystemTime::now(),
         payload: payload.to_vec(),
+        journal: journal.clone(),
     };
-    lambda
-        .run(
-            task,
-            sandbox,
-            Arc::new(RecordingHost::default()),
-            &KillSwitch::new(),
-        )
-        .await
+    let host = Arc::new(RecordingHost::default());
+    let execution = lambda
+        .run(task, sandbox, host.clone(), &KillSwitch::new())
+        .await;
+    for write in host.journal_writes() {
+        support::apply(journal, &write);
+    }
+    support::apply(journal, &execution.journal);
+    execution
+}
+
+/// A retry of a webhook that succeeded is answered from its journal: the
+/// same answer, no second request, and the secret it read nowhere in it.
+async fn webhook_replays(lambda: &PreparedLambda) {
+    let server = HttpServer::start(|_| Reply::status(200, "noted")).await;
+    let mut grants = Grants {
+        outbound: vec![server.url().parse().unwrap()],
+        ..Grants::default()
+    };
+    grants.env.insert("SOURCE".into(), "billing".into());
+    let sandbox = Sandbox {
+        grants: Arc::new(grants),
+        secrets: Arc::new(vec![("WEBHOOK_TOKEN".into(), "tok-5be2d0c1".into())]),
+        ..Sandbox::default()
+    };
+    let call = json!({"url": format!("{}/hook", server.url())}).to_string();
+    let mut journal = Vec::new();
+    let first = output(&run_from(lambda, "01RE", call.as_bytes(), &sandbox, &mut journal).await);
+    let recorded = journal.clone();
+    assert!(
+        recorded
+            .iter()
+            .any(|e| e.call == "wasi:http/outgoing-handler.handle" && e.outside),
+        "{recorded:?}"
+    );
+    let second = run_from(lambda, "01RE", call.as_bytes(), &sandbox, &mut journal).await;
+    assert_eq!(second.replayed as usize, recorded.len());
+    assert_eq!(output(&second), first);
+    assert_eq!(server.requests().len(), 1, "the retry sent nothing");
+    for entry in &journal {
+        let clear = |bytes: &[u8]| bytes.windows(12).any(|w| w == b"tok-5be2d0c1");
+        assert!(
+            !clear(&entry.answer) && !clear(entry.summary.as_bytes()),
+            "{entry:?}"
+        );
+    }
 }
 
 fn output(execution: &Execution) -> Value {
@@ -111,6 +165,7 @@ async fn webhook_calls_what_it_is_granted(
         limits: Limits::default(),
         grants: Arc::new(grants),
         secrets: Arc::new(vec![("WEBHOOK_TOKEN".into(), "tok-5be2d0c1".into())]),
+        ..Sandbox::default()
     };
     let call = |path: &str| {
         json!({"url": format!("{}{path}", server.url()), "body": {"n": 1}})
@@ -220,4 +275,16 @@ async fn a_javascript_webhook_fetches_what_it_is_granted_with_its_secret() {
         matches!(outcome, Outcome::Retriable { message, .. } if message.contains("NetworkError"))
     })
     .await;
+}
+
+#[tokio::test]
+async fn python_and_javascript_webhooks_replay_from_their_journals() {
+    for (path, tool) in [
+        (samples::PYTHON_WEBHOOK, "componentize-py"),
+        (samples::JS_WEBHOOK, "componentize-js"),
+    ] {
+        if let Some(lambda) = prepare(path, tool).await {
+            webhook_replays(&lambda).await;
+        }
+    }
 }

@@ -38,6 +38,7 @@ fn granted(patterns: &[&str], limits: OutboundLimits) -> Sandbox {
             ..Grants::default()
         }),
         secrets: Arc::default(),
+        ..Sandbox::default()
     }
 }
 

@@ -85,6 +85,7 @@ fn granted(origin: &str, limits: OutboundLimits) -> Sandbox {
             ..Grants::default()
         }),
         secrets: Arc::default(),
+        ..Sandbox::default()
     }
 }
 

@@ -46,6 +46,7 @@ fn task(lambda: &str, payload: Value) -> TaskInput {
         } else {
             payload.to_string().into_bytes()
         },
+        journal: Vec::new(),
     }
 }
 

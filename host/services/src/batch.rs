@@ -31,7 +31,14 @@ impl WireSize for TaskResult {
             ResultOutcome::Success { output } => output.as_ref().map_or(0, Vec::len),
             ResultOutcome::Retriable { error, .. } | ResultOutcome::Fatal { error } => error.len(),
         };
-        ITEM_OVERHEAD + self.id.len() + outcome + self.log.as_ref().map_or(0, String::len)
+        let journal = self.journal.as_ref().map_or(0, |write| {
+            write
+                .entries
+                .iter()
+                .map(waft_store::JournalEntry::wire_size)
+                .sum()
+        });
+        ITEM_OVERHEAD + self.id.len() + outcome + self.log.as_ref().map_or(0, String::len) + journal
     }
 }
 
@@ -168,6 +175,8 @@ mod tests {
                 output: Some(vec![0; 1 << 20]),
             },
             log: Some("+0ms info done\n".into()),
+            journal: None,
+            replayed: 0,
         };
         let results: Vec<_> = (0..14).map(result).collect();
         let batches = cut(results, Budget::items(1000), WireSize::wire_size);

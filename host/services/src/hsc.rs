@@ -16,6 +16,11 @@
 //! and again; the Controller asks for no more than fits, by the lambdas'
 //! payload limits, and a task claimed beyond what fits is left to its
 //! claim timeout.
+//!
+//! It also keeps durable lambdas' journals: an execution writes its
+//! entries through [`HscApi::task_journal_write`] under its lease, and the
+//! next one reads them back through [`HscApi::task_journal_read`], a page
+//! at most one message long.
 
 use std::sync::Arc;
 
@@ -23,12 +28,18 @@ use async_trait::async_trait;
 use waft_core::TaskStatus;
 use waft_core::limits::{MAX_BATCH_BYTES, MAX_CARRIED, cut_note};
 use waft_store::{
-    ClaimedTask, Heartbeat, Refusal, ResultOutcome, TaskClaimMany, TaskHeartbeatMany, TaskResult,
-    TaskSetResultMany, TaskStore,
+    ClaimedTask, Heartbeat, JournalEntry, Refusal, ResultOutcome, TaskClaimMany, TaskHeartbeatMany,
+    TaskJournalRead, TaskJournalWrite, TaskResult, TaskSetResultMany, TaskStore,
 };
 
 use crate::batch::{Budget, Filling, WireSize};
-use crate::{Clock, HeartbeatConfig, HscApi, ServiceError, ServiceResult};
+use crate::{
+    Clock, HeartbeatConfig, HscApi, JournalCommit, JournalPage, ServiceError, ServiceResult,
+};
+
+/// Journal entries one read takes from the store at most: the page is then
+/// cut by bytes.
+const MAX_JOURNAL_PAGE: u32 = 10_000;
 
 /// Requests larger than this are refused: a batch is one transaction.
 pub const MAX_BATCH: usize = 10_000;
@@ -92,6 +103,8 @@ impl Hsc {
             lease_token: task.lease_token,
             outcome: ResultOutcome::Fatal { error },
             log: None,
+            journal: None,
+            replayed: 0,
         };
         let failed = self
             .store
@@ -178,5 +191,96 @@ impl HscApi for Hsc {
                 now: self.clock.now(),
             })
             .await?)
+    }
+
+    async fn task_journal_write(
+        &self,
+        commit: JournalCommit,
+    ) -> ServiceResult<Result<(), Refusal>> {
+        // The store checks the write (its numbering and bounds, refused as
+        // `InvalidArgument`) and the lease in one transaction.
+        Ok(self
+            .store
+            .task_journal_write(TaskJournalWrite {
+                id: commit.id,
+                lease_token: commit.lease_token,
+                version: commit.version,
+                write: commit.write,
+                now: self.clock.now(),
+            })
+            .await?)
+    }
+
+    async fn task_journal_read(
+        &self,
+        page: JournalPage,
+    ) -> ServiceResult<Result<Vec<JournalEntry>, Refusal>> {
+        // One point read: a stale executor learns that its lease is gone
+        // before it replays anything (it could write nothing anyway).
+        let Some(task) = self.store.task_get(&page.id).await? else {
+            return Ok(Err(Refusal::NotFound));
+        };
+        if task.lease_token != page.lease_token {
+            return Ok(Err(Refusal::StaleLease {
+                current: task.lease_token,
+            }));
+        }
+        if !matches!(task.status, TaskStatus::Claimed | TaskStatus::Processing) {
+            return Ok(Err(Refusal::WrongState(task.status)));
+        }
+        let entries = self
+            .store
+            .task_journal(TaskJournalRead {
+                id: page.id,
+                from: page.from,
+                limit: page.limit.clamp(1, MAX_JOURNAL_PAGE),
+                without_answers: false,
+            })
+            .await?;
+        Ok(Ok(fit_page(entries)))
+    }
+}
+
+/// The first of `entries` that one answer carries: at least one (an entry's
+/// answer is bounded well under a message), then as many as fit in
+/// [`MAX_BATCH_BYTES`].
+fn fit_page(entries: Vec<JournalEntry>) -> Vec<JournalEntry> {
+    let mut filling = Filling::new(Budget::items(usize::MAX));
+    entries
+        .into_iter()
+        .take_while(|entry| filling.admit(entry.wire_size()))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(seq: u32, answer: usize) -> JournalEntry {
+        JournalEntry {
+            seq,
+            call: "wasi:http/outgoing-handler.handle".into(),
+            digest: vec![0; 32],
+            answer: vec![b'a'; answer],
+            summary: String::new(),
+            outside: true,
+            attempt: 1,
+            at: 0,
+            took_us: 0,
+        }
+    }
+
+    /// A page of the journal is cut to what one answer carries, but holds
+    /// an entry while any is left: the reader always moves on.
+    #[test]
+    fn a_page_is_cut_by_bytes_and_never_empty() {
+        let large: Vec<JournalEntry> = (0..5).map(|seq| entry(seq, 6 << 20)).collect();
+        let page = fit_page(large.clone());
+        assert_eq!(page, large[..2]);
+        let small: Vec<JournalEntry> = (0..1000).map(|seq| entry(seq, 100)).collect();
+        assert_eq!(fit_page(small.clone()), small);
+        let huge = vec![entry(0, MAX_BATCH_BYTES), entry(1, 1)];
+        assert_eq!(fit_page(huge.clone()), huge[..1]);
+        assert!(fit_page(Vec::new()).is_empty());
     }
 }

@@ -37,7 +37,7 @@ pub use periodic::{Periodic, PeriodicReport};
 pub use waft_core::error::{self, ServiceError, ServiceResult};
 pub use waft_core::roles::{
     self as api, AdminApi, ClientApi, ClusterApi, ControllerApi, CronRequest, FrontendApi, HscApi,
-    LambdaSlots, NextWork, RunAt, TaskRequest,
+    JournalCommit, JournalPage, LambdaSlots, NextWork, RunAt, TaskRequest,
 };
 /// Locks a mutex, taking over a poisoned one: every value the roles keep
 /// behind a mutex stays valid when a holder panics.

@@ -25,7 +25,8 @@ use waft_services::{
     ExecutorConfig, Frontend, HeartbeatConfig, Hsc, HscApi, LambdaSlots, NextWork, RunAt,
     ServiceResult, StoreConsumer, SystemClock, TaskRequest,
 };
-use waft_store::{ClaimedTask, Task, TaskStore};
+use waft_services::{JournalCommit, JournalPage};
+use waft_store::{ClaimedTask, JournalEntry, Task, TaskStore};
 
 /// Generous: loading a lambda in a debug build on a busy machine may take
 /// many seconds. A passing test never waits so long.
@@ -261,6 +262,20 @@ impl HscApi for HeldResults {
         self.release.cancelled().await;
         self.hsc.task_set_result_many(results).await
     }
+
+    async fn task_journal_write(
+        &self,
+        commit: JournalCommit,
+    ) -> ServiceResult<Result<(), Refusal>> {
+        self.hsc.task_journal_write(commit).await
+    }
+
+    async fn task_journal_read(
+        &self,
+        page: JournalPage,
+    ) -> ServiceResult<Result<Vec<JournalEntry>, Refusal>> {
+        self.hsc.task_journal_read(page).await
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -376,6 +391,8 @@ async fn a_request_over_the_limit_says_so_and_not_tls() {
             output: Some(vec![b'o'; 17 << 20]),
         },
         log: None,
+        journal: None,
+        replayed: 0,
     };
     let error = cluster
         .hsc_client()

@@ -83,6 +83,15 @@ async fn an_execution_schedules_children_up_to_the_cap_and_no_more() {
         parent.last_error
     );
     assert_eq!(children.len(), CAP);
+    // Each child's key is its rank among the task's children: the same
+    // in every attempt, replayed or not.
+    let mut keys: Vec<String> = children
+        .iter()
+        .filter_map(|child| child.idempotency_key.clone())
+        .collect();
+    keys.sort();
+    let ranks: Vec<String> = (0..CAP).map(|rank| format!("child:{id}:{rank}")).collect();
+    assert_eq!(keys, ranks);
     assert!(
         log.contains("refused to schedule a child") && log.contains("executor.max_children"),
         "the log says nothing of the cap:\n{log}"

@@ -20,7 +20,8 @@ use waft_core::{LambdaConfig, TaskStatus};
 use waft_services::{
     ControllerApi, ExecutorConfig, HeartbeatConfig, Hsc, HscApi, NextWork, ServiceResult,
 };
-use waft_store::{ClaimedTask, TaskStore};
+use waft_services::{JournalCommit, JournalPage};
+use waft_store::{ClaimedTask, JournalEntry, TaskStore};
 
 /// Claims the one queued task as soon as it is asked, and answers `delay`
 /// later; empty-handed after that.
@@ -218,6 +219,22 @@ impl HscApi for Severable {
         self.wait_if_cut().await;
         self.hsc.task_set_result_many(results).await
     }
+
+    async fn task_journal_write(
+        &self,
+        commit: JournalCommit,
+    ) -> ServiceResult<Result<(), Refusal>> {
+        self.wait_if_cut().await;
+        self.hsc.task_journal_write(commit).await
+    }
+
+    async fn task_journal_read(
+        &self,
+        page: JournalPage,
+    ) -> ServiceResult<Result<Vec<JournalEntry>, Refusal>> {
+        self.wait_if_cut().await;
+        self.hsc.task_journal_read(page).await
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -341,6 +358,20 @@ impl HscApi for CountingHsc {
         results: Vec<TaskResult>,
     ) -> ServiceResult<Vec<Result<TaskStatus, Refusal>>> {
         self.hsc.task_set_result_many(results).await
+    }
+
+    async fn task_journal_write(
+        &self,
+        commit: JournalCommit,
+    ) -> ServiceResult<Result<(), Refusal>> {
+        self.hsc.task_journal_write(commit).await
+    }
+
+    async fn task_journal_read(
+        &self,
+        page: JournalPage,
+    ) -> ServiceResult<Result<Vec<JournalEntry>, Refusal>> {
+        self.hsc.task_journal_read(page).await
     }
 }
 

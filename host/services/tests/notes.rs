@@ -42,6 +42,7 @@ async fn a_huge_note_reaches_the_host_short_and_without_its_secret() {
         payload: serde_json::json!({ "attack": "note", "bytes": HUGE })
             .to_string()
             .into_bytes(),
+        journal: Vec::new(),
     };
     let execution = lambda
         .run(task, &sandbox, host.clone(), &KillSwitch::new())

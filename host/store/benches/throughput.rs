@@ -261,6 +261,8 @@ async fn succeed(store: &dyn TaskStore, slices: &[&[Lease]], batch: usize) {
                     lease_token: lease.token,
                     outcome: ResultOutcome::Success { output: None },
                     log: None,
+                    journal: None,
+                    replayed: 0,
                 })
                 .collect();
             store

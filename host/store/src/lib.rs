@@ -13,11 +13,13 @@
 //! controller or executor is lost comes due again and is re-enqueued. Claims
 //! issue a strictly increasing lease token per task; heartbeats and results
 //! with an older token are refused, which is what keeps a stale execution
-//! from writing over a newer one.
+//! from writing over a newer one. A durable task's journal (the host calls
+//! its executions made, which a retry replays) is written under the same
+//! fence, and pins the task to the lambda version that wrote it.
 //!
 //! The tree: `sql/` holds the SQL, one file per entity (`lambda`, `task`,
-//! `poll`, `lease`, `gate`, `cron`, `token`, `secret`, and `stats` for the
-//! dashboard's overview), written once and compiled for
+//! `poll`, `lease`, `journal`, `gate`, `cron`, `token`, `secret`, and `stats`
+//! for the dashboard's overview), written once and compiled for
 //! each backend; `dialect.rs` names the few fragments in which SQLite and
 //! Postgres differ; `rules.rs` holds the decisions that need no database
 //! (admitting a task, planning a retry, what a gate does), with unit tests;
@@ -103,6 +105,13 @@ pub trait TaskStore: Send + Sync {
         &self,
         params: TaskSetResultMany,
     ) -> Result<Vec<Result<waft_core::TaskStatus, Refusal>>>;
+
+    /// Writes a running execution's entries into its task's journal
+    /// ([`JournalWrite`]); refused unless the execution still holds the
+    /// lease. The first write pins the task to the execution's version.
+    async fn task_journal_write(&self, params: TaskJournalWrite) -> Result<Result<(), Refusal>>;
+    /// A page of a task's journal, in order.
+    async fn task_journal(&self, params: TaskJournalRead) -> Result<Vec<JournalEntry>>;
 
     /// Per `<lambda, priority>`, the oldest task that is due and waiting to
     /// start (new, retrying or in its queue; not held by a gate).

@@ -8,11 +8,11 @@
 
 use std::time::Duration;
 
-use waft_core::{Backoff, ByteSize, LambdaConfig, Limits, TaskStatus};
+use waft_core::{Backoff, ByteSize, LambdaConfig, Limits, OnDivergence, TaskStatus};
 
 use sqlx::FromRow;
 
-use crate::{Attempt, Cron, Lambda, Millis, StoreError, Task, Token};
+use crate::{Attempt, Cron, JournalEntry, Lambda, Millis, StoreError, Task, Token};
 
 /// Typed column access shared by the backends' row types.
 pub(crate) trait RowExt {
@@ -153,7 +153,7 @@ pub(crate) fn backoff_of(base_ms: i64, factor: f64, max_ms: i64) -> Result<Backo
 pub(crate) const LAMBDA_COLUMNS: &str = "l.name, v.version, v.digest, v.max_memory, v.timeout_ms, \
     v.fuel, v.max_output, v.max_log, v.max_attempts, v.backoff_base_ms, v.backoff_factor, \
     v.backoff_max_ms, v.priorities, v.default_priority, v.max_payload, v.concurrency, \
-    v.quota_per_sec, v.allowed_children, v.grants, v.created_at";
+    v.quota_per_sec, v.allowed_children, v.grants, v.on_divergence, v.created_at";
 
 /// A lambda at a version, as [`LAMBDA_COLUMNS`] selects it.
 #[derive(FromRow)]
@@ -177,6 +177,7 @@ pub(crate) struct LambdaRow {
     quota_per_sec: Option<f64>,
     allowed_children: String,
     grants: String,
+    on_divergence: String,
     created_at: Millis,
 }
 
@@ -208,6 +209,9 @@ impl TryFrom<LambdaRow> for Lambda {
                 quota_per_sec: row.quota_per_sec,
                 allowed_children: row.allowed_children.lines().map(str::to_owned).collect(),
                 grants: json("grants", &row.grants)?,
+                on_divergence: OnDivergence::parse(&row.on_divergence).ok_or_else(|| {
+                    StoreError::Corrupt(format!("on_divergence {:?}", row.on_divergence))
+                })?,
             },
             created_at: row.created_at,
         })
@@ -276,6 +280,7 @@ pub(crate) struct AttemptRow {
     log: Option<String>,
     started_at: Option<Millis>,
     ended_at: Millis,
+    replayed: i64,
 }
 
 impl TryFrom<AttemptRow> for Attempt {
@@ -290,6 +295,7 @@ impl TryFrom<AttemptRow> for Attempt {
             log: row.log.map(crate::support::text_out),
             started_at: row.started_at,
             ended_at: row.ended_at,
+            replayed: small(row.replayed, "replayed")?,
         })
     }
 }
@@ -299,6 +305,45 @@ where
     AttemptRow: FromRow<'r, R>,
 {
     decode::<R, AttemptRow, Attempt>(row)
+}
+
+/// A row of `journal` (`sql/journal.rs` names its columns).
+#[derive(FromRow)]
+pub(crate) struct JournalRow {
+    seq: i64,
+    call: String,
+    digest: Vec<u8>,
+    answer: Vec<u8>,
+    summary: String,
+    outside: bool,
+    attempt: i64,
+    at: Millis,
+    took_us: i64,
+}
+
+impl TryFrom<JournalRow> for JournalEntry {
+    type Error = StoreError;
+
+    fn try_from(row: JournalRow) -> Result<Self, StoreError> {
+        Ok(JournalEntry {
+            seq: small(row.seq, "seq")?,
+            call: crate::support::text_out(row.call),
+            digest: row.digest,
+            answer: row.answer,
+            summary: crate::support::text_out(row.summary),
+            outside: row.outside,
+            attempt: small(row.attempt, "attempt")?,
+            at: row.at,
+            took_us: small(row.took_us, "took_us")?,
+        })
+    }
+}
+
+pub(crate) fn journal_entry<'r, R: sqlx::Row>(row: &'r R) -> Result<JournalEntry, StoreError>
+where
+    JournalRow: FromRow<'r, R>,
+{
+    decode::<R, JournalRow, JournalEntry>(row)
 }
 
 /// A row of `tokens`.
@@ -335,14 +380,15 @@ where
 }
 
 /// The names each state column may hold, by the latest migration that
-/// checks it (0014, or one after that adds a state), are exactly the names
-/// these rows decode: the model's enums. A variant added to an enum fails
+/// checks it (0014, or one after that adds a state; 0015 for a lambda's
+/// `on_divergence`), are exactly the names these rows decode: the model's
+/// enums. A variant added to an enum fails
 /// here until a migration pair lets the databases hold it.
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeSet;
 
-    use waft_core::TaskStatus;
+    use waft_core::{OnDivergence, TaskStatus};
 
     use crate::{AttemptOutcome, GateState, TokenRole};
 
@@ -424,6 +470,10 @@ mod tests {
                 ("outcome", names(outcomes(), AttemptOutcome::as_str)),
                 ("state", names(gate_states(), GateState::as_str)),
                 ("role", names(roles(), TokenRole::as_str)),
+                (
+                    "on_divergence",
+                    names(OnDivergence::ALL, OnDivergence::as_str),
+                ),
             ];
             for (column, names) in expected {
                 assert_eq!(latest_check(migrator, column), names, "{backend}: {column}");

@@ -1,16 +1,17 @@
 //! The store's decisions that need no database, in plain Rust: whether a
 //! new task is admitted (and how it is stored), what a retriable failure
 //! does to its task, what a gate does to a task, which idempotency keys are
-//! Waft's own. The backends' SQL gathers the facts and applies the verdict;
+//! Waft's own, whether a journal write is well formed. The backends' SQL gathers the facts and applies the verdict;
 //! the rules themselves are unit-tested here.
 
 use std::time::Duration;
 
+use waft_core::limits::{MAX_JOURNAL_ANSWER, MAX_JOURNAL_ENTRIES};
 use waft_core::task::{DEFAULT_COLLECTION, check_collection_name, check_lambda_name};
 use waft_core::{Backoff, TaskStatus};
 
 use crate::support::millis;
-use crate::{Lambda, Millis, NewTask, Result, StoreError};
+use crate::{JournalWrite, Lambda, Millis, NewTask, Result, StoreError};
 
 /// Who asks for an insert: a client, whose idempotency keys may not use the
 /// prefixes the store writes itself, or the store (a continuation, a
@@ -189,6 +190,39 @@ impl RetryPlan {
     }
 }
 
+/// Checks the shape of a write to task `id`'s journal: its entries are
+/// numbered on from `from` without a gap, the journal stays within
+/// [`MAX_JOURNAL_ENTRIES`] and each answer within [`MAX_JOURNAL_ANSWER`].
+/// The runtime makes these writes, so one that fails is a bug of the host,
+/// never the lambda's: it is refused whole, as invalid. (That the write
+/// starts within the journal, leaving no hole, needs the task's row: the
+/// write's statement checks it.)
+pub(crate) fn check_journal_write(id: &str, write: &JournalWrite) -> Result<()> {
+    let invalid = |why: String| {
+        Err(StoreError::Invalid(format!(
+            "a journal write of task {id} {why}; nothing was written"
+        )))
+    };
+    let end = u64::from(write.from) + write.entries.len() as u64;
+    if end > u64::from(MAX_JOURNAL_ENTRIES) {
+        return invalid(format!(
+            "would make the journal {end} entries long, over the limit of {MAX_JOURNAL_ENTRIES}"
+        ));
+    }
+    for (seq, entry) in (write.from..).zip(&write.entries) {
+        if entry.seq != seq {
+            return invalid(format!("numbers entry {seq} as {}", entry.seq));
+        }
+        if entry.answer.len() > MAX_JOURNAL_ANSWER {
+            return invalid(format!(
+                "holds an answer of {} bytes at entry {seq}, over the limit of {MAX_JOURNAL_ANSWER}",
+                entry.answer.len()
+            ));
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use waft_core::{ByteSize, LambdaConfig};
@@ -338,5 +372,67 @@ mod tests {
             plan.next_trigger_at,
             Some(millis(waft_core::MAX_RETRY_DELAY))
         );
+    }
+
+    fn entries(seqs: impl IntoIterator<Item = u32>) -> Vec<crate::JournalEntry> {
+        seqs.into_iter()
+            .map(|seq| crate::JournalEntry {
+                seq,
+                call: "wasi:random/random.get-random-u64".into(),
+                digest: vec![1],
+                answer: vec![2],
+                summary: String::new(),
+                outside: false,
+                attempt: 1,
+                at: NOW,
+                took_us: 3,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_journal_write_runs_on_from_its_start() {
+        let write = |from, seqs| JournalWrite {
+            from,
+            entries: entries(seqs),
+        };
+        assert!(check_journal_write("t", &write(0, vec![0, 1, 2])).is_ok());
+        assert!(check_journal_write("t", &write(4, vec![4, 5])).is_ok());
+        // A cut: no entries, from anywhere.
+        assert!(check_journal_write("t", &write(7, vec![])).is_ok());
+        for bad in [
+            write(0, vec![1]),
+            write(2, vec![2, 4]),
+            write(3, vec![3, 3]),
+        ] {
+            let refused = check_journal_write("t", &bad);
+            assert!(matches!(refused, Err(StoreError::Invalid(_))), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_journal_write_keeps_to_the_limits() {
+        let at_limit = JournalWrite {
+            from: MAX_JOURNAL_ENTRIES - 1,
+            entries: entries([MAX_JOURNAL_ENTRIES - 1]),
+        };
+        assert!(check_journal_write("t", &at_limit).is_ok());
+        let over = JournalWrite {
+            from: MAX_JOURNAL_ENTRIES,
+            entries: entries([MAX_JOURNAL_ENTRIES]),
+        };
+        assert!(check_journal_write("t", &over).is_err());
+        let far = JournalWrite {
+            from: u32::MAX,
+            entries: entries([u32::MAX]),
+        };
+        assert!(check_journal_write("t", &far).is_err());
+        let mut big = entries([0]);
+        big[0].answer = vec![0; MAX_JOURNAL_ANSWER + 1];
+        let big = JournalWrite {
+            from: 0,
+            entries: big,
+        };
+        assert!(check_journal_write("t", &big).is_err());
     }
 }

@@ -2,8 +2,8 @@
 //!
 //! The checks live in `conformance/`, one file per area as the store's SQL
 //! is split (lambdas and their artifacts, the state table, tasks as clients
-//! write them, as they read them and the tasks they make, gates, pacing,
-//! cron, tokens) and one for the guarantees on paths a crash soak never
+//! write them, as they read them and the tasks they make, journals and the
+//! versions they pin, gates, pacing, cron, tokens) and one for the guarantees on paths a crash soak never
 //! takes; this file runs each one on a fresh store of each backend: a SQLite
 //! file, and a database of its own on a throwaway PostgreSQL cluster the
 //! tests start (see `waft-testing`; under `CI=true` the Postgres tests fail
@@ -21,6 +21,10 @@ mod gate_guarantees;
 mod gates;
 #[path = "conformance/guarantees.rs"]
 mod guarantees;
+#[path = "conformance/journal.rs"]
+mod journal;
+#[path = "conformance/journal_versions.rs"]
+mod journal_versions;
 #[path = "conformance/lambdas.rs"]
 mod lambdas;
 #[path = "conformance/lifecycle.rs"]
@@ -127,6 +131,19 @@ conformance!(
     children: [
         children_of_a_superseded_execution_are_not_created,
         a_continuation_runs_once_on_success_with_the_output,
+    ],
+    journal: [
+        journals_are_written_replaced_and_cut,
+        journal_writes_are_fenced_by_the_lease,
+        malformed_journal_writes_are_refused_whole,
+        results_carry_journal_writes,
+        journals_hold_any_string_and_bytes,
+    ],
+    journal_versions: [
+        a_journal_pins_its_version,
+        gc_keeps_the_versions_journals_need,
+        redrives_keep_or_discard_journals,
+        on_divergence_is_kept_per_version,
     ],
     gates: [paused_tasks_wait_and_resume_in_order, gates_on_a_collection_and_drops],
     pacing: [

@@ -1,10 +1,13 @@
 //! The model-based test of the store: random sequences of every
 //! `TaskStore` operation of the state table — insert, poll at advancing
 //! times (every timeout expiring), claim with current and stale tokens,
-//! heartbeat, results of every kind, cancel, gates by lambda and collection,
-//! redrive, periodic occurrences — run against each backend and against
-//! the reference model (`model/reference.rs`), compared after every step,
-//! with the state table's invariants checked on the backend's own state.
+//! heartbeat, journal writes under current and stale leases (and holes),
+//! results of every kind with or without a journal write, cancel, gates by
+//! lambda and collection, redrive keeping or discarding journals, deploys,
+//! periodic occurrences — run against each backend and against the
+//! reference model (`model/reference.rs`), compared after every step
+//! (journals entry by entry), with the state table's invariants checked on
+//! the backend's own state.
 //!
 //! On Postgres a step may also be a race: two or three operations run at
 //! once on separate connections, and the backend's answers and state must
@@ -142,7 +145,7 @@ fn postgres_follows_the_model_and_races_linearize() {
             admin
                 .execute(
                     "TRUNCATE artifacts, components, lambdas, lambda_versions, lambda_pace, tasks, \
-                     attempts, gates, crons, tokens, secrets",
+                     attempts, journal, gates, crons, tokens, secrets",
                 )
                 .await
                 .unwrap();

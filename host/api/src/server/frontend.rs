@@ -384,10 +384,10 @@ impl proto::frontend_server::Frontend for FrontendService {
     ) -> Result<Response<proto::RedriveDeadResponse>, Status> {
         let role = self.role(&request);
         let request = request.into_inner();
-        let version = request.version;
+        let (version, fresh) = (request.version, request.fresh);
         let selector = dead_selector(request)?;
         let redriven = role
-            .dead_redrive(selector, version)
+            .dead_redrive(selector, version, fresh)
             .await
             .map_err(to_status)?;
         Ok(Response::new(proto::RedriveDeadResponse { redriven }))
@@ -402,6 +402,18 @@ impl proto::frontend_server::Frontend for FrontendService {
         let attempts = role.task_attempts(&id).await.map_err(to_status)?;
         Ok(Response::new(proto::ListAttemptsResponse {
             attempts: attempts.into_iter().map(attempt_to_proto).collect(),
+        }))
+    }
+
+    async fn get_journal(
+        &self,
+        request: Request<proto::GetJournalRequest>,
+    ) -> Result<Response<proto::GetJournalResponse>, Status> {
+        let role = self.role(&request);
+        let id = request.into_inner().id;
+        let entries = role.task_journal(&id).await.map_err(to_status)?;
+        Ok(Response::new(proto::GetJournalResponse {
+            entries: entries.into_iter().map(journal_entry_to_proto).collect(),
         }))
     }
 

@@ -1,9 +1,10 @@
-//! The HSC's adapter: claims, heartbeats and results from executors.
+//! The HSC's adapter: claims, heartbeats, results and journals from
+//! executors.
 
 use std::sync::Arc;
 
 use tonic::{Request, Response, Status};
-use waft_services::HscApi;
+use waft_services::{HscApi, JournalCommit, JournalPage};
 
 use waft_client::convert::*;
 use waft_client::proto;
@@ -95,6 +96,48 @@ impl proto::hsc_server::Hsc for HscService {
                     }),
                 })
                 .collect(),
+        }))
+    }
+
+    async fn write_journal(
+        &self,
+        request: Request<proto::WriteJournalRequest>,
+    ) -> Result<Response<proto::WriteJournalResponse>, Status> {
+        let request = request.into_inner();
+        let write = required(request.write, "write").map_err(to_status)?;
+        let commit = JournalCommit {
+            id: request.task_id,
+            lease_token: request.lease_token,
+            version: request.version,
+            write: journal_write_from_proto(write),
+        };
+        let answer = self.0.task_journal_write(commit).await.map_err(to_status)?;
+        Ok(Response::new(proto::WriteJournalResponse {
+            refused: answer.err().map(refusal_to_proto),
+        }))
+    }
+
+    async fn read_journal(
+        &self,
+        request: Request<proto::ReadJournalRequest>,
+    ) -> Result<Response<proto::ReadJournalResponse>, Status> {
+        let request = request.into_inner();
+        let page = JournalPage {
+            id: request.task_id,
+            lease_token: request.lease_token,
+            from: request.from,
+            limit: request.limit,
+        };
+        let answer = self.0.task_journal_read(page).await.map_err(to_status)?;
+        Ok(Response::new(match answer {
+            Ok(entries) => proto::ReadJournalResponse {
+                entries: entries.into_iter().map(journal_entry_to_proto).collect(),
+                refused: None,
+            },
+            Err(refusal) => proto::ReadJournalResponse {
+                entries: Vec::new(),
+                refused: Some(refusal_to_proto(refusal)),
+            },
         }))
     }
 }

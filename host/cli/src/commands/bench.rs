@@ -85,6 +85,7 @@ fn invoke(args: InvokeBenchArgs) -> Result<ExitCode, Failure> {
         limits: args.limits.limits()?,
         grants: Arc::new(args.grants.grants()?),
         secrets: Arc::default(),
+        ..Sandbox::default()
     };
     let wasm = read_wasm(&args.file)?;
     let tokio = tokio::runtime::Builder::new_current_thread()
@@ -175,6 +176,7 @@ async fn once(
         attempt: 1,
         scheduled_at: SystemTime::now(),
         payload: payload.to_vec(),
+        journal: Vec::new(),
     };
     let host = Arc::new(RecordingHost::default());
     let kill = KillSwitch::new();

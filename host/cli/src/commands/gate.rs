@@ -123,7 +123,9 @@ pub enum DlqCommand {
     Show { id: String },
     /// Give dead tasks a fresh attempt budget and run them again: the ids
     /// given (all must be dead, or none is redriven), or every dead task of
-    /// a lambda.
+    /// a lambda. A durable task replays its journal first (the host calls
+    /// its executions made), on the version that wrote it, unless
+    /// `--fresh` or `--version` discards the journal.
     Redrive {
         ids: Vec<String>,
         #[arg(long, conflicts_with = "ids")]
@@ -131,9 +133,14 @@ pub enum DlqCommand {
         #[arg(long, requires = "lambda")]
         collection: Option<String>,
         /// Run them on this version of the lambda (pinned), not the
-        /// current one.
+        /// current one. Discards their journals: a journal replays only on
+        /// the version that wrote it.
         #[arg(long)]
         version: Option<u32>,
+        /// Discard their journals: every host call runs live again, as in
+        /// a first attempt.
+        #[arg(long)]
+        fresh: bool,
     },
 }
 
@@ -150,6 +157,7 @@ pub fn run_dlq(args: DlqArgs) -> Result<ExitCode, Failure> {
                 lambda,
                 collection,
                 version,
+                fresh,
             } => {
                 let selector = match lambda {
                     Some(lambda) => DeadSelector::Filter { lambda, collection },
@@ -160,7 +168,7 @@ pub fn run_dlq(args: DlqArgs) -> Result<ExitCode, Failure> {
                         ));
                     }
                 };
-                dlq_redrive(&frontend, &client, selector, version).await
+                dlq_redrive(&frontend, &client, selector, version, fresh).await
             }
         }?;
         Ok(ExitCode::SUCCESS)
@@ -234,9 +242,10 @@ async fn dlq_redrive(
     client: &ClientArgs,
     selector: DeadSelector,
     version: Option<u32>,
+    fresh: bool,
 ) -> Result<(), Failure> {
     let redriven = frontend
-        .dead_redrive(selector, version)
+        .dead_redrive(selector, version, fresh)
         .await
         .map_err(|e| client.failure(e))?;
     if client.json {
@@ -247,7 +256,7 @@ async fn dlq_redrive(
     Ok(())
 }
 
-fn attempt_json(a: &Attempt) -> serde_json::Value {
+pub(crate) fn attempt_json(a: &Attempt) -> serde_json::Value {
     json!({
         "attempt": a.attempt,
         "lease_token": a.lease_token,
@@ -256,6 +265,7 @@ fn attempt_json(a: &Attempt) -> serde_json::Value {
         "log": a.log,
         "started_at": a.started_at.map(time),
         "ended_at": time(a.ended_at),
+        "replayed": a.replayed,
     })
 }
 
@@ -270,8 +280,12 @@ fn print_attempts(task: &Task, attempts: &[Attempt]) {
             .started_at
             .map(|at| format!(" after {} ms", a.ended_at - at))
             .unwrap_or_default();
+        let replayed = match a.replayed {
+            0 => String::new(),
+            n => format!(", {n} journal entries replayed"),
+        };
         println!(
-            "attempt {} ({}) at {}{took}: {}",
+            "attempt {} ({}) at {}{took}{replayed}: {}",
             a.attempt,
             a.outcome.as_str(),
             time(a.ended_at),

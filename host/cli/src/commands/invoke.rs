@@ -25,7 +25,7 @@ use crate::exit::{self, Failure};
 #[command(
     after_help = "Exit codes: 0 success, 2 bad input, 3 not a Waft lambda, 10 retriable \
 failure, 11 fatal failure, 12 crash, 13 memory limit, 14 fuel limit, 15 timeout, 16 output \
-limit, 17 killed, 1 internal error."
+limit, 17 killed, 19 journal limit, 1 internal error."
 )]
 pub struct InvokeArgs {
     /// The lambda: a `.wasm` component of the waft:lambda world.
@@ -119,6 +119,7 @@ pub fn run(args: InvokeArgs) -> Result<ExitCode, Failure> {
         limits: args.limits.limits()?,
         grants: Arc::new(args.grants.grants()?),
         secrets: Arc::default(),
+        ..Sandbox::default()
     };
     let payload = read_payload(&args)?;
     let wasm = read_wasm(&args.file)?;
@@ -142,6 +143,7 @@ pub fn run(args: InvokeArgs) -> Result<ExitCode, Failure> {
             attempt: args.attempt,
             scheduled_at: SystemTime::now(),
             payload,
+            journal: Vec::new(),
         };
         let host = Arc::new(RecordingHost::default());
         let kill = KillSwitch::new();
@@ -250,7 +252,8 @@ fn report_text(execution: &Execution, host: &RecordingHost) -> String {
         },
         Outcome::Fatal { message }
         | Outcome::Trapped { message }
-        | Outcome::HostError { message } => {
+        | Outcome::HostError { message }
+        | Outcome::Diverged { message } => {
             format!(": {message}")
         }
         Outcome::LimitExceeded { detail, .. } => format!(": {detail}"),
@@ -351,7 +354,8 @@ fn report_json(execution: &Execution, host: &RecordingHost) -> serde_json::Value
         }),
         Outcome::Fatal { message }
         | Outcome::Trapped { message }
-        | Outcome::HostError { message } => {
+        | Outcome::HostError { message }
+        | Outcome::Diverged { message } => {
             json!({ "message": message })
         }
         Outcome::LimitExceeded { limit, detail } => {

@@ -9,7 +9,9 @@ use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 use waft_client::FrontendClient;
-use waft_core::{Backoff, ByteSize, Grants, LambdaConfig, OutboundLimits, OutboundPattern};
+use waft_core::{
+    Backoff, ByteSize, Grants, LambdaConfig, OnDivergence, OutboundLimits, OutboundPattern,
+};
 use waft_services::ClientApi;
 use waft_store::Lambda;
 
@@ -90,8 +92,22 @@ pub struct DeployArgs {
     /// to schedule that lambda's tasks.
     #[arg(long = "allow-child", value_name = "LAMBDA")]
     pub allow_child: Vec<String>,
+    /// What a retry does when the lambda's host calls stop matching its
+    /// task's journal (the code changed, or it is not deterministic):
+    /// `fail` ends the task fatal, saying where the calls differ;
+    /// `restart` discards the journal and runs the task afresh.
+    #[arg(long, value_name = "POLICY", default_value = "fail", value_parser = on_divergence_parser())]
+    pub on_divergence: OnDivergence,
     #[command(flatten)]
     pub grants: GrantArgs,
+}
+
+/// `fail` or `restart`, listed in the help as the values it takes.
+fn on_divergence_parser() -> impl clap::builder::TypedValueParser<Value = OnDivergence> {
+    use clap::builder::{PossibleValuesParser, TypedValueParser};
+    let names = OnDivergence::ALL.map(OnDivergence::as_str);
+    PossibleValuesParser::new(names)
+        .map(|name| OnDivergence::parse(&name).expect("a possible value is a policy"))
 }
 
 /// What the lambda's executions may reach; nothing unless granted here.
@@ -185,6 +201,7 @@ impl DeployArgs {
             quota_per_sec: self.quota,
             allowed_children: self.allow_child.clone(),
             grants: self.grants.grants()?,
+            on_divergence: self.on_divergence,
         };
         config
             .validate()
@@ -340,6 +357,7 @@ fn lambda_json(lambda: &Lambda) -> serde_json::Value {
                 "between_bytes_timeout": humantime::format_duration(config.grants.outbound_limits.between_bytes_timeout).to_string(),
             },
             "env": config.grants.env,
+            "on_divergence": config.on_divergence.as_str(),
         },
     })
 }

@@ -7,6 +7,7 @@ pub mod client;
 pub mod cron;
 pub mod gate;
 pub mod invoke;
+pub mod journal;
 pub mod lambda;
 pub mod secret;
 pub mod serve;

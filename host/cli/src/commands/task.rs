@@ -15,6 +15,7 @@ use crate::commands::client::{
     ClientArgs, PayloadArgs, block_on, json_bytes, parse_time, show_bytes, time,
 };
 use crate::commands::invoke::parse_duration_arg;
+use crate::commands::journal;
 use crate::exit::{self, Failure};
 
 /// Arguments of `waft task`.
@@ -40,6 +41,12 @@ pub enum TaskCommand {
     Logs { id: String },
     /// Show a task and its descendants (child tasks), with statuses.
     Tree { id: String },
+    /// Show a task's journal: every host call its executions made (clocks,
+    /// randomness, configuration, outbound HTTP, children), in order, with
+    /// the attempt that made it live and those that replayed it, when, and
+    /// how long it took. Answers are not shown: `--json` has each entry's
+    /// summary.
+    Journal { id: String },
     /// Wait until a task ends; the exit code says how it ended (0 success,
     /// 20 fatal failure, 21 dead, 22 dropped, 23 cancelled, 7 timed out).
     Wait {
@@ -144,6 +151,7 @@ pub fn run(args: TaskArgs) -> Result<ExitCode, Failure> {
             TaskCommand::Cancel { id } => call.cancel(&id).await?,
             TaskCommand::Logs { id } => call.logs(&id).await?,
             TaskCommand::Tree { id } => call.tree(&id).await?,
+            TaskCommand::Journal { id } => call.journal(&id).await?,
             TaskCommand::Wait { id, timeout } => return call.wait(&id, timeout).await,
         }
         Ok(ExitCode::SUCCESS)
@@ -276,6 +284,24 @@ impl Call<'_> {
             println!("{}", tree.to_json());
         } else {
             tree.print(0);
+        }
+        Ok(())
+    }
+
+    /// `waft task journal`: the task's journal, with how each entry was
+    /// used (from the attempts' `replayed`).
+    async fn journal(&self, id: &str) -> Result<(), Failure> {
+        let (entries, attempts) = tokio::try_join!(
+            self.frontend.task_journal(id),
+            self.frontend.task_attempts(id)
+        )
+        .map_err(|e| self.client.failure(e))?;
+        if self.client.json {
+            println!("{}", journal::to_json(&entries, &attempts));
+        } else if entries.is_empty() {
+            println!("task {id} has no journal: its executions made no host call to record");
+        } else {
+            print!("{}", journal::table(&entries, &attempts));
         }
         Ok(())
     }

@@ -324,11 +324,13 @@ impl ClientApi for FrontendClient {
         &self,
         selector: DeadSelector,
         version: Option<u32>,
+        fresh: bool,
     ) -> ServiceResult<u64> {
         let request = match selector {
             DeadSelector::Ids(ids) => proto::RedriveDeadRequest {
                 ids,
                 version,
+                fresh,
                 ..Default::default()
             },
             DeadSelector::Filter { lambda, collection } => proto::RedriveDeadRequest {
@@ -336,6 +338,7 @@ impl ClientApi for FrontendClient {
                 lambda: Some(lambda),
                 collection,
                 version,
+                fresh,
             },
         };
         let response = self
@@ -360,6 +363,21 @@ impl ClientApi for FrontendClient {
             .into_iter()
             .map(attempt_from_proto)
             .collect()
+    }
+
+    async fn task_journal(&self, id: &str) -> ServiceResult<Vec<JournalEntry>> {
+        let response = self
+            .0
+            .clone()
+            .get_journal(proto::GetJournalRequest { id: id.to_owned() })
+            .await
+            .map_err(Self::error)?;
+        Ok(response
+            .into_inner()
+            .entries
+            .into_iter()
+            .map(journal_entry_from_proto)
+            .collect())
     }
 
     async fn cron_create(&self, request: CronRequest) -> ServiceResult<Cron> {

@@ -6,7 +6,7 @@
 
 use async_trait::async_trait;
 use waft_core::model::*;
-use waft_core::roles::HscApi;
+use waft_core::roles::{HscApi, JournalCommit, JournalPage};
 use waft_core::{ServiceError, ServiceResult, TaskStatus};
 
 use super::{WaftChannel, answer, check_size};
@@ -124,5 +124,55 @@ impl HscApi for HscClient {
                 proto::result_answer::Answer::Refused(r) => Ok(Err(refusal_from_proto(r)?)),
             })
             .collect()
+    }
+
+    async fn task_journal_write(
+        &self,
+        commit: JournalCommit,
+    ) -> ServiceResult<Result<(), Refusal>> {
+        let request = proto::WriteJournalRequest {
+            task_id: commit.id,
+            lease_token: commit.lease_token,
+            version: commit.version,
+            write: Some(journal_write_to_proto(commit.write)),
+        };
+        check_size(&request, MAX_INTERNAL_REQUEST, Self::ROLE)?;
+        let response = self
+            .0
+            .clone()
+            .write_journal(request)
+            .await
+            .map_err(Self::error)?;
+        match response.into_inner().refused {
+            None => Ok(Ok(())),
+            Some(refusal) => Ok(Err(refusal_from_proto(refusal)?)),
+        }
+    }
+
+    async fn task_journal_read(
+        &self,
+        page: JournalPage,
+    ) -> ServiceResult<Result<Vec<JournalEntry>, Refusal>> {
+        let request = proto::ReadJournalRequest {
+            task_id: page.id,
+            lease_token: page.lease_token,
+            from: page.from,
+            limit: page.limit,
+        };
+        let response = self
+            .0
+            .clone()
+            .read_journal(request)
+            .await
+            .map_err(Self::error)?
+            .into_inner();
+        if let Some(refusal) = response.refused {
+            return Ok(Err(refusal_from_proto(refusal)?));
+        }
+        Ok(Ok(response
+            .entries
+            .into_iter()
+            .map(journal_entry_from_proto)
+            .collect()))
     }
 }

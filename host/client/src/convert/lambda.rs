@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use waft_core::ServiceResult;
 use waft_core::model::Lambda;
-use waft_core::{Backoff, ByteSize, Grants, LambdaConfig, Limits, OutboundLimits};
+use waft_core::{Backoff, ByteSize, Grants, LambdaConfig, Limits, OnDivergence, OutboundLimits};
 
 use super::*;
 use crate::proto;
@@ -35,6 +35,27 @@ pub fn config_to_proto(config: &LambdaConfig) -> proto::LambdaConfig {
             .collect(),
         outbound_limits: Some(outbound_limits_to_proto(&config.grants.outbound_limits)),
         env: config.grants.env.clone().into_iter().collect(),
+        on_divergence: Some(on_divergence_to_proto(config.on_divergence) as i32),
+    }
+}
+
+pub fn on_divergence_to_proto(value: OnDivergence) -> proto::OnDivergence {
+    match value {
+        OnDivergence::Fail => proto::OnDivergence::Fail,
+        OnDivergence::Restart => proto::OnDivergence::Restart,
+    }
+}
+
+/// Absent or unspecified: the default ([`OnDivergence::Fail`]).
+pub fn on_divergence_from_proto(value: Option<i32>) -> ServiceResult<OnDivergence> {
+    match value.map(proto::OnDivergence::try_from) {
+        None | Some(Ok(proto::OnDivergence::Unspecified)) => Ok(OnDivergence::default()),
+        Some(Ok(proto::OnDivergence::Fail)) => Ok(OnDivergence::Fail),
+        Some(Ok(proto::OnDivergence::Restart)) => Ok(OnDivergence::Restart),
+        Some(Err(_)) => Err(invalid(format!(
+            "on_divergence {} is unknown; fail or restart",
+            value.unwrap_or_default()
+        ))),
     }
 }
 
@@ -128,6 +149,7 @@ pub fn config_from_proto(config: Option<proto::LambdaConfig>) -> ServiceResult<L
             outbound_limits: outbound_limits_from_proto(config.outbound_limits),
             env: config.env.into_iter().collect(),
         },
+        on_divergence: on_divergence_from_proto(config.on_divergence)?,
     })
 }
 

@@ -20,6 +20,7 @@ pub fn claimed_to_proto(task: ClaimedTask) -> proto::ClaimedTask {
         scheduled_at_ms: task.scheduled_at,
         lease_token: task.lease_token,
         secrets_version: task.secrets_version,
+        journal_len: task.journal_len,
     }
 }
 
@@ -35,6 +36,7 @@ pub fn claimed_from_proto(task: proto::ClaimedTask) -> ServiceResult<ClaimedTask
         scheduled_at: task.scheduled_at_ms,
         lease_token: task.lease_token,
         secrets_version: task.secrets_version,
+        journal_len: task.journal_len,
     })
 }
 
@@ -79,6 +81,8 @@ pub fn result_to_proto(result: TaskResult) -> proto::Result {
             }),
         }),
         log: result.log,
+        journal: result.journal.map(journal_write_to_proto),
+        replayed: result.replayed,
     }
 }
 
@@ -100,5 +104,7 @@ pub fn result_from_proto(result: proto::Result) -> ServiceResult<TaskResult> {
         id: result.task_id,
         lease_token: result.lease_token,
         log: result.log,
+        journal: result.journal.map(journal_write_from_proto),
+        replayed: result.replayed,
     })
 }

@@ -5,11 +5,13 @@
 //! `InvalidArgument`; encoding cannot fail.
 
 mod admin;
+mod journal;
 mod lambda;
 mod lease;
 mod task;
 
 pub use admin::*;
+pub use journal::*;
 pub use lambda::*;
 pub use lease::*;
 pub use task::*;
@@ -114,12 +116,102 @@ mod tests {
                 log: None,
                 started_at: Some(1),
                 ended_at: 2,
+                replayed: 4,
             };
             assert_eq!(
                 attempt_from_proto(attempt_to_proto(attempt.clone())).unwrap(),
                 attempt
             );
         }
+    }
+
+    /// An entry whose strings hold every character class a Rust string
+    /// may (NUL, control characters, multi-byte ones) and whose bytes hold
+    /// every byte.
+    fn entry(seq: u32) -> JournalEntry {
+        JournalEntry {
+            seq,
+            call: "wasi:http/outgoing-handler.handle\0\u{1}".into(),
+            digest: (0..=255).collect(),
+            answer: (0..=255).rev().collect(),
+            summary: "POST https://pay.example/charge → 201 \0 é 𝄞 \u{7f}".into(),
+            outside: true,
+            attempt: 3,
+            at: 1_800_000_000_123,
+            took_us: u64::MAX,
+        }
+    }
+
+    #[test]
+    fn journal_entries_round_trip_every_byte_and_character() {
+        for seq in [0, 1, u32::MAX] {
+            let entry = entry(seq);
+            assert_eq!(
+                journal_entry_from_proto(journal_entry_to_proto(entry.clone())),
+                entry
+            );
+        }
+        // Through the bytes on the wire, too.
+        use prost::Message;
+        let write = journal_write_to_proto(JournalWrite {
+            from: 7,
+            entries: vec![entry(7), entry(8)],
+        });
+        let decoded = proto::JournalWrite::decode(write.encode_to_vec().as_slice()).unwrap();
+        assert_eq!(
+            journal_write_from_proto(decoded),
+            JournalWrite {
+                from: 7,
+                entries: vec![entry(7), entry(8)],
+            }
+        );
+    }
+
+    #[test]
+    fn claims_carry_the_journals_length_and_configs_their_divergence_policy() {
+        let claimed = ClaimedTask {
+            id: "t".into(),
+            lambda: "pay".into(),
+            lambda_version: 4,
+            collection: "default".into(),
+            priority: 1,
+            payload: b"{}".to_vec(),
+            attempt: 2,
+            scheduled_at: 5,
+            lease_token: 9,
+            secrets_version: 0,
+            journal_len: 12,
+        };
+        assert_eq!(
+            claimed_from_proto(claimed_to_proto(claimed.clone())).unwrap(),
+            claimed
+        );
+        for on_divergence in waft_core::OnDivergence::ALL {
+            let config = LambdaConfig {
+                on_divergence,
+                ..LambdaConfig::default()
+            };
+            assert_eq!(
+                config_from_proto(Some(config_to_proto(&config))).unwrap(),
+                config
+            );
+        }
+        let unknown = proto::LambdaConfig {
+            on_divergence: Some(9),
+            ..Default::default()
+        };
+        assert!(matches!(
+            config_from_proto(Some(unknown)),
+            Err(ServiceError::InvalidArgument(m)) if m.contains("on_divergence")
+        ));
+        let unspecified = proto::LambdaConfig {
+            on_divergence: Some(0),
+            ..Default::default()
+        };
+        assert_eq!(
+            config_from_proto(Some(unspecified)).unwrap().on_divergence,
+            waft_core::OnDivergence::Fail
+        );
     }
 
     #[test]
@@ -181,11 +273,33 @@ mod tests {
                 retry_after: Some(Duration::from_millis(1500)),
             },
             log: Some("+0ms info hi\n".into()),
+            journal: None,
+            replayed: 0,
         };
         assert_eq!(
             result_from_proto(result_to_proto(result.clone())).unwrap(),
             result
         );
+        let journaled = TaskResult {
+            journal: Some(JournalWrite {
+                from: 2,
+                entries: vec![entry(2), entry(3)],
+            }),
+            replayed: 2,
+            ..result
+        };
+        assert_eq!(
+            result_from_proto(result_to_proto(journaled.clone())).unwrap(),
+            journaled
+        );
+        // A cut (a write of no entries) is not the absence of a write.
+        let cut = TaskResult {
+            journal: Some(JournalWrite::default()),
+            ..journaled
+        };
+        let wire = result_to_proto(cut.clone());
+        assert!(wire.journal.is_some());
+        assert_eq!(result_from_proto(wire).unwrap(), cut);
         let high = proto::NewTask {
             lambda: "hello".into(),
             priority: Some(256),

@@ -174,6 +174,7 @@ pub fn attempt_to_proto(attempt: Attempt) -> proto::Attempt {
         log: attempt.log,
         started_at_ms: attempt.started_at,
         ended_at_ms: attempt.ended_at,
+        replayed: attempt.replayed,
     }
 }
 
@@ -198,6 +199,7 @@ pub fn attempt_from_proto(attempt: proto::Attempt) -> ServiceResult<Attempt> {
         log: attempt.log,
         started_at: attempt.started_at_ms,
         ended_at: attempt.ended_at_ms,
+        replayed: attempt.replayed,
     })
 }
 

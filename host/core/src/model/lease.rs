@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use super::Millis;
+use super::{JournalWrite, Millis};
 use crate::TaskStatus;
 
 /// The Store Consumer's poll.
@@ -74,6 +74,9 @@ pub struct ClaimedTask {
     /// The lambda's secrets as of the claim: it changes with every set or
     /// removal, so an executor knows when to read them again.
     pub secrets_version: i64,
+    /// Entries in the task's journal: its earlier executions' host calls,
+    /// which this one replays first.
+    pub journal_len: u32,
 }
 
 /// Why a claim, heartbeat or result was refused.
@@ -126,6 +129,11 @@ pub struct TaskResult {
     pub outcome: ResultOutcome,
     /// What the execution logged, one record a line.
     pub log: Option<String>,
+    /// The journal's change this execution made last, written with the
+    /// result (entries that reached nothing outside wait for it).
+    pub journal: Option<JournalWrite>,
+    /// Journal entries this execution was answered from before it ran live.
+    pub replayed: u32,
 }
 
 /// How an execution ended, as far as the store cares.

@@ -7,12 +7,14 @@
 //! what "now" is.
 
 mod access;
+mod journal;
 mod lambda;
 mod lease;
 mod operator;
 mod task;
 
 pub use access::*;
+pub use journal::*;
 pub use lambda::*;
 pub use lease::*;
 pub use operator::*;

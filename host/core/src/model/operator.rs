@@ -59,8 +59,12 @@ pub enum DeadSelector {
 pub struct DeadRedrive {
     pub selector: DeadSelector,
     /// Pin the tasks to this version of their lambda (its attempt budget
-    /// too); the current version when absent.
+    /// too); the current version when absent. A version discards the
+    /// tasks' journals, as `fresh` does.
     pub version: Option<u32>,
+    /// Discard the tasks' journals: they start afresh instead of replaying
+    /// their earlier executions.
+    pub fresh: bool,
     pub now: Millis,
 }
 

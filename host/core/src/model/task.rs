@@ -154,6 +154,8 @@ pub struct Attempt {
     pub started_at: Option<Millis>,
     /// When its end was recorded.
     pub ended_at: Millis,
+    /// Journal entries it was answered from before it ran live.
+    pub replayed: u32,
 }
 
 /// How an execution ended.

@@ -96,6 +96,27 @@ try {
       await page.locator("ul.tree ul.tree, ul.tree .muted").first().waitFor();
       await shot(page, "task");
     }],
+    ["a task's page shows its journal, as the CLI does", async () => {
+      // The chain parent scheduled two children: each is a journal entry,
+      // made live by its first attempt.
+      const [parent] = JSON.parse(waft("task", "list", "--lambda", "chain", "--json"));
+      const journal = JSON.parse(waft("task", "journal", parent.id, "--json"));
+      const children = journal.filter((e) => e.call === "waft:lambda/children.schedule");
+      assert.equal(children.length, 2, "two children in the journal");
+      await visit(page, `#/task/${parent.id}`);
+      await until("a row an entry", async () =>
+        (await page.locator("table.journal tbody tr").count()) === journal.length);
+      for (const entry of journal) {
+        const row = page.locator(`table.journal tr[data-seq="${entry.seq}"] td`);
+        assert.equal(await row.nth(0).innerText(), String(entry.seq));
+        assert.ok((await row.nth(1).innerText()).startsWith(entry.call), entry.call);
+        const words = (text) => text.replace(/\s+/g, " ").trim();
+        assert.equal(words(await row.nth(2).innerText()), words(entry.summary));
+        assert.equal(await row.nth(3).innerText(), `live #${entry.live_attempt}`, "one attempt, nothing replayed");
+        assert.match(await row.nth(5).innerText(), /^\d+(\.\d+)?(µs|ms|s)$/);
+      }
+      // The children step's screenshot ("task") shows it.
+    }],
     ["scheduling shows the server's refusal next to the payload", async () => {
       await visit(page, "#/schedule?lambda=hello");
       await page.fill('textarea[name="payload"]', '{"name": ');
@@ -136,6 +157,7 @@ try {
       await page.locator('section[data-version="1"]').waitFor();
       assert.match(await page.locator('section[data-version="2"] h3').innerText(), /current/);
       assert.match(await page.locator('section[data-version="1"] .config').first().innerText(), /attempts\s+1/);
+      assert.match(await page.locator('section[data-version="1"] .config').first().innerText(), /on divergence\s+fail/);
       await shot(page, "lambda");
       await page.locator('section[data-version="1"] button', { hasText: "Roll back" }).click();
       await page.getByText("Rolled back: version 3 runs version 1's component and configuration.").waitFor();

@@ -1,13 +1,30 @@
 //! `waft:lambda/children`: chaining. A lambda's child task goes to the
 //! platform's [`TaskHost`](crate::TaskHost), which checks what the lambda
 //! may schedule; a refusal is written to the task's log.
+//!
+//! Journaled (see `durable`): a child's id is written to the store before
+//! the lambda learns it, so a replay never schedules it again; each child
+//! has its rank among the task's children, replayed ones included, which
+//! its idempotency key carries.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use serde::{Deserialize, Serialize};
+
 use crate::contract::current::wit::{children, types};
+use crate::durable::{Step, digest, encode};
 use crate::log::LogSource;
 use crate::run::HostState;
 use crate::{ChildRequest, ScheduleRejection};
+
+const SCHEDULE: &str = "waft:lambda/children.schedule";
+
+/// A refusal as the journal keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+enum Refused {
+    Invalid(String),
+    Unavailable(String),
+}
 
 impl children::Host for HostState {
     async fn schedule(
@@ -15,26 +32,70 @@ impl children::Host for HostState {
         child: children::ChildTask,
     ) -> wasmtime::Result<Result<String, children::ScheduleError>> {
         self.ensure_running()?;
+        let rank = self.children;
+        self.children += 1;
+        let arguments = (
+            &child.lambda,
+            &child.payload,
+            &child.collection,
+            child.priority,
+            child.not_before,
+        );
+        let digest = digest(SCHEDULE, &arguments);
+        let ticket = match self.journal.call(SCHEDULE, &digest)? {
+            Step::Replay { seq, answer } => {
+                let answer: Result<String, Refused> =
+                    self.journal.decode(seq, SCHEDULE, &answer)?;
+                return Ok(answer.map_err(Refused::into_wit));
+            }
+            Step::Live(ticket) => ticket,
+        };
+        let lambda = child.lambda.clone();
         let request = ChildRequest {
             lambda: child.lambda,
             payload: child.payload,
             collection: child.collection,
             priority: child.priority,
             not_before: child.not_before.map(from_unix_millis),
+            rank,
         };
-        let reply = self.host.schedule(request).await;
-        Ok(reply.map_err(|rejection| match rejection {
-            ScheduleRejection::Invalid(why) => children::ScheduleError::Invalid(why),
-            ScheduleRejection::Denied(why) => {
+        let answer = match self.host.schedule(request).await {
+            Ok(id) => Ok(id),
+            Err(ScheduleRejection::Invalid(why)) => Err(Refused::Invalid(why)),
+            Err(ScheduleRejection::Denied(why)) => {
                 let note = format!("refused to schedule a child: {why}");
                 self.log.record(LogSource::Waft, note, Vec::new());
-                children::ScheduleError::Invalid(why)
+                Err(Refused::Invalid(why))
             }
-            ScheduleRejection::LeaseLost(reason) => {
-                children::ScheduleError::LeaseLost(types::LeaseLost { reason })
+            Err(ScheduleRejection::Unavailable(why)) => Err(Refused::Unavailable(why)),
+            // Nothing was scheduled, and the execution is over: no entry.
+            Err(ScheduleRejection::LeaseLost(reason)) => {
+                return Ok(Err(children::ScheduleError::LeaseLost(types::LeaseLost {
+                    reason,
+                })));
             }
-            ScheduleRejection::Unavailable(why) => children::ScheduleError::Unavailable(why),
-        }))
+        };
+        let summary = match &answer {
+            Ok(id) => format!("schedule({lambda}) → {id}"),
+            Err(refused) => format!("schedule({lambda}) → refused: {refused:?}"),
+        };
+        self.journal
+            .record(ticket, &digest, encode(&answer), summary, true)?;
+        if let Err(lost) = self.journal.commit().await {
+            return Ok(Err(children::ScheduleError::LeaseLost(types::LeaseLost {
+                reason: lost.reason,
+            })));
+        }
+        Ok(answer.map_err(Refused::into_wit))
+    }
+}
+
+impl Refused {
+    fn into_wit(self) -> children::ScheduleError {
+        match self {
+            Refused::Invalid(why) => children::ScheduleError::Invalid(why),
+            Refused::Unavailable(why) => children::ScheduleError::Unavailable(why),
+        }
     }
 }
 

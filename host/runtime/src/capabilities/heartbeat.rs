@@ -9,12 +9,18 @@
 //! beats), and the execution's secrets are redacted from it first, as from
 //! its log, errors and output — first, so that a secret the cut would split
 //! cannot leave half in clear.
+//!
+//! Journaled (see `durable`): a replayed beat is answered as it was, and
+//! reaches no platform (the executor heartbeats for the execution anyway).
 
 use waft_core::limits::cut_note;
 
 use crate::contract::current::wit::{heartbeat, types};
+use crate::durable::{Step, digest, encode};
 use crate::redact::Redactor;
 use crate::run::HostState;
+
+const BEAT: &str = "waft:lambda/heartbeat.beat";
 
 impl heartbeat::Host for HostState {
     async fn beat(
@@ -23,10 +29,22 @@ impl heartbeat::Host for HostState {
     ) -> wasmtime::Result<Result<(), types::LeaseLost>> {
         self.ensure_running()?;
         let progress = progress.map(|note| carried(note, &self.redactor));
-        let reply = self.host.heartbeat(progress).await;
-        Ok(reply.map_err(|lost| types::LeaseLost {
-            reason: lost.reason,
-        }))
+        let digest = digest(BEAT, &progress);
+        let reply: Result<(), String> = match self.journal.call(BEAT, &digest)? {
+            Step::Replay { seq, answer } => self.journal.decode(seq, BEAT, &answer)?,
+            Step::Live(ticket) => {
+                let reply = self.host.heartbeat(progress).await;
+                let reply = reply.map_err(|lost| lost.reason);
+                let summary = match &reply {
+                    Ok(()) => "beat → alive".to_owned(),
+                    Err(reason) => format!("beat → lease lost: {reason}"),
+                };
+                self.journal
+                    .record(ticket, &digest, encode(&reply), summary, false)?;
+                reply
+            }
+        };
+        Ok(reply.map_err(|reason| types::LeaseLost { reason }))
     }
 }
 

@@ -23,6 +23,7 @@
 //! deadline while others keep the connections — and the task's log says
 //! which bound it met.
 
+mod durable;
 mod send;
 
 use std::sync::{Arc, Mutex, PoisonError};
@@ -34,6 +35,7 @@ use waft_core::{Grants, OutboundPattern};
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
 use crate::KillSwitch;
+use crate::durable::Journal;
 use crate::log::{LogSink, LogSource};
 
 pub(crate) use send::Tls;
@@ -86,6 +88,7 @@ pub(crate) struct Outbound {
     open: Arc<Semaphore>,
     shared: Arc<Connections>,
     records: Arc<Mutex<Vec<OutboundRecord>>>,
+    journal: Journal,
 }
 
 impl Outbound {
@@ -96,6 +99,7 @@ impl Outbound {
         kill: KillSwitch,
         log: LogSink,
         deadline: Instant,
+        journal: Journal,
     ) -> Self {
         let open = Arc::new(Semaphore::new(
             grants.outbound_limits.max_connections as usize,
@@ -110,6 +114,7 @@ impl Outbound {
             open,
             shared,
             records: Arc::default(),
+            journal,
         }
     }
 
@@ -278,6 +283,16 @@ impl WasiHttpHooks for Outbound {
                 return Box::new(async move { Err(refusal) });
             }
         };
+        // A refusal above reached nothing and is decided again on replay;
+        // an admitted request takes its place in the journal.
+        let place = match self.journal.reserve(durable::HANDLE) {
+            Ok(place) => place,
+            Err(halt) => {
+                discard(request.into_body(), self.kill.clone());
+                let error = Error::InternalError(Some(halt.to_string()));
+                return Box::new(async move { Err(error) });
+            }
+        };
         let request = send::Request {
             http: request,
             limits: self.grants.outbound_limits,
@@ -290,7 +305,8 @@ impl WasiHttpHooks for Outbound {
             shared: self.shared.clone(),
             records: self.records.clone(),
         };
-        Box::new(async move { request.send(admitted).await })
+        let journal = self.journal.clone();
+        Box::new(durable::exchange(request, admitted, place, journal))
     }
 }
 

@@ -82,7 +82,7 @@ pub(super) struct Request {
     pub records: Arc<Mutex<Vec<OutboundRecord>>>,
 }
 
-type Sent = (
+pub(super) type Sent = (
     http::Response<WasiBody>,
     Box<dyn Future<Output = Result<(), Error>> + Send>,
 );

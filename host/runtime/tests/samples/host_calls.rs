@@ -66,6 +66,9 @@ impl TaskHost for RefusingHost {
             child.lambda
         )))
     }
+    async fn journal(&self, _: waft_core::model::JournalWrite) -> Result<(), LeaseLost> {
+        Ok(())
+    }
 }
 
 #[tokio::test]
@@ -103,6 +106,9 @@ impl TaskHost for LosingHost {
     }
     async fn schedule(&self, _: waft_runtime::ChildRequest) -> Result<String, ScheduleRejection> {
         unreachable!("sleepy schedules nothing")
+    }
+    async fn journal(&self, _: waft_core::model::JournalWrite) -> Result<(), LeaseLost> {
+        Ok(())
     }
 }
 

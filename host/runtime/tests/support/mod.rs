@@ -95,6 +95,7 @@ pub fn task(id: &str, lambda: &str, payload: &Value) -> TaskInput {
         attempt: 1,
         scheduled_at: SystemTime::now(),
         payload: payload.to_string().into_bytes(),
+        journal: Vec::new(),
     }
 }
 
@@ -127,5 +128,21 @@ pub fn refused_on_a_limit(prepared: Result<PreparedLambda, LoadError>) -> String
         Err(error @ LoadError::LimitExceeded { .. }) => error.to_string(),
         Err(other) => panic!("expected a refusal on a limit, got: {other}"),
         Ok(_) => panic!("a component over its limits was accepted"),
+    }
+}
+
+/// The store's side of a journal: `write` applied to `journal`.
+pub fn apply(
+    journal: &mut Vec<waft_core::model::JournalEntry>,
+    write: &waft_core::model::JournalWrite,
+) {
+    journal.truncate(write.from as usize);
+    for entry in &write.entries {
+        assert_eq!(
+            entry.seq as usize,
+            journal.len(),
+            "entries run on from `from`"
+        );
+        journal.push(entry.clone());
     }
 }

@@ -216,6 +216,20 @@ mod tests {
         ) -> ServiceResult<Vec<Result<TaskStatus, Refusal>>> {
             unreachable!("heartbeats only")
         }
+
+        async fn task_journal_write(
+            &self,
+            _: crate::JournalCommit,
+        ) -> ServiceResult<Result<(), Refusal>> {
+            unreachable!("heartbeats only")
+        }
+
+        async fn task_journal_read(
+            &self,
+            _: crate::JournalPage,
+        ) -> ServiceResult<Result<Vec<waft_store::JournalEntry>, Refusal>> {
+            unreachable!("heartbeats only")
+        }
     }
 
     async fn beat_all(sink: &Arc<BatchedHeartbeats>, ids: Vec<String>) -> Vec<Answer> {
@@ -302,6 +316,20 @@ mod tests {
             &self,
             _results: Vec<TaskResult>,
         ) -> ServiceResult<Vec<Result<TaskStatus, Refusal>>> {
+            unreachable!("heartbeats only")
+        }
+
+        async fn task_journal_write(
+            &self,
+            _: crate::JournalCommit,
+        ) -> ServiceResult<Result<(), Refusal>> {
+            unreachable!("heartbeats only")
+        }
+
+        async fn task_journal_read(
+            &self,
+            _: crate::JournalPage,
+        ) -> ServiceResult<Result<Vec<waft_store::JournalEntry>, Refusal>> {
             unreachable!("heartbeats only")
         }
     }

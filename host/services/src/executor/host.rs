@@ -1,17 +1,22 @@
 //! What an execution's lambda reaches outside its instance: its progress
-//! note (carried by the watchdog's next heartbeat) and the children it
-//! schedules through the Frontend, up to the executor's `max_children`: a
+//! note (carried by the watchdog's next heartbeat), the children it
+//! schedules through the Frontend, up to the executor's `max_children` (a
 //! lambda scheduling in a loop would otherwise fill the shared store at the
-//! speed of its loop.
+//! speed of its loop), and its task's journal, written through the HSC at
+//! each durability point (`durable.rs`).
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::UNIX_EPOCH;
+use std::time::{Duration, UNIX_EPOCH};
 
 use async_trait::async_trait;
+use waft_core::limits::MAX_BATCH_BYTES;
 use waft_runtime::{ChildRequest, KillSwitch, LeaseLost, ScheduleRejection, TaskHost};
+use waft_store::{JournalWrite, TaskResult};
 
-use crate::{FrontendApi, RunAt, ServiceError, TaskRequest, lock};
+use super::durable::{JournalFailure, JournalLink};
+use crate::batch::WireSize;
+use crate::{FrontendApi, HscApi, RunAt, ServiceError, TaskRequest, lock};
 
 /// What a running lambda's host calls reach.
 ///
@@ -21,16 +26,92 @@ use crate::{FrontendApi, RunAt, ServiceError, TaskRequest, lock};
 /// does.
 pub(super) struct ExecutionHost {
     pub(super) frontend: Arc<dyn FrontendApi>,
+    pub(super) hsc: Arc<dyn HscApi>,
     pub(super) task_id: String,
-    /// Children carry it: the store creates them only while this execution
-    /// still holds the task (fencing).
+    /// Children and journal writes carry it: the store takes them only
+    /// while this execution still holds the task (fencing).
     pub(super) lease_token: i64,
+    /// The lambda version it runs, as claimed: its journal writes pin the
+    /// task to it.
+    pub(super) version: u32,
     pub(super) kill: KillSwitch,
     pub(super) progress: Mutex<Option<String>>,
-    /// Children scheduled so far by this execution.
-    pub(super) children: AtomicUsize,
-    /// Children it may schedule; each beyond is refused.
+    /// Children a task may have, by rank; each beyond is refused.
     pub(super) max_children: usize,
+    /// Where the task's journal ends in the store, as far as this
+    /// execution knows: its claim's length, then the end of each write.
+    pub(super) journal_end: AtomicU32,
+    /// How long a journal write waits for an unreachable HSC.
+    pub(super) journal_patience: Duration,
+}
+
+impl ExecutionHost {
+    /// The idempotency key of the task's child of rank `rank`: the same in
+    /// every attempt, so a retried parent does not schedule a child twice
+    /// (the rank counts replayed children too).
+    pub(super) fn child_key(task_id: &str, rank: u32) -> String {
+        format!("child:{task_id}:{rank}")
+    }
+
+    /// Writes `write` to the task's journal; on failure the execution is
+    /// stopped, with the reason.
+    pub(super) async fn commit(&self, write: JournalWrite) -> Result<(), JournalFailure> {
+        let end = write.end();
+        let link = JournalLink {
+            hsc: self.hsc.as_ref(),
+            kill: &self.kill,
+            patience: self.journal_patience,
+        };
+        match link
+            .write(&self.task_id, self.lease_token, self.version, write)
+            .await
+        {
+            Ok(()) => {
+                self.journal_end.store(end, Ordering::Release);
+                Ok(())
+            }
+            Err(failure) => {
+                let reason = format!("cannot write the task's journal: {}", failure.message());
+                if self.kill.kill(reason) {
+                    tracing::warn!(task = %self.task_id, lease = self.lease_token, ?failure, "journal write failed; stopping the execution");
+                }
+                Err(failure)
+            }
+        }
+    }
+
+    /// Where the task's journal ends, as far as this execution knows.
+    pub(super) fn journal_end(&self) -> u32 {
+        self.journal_end.load(Ordering::Acquire)
+    }
+
+    /// `result` as one message carries it: when its journal would make it
+    /// larger than a batch, the journal is written first, on its own (in as
+    /// many messages as it takes), and the result goes without it. `None`
+    /// when the lease was lost meanwhile: there is nothing to report.
+    pub(super) async fn carried(&self, mut result: TaskResult) -> Option<TaskResult> {
+        if result.wire_size() <= MAX_BATCH_BYTES {
+            return Some(result);
+        }
+        let Some(journal) = result.journal.take() else {
+            // Too large without a journal: the reporter fits it.
+            return Some(result);
+        };
+        match self.commit(journal).await {
+            Ok(()) => Some(result),
+            Err(JournalFailure::LeaseLost(reason)) => {
+                tracing::warn!(task = %result.id, %reason, "the lease was lost before the result; reporting nothing");
+                None
+            }
+            // Only entries that reached nothing outside wait for the result
+            // (the others were written before the lambda saw them): without
+            // them the next attempt makes those calls live again.
+            Err(JournalFailure::Failed(reason)) => {
+                tracing::warn!(task = %result.id, %reason, "the journal's tail is lost; reporting the result without it");
+                Some(result)
+            }
+        }
+    }
 }
 
 #[async_trait]
@@ -51,19 +132,14 @@ impl TaskHost for ExecutionHost {
         if let Some(reason) = self.kill.reason() {
             return Err(ScheduleRejection::LeaseLost(reason.to_owned()));
         }
-        // The n-th child of a task has the same key in every attempt: a
-        // retried parent does not schedule its children twice.
-        let index = self
-            .children
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < self.max_children).then_some(n + 1)
-            })
-            .map_err(|_| {
-                ScheduleRejection::Denied(format!(
-                    "an execution may schedule at most {} children (executor.max_children)",
-                    self.max_children
-                ))
-            })?;
+        // The rank counts the task's children across its attempts, so the
+        // bound holds for the task, however often it is retried.
+        if child.rank as usize >= self.max_children {
+            return Err(ScheduleRejection::Denied(format!(
+                "a task may schedule at most {} children (executor.max_children)",
+                self.max_children
+            )));
+        }
         let run_at = match child.not_before {
             None => RunAt::Now,
             Some(at) => RunAt::At(
@@ -77,7 +153,7 @@ impl TaskHost for ExecutionHost {
             collection: child.collection,
             priority: child.priority,
             run_at,
-            idempotency_key: Some(format!("child:{}:{index}", self.task_id)),
+            idempotency_key: Some(Self::child_key(&self.task_id, child.rank)),
             parent_id: Some(self.task_id.clone()),
             parent_lease: Some(self.lease_token),
             ..TaskRequest::default()
@@ -97,5 +173,184 @@ impl TaskHost for ExecutionHost {
             Err(ServiceError::PermissionDenied(message)) => Err(ScheduleRejection::Denied(message)),
             Err(error) => Err(ScheduleRejection::Invalid(error.to_string())),
         }
+    }
+
+    async fn journal(&self, write: JournalWrite) -> Result<(), LeaseLost> {
+        if let Some(reason) = self.kill.reason() {
+            return Err(LeaseLost {
+                reason: reason.to_owned(),
+            });
+        }
+        self.commit(write).await.map_err(|failure| LeaseLost {
+            reason: failure.message().to_owned(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use waft_runtime::{Allocator, Runtime, RuntimeConfig};
+    use waft_store::{JournalEntry, ResultOutcome, SqliteStore, TaskStore};
+
+    use super::super::durable::tests::JournalHsc;
+    use super::*;
+    use crate::{Frontend, SystemClock, Wake};
+
+    #[test]
+    fn a_childs_key_is_its_task_and_rank() {
+        assert_eq!(
+            ExecutionHost::child_key("01J0PARENT", 0),
+            "child:01J0PARENT:0"
+        );
+        assert_eq!(
+            ExecutionHost::child_key("01J0PARENT", 41),
+            "child:01J0PARENT:41"
+        );
+    }
+
+    /// An execution of task `t` (lease 7, version 3, a journal of 4
+    /// entries) over `hsc`, with a Frontend on an empty store.
+    async fn host(hsc: Arc<JournalHsc>, max_children: usize) -> ExecutionHost {
+        let store: Arc<dyn TaskStore> =
+            Arc::new(SqliteStore::connect("sqlite::memory:").await.unwrap());
+        let runtime = Runtime::new(RuntimeConfig {
+            allocator: Allocator::OnDemand,
+            ..RuntimeConfig::default()
+        })
+        .unwrap();
+        let frontend = Frontend::new(
+            store,
+            Arc::new(SystemClock),
+            Arc::new(runtime),
+            Arc::new(Wake::default()),
+        );
+        ExecutionHost {
+            frontend: Arc::new(frontend),
+            hsc,
+            task_id: "t".into(),
+            lease_token: 7,
+            version: 3,
+            kill: KillSwitch::new(),
+            progress: Mutex::new(None),
+            max_children,
+            journal_end: AtomicU32::new(4),
+            journal_patience: Duration::from_secs(30),
+        }
+    }
+
+    fn entry(seq: u32, answer: usize) -> JournalEntry {
+        JournalEntry {
+            seq,
+            call: "wasi:http/outgoing-handler.handle".into(),
+            digest: vec![0; 32],
+            answer: vec![b'a'; answer],
+            summary: String::new(),
+            outside: false,
+            attempt: 2,
+            at: 0,
+            took_us: 0,
+        }
+    }
+
+    fn result(output: usize, journal: JournalWrite) -> TaskResult {
+        TaskResult {
+            id: "t".into(),
+            lease_token: 7,
+            outcome: ResultOutcome::Success {
+                output: Some(vec![b'o'; output]),
+            },
+            log: None,
+            journal: Some(journal),
+            replayed: 4,
+        }
+    }
+
+    /// A child past the bound is refused before it reaches the Frontend,
+    /// whatever the attempt: the bound counts the task's children by rank.
+    #[tokio::test]
+    async fn a_child_past_the_bound_is_refused_by_its_rank() {
+        let host = host(Arc::new(JournalHsc::default()), 2).await;
+        let child = |rank| ChildRequest {
+            lambda: "mail".into(),
+            payload: Vec::new(),
+            collection: None,
+            priority: None,
+            not_before: None,
+            rank,
+        };
+        let refused = host.schedule(child(2)).await.unwrap_err();
+        assert!(
+            matches!(&refused, ScheduleRejection::Denied(m) if m.contains("executor.max_children")),
+            "{refused:?}"
+        );
+        // Within the bound it reaches the Frontend, which refuses it for
+        // reasons of its own (its store is empty).
+        let reached = host.schedule(child(1)).await.unwrap_err();
+        assert!(
+            matches!(&reached, ScheduleRejection::Invalid(m) if m.contains("unknown lambda")),
+            "{reached:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_result_that_fits_keeps_its_journal() {
+        let hsc = Arc::new(JournalHsc::default());
+        let host = host(hsc.clone(), 10).await;
+        let write = JournalWrite {
+            from: 4,
+            entries: vec![entry(4, 10)],
+        };
+        let carried = host.carried(result(10, write.clone())).await.unwrap();
+        assert_eq!(carried.journal, Some(write));
+        assert!(hsc.writes.lock().unwrap().is_empty());
+    }
+
+    /// A journal's tail that would make its result too large for a message
+    /// is written first, in messages of its own, and the result goes
+    /// without it.
+    #[tokio::test]
+    async fn a_journal_too_large_for_its_result_is_written_first() {
+        let hsc = Arc::new(JournalHsc::default());
+        let host = host(hsc.clone(), 10).await;
+        let write = JournalWrite {
+            from: 4,
+            entries: (4..7).map(|seq| entry(seq, 6 << 20)).collect(),
+        };
+        let carried = host.carried(result(10 << 20, write.clone())).await.unwrap();
+        assert_eq!(carried.journal, None);
+        assert_eq!(carried.replayed, 4);
+        assert!(carried.wire_size() <= MAX_BATCH_BYTES);
+        let writes = hsc.writes.lock().unwrap().clone();
+        assert!(writes.len() >= 2, "{} writes", writes.len());
+        assert!(
+            writes
+                .iter()
+                .all(|w| (w.id.as_str(), w.lease_token, w.version) == ("t", 7, 3))
+        );
+        let written: Vec<JournalEntry> = writes.into_iter().flat_map(|w| w.write.entries).collect();
+        assert_eq!(written, write.entries);
+        assert_eq!(host.journal_end(), 7);
+    }
+
+    /// Refused on the way: the lease is gone, nothing is reported, and
+    /// the execution is stopped with the reason.
+    #[tokio::test]
+    async fn a_refused_journal_leaves_nothing_to_report() {
+        let hsc = Arc::new(JournalHsc {
+            lost: true,
+            ..JournalHsc::default()
+        });
+        let host = host(hsc, 10).await;
+        let write = JournalWrite {
+            from: 4,
+            entries: (4..7).map(|seq| entry(seq, 6 << 20)).collect(),
+        };
+        assert_eq!(host.carried(result(10 << 20, write)).await, None);
+        assert!(host.kill.reason().unwrap().contains("journal"));
+        // And a durability point hears it as a lost lease.
+        let lost = host.journal(JournalWrite::default()).await.unwrap_err();
+        assert!(lost.reason.contains("journal"), "{lost:?}");
     }
 }

@@ -58,6 +58,7 @@ impl Executor {
                     limits: lambda.config.limits,
                     grants: Arc::new(lambda.config.grants),
                     secrets: Arc::default(),
+                    on_divergence: lambda.config.on_divergence,
                 },
             }))
         })

@@ -14,12 +14,19 @@
 //! Results are batched: every result ready when the reporter is free goes
 //! to the HSC in one call.
 //!
+//! A durable task's journal is read whole through the HSC before its
+//! execution starts (when its claim counts entries), replayed by the
+//! runtime, written through the HSC at each durability point, and its tail
+//! goes with the result (`durable`).
+//!
 //! Here: the run loop, slot accounting with the polls out (`slots`), and
 //! each execution's life. Beside it: what an execution reaches outside its
-//! instance (`host`), what it reports of how it ended (`outcome`, the
-//! policy), the batched delivery of results (`reporter`), and loading
-//! lambda versions (`load`) into a bounded set (`versions`).
+//! instance (`host`), its task's journal (`durable`), what it reports of
+//! how it ended (`outcome`, the policy), the batched delivery of results
+//! (`reporter`), and loading lambda versions (`load`) into a bounded set
+//! (`versions`).
 
+mod durable;
 mod heartbeats;
 mod host;
 mod load;
@@ -32,17 +39,18 @@ mod work;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, UNIX_EPOCH};
 
 use tokio::sync::{Notify, mpsc};
 use tokio::time::Instant;
 use waft_runtime::{Execution, KillSwitch, Outcome, PreparedLambda, Runtime, Sandbox, TaskInput};
-use waft_store::{ClaimedTask, Lambda, TaskResult};
+use waft_store::{ClaimedTask, JournalWrite, Lambda, TaskResult};
 
 pub use outcome::render_log;
 
+use self::durable::{JournalFailure, JournalLink};
 use self::heartbeats::BatchedHeartbeats;
 use self::host::ExecutionHost;
 use self::secrets::Secrets;
@@ -85,9 +93,10 @@ pub struct ExecutorConfig {
     /// forgotten first (default 64). A forgotten version's next task loads
     /// it again from its compiled artifact.
     pub loaded_versions: usize,
-    /// Children one execution may schedule (default 10,000); beyond, each
-    /// is refused (see `host`). Their keys number them from zero in every
-    /// attempt, so this also bounds a task's children in all.
+    /// Children one task may schedule (default 10,000); beyond, each is
+    /// refused (see `host`). A child's rank counts the task's children
+    /// across its attempts (replayed ones included) and is its key, so this
+    /// bounds a task's children in all.
     pub max_children: usize,
 }
 
@@ -277,12 +286,15 @@ impl Executor {
     async fn execute(&self, task: ClaimedTask, kill: KillSwitch) -> Option<TaskResult> {
         let host = Arc::new(ExecutionHost {
             frontend: self.frontend.clone(),
+            hsc: self.hsc.clone(),
             task_id: task.id.clone(),
             lease_token: task.lease_token,
+            version: task.lambda_version,
             kill: kill.clone(),
             progress: Mutex::new(None),
-            children: AtomicUsize::new(0),
             max_children: self.config.max_children,
+            journal_end: AtomicU32::new(task.journal_len),
+            journal_patience: self.config.heartbeat.heartbeat_timeout,
         });
         let sink: Arc<dyn HeartbeatSink> = self.heartbeats.clone();
         let (done, finished) = tokio::sync::oneshot::channel::<()>();
@@ -318,7 +330,9 @@ impl Executor {
         self.note_started(&task);
         let (execution, watched) = tokio::join!(execution, watchdog);
         self.note_ended(&task, &execution, &watched);
-        reported(task, execution, watched)
+        let journal_end = host.journal_end();
+        let result = reported(task, execution, watched, journal_end)?;
+        host.carried(result).await
     }
 
     /// An execution begins: the log, the metrics and the journal say so
@@ -359,9 +373,15 @@ impl Executor {
         host: Arc<ExecutionHost>,
         kill: &KillSwitch,
     ) -> Execution {
+        // The claim's version: a task with a journal keeps the version that
+        // wrote it (the store pins it).
         let loaded = match self.load(&task.lambda, task.lambda_version).await {
             Ok(loaded) => loaded,
             Err(message) => return Execution::host_error(message),
+        };
+        let journal = match self.read_journal(task, kill).await {
+            Ok(journal) => journal,
+            Err(execution) => return *execution,
         };
         let input = TaskInput {
             id: task.id.clone(),
@@ -372,6 +392,7 @@ impl Executor {
             scheduled_at: UNIX_EPOCH
                 + Duration::from_millis(u64::try_from(task.scheduled_at).unwrap_or(0)),
             payload: task.payload.clone(),
+            journal,
         };
         let opened = self
             .secrets
@@ -389,6 +410,38 @@ impl Executor {
             .prepared
             .run_on_guest_threads(input, &sandbox, host, kill)
             .await
+    }
+
+    /// The task's journal, read whole before its execution replays it;
+    /// when it cannot be, how the execution ends: stopped (reporting
+    /// nothing) when the lease is gone, a host error otherwise.
+    async fn read_journal(
+        &self,
+        task: &ClaimedTask,
+        kill: &KillSwitch,
+    ) -> Result<Vec<waft_store::JournalEntry>, Box<Execution>> {
+        if task.journal_len == 0 {
+            return Ok(Vec::new());
+        }
+        let link = JournalLink {
+            hsc: self.hsc.as_ref(),
+            kill,
+            patience: self.config.heartbeat.heartbeat_timeout,
+        };
+        link.read(task).await.map_err(|failure| {
+            Box::new(match failure {
+                JournalFailure::LeaseLost(reason) => {
+                    kill.kill(reason.clone());
+                    Execution {
+                        outcome: Outcome::Killed { reason },
+                        ..Execution::host_error(String::new())
+                    }
+                }
+                JournalFailure::Failed(message) => {
+                    Execution::host_error(format!("cannot read the task's journal: {message}"))
+                }
+            })
+        })
     }
 
     /// Waits for running tasks within the grace period, then stops the rest.
@@ -418,8 +471,14 @@ impl Executor {
 
 /// What an ended execution reports, counted in the metrics: nothing when
 /// its watchdog stopped it (its lease may be another's now) or it was
-/// killed.
-fn reported(task: ClaimedTask, execution: Execution, watched: WatchEnd) -> Option<TaskResult> {
+/// killed. Its journal's change goes with it unless it changes nothing
+/// (the journal ends at `journal_end` in the store already).
+fn reported(
+    task: ClaimedTask,
+    execution: Execution,
+    watched: WatchEnd,
+    journal_end: u32,
+) -> Option<TaskResult> {
     let metrics = metrics::metrics();
     if let WatchEnd::Stopped(why) = watched {
         tracing::warn!(task = %task.id, %why, "execution stopped by its watchdog; reporting nothing");
@@ -443,13 +502,26 @@ fn reported(task: ClaimedTask, execution: Execution, watched: WatchEnd) -> Optio
     if let Outcome::Killed { reason } = &execution.outcome {
         tracing::info!(task = %task.id, %reason, "execution stopped; reporting nothing");
     }
+    let never_ran = matches!(execution.outcome, Outcome::HostError { .. });
+    let journal = journal_change(execution.journal, journal_end, never_ran);
     let outcome = outcome::reported(execution.outcome)?;
     Some(TaskResult {
         id: task.id,
         lease_token: task.lease_token,
         outcome,
         log: render_log(&execution.log),
+        journal,
+        replayed: execution.replayed,
     })
+}
+
+/// The change `write` to send with an execution's result: none when it
+/// changes nothing (no entries, and the journal already ends where it would
+/// cut it), or when the instance `never_ran` (a host error: nothing it did
+/// is known, so its empty journal says nothing either).
+fn journal_change(write: JournalWrite, journal_end: u32, never_ran: bool) -> Option<JournalWrite> {
+    let unchanged = write.entries.is_empty() && write.from == journal_end;
+    (!unchanged && !never_ran).then_some(write)
 }
 
 /// Counts a started execution and, for a first attempt, how long the task
@@ -467,5 +539,51 @@ fn record_start(task: &ClaimedTask) {
             .schedule_to_start
             .get_or_create(&labels)
             .observe(waited);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use waft_store::JournalEntry;
+
+    use super::*;
+
+    fn entry(seq: u32) -> JournalEntry {
+        JournalEntry {
+            seq,
+            call: "wasi:clocks/wall-clock.now".into(),
+            digest: Vec::new(),
+            answer: vec![1],
+            summary: String::new(),
+            outside: false,
+            attempt: 1,
+            at: 0,
+            took_us: 0,
+        }
+    }
+
+    /// A result writes the journal only when it changes it: a lambda that
+    /// made no call, or whose calls were all written at durability
+    /// points, adds nothing to its result.
+    #[test]
+    fn a_result_carries_only_a_change_to_the_journal() {
+        let tail = JournalWrite {
+            from: 4,
+            entries: vec![entry(4)],
+        };
+        assert_eq!(journal_change(tail.clone(), 4, false), Some(tail));
+        // Nothing new, and the journal already ends there.
+        let nothing = JournalWrite {
+            from: 4,
+            entries: Vec::new(),
+        };
+        assert_eq!(journal_change(nothing, 4, false), None);
+        assert_eq!(journal_change(JournalWrite::default(), 0, false), None);
+        // A cut (a restart after a divergence discards the journal) is a
+        // change.
+        let cut = JournalWrite::default();
+        assert_eq!(journal_change(cut.clone(), 4, false), Some(cut));
+        // An instance that never ran says nothing of the journal.
+        assert_eq!(journal_change(JournalWrite::default(), 4, true), None);
     }
 }

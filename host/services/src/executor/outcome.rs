@@ -3,9 +3,13 @@
 //!
 //! The policy decides which ends are worth another attempt. A deadline may
 //! be missed under load, a crash may be the host's, an executor may fail to
-//! load a lambda: retriable. The other limits are the lambda's own doing
-//! and would be breached again: fatal. A killed execution reports nothing:
-//! its lease is gone, and the store brings the task back.
+//! load a lambda: retriable. The other limits (the journal's among them)
+//! are the lambda's own doing and would be breached again: fatal. So is a
+//! divergence from the task's journal: the same code replaying the same
+//! journal diverges the same way (a lambda deployed with
+//! `--on-divergence restart` never reports one; the runtime starts it
+//! afresh). A killed execution reports nothing: its lease is gone, and the
+//! store brings the task back.
 
 use waft_runtime::{Limit, Outcome, TaskLog};
 use waft_store::ResultOutcome;
@@ -41,6 +45,7 @@ pub fn reported(outcome: Outcome) -> Option<ResultOutcome> {
             error: format!("the executor could not run the task: {message}"),
             retry_after: None,
         },
+        Outcome::Diverged { message } => ResultOutcome::Fatal { error: message },
         Outcome::Killed { .. } => return None,
     })
 }
@@ -117,12 +122,28 @@ mod tests {
         assert!(retried(Outcome::HostError {
             message: "cannot load".into()
         }));
-        for kind in [Limit::Memory, Limit::Fuel, Limit::Output] {
+        for kind in [Limit::Memory, Limit::Fuel, Limit::Output, Limit::Journal] {
             let Some(ResultOutcome::Fatal { error }) = reported(limit(kind)) else {
                 panic!("{kind:?} must be fatal");
             };
             assert!(error.contains(kind.as_str()), "{error}");
         }
+    }
+
+    /// A divergence would happen again on every retry: the task fails,
+    /// with the runtime's words (where, and how the calls differ).
+    #[test]
+    fn a_divergence_is_fatal_and_says_where() {
+        let message = "diverged at entry 3: the journal has wasi:random/random.get-random-u64, \
+                       the lambda called wasi:clocks/wall-clock.now";
+        assert_eq!(
+            reported(Outcome::Diverged {
+                message: message.into()
+            }),
+            Some(ResultOutcome::Fatal {
+                error: message.into()
+            })
+        );
     }
 
     #[test]
@@ -144,6 +165,7 @@ mod tests {
                 source: LogSource::Lambda(Level::Info),
                 message: "sent".into(),
                 fields: vec![("to".into(), "ada".into())],
+                replayed: false,
             }],
             dropped_records: 2,
             dropped_bytes: 40,

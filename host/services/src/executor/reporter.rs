@@ -158,6 +158,8 @@ mod tests {
                 output: Some(vec![b'o'; output]),
             },
             log: Some("l".repeat(log)),
+            journal: None,
+            replayed: 0,
         }
     }
 
@@ -232,6 +234,21 @@ mod tests {
             let ids = results.iter().map(|r| r.id.clone()).collect();
             self.taken.lock().unwrap().push(ids);
             Ok(vec![Ok(waft_core::TaskStatus::Success); results.len()])
+        }
+
+        async fn task_journal_write(
+            &self,
+            _: crate::JournalCommit,
+        ) -> crate::ServiceResult<Result<(), waft_store::Refusal>> {
+            unreachable!("results only")
+        }
+
+        async fn task_journal_read(
+            &self,
+            _: crate::JournalPage,
+        ) -> crate::ServiceResult<Result<Vec<waft_store::JournalEntry>, waft_store::Refusal>>
+        {
+            unreachable!("results only")
         }
     }
 

@@ -8,13 +8,14 @@ use std::time::Duration;
 use async_trait::async_trait;
 use waft_core::access::Call;
 use waft_core::cron::DEFAULT_TIMEZONE;
+use waft_core::limits::MAX_JOURNAL_ENTRIES;
 use waft_core::limits::check_payload;
 use waft_core::{CronSchedule, LambdaConfig};
 use waft_runtime::Digest;
 use waft_store::{
-    Attempt, Cron, DeadRedrive, DeadSelector, Gate, GateSet, GateState, Lambda, LambdaDeploy,
-    LambdaRollback, Millis, NewTask, Overview, StatusCount, Task, TaskCount, TaskInsertMany,
-    TaskInserted, TaskList,
+    Attempt, Cron, DeadRedrive, DeadSelector, Gate, GateSet, GateState, JournalEntry, Lambda,
+    LambdaDeploy, LambdaRollback, Millis, NewTask, Overview, StatusCount, Task, TaskCount,
+    TaskInsertMany, TaskInserted, TaskJournalRead, TaskList,
 };
 
 use super::{Frontend, MAX_COMPONENT_BYTES, MAX_TASKS_PER_REQUEST};
@@ -111,6 +112,40 @@ impl ClientApi for Frontend {
             return Err(ServiceError::NotFound(format!("no task {id}")));
         }
         Ok(attempts)
+    }
+
+    async fn task_journal(&self, id: &str) -> ServiceResult<Vec<JournalEntry>> {
+        self.allow_task(Call::TaskJournal, id).await?;
+        // Without answers, a journal at its bound is a few megabytes: read
+        // in pages, each one query.
+        const PAGE: u32 = 10_000;
+        let mut entries = Vec::new();
+        loop {
+            let from = u32::try_from(entries.len()).unwrap_or(u32::MAX);
+            let page = self
+                .store
+                .task_journal(TaskJournalRead {
+                    id: id.to_owned(),
+                    from,
+                    limit: PAGE,
+                    without_answers: true,
+                })
+                .await?;
+            let full = page.len() == PAGE as usize;
+            entries.extend(page.into_iter().map(|entry| JournalEntry {
+                // Kept out whatever the store answers: it may hold a
+                // response's body.
+                answer: Vec::new(),
+                ..entry
+            }));
+            if !full || entries.len() >= MAX_JOURNAL_ENTRIES as usize {
+                break;
+            }
+        }
+        if entries.is_empty() && self.store.task_get(id).await?.is_none() {
+            return Err(ServiceError::NotFound(format!("no task {id}")));
+        }
+        Ok(entries)
     }
 
     async fn lambda_deploy(
@@ -247,6 +282,7 @@ impl ClientApi for Frontend {
         &self,
         selector: DeadSelector,
         version: Option<u32>,
+        fresh: bool,
     ) -> ServiceResult<u64> {
         match &selector {
             DeadSelector::Ids(ids) => {
@@ -266,6 +302,7 @@ impl ClientApi for Frontend {
             .dead_redrive(DeadRedrive {
                 selector,
                 version,
+                fresh,
                 now: self.clock.now(),
             })
             .await?;

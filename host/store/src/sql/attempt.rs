@@ -8,8 +8,9 @@ use crate::support::{batch_json, sql, text_in};
 use crate::{AttemptOutcome, Millis, Result};
 
 /// An execution that ended, as the statement of [`record`] reads it: its
-/// task, the lease it ran under, how it ended, with what error and log.
-/// The field names are the JSON keys the statement reads.
+/// task, the lease it ran under, how it ended, with what error and log,
+/// and how many journal entries it replayed. The field names are the JSON
+/// keys the statement reads.
 #[derive(Debug, Serialize)]
 pub(super) struct Ended {
     id: String,
@@ -17,6 +18,7 @@ pub(super) struct Ended {
     outcome: &'static str,
     error: Option<String>,
     log: Option<String>,
+    replayed: u32,
 }
 
 impl Ended {
@@ -28,6 +30,7 @@ impl Ended {
         outcome: AttemptOutcome,
         error: Option<&str>,
         log: Option<&str>,
+        replayed: u32,
     ) -> Self {
         Self {
             id: text_in(id).into_owned(),
@@ -35,6 +38,7 @@ impl Ended {
             outcome: outcome.as_str(),
             error: error.map(|e| text_in(e).into_owned()),
             log: log.map(|l| text_in(l).into_owned()),
+            replayed,
         }
     }
 }
@@ -49,11 +53,13 @@ pub(super) async fn record(conn: &mut Connection, ended: Vec<Ended>, now: Millis
     // Each under the lease it ran with, which is still the task's.
     sqlx::query(sql(format!(
         "INSERT INTO attempts (task_id, lease_token, attempt, outcome, error, log, \
-         started_at, ended_at) \
-         SELECT t.id, t.lease_token, t.attempt, a.outcome, a.error, a.log, t.claimed_at, $2 \
+         started_at, ended_at, replayed) \
+         SELECT t.id, t.lease_token, t.attempt, a.outcome, a.error, a.log, t.claimed_at, $2, \
+            a.replayed \
          FROM (SELECT j.value->>'id' AS attempt_task, CAST(j.value->>'lease' AS BIGINT) AS lease, \
             j.value->>'outcome' AS outcome, \
-            j.value->>'error' AS error, j.value->>'log' AS log FROM {}) AS a \
+            j.value->>'error' AS error, j.value->>'log' AS log, \
+            CAST(j.value->>'replayed' AS BIGINT) AS replayed FROM {}) AS a \
          JOIN tasks t ON t.id = a.attempt_task AND t.lease_token = a.lease WHERE TRUE \
          ON CONFLICT (task_id, lease_token) DO NOTHING",
         DIALECT.json_rows

@@ -8,7 +8,7 @@ use waft_core::task::check_lambda_name;
 
 use super::pace;
 use super::{Connection, Store};
-use crate::names::status::FINAL;
+use crate::names::status::{FINAL, RUNNING};
 use crate::rows::{self, LAMBDA_COLUMNS};
 use crate::support::{millis, sql, text_in};
 use crate::{
@@ -83,15 +83,16 @@ pub(super) async fn insert_version(
         quota_per_sec,
         allowed_children,
         grants,
+        on_divergence,
     } = &params.config;
     let grants = serde_json::to_string(grants).map_err(|e| StoreError::Invalid(e.to_string()))?;
     sqlx::query(
         "INSERT INTO lambda_versions (lambda, version, digest, max_memory, timeout_ms, fuel, \
          max_output, max_log, max_attempts, backoff_base_ms, backoff_factor, backoff_max_ms, \
          priorities, default_priority, max_payload, concurrency, quota_per_sec, created_at, \
-         allowed_children, grants) \
+         allowed_children, grants, on_divergence) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, \
-         $18, $19, $20)",
+         $18, $19, $20, $21)",
     )
     .bind(&params.name)
     .bind(version)
@@ -113,6 +114,7 @@ pub(super) async fn insert_version(
     .bind(params.now)
     .bind(allowed_children.join("\n"))
     .bind(grants)
+    .bind(on_divergence.as_str())
     .execute(&mut *conn)
     .await?;
     Ok(())
@@ -251,14 +253,17 @@ pub(super) async fn rollback(tx: &mut Connection, params: LambdaRollback) -> Res
 
 pub(super) async fn gc(tx: &mut Connection, params: LambdaGc) -> Result<GcReport> {
     let keep = i64::from(params.keep.max(1));
-    // Older than the newest `keep`, not current, and not pinned
-    // by a task that may still run (a dead one may be redriven).
+    // Older than the newest `keep`, not current, and not needed by a task
+    // that may still run (a dead one may be redriven): pinned by it, or by
+    // its journal, which only the version that wrote it can replay, or
+    // running in an execution whose result may still pin its journal to it.
     let versions = sqlx::query(sql(format!(
         "DELETE FROM lambda_versions WHERE lambda = $1 \
          AND version <= (SELECT current_version FROM lambdas WHERE name = $1) - $2 \
          AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.lambda = lambda_versions.lambda \
-            AND t.version = lambda_versions.version \
-            AND t.status NOT IN {FINAL})"
+            AND ((t.status NOT IN {FINAL} AND (t.version = lambda_versions.version \
+                OR t.journal_version = lambda_versions.version)) \
+            OR (t.status IN {RUNNING} AND t.claimed_version = lambda_versions.version)))"
     )))
     .bind(&params.lambda)
     .bind(keep)

@@ -48,6 +48,7 @@ struct Won {
     scheduled_at: Millis,
     lease_token: i64,
     secrets_version: i64,
+    journal_len: i64,
 }
 
 impl TryFrom<Won> for ClaimedTask {
@@ -67,6 +68,7 @@ impl TryFrom<Won> for ClaimedTask {
             scheduled_at: won.scheduled_at,
             lease_token: won.lease_token,
             secrets_version: won.secrets_version,
+            journal_len: u32::try_from(won.journal_len).map_err(|_| corrupt("journal_len"))?,
         })
     }
 }
@@ -90,9 +92,14 @@ pub(super) async fn claim_many(
     // the primary key. (Postgres reads `(...) = TRUE` as the bare test and
     // took the index: a claim cost milliseconds once thousands of tasks
     // waited.)
+    // The version run is the journal's, which its entries must be replayed
+    // on; else the pinned one; else the current one. It is kept
+    // (`claimed_version`) for the journal write a result carries.
     let rows = sqlx::query(sql(format!(
         "UPDATE tasks SET status = {CLAIMED}, lease_token = lease_token + 1, \
-         attempt = attempt + 1, claimed_at = $2, next_trigger_at = $3, progress = NULL \
+         attempt = attempt + 1, claimed_at = $2, next_trigger_at = $3, progress = NULL, \
+         claimed_version = COALESCE(tasks.journal_version, tasks.version, \
+            (SELECT current_version FROM lambdas WHERE name = tasks.lambda)) \
          FROM (SELECT j.value->>'id' AS claim_id, CAST(j.value->>'token' AS BIGINT) \
             AS claim_token FROM {}) AS c \
          WHERE tasks.id = c.claim_id AND tasks.enqueue_token = c.claim_token \
@@ -100,8 +107,7 @@ pub(super) async fn claim_many(
          AND NOT EXISTS (SELECT 1 FROM gates g WHERE g.lambda = tasks.lambda \
             AND (g.collection = '' OR g.collection = tasks.collection)) \
          RETURNING id, lambda, collection, priority, payload, attempt, scheduled_at, \
-         lease_token, COALESCE(tasks.version, \
-            (SELECT current_version FROM lambdas WHERE name = tasks.lambda)) AS lambda_version, \
+         lease_token, claimed_version AS lambda_version, journal_len, \
          (SELECT secrets_version FROM lambdas WHERE name = tasks.lambda) AS secrets_version",
         DIALECT.json_rows
     )))

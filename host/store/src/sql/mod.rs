@@ -12,8 +12,8 @@
 //! tasks), `task` (read, cancel, redrive), `poll` (the Store Consumer's
 //! poll, gates' holds and drops), `pace` (quotas), `lease` (claims, heartbeats and
 //! their refusals), `result` (results, continuations), `attempt` (ended
-//! executions), `gate`, `token`, `secret`, `cron`, and `stats` (the
-//! dashboard's overview). The decisions that need no database (admitting
+//! executions), `journal` (the host calls of durable tasks), `gate`,
+//! `token`, `secret`, `cron`, and `stats` (the dashboard's overview). The decisions that need no database (admitting
 //! a task, planning a retry, what a gate does) live in
 //! [`crate::rules`], with unit tests; status names come from
 //! [`crate::names`].
@@ -35,6 +35,7 @@ mod attempt;
 mod cron;
 mod gate;
 mod insert;
+mod journal;
 mod lambda;
 mod lease;
 mod pace;
@@ -51,10 +52,11 @@ use super::{Connection, DIALECT, Row, Store};
 use crate::names::GATE_OF_TASK;
 use crate::{
     Artifact, Attempt, Backlog, ClaimedTask, Cron, CronMaterialize, DeadRedrive, EnqueueReport,
-    Gate, GateSet, GcReport, Lambda, LambdaDeploy, LambdaGc, LambdaRollback, LambdaStats,
-    Materialized, Millis, Refusal, Result, SealedSecrets, SecretInfo, SecretSet, StatusCount, Task,
-    TaskClaimMany, TaskCount, TaskEnqueueReady, TaskHeartbeatMany, TaskInsertMany, TaskInserted,
-    TaskList, TaskSetResultMany, TaskStore, Token, TokenCreate,
+    Gate, GateSet, GcReport, JournalEntry, Lambda, LambdaDeploy, LambdaGc, LambdaRollback,
+    LambdaStats, Materialized, Millis, Refusal, Result, SealedSecrets, SecretInfo, SecretSet,
+    StatusCount, Task, TaskClaimMany, TaskCount, TaskEnqueueReady, TaskHeartbeatMany,
+    TaskInsertMany, TaskInserted, TaskJournalRead, TaskJournalWrite, TaskList, TaskSetResultMany,
+    TaskStore, Token, TokenCreate,
 };
 
 /// Runs a dialect's lock statement, if it has one.
@@ -165,6 +167,14 @@ impl TaskStore for Store {
     ) -> Result<Vec<Result<waft_core::TaskStatus, Refusal>>> {
         self.write(move |tx| Box::pin(result::set_result_many(tx, params)))
             .await
+    }
+
+    async fn task_journal_write(&self, params: TaskJournalWrite) -> Result<Result<(), Refusal>> {
+        self.write(move |tx| Box::pin(journal::write(tx, params)))
+            .await
+    }
+    async fn task_journal(&self, params: TaskJournalRead) -> Result<Vec<JournalEntry>> {
+        journal::read(self, params).await
     }
 
     async fn task_backlog(&self, now: Millis) -> Result<Vec<Backlog>> {

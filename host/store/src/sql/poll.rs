@@ -133,12 +133,14 @@ async fn triage(
             why.to_owned()
         };
         let outcome = AttemptOutcome::Lost;
+        // A lost execution said nothing of what it replayed.
         lost.push(Ended::new(
             &row.id,
             row.lease_token,
             outcome,
             Some(&error),
             None,
+            0,
         ));
         if last && gate != GateEffect::Drop {
             sqlx::query(sql(format!(

@@ -1,6 +1,6 @@
 //! Results: a batch of executions' ends, each a guarded update that a
-//! stale lease cannot pass; the attempts they ended, and the
-//! continuations of the successes.
+//! stale lease cannot pass; the journal writes they carry, the attempts
+//! they ended, and the continuations of the successes.
 
 use std::collections::HashSet;
 
@@ -10,15 +10,16 @@ use waft_core::TaskStatus;
 use waft_core::machine;
 
 use super::attempt::{self, Ended};
+use super::journal;
 use super::lease::lease_refusal;
 use super::{Connection, DIALECT};
 use crate::names::status::{RUNNING, SUCCESS};
 use crate::rows;
-use crate::rules::{Origin, RetryPlan};
+use crate::rules::{Origin, RetryPlan, check_journal_write};
 use crate::support::{batch_json, sql, text_in};
 use crate::{
-    AttemptOutcome, Millis, NewTask, Refusal, Result, ResultOutcome, StoreError, TaskResult,
-    TaskSetResultMany,
+    AttemptOutcome, JournalWrite, Millis, NewTask, Refusal, Result, ResultOutcome, StoreError,
+    TaskResult, TaskSetResultMany,
 };
 
 /// Records a batch of results. Successes and fatal failures end their
@@ -26,17 +27,31 @@ use crate::{
 /// attempts and its version's backoff; a second result for a task already
 /// in the batch is judged after the first has ended it. Each answer is in
 /// its result's place.
+///
+/// A result's journal write is applied first, fenced by the same lease as
+/// the result (see [`write_journals`]). A malformed one is the runtime's
+/// bug and fails the whole batch: nothing of it is written.
 pub(super) async fn set_result_many(
     tx: &mut Connection,
     params: TaskSetResultMany,
 ) -> Result<Vec<Result<TaskStatus, Refusal>>> {
     let now = params.now;
+    for result in &params.results {
+        if let Some(write) = &result.journal {
+            check_journal_write(&result.id, write)?;
+        }
+    }
     let mut batch = Batch::new(params.results.len());
     let Sorted {
-        finals,
-        retries,
+        mut finals,
+        mut retries,
         repeats,
     } = sort(params.results);
+    let endings = finals
+        .iter_mut()
+        .map(|f| &mut f.ending)
+        .chain(retries.iter_mut().map(|r| &mut r.ending));
+    write_journals(&mut *tx, endings).await?;
     end_finals(&mut *tx, finals, now, &mut batch).await?;
     let planned = plan_retries(&mut *tx, retries, now, &mut batch).await?;
     apply_retries(&mut *tx, planned, &mut batch).await?;
@@ -49,12 +64,14 @@ pub(super) async fn set_result_many(
 }
 
 /// One result of a batch: where its answer goes, whose lease it ran
-/// under, and what it logged.
+/// under, what it logged, and what it did with its task's journal.
 struct Ending {
     index: usize,
     id: String,
     lease: i64,
     log: Option<String>,
+    journal: Option<JournalWrite>,
+    replayed: u32,
 }
 
 /// A success or a fatal failure: it ends its task whatever the task's
@@ -184,6 +201,8 @@ fn sort(results: Vec<TaskResult>) -> Sorted {
             index,
             lease: result.lease_token,
             log: result.log,
+            journal: result.journal,
+            replayed: result.replayed,
             id: result.id,
         };
         if !seen.insert(ending.id.clone()) {
@@ -242,6 +261,7 @@ impl Batch {
             outcome,
             error.as_deref(),
             ending.log.as_deref(),
+            ending.replayed,
         ));
     }
 
@@ -253,6 +273,29 @@ impl Batch {
             })
             .collect()
     }
+}
+
+/// Applies the journal writes of a batch's results (their first result
+/// for each task), each fenced by its result's lease, before the results
+/// themselves: a write the lease refuses writes nothing, and its result,
+/// guarded by the same lease in the same transaction, is then refused
+/// too; a write it lets through has locked the task's row (on Postgres),
+/// so its result is accepted. The journal is pinned to the version the
+/// lease was claimed with, which a result does not name. The rows are
+/// taken in id order, so two batches never wait on each other's.
+async fn write_journals(
+    tx: &mut Connection,
+    endings: impl Iterator<Item = &mut Ending>,
+) -> Result<()> {
+    let mut writes: Vec<_> = endings
+        .filter_map(|e| Some((e.id.clone(), e.lease, e.journal.take()?)))
+        .collect();
+    writes.sort_by(|a, b| a.0.cmp(&b.0));
+    for (id, lease, write) in writes {
+        // A refusal is the result's to answer.
+        let _refused = journal::apply(&mut *tx, &id, lease, None, &write).await?;
+    }
+    Ok(())
 }
 
 /// Ends the successes and fatal failures in one guarded update (they
@@ -318,9 +361,9 @@ async fn end_finals(
 }
 
 /// Decides each retriable failure's next status from its task's attempts
-/// and the backoff of the version the task runs (pinned, or else
-/// current). A task gone, under another lease or no longer running is
-/// answered here; the rest are planned.
+/// and the backoff of the version the task runs (its journal's, else the
+/// pinned one, else the current one). A task gone, under another lease or
+/// no longer running is answered here; the rest are planned.
 async fn plan_retries(
     tx: &mut Connection,
     retries: Vec<Retry>,
@@ -335,7 +378,7 @@ async fn plan_retries(
              v.backoff_base_ms, v.backoff_factor, v.backoff_max_ms FROM tasks t \
              JOIN lambdas l ON l.name = t.lambda \
              JOIN lambda_versions v ON v.lambda = l.name \
-                AND v.version = COALESCE(t.version, l.current_version) \
+                AND v.version = COALESCE(t.journal_version, t.version, l.current_version) \
              WHERE t.id = $1",
         )
         .bind(text_in(&retry.ending.id))

@@ -5,7 +5,7 @@ use waft_core::TaskStatus;
 use waft_core::task::check_lambda_name;
 
 use super::{Connection, DIALECT, Store};
-use super::{insert, lambda};
+use super::{insert, journal, lambda};
 use crate::names::status::{CANCELLED, DEAD, NEW, UNFINISHED, WAITING};
 use crate::rows::{self, TASK_COLUMNS};
 use crate::rules::Origin;
@@ -184,7 +184,7 @@ pub(super) async fn backlog(store: &Store, now: Millis) -> Result<Vec<Backlog>> 
 
 pub(super) async fn attempts(store: &Store, task_id: &str) -> Result<Vec<Attempt>> {
     let rows = sqlx::query(
-        "SELECT attempt, lease_token, outcome, error, log, started_at, ended_at \
+        "SELECT attempt, lease_token, outcome, error, log, started_at, ended_at, replayed \
          FROM attempts WHERE task_id = $1 ORDER BY lease_token",
     )
     .bind(text_in(task_id))
@@ -193,21 +193,14 @@ pub(super) async fn attempts(store: &Store, task_id: &str) -> Result<Vec<Attempt
     rows.iter().map(rows::attempt).collect()
 }
 
+/// Redrives dead tasks with a fresh attempt budget. A task keeps its
+/// journal, and so the version that wrote it (its budget too), unless the
+/// redrive pins a version or asks for a fresh start: then the journal is
+/// discarded and the task runs as if it had never run.
 pub(super) async fn redrive(tx: &mut Connection, params: DeadRedrive) -> Result<u64> {
-    // The version to pin (`$3` here; NULL for the current one)
-    // also sets the fresh attempt budget.
-    let redrive = |v: &str| {
-        format!(
-            "UPDATE tasks SET status = {NEW}, attempt = 0, \
-             max_attempts = (SELECT v.max_attempts FROM lambda_versions v \
-                WHERE v.lambda = tasks.lambda AND v.version = COALESCE(CAST({v} AS BIGINT), \
-                (SELECT current_version FROM lambdas WHERE name = tasks.lambda))), \
-             due_at = $2, next_trigger_at = $2, finished_at = NULL, \
-             version = CAST({v} AS BIGINT)"
-        )
-    };
+    let discard = params.fresh || params.version.is_some();
     let version = params.version.map(i64::from);
-    let count = match params.selector {
+    let redriven = match params.selector {
         DeadSelector::Ids(ids) => {
             for id in &ids {
                 let (status, lambda): (String, String) =
@@ -226,32 +219,57 @@ pub(super) async fn redrive(tx: &mut Connection, params: DeadRedrive) -> Result<
                 if let Some(pin) = params.version {
                     lambda::require_version(&mut *tx, &lambda, pin).await?;
                 }
-                sqlx::query(sql(format!("{} WHERE id = $1", redrive("$3"))))
-                    .bind(id)
-                    .bind(params.now)
-                    .bind(version)
-                    .execute(&mut *tx)
-                    .await?;
+                sqlx::query(sql(format!(
+                    "{} WHERE id = $1",
+                    redrive_statement("$3", discard)
+                )))
+                .bind(id)
+                .bind(params.now)
+                .bind(version)
+                .execute(&mut *tx)
+                .await?;
             }
-            ids.len() as u64
+            ids.iter().map(|id| text_in(id).into_owned()).collect()
         }
         DeadSelector::Filter { lambda, collection } => {
             lambda::require_lambda(&mut *tx, &lambda).await?;
             if let Some(pin) = params.version {
                 lambda::require_version(&mut *tx, &lambda, pin).await?;
             }
-            sqlx::query(sql(format!(
-                "{} WHERE status = {DEAD} AND lambda = $1 AND ($3 IS NULL OR collection = $3)",
-                redrive("$4")
+            sqlx::query_scalar(sql(format!(
+                "{} WHERE status = {DEAD} AND lambda = $1 AND ($3 IS NULL OR collection = $3) \
+                 RETURNING id",
+                redrive_statement("$4", discard)
             )))
             .bind(&lambda)
             .bind(params.now)
             .bind(collection)
             .bind(version)
-            .execute(&mut *tx)
+            .fetch_all(&mut *tx)
             .await?
-            .rows_affected()
         }
     };
-    Ok(count)
+    if discard {
+        journal::discard(&mut *tx, &redriven).await?;
+    }
+    Ok(redriven.len() as u64)
+}
+
+/// The update that redrives a dead task, pinned to the version in
+/// parameter `v` (NULL: none). Its budget is that version's, else its
+/// journal's when it keeps one, else the current version's.
+fn redrive_statement(v: &str, discard: bool) -> String {
+    let (journal, kept) = if discard {
+        ("journal_len = 0, journal_version = NULL, ", "NULL")
+    } else {
+        ("", "tasks.journal_version")
+    };
+    format!(
+        "UPDATE tasks SET status = {NEW}, attempt = 0, {journal}\
+         max_attempts = (SELECT v.max_attempts FROM lambda_versions v \
+            WHERE v.lambda = tasks.lambda AND v.version = COALESCE(CAST({v} AS BIGINT), {kept}, \
+            (SELECT current_version FROM lambdas WHERE name = tasks.lambda))), \
+         due_at = $2, next_trigger_at = $2, finished_at = NULL, \
+         version = CAST({v} AS BIGINT)"
+    )
 }

@@ -135,6 +135,8 @@ pub async fn any_string_round_trips(store: &dyn TaskStore) {
                         retry_after: None,
                     },
                     log: Some(AWKWARD.into()),
+                    journal: None,
+                    replayed: 0,
                 },
                 waft_store::TaskResult {
                     id: other.clone(),
@@ -143,6 +145,8 @@ pub async fn any_string_round_trips(store: &dyn TaskStore) {
                         error: AWKWARD.into(),
                     },
                     log: Some(AWKWARD.into()),
+                    journal: None,
+                    replayed: 0,
                 },
             ],
             now: T0 + 2,

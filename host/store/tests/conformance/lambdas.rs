@@ -320,6 +320,7 @@ pub async fn a_pinned_task_retries_with_its_versions_policy(store: &dyn TaskStor
         .dead_redrive(waft_store::DeadRedrive {
             selector: waft_store::DeadSelector::Ids(vec![pinned.clone()]),
             version: Some(1),
+            fresh: false,
             now: later,
         })
         .await

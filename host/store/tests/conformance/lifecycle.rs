@@ -391,6 +391,7 @@ pub async fn dead_letters_are_redriven_with_a_fresh_budget(store: &dyn TaskStore
         .dead_redrive(DeadRedrive {
             selector: DeadSelector::Ids(vec![dead[0].clone(), alive.clone()]),
             version: None,
+            fresh: false,
             now: T0 + 1,
         })
         .await;
@@ -405,6 +406,7 @@ pub async fn dead_letters_are_redriven_with_a_fresh_budget(store: &dyn TaskStore
         .dead_redrive(DeadRedrive {
             selector: DeadSelector::Ids(vec![dead[0].clone()]),
             version: Some(9),
+            fresh: false,
             now: T0 + 1,
         })
         .await;
@@ -419,6 +421,7 @@ pub async fn dead_letters_are_redriven_with_a_fresh_budget(store: &dyn TaskStore
         .dead_redrive(DeadRedrive {
             selector: DeadSelector::Ids(vec![dead[0].clone()]),
             version: Some(1),
+            fresh: false,
             now: T0 + 1,
         })
         .await
@@ -442,6 +445,7 @@ pub async fn dead_letters_are_redriven_with_a_fresh_budget(store: &dyn TaskStore
                 collection: Some("a".into()),
             },
             version: None,
+            fresh: false,
             now: T0 + 2,
         })
         .await

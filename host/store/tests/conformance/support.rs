@@ -132,6 +132,8 @@ pub async fn finish(
                 lease_token: lease,
                 outcome,
                 log: Some(format!("the log of lease {lease}")),
+                journal: None,
+                replayed: 0,
             }],
             now,
         })

@@ -1,13 +1,18 @@
-//! What is compared, and when: after every step the backend's tasks and
-//! gates against the model's, with the state table's invariants checked on
-//! the backend's own state; once a sequence is over, the attempt history.
+//! What is compared, and when: after every step the backend's tasks, their
+//! journals and the gates against the model's, with the state table's
+//! invariants checked on the backend's own state; once a sequence is over,
+//! the attempt history and the journals as pages and without answers.
 //! Apart from `run.rs` because this is the test's oracle: what "the
 //! backend follows the model" means, whatever drove the two.
 
 use waft_core::machine;
+use waft_store::{JournalEntry, TaskJournalRead};
 
 use crate::reference::MAX_ATTEMPTS;
 use crate::run::Run;
+
+/// Longer than any journal a sequence writes.
+const WHOLE: u32 = 1000;
 
 impl Run<'_> {
     /// Compares the backend's tasks with the model's and checks the state
@@ -41,6 +46,13 @@ impl Run<'_> {
             );
             if seen != wanted {
                 return Some(format!("task {id}: {seen:?}, the model {wanted:?}"));
+            }
+            let journal = self.journal(id, 0, WHOLE, false).await;
+            if journal != expected.journal {
+                return Some(format!(
+                    "journal of {id}: {journal:?}, the model {:?}",
+                    expected.journal
+                ));
             }
         }
         let gates: Vec<_> = self
@@ -82,7 +94,22 @@ impl Run<'_> {
         }
     }
 
-    /// The ended executions, compared once a sequence is over.
+    /// A page of a task's journal.
+    async fn journal(&self, id: &str, from: u32, limit: u32, bare: bool) -> Vec<JournalEntry> {
+        self.store
+            .task_journal(TaskJournalRead {
+                id: id.to_owned(),
+                from,
+                limit,
+                without_answers: bare,
+            })
+            .await
+            .unwrap()
+    }
+
+    /// The ended executions, and the journals read as a person's view
+    /// does (without answers, a page from the second entry), compared once
+    /// a sequence is over.
     pub async fn compare_history(&self) {
         for (id, expected) in &self.model.tasks {
             let attempts: Vec<_> = self
@@ -91,9 +118,20 @@ impl Run<'_> {
                 .await
                 .unwrap()
                 .into_iter()
-                .map(|a| (a.lease_token, a.attempt, a.outcome))
+                .map(|a| (a.lease_token, a.attempt, a.outcome, a.replayed))
                 .collect();
             assert_eq!(attempts, expected.attempts, "history of {id}");
+            let bare: Vec<_> = expected
+                .journal
+                .iter()
+                .skip(1)
+                .take(2)
+                .map(|entry| JournalEntry {
+                    answer: Vec::new(),
+                    ..entry.clone()
+                })
+                .collect();
+            assert_eq!(self.journal(id, 1, 2, true).await, bare, "journal of {id}");
         }
     }
 }

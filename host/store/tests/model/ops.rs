@@ -1,7 +1,8 @@
 //! The operations a model sequence is made of, and the proptest strategies
 //! that generate them: the lambdas, collections and schedule they name, the
-//! weights that make claims and results common, and which operations a race
-//! may hold. Apart from the run so that what a sequence can contain is read
+//! weights that make claims and results common, the journal writes that
+//! executions and their results carry, and which operations a race may
+//! hold. Apart from the run so that what a sequence can contain is read
 //! in one place, without the machinery that drives it.
 
 use proptest::prelude::*;
@@ -23,6 +24,27 @@ pub enum Token {
     Stale,
 }
 
+/// A change to a task's journal, relative to its length when the operation
+/// runs (so that a shrunk sequence still writes where it means to): the
+/// entries from `back` before its end are replaced by `entries` new ones
+/// (none: a cut). A `hole` starts one past the end instead, which the store
+/// refuses whole.
+#[derive(Debug, Clone, Copy)]
+pub struct JournalChange {
+    pub back: u32,
+    pub entries: u32,
+    pub hole: bool,
+}
+
+fn journal_change() -> impl Strategy<Value = JournalChange> {
+    prop_oneof![
+        6 => (1..4u32).prop_map(|entries| JournalChange { back: 0, entries, hole: false }),
+        3 => (1..4u32, 0..3u32)
+            .prop_map(|(back, entries)| JournalChange { back, entries, hole: false }),
+        1 => Just(JournalChange { back: 0, entries: 1, hole: true }),
+    ]
+}
+
 /// One operation. Tasks are named by their index in creation order (modulo
 /// how many exist), so a generated sequence stays meaningful as it shrinks.
 #[derive(Debug, Clone)]
@@ -36,14 +58,25 @@ pub enum Op {
     Poll,
     Claim(usize, Token),
     Heartbeat(usize, Token),
-    Result(usize, Token, Ending),
+    /// An execution writes its task's journal under its lease (or a stale
+    /// one).
+    Journal(usize, Token, JournalChange),
+    /// A result, carrying the execution's last journal write or none.
+    Result(usize, Token, Ending, Option<JournalChange>),
     Cancel(usize),
     Gate {
         lambda: usize,
         collection: Option<usize>,
         state: GateState,
     },
-    Redrive(usize),
+    /// A redrive that keeps the task's journal, or a fresh one that
+    /// discards it.
+    Redrive {
+        task: usize,
+        fresh: bool,
+    },
+    /// A new version of a lambda: tasks with a journal keep theirs.
+    Deploy(usize),
     Materialize {
         lambda: usize,
         stale: bool,
@@ -60,7 +93,8 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(lambda, collection, delay)| Op::Insert { lambda, collection, delay }),
         3 => prop_oneof![1..500i64, 1_000..6_000i64].prop_map(Op::Advance),
         1 => (0..2usize, any::<bool>()).prop_map(|(lambda, stale)| Op::Materialize { lambda, stale }),
-        17 => racing_op(),
+        1 => (0..2usize).prop_map(Op::Deploy),
+        20 => racing_op(),
     ]
 }
 
@@ -74,6 +108,8 @@ fn racing_op() -> impl Strategy<Value = Op> {
         4 => Just(Op::Poll),
         4 => (task.clone(), token()).prop_map(|(t, k)| Op::Claim(t, k)),
         2 => (task.clone(), token()).prop_map(|(t, k)| Op::Heartbeat(t, k)),
+        3 => (task.clone(), token(), journal_change())
+            .prop_map(|(t, k, change)| Op::Journal(t, k, change)),
         3 => (
             task.clone(),
             token(),
@@ -81,9 +117,10 @@ fn racing_op() -> impl Strategy<Value = Op> {
                 Just(Ending::Success),
                 Just(Ending::Fatal),
                 (0..4_000u64).prop_map(Ending::Retriable)
-            ]
+            ],
+            prop::option::of(journal_change()),
         )
-            .prop_map(|(t, k, e)| Op::Result(t, k, e)),
+            .prop_map(|(t, k, e, change)| Op::Result(t, k, e, change)),
         1 => task.clone().prop_map(Op::Cancel),
         2 => (
             0..2usize,
@@ -95,7 +132,7 @@ fn racing_op() -> impl Strategy<Value = Op> {
             ]
         )
             .prop_map(|(lambda, collection, state)| Op::Gate { lambda, collection, state }),
-        1 => task.prop_map(Op::Redrive),
+        1 => (task, any::<bool>()).prop_map(|(task, fresh)| Op::Redrive { task, fresh }),
     ]
 }
 

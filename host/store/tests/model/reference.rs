@@ -7,13 +7,14 @@
 //! row does not allow the state it starts from. What the table leaves to the
 //! store (gates, tokens, attempts left, which operation a call makes) is
 //! written here from DESIGN.md and the store's docs, not from the SQL, so the
-//! two can disagree.
+//! two can disagree. So are journals: entries replaced from a point on under
+//! the lease, the version they pin, and what a redrive does to them.
 
 use std::collections::BTreeMap;
 
 use waft_core::TaskStatus;
 use waft_core::machine::{self, Attempts, Lease, Operation, Target, Trigger};
-use waft_store::{AttemptOutcome, GateState, Millis, Refusal};
+use waft_store::{AttemptOutcome, GateState, JournalEntry, JournalWrite, Millis, Refusal};
 
 pub const ENQUEUE_TIMEOUT: Millis = 5_000;
 pub const CLAIM_TIMEOUT: Millis = 3_000;
@@ -32,17 +33,24 @@ pub struct ModelTask {
     pub attempt: u32,
     pub enqueue_token: i64,
     pub lease_token: i64,
-    /// Ended executions: lease and outcome.
-    pub attempts: Vec<(i64, u32, AttemptOutcome)>,
+    /// Ended executions: lease, attempt, outcome, entries replayed.
+    pub attempts: Vec<(i64, u32, AttemptOutcome, u32)>,
+    /// The journal, in order.
+    pub journal: Vec<JournalEntry>,
+    /// The version the journal pins, while it holds entries.
+    pub journal_version: Option<u32>,
+    /// The version the latest claim handed out.
+    pub claimed_version: Option<u32>,
 }
 
 /// The whole model: tasks by id, gates by `(lambda, collection or "")`,
-/// periodic schedules' next occurrences.
+/// periodic schedules' next occurrences, lambdas' current versions.
 #[derive(Debug, Clone, Default)]
 pub struct Model {
     pub tasks: BTreeMap<String, ModelTask>,
     pub gates: BTreeMap<(String, String), GateState>,
     pub crons: BTreeMap<String, Millis>,
+    pub versions: BTreeMap<String, u32>,
 }
 
 /// What the consumer's poll did, as sets.
@@ -54,8 +62,15 @@ pub struct PollAnswer {
     pub dead: u64,
 }
 
-/// How a claim was answered: the attempt and lease, or why not.
-pub type ClaimAnswer = Result<(u32, i64), Refusal>;
+/// How a claim was answered: the attempt, lease, version to run and the
+/// journal's length, or why not.
+pub type ClaimAnswer = Result<(u32, i64, u32, u32), Refusal>;
+
+/// A journal write under a lease that holds the task, starting past the
+/// journal's end: the store refuses the whole call (a write alone, or the
+/// result that carries it) and nothing of it is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hole;
 
 /// How a cancel was answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -110,6 +125,9 @@ impl Model {
             enqueue_token: 0,
             lease_token: 0,
             attempts: Vec::new(),
+            journal: Vec::new(),
+            journal_version: None,
+            claimed_version: None,
         };
         apply(&mut task, Operation::Insert, run_at, 0);
         self.tasks.insert(id, task);
@@ -129,7 +147,7 @@ impl Model {
             let lapsed = machine::RUNNING.contains(task.status);
             if lapsed {
                 task.attempts
-                    .push((task.lease_token, task.attempt, AttemptOutcome::Lost));
+                    .push((task.lease_token, task.attempt, AttemptOutcome::Lost, 0));
             }
             let operation = match gate {
                 GateState::Dropped => Operation::Drop,
@@ -161,7 +179,11 @@ impl Model {
             .contains(task.status);
         if claimable && task.enqueue_token == token && !task.held && gate == GateState::Open {
             apply(task, Operation::Claim, now, 0);
-            return Ok((task.attempt, task.lease_token));
+            // A journal is replayed on the version that wrote it.
+            let version = task.journal_version.unwrap_or(self.versions[&task.lambda]);
+            task.claimed_version = Some(version);
+            let len = task.journal.len() as u32;
+            return Ok((task.attempt, task.lease_token, version, len));
         }
         if task.held {
             return Err(Refusal::Held);
@@ -210,14 +232,54 @@ impl Model {
         Ok(())
     }
 
+    /// A journal write alone, pinning the journal to `version`.
+    pub fn journal_write(
+        &mut self,
+        id: &str,
+        lease: i64,
+        version: u32,
+        write: &JournalWrite,
+        now: Millis,
+    ) -> Result<Result<(), Refusal>, Hole> {
+        if let Err(refusal) = self.lease_check(id, lease) {
+            return Ok(Err(refusal));
+        }
+        let task = self.tasks.get_mut(id).unwrap();
+        if write.from as usize > task.journal.len() {
+            return Err(Hole);
+        }
+        apply(task, Operation::Journal, now, 0);
+        task.journal.truncate(write.from as usize);
+        task.journal.extend(write.entries.iter().cloned());
+        task.journal_version = (!task.journal.is_empty()).then_some(version);
+        Ok(Ok(()))
+    }
+
+    /// A result, and the journal write it carries, which pins the journal
+    /// to the version its lease was claimed with.
     pub fn result(
         &mut self,
         id: &str,
         lease: i64,
         ending: Ending,
+        journal: Option<&JournalWrite>,
+        replayed: u32,
         now: Millis,
-    ) -> Result<TaskStatus, Refusal> {
-        self.lease_check(id, lease)?;
+    ) -> Result<Result<TaskStatus, Refusal>, Hole> {
+        if let Err(refusal) = self.lease_check(id, lease) {
+            return Ok(Err(refusal));
+        }
+        if let Some(write) = journal {
+            let version = self.tasks[id]
+                .claimed_version
+                .expect("a leased task was claimed");
+            self.journal_write(id, lease, version, write, now)?
+                .expect("the lease was checked");
+        }
+        Ok(Ok(self.end(id, ending, replayed, now)))
+    }
+
+    fn end(&mut self, id: &str, ending: Ending, replayed: u32, now: Millis) -> TaskStatus {
         let task = self.tasks.get_mut(id).unwrap();
         let (operation, outcome, backoff) = match ending {
             Ending::Success => (Operation::Succeed, AttemptOutcome::Success, 0),
@@ -230,9 +292,9 @@ impl Model {
             }
         };
         task.attempts
-            .push((task.lease_token, task.attempt, outcome));
+            .push((task.lease_token, task.attempt, outcome, replayed));
         apply(task, operation, now, backoff);
-        Ok(task.status)
+        task.status
     }
 
     pub fn cancel(&mut self, id: &str, now: Millis) -> CancelAnswer {
@@ -285,7 +347,9 @@ impl Model {
         released
     }
 
-    pub fn redrive(&mut self, id: &str, now: Millis) -> RedriveAnswer {
+    /// Redrives a dead task; a fresh redrive discards its journal, and
+    /// with it the version the journal pinned.
+    pub fn redrive(&mut self, id: &str, fresh: bool, now: Millis) -> RedriveAnswer {
         let Some(task) = self.tasks.get_mut(id) else {
             return RedriveAnswer::NotFound;
         };
@@ -297,7 +361,18 @@ impl Model {
         }
         task.due_at = now;
         apply(task, Operation::Redrive, now, 0);
+        if fresh {
+            task.journal.clear();
+            task.journal_version = None;
+        }
         RedriveAnswer::Redriven
+    }
+
+    /// A new version of `lambda`; answers its number.
+    pub fn deploy(&mut self, lambda: &str) -> u32 {
+        let version = self.versions.get_mut(lambda).unwrap();
+        *version += 1;
+        *version
     }
 
     /// Materialises the next occurrence of a schedule whose next occurrence
@@ -364,8 +439,13 @@ fn apply(task: &mut ModelTask, operation: Operation, now: Millis, backoff: Milli
             None
         }
         Trigger::Never => None,
+        Trigger::Unchanged => task.next_trigger_at,
     };
-    task.held = row.trigger == Trigger::Gate;
+    task.held = match row.trigger {
+        Trigger::Gate => true,
+        Trigger::Unchanged => task.held,
+        _ => false,
+    };
     if row.to == Target::To(TaskStatus::Enqueued) || task.held {
         task.enqueue_token += 1;
     }

@@ -1,6 +1,7 @@
 //! The `Run` that drives a backend beside the reference model: it fixes each
-//! operation's inputs, runs the operation on the backend and on the model
-//! with the same inputs, and learns the ids of the tasks the backend made.
+//! operation's inputs (a journal write's entries included), runs the
+//! operation on the backend and on the model with the same inputs, and
+//! learns the ids of the tasks the backend made.
 //! `run_sequence` is one generated sequence from set-up to the last
 //! comparison; races are handed to `race.rs`, comparisons to `compare.rs`.
 
@@ -9,16 +10,19 @@ use std::time::Duration;
 
 use waft_core::{LambdaConfig, TaskStatus};
 use waft_store::{
-    Cron, CronMaterialize, DeadRedrive, DeadSelector, GateSet, Heartbeat, LambdaDeploy,
-    Materialized, Millis, NewTask, ResultOutcome, StoreError, TaskClaimMany, TaskEnqueueReady,
-    TaskHeartbeatMany, TaskInsertMany, TaskResult, TaskSetResultMany, TaskStore,
+    Cron, CronMaterialize, DeadRedrive, DeadSelector, GateSet, Heartbeat, JournalEntry,
+    JournalWrite, LambdaDeploy, Materialized, Millis, NewTask, Refusal, ResultOutcome, StoreError,
+    TaskClaimMany, TaskEnqueueReady, TaskHeartbeatMany, TaskInsertMany, TaskJournalWrite,
+    TaskResult, TaskSetResultMany, TaskStore,
 };
 
 use crate::OPERATIONS;
-use crate::ops::{COLLECTIONS, CRON_PERIOD, LAMBDAS, MAX_TASKS, Op, Step, T0, Token};
+use crate::ops::{
+    COLLECTIONS, CRON_PERIOD, JournalChange, LAMBDAS, MAX_TASKS, Op, Step, T0, Token,
+};
 use crate::race::run_race;
 use crate::reference::{
-    CLAIM_TIMEOUT, CancelAnswer, ClaimAnswer, ENQUEUE_TIMEOUT, Ending, HEARTBEAT_TIMEOUT,
+    CLAIM_TIMEOUT, CancelAnswer, ClaimAnswer, ENQUEUE_TIMEOUT, Ending, HEARTBEAT_TIMEOUT, Hole,
     MAX_ATTEMPTS, Model, PollAnswer, RedriveAnswer,
 };
 
@@ -29,11 +33,13 @@ pub enum Answer {
     Advanced,
     Poll(PollAnswer),
     Claim(ClaimAnswer),
-    Heartbeat(Result<(), waft_store::Refusal>),
-    Result(Result<TaskStatus, waft_store::Refusal>),
+    Heartbeat(Result<(), Refusal>),
+    Journal(Result<Result<(), Refusal>, Hole>),
+    Result(Result<Result<TaskStatus, Refusal>, Hole>),
     Cancel(CancelAnswer),
     Gate(u64),
     Redrive(RedriveAnswer),
+    Deployed(u32),
     Materialized(bool),
     Skipped,
 }
@@ -64,6 +70,34 @@ impl Run<'_> {
             Token::Current => current,
             Token::Stale => current - 1,
         }
+    }
+
+    /// The write a journal change makes to task `id`'s journal as the
+    /// model holds it now: entries whose text and bytes hold what is
+    /// awkward to store (NUL, backslashes, bytes that are no UTF-8), and
+    /// differ by the lease that writes them.
+    fn journal_write(&self, id: &str, lease: i64, change: JournalChange) -> JournalWrite {
+        let task = &self.model.tasks[id];
+        let len = task.journal.len() as u32;
+        let from = if change.hole {
+            len + 1
+        } else {
+            len.saturating_sub(change.back)
+        };
+        let entries = (from..from + change.entries)
+            .map(|seq| JournalEntry {
+                seq,
+                call: format!("waft:test/calls.n{seq}\0\\"),
+                digest: vec![seq as u8, 0, 0xff],
+                answer: vec![0, 0xfe, 0xff, lease as u8, seq as u8],
+                summary: format!("lease {lease} é🦀\0\\0"),
+                outside: seq % 2 == 1,
+                attempt: task.attempt,
+                at: self.now,
+                took_us: u64::from(seq) * 7,
+            })
+            .collect();
+        JournalWrite { from, entries }
     }
 
     /// Runs an operation on the backend only; the model follows in
@@ -116,7 +150,9 @@ impl Run<'_> {
                     .await
                     .unwrap()
                     .remove(0);
-                Answer::Claim(answer.map(|c| (c.attempt, c.lease_token)))
+                Answer::Claim(
+                    answer.map(|c| (c.attempt, c.lease_token, c.lambda_version, c.journal_len)),
+                )
             }
             (Op::Heartbeat(..), Input::Task(id, lease)) => Answer::Heartbeat(
                 store
@@ -133,7 +169,39 @@ impl Run<'_> {
                     .unwrap()
                     .remove(0),
             ),
-            (Op::Result(_, _, ending), Input::Task(id, lease)) => {
+            (
+                Op::Journal(..),
+                Input::Journal {
+                    id,
+                    lease,
+                    version,
+                    write,
+                },
+            ) => Answer::Journal(
+                match store
+                    .task_journal_write(TaskJournalWrite {
+                        id: id.clone(),
+                        lease_token: *lease,
+                        version: *version,
+                        write: write.clone(),
+                        now,
+                    })
+                    .await
+                {
+                    Ok(answer) => Ok(answer),
+                    Err(StoreError::Invalid(_)) => Err(Hole),
+                    Err(other) => panic!("journal write failed: {other}"),
+                },
+            ),
+            (
+                Op::Result(_, _, ending, _),
+                Input::Result {
+                    id,
+                    lease,
+                    journal,
+                    replayed,
+                },
+            ) => {
                 let outcome = match ending {
                     Ending::Success => ResultOutcome::Success {
                         output: Some(vec![0, 1, 2]),
@@ -146,21 +214,24 @@ impl Run<'_> {
                         retry_after: Some(Duration::from_millis(*after)),
                     },
                 };
-                Answer::Result(
-                    store
-                        .task_set_result_many(TaskSetResultMany {
-                            results: vec![TaskResult {
-                                id: id.clone(),
-                                lease_token: *lease,
-                                outcome,
-                                log: Some("log\0".into()),
-                            }],
-                            now,
-                        })
-                        .await
-                        .unwrap()
-                        .remove(0),
-                )
+                let answer = store
+                    .task_set_result_many(TaskSetResultMany {
+                        results: vec![TaskResult {
+                            id: id.clone(),
+                            lease_token: *lease,
+                            outcome,
+                            log: Some("log\0".into()),
+                            journal: journal.clone(),
+                            replayed: *replayed,
+                        }],
+                        now,
+                    })
+                    .await;
+                Answer::Result(match answer {
+                    Ok(mut answers) => Ok(answers.remove(0)),
+                    Err(StoreError::Invalid(_)) => Err(Hole),
+                    Err(other) => panic!("result failed: {other}"),
+                })
             }
             (Op::Cancel(_), Input::Task(id, _)) => {
                 Answer::Cancel(match store.task_cancel(id, now).await {
@@ -193,11 +264,12 @@ impl Run<'_> {
                     .await
                     .unwrap(),
             ),
-            (Op::Redrive(_), Input::Task(id, _)) => Answer::Redrive(
+            (Op::Redrive { fresh, .. }, Input::Task(id, _)) => Answer::Redrive(
                 match store
                     .dead_redrive(DeadRedrive {
                         selector: DeadSelector::Ids(vec![id.clone()]),
                         version: None,
+                        fresh: *fresh,
                         now,
                     })
                     .await
@@ -208,6 +280,13 @@ impl Run<'_> {
                     Err(StoreError::NotDead { status, .. }) => RedriveAnswer::NotDead(status),
                     Err(other) => panic!("redrive failed: {other}"),
                 },
+            ),
+            (Op::Deploy(lambda), _) => Answer::Deployed(
+                store
+                    .lambda_deploy(deploy_params(LAMBDAS[*lambda]))
+                    .await
+                    .unwrap()
+                    .version,
             ),
             (Op::Materialize { lambda, .. }, Input::Cron(expected)) => {
                 let schedule = format!("cron-{}", LAMBDAS[*lambda]);
@@ -259,14 +338,47 @@ impl Run<'_> {
                 }
                 None => Input::Nothing,
             },
-            Op::Heartbeat(task, which) | Op::Result(task, which, _) => match self.task(*task) {
+            Op::Heartbeat(task, which) => match self.task(*task) {
                 Some(id) => {
                     let lease = self.token(&id, *which, false);
                     Input::Task(id, lease)
                 }
                 None => Input::Nothing,
             },
-            Op::Cancel(task) | Op::Redrive(task) => match self.task(*task) {
+            Op::Journal(task, which, change) => match self.task(*task) {
+                Some(id) => {
+                    let lease = self.token(&id, *which, false);
+                    let task = &self.model.tasks[&id];
+                    // The version the lease was claimed with, as an
+                    // executor says (a stale one says the same).
+                    let version = task
+                        .claimed_version
+                        .unwrap_or(self.model.versions[&task.lambda]);
+                    let write = self.journal_write(&id, lease, *change);
+                    Input::Journal {
+                        id,
+                        lease,
+                        version,
+                        write,
+                    }
+                }
+                None => Input::Nothing,
+            },
+            Op::Result(task, which, _, change) => match self.task(*task) {
+                Some(id) => {
+                    let lease = self.token(&id, *which, false);
+                    let journal = change.map(|change| self.journal_write(&id, lease, change));
+                    let replayed = self.model.tasks[&id].journal.len() as u32;
+                    Input::Result {
+                        id,
+                        lease,
+                        journal,
+                        replayed,
+                    }
+                }
+                None => Input::Nothing,
+            },
+            Op::Cancel(task) | Op::Redrive { task, .. } => match self.task(*task) {
                 Some(id) => Input::Task(id, 0),
                 None => Input::Nothing,
             },
@@ -274,7 +386,7 @@ impl Run<'_> {
                 let next = self.model.crons[&format!("cron-{}", LAMBDAS[*lambda])];
                 Input::Cron(if *stale { next - CRON_PERIOD } else { next })
             }
-            Op::Advance(_) | Op::Poll | Op::Gate { .. } => Input::Other,
+            Op::Advance(_) | Op::Poll | Op::Gate { .. } | Op::Deploy(_) => Input::Other,
         }
     }
 
@@ -305,8 +417,25 @@ impl Run<'_> {
             (Op::Heartbeat(..), Input::Task(id, lease)) => {
                 Answer::Heartbeat(model.heartbeat(id, *lease, now))
             }
-            (Op::Result(_, _, ending), Input::Task(id, lease)) => {
-                Answer::Result(model.result(id, *lease, *ending, now))
+            (
+                Op::Journal(..),
+                Input::Journal {
+                    id,
+                    lease,
+                    version,
+                    write,
+                },
+            ) => Answer::Journal(model.journal_write(id, *lease, *version, write, now)),
+            (
+                Op::Result(_, _, ending, _),
+                Input::Result {
+                    id,
+                    lease,
+                    journal,
+                    replayed,
+                },
+            ) => {
+                Answer::Result(model.result(id, *lease, *ending, journal.as_ref(), *replayed, now))
             }
             (Op::Cancel(_), Input::Task(id, _)) => Answer::Cancel(model.cancel(id, now)),
             (
@@ -322,7 +451,10 @@ impl Run<'_> {
                 *state,
                 now,
             )),
-            (Op::Redrive(_), Input::Task(id, _)) => Answer::Redrive(model.redrive(id, now)),
+            (Op::Redrive { fresh, .. }, Input::Task(id, _)) => {
+                Answer::Redrive(model.redrive(id, *fresh, now))
+            }
+            (Op::Deploy(lambda), _) => Answer::Deployed(model.deploy(LAMBDAS[*lambda])),
             (Op::Materialize { lambda, .. }, Input::Cron(expected)) => {
                 let schedule = format!("cron-{}", LAMBDAS[*lambda]);
                 let next = model.crons[&schedule];
@@ -346,6 +478,22 @@ pub enum Input {
     Insert(NewTask),
     /// A task's id and the token or lease given.
     Task(String, i64),
+    /// A journal write: the task, the lease and version it is written
+    /// under, and the write.
+    Journal {
+        id: String,
+        lease: i64,
+        version: u32,
+        write: JournalWrite,
+    },
+    /// A result's task and lease, the journal write it carries and the
+    /// entries it says it replayed.
+    Result {
+        id: String,
+        lease: i64,
+        journal: Option<JournalWrite>,
+        replayed: u32,
+    },
     /// A schedule's expected next occurrence.
     Cron(Millis),
     Other,
@@ -353,23 +501,26 @@ pub enum Input {
     Nothing,
 }
 
+/// A deploy of `lambda`, the same each time but for the version it makes.
+fn deploy_params(lambda: &str) -> LambdaDeploy {
+    LambdaDeploy {
+        name: lambda.into(),
+        digest: format!("digest-{lambda}"),
+        component: vec![1],
+        artifact: None,
+        config: LambdaConfig {
+            max_attempts: MAX_ATTEMPTS,
+            ..LambdaConfig::default()
+        },
+        now: T0,
+    }
+}
+
 async fn setup(store: &dyn TaskStore) -> Model {
     let mut model = Model::default();
     for lambda in LAMBDAS {
-        store
-            .lambda_deploy(LambdaDeploy {
-                name: lambda.into(),
-                digest: format!("digest-{lambda}"),
-                component: vec![1],
-                artifact: None,
-                config: LambdaConfig {
-                    max_attempts: MAX_ATTEMPTS,
-                    ..LambdaConfig::default()
-                },
-                now: T0,
-            })
-            .await
-            .unwrap();
+        store.lambda_deploy(deploy_params(lambda)).await.unwrap();
+        model.versions.insert(lambda.into(), 1);
         let id = format!("cron-{lambda}");
         store
             .cron_create(Cron {

@@ -1,7 +1,7 @@
 // Lambdas: every one at its current version, and one lambda's versions with
 // their limits and configuration (variables; secrets by name only — their
 // values never leave the store), with rollback.
-import { call, num, time } from "../api.js";
+import { call, enumName, num, time } from "../api.js";
 import { Done, Empty, Failure, useAction, useData } from "../ui.jsx";
 
 const bytes = (n) => {
@@ -107,6 +107,7 @@ function Config({ config }) {
     ["quota", config.quotaPerSec ? `${config.quotaPerSec}/s` : "none"],
     ["children of", config.allowedChildren.length ? config.allowedChildren.join(", ") : "its own lambda only"],
     ["outbound", config.allowOutbound.length ? config.allowOutbound.join(", ") : "no network"],
+    ["on divergence", config.onDivergence ? enumName("OnDivergence", config.onDivergence) : "fail"],
     ["outbound limits", config.allowOutbound.length
       ? `${limits.maxRequests ?? "?"} requests, ${limits.maxConnections ?? "?"} connections, ${bytes(limits.maxResponseBytes)} a response`
       : ""],

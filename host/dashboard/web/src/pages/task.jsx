@@ -1,6 +1,7 @@
 // One task whole: payload and output, its timestamps as a timeline, every
-// ended attempt with its outcome, error and log, its children as a tree,
-// and cancel (or redrive, when dead).
+// ended attempt with its outcome, error and log, its journal (the host calls
+// its executions made, each made live by one attempt and replayed by later
+// ones), its children as a tree, and cancel (or redrive, when dead).
 import { useState } from "preact/hooks";
 import { ENDED, bytesText, call, enumName, num, time } from "../api.js";
 import { Done, Empty, Failure, Status, useAction, useData } from "../ui.jsx";
@@ -73,6 +74,7 @@ export function TaskPage({ id }) {
             Attempt {a.attempt} · <span class={`outcome o-${enumName("AttemptOutcome", a.outcome)}`}>
               {enumName("AttemptOutcome", a.outcome)}</span>
             {" · "}{a.startedAtMs !== undefined ? `${time(a.startedAtMs)} → ` : ""}{time(a.endedAtMs)}
+            {a.replayed ? ` · ${a.replayed} journal entries replayed` : ""}
             {a.error ? <> · <span class="clip">{a.error}</span></> : null}
           </summary>
           {a.error ? <><h3>Error</h3><pre class="error-text">{a.error}</pre></> : null}
@@ -81,8 +83,71 @@ export function TaskPage({ id }) {
         </details>
       ))}
       {task.log && !ended ? <><h2>Log of the running attempt</h2><pre class="log">{task.log}</pre></> : null}
+      <h2>Journal</h2>
+      <Journal id={id} attempts={attempts} ended={ended} />
       <h2>Children</h2>
       <Children parent={id} depth={0} />
+    </>
+  );
+}
+
+/** Entries the page shows at most; the CLI lists every one. */
+const JOURNAL_ROWS = 500;
+
+/** The attempts that replayed entry `seq`: those answered from the journal
+ * beyond it. */
+const replayedBy = (seq, attempts) =>
+  attempts.filter((a) => (a.replayed ?? 0) > seq).map((a) => a.attempt);
+
+/** A call's duration: 850µs, 12.3ms, 4.56s. */
+function took(us) {
+  const micros = Number(us ?? 0);
+  if (micros < 1000) return `${micros}µs`;
+  if (micros < 1_000_000) return `${(micros / 1000).toFixed(1)}ms`;
+  return `${(micros / 1_000_000).toFixed(2)}s`;
+}
+
+/** A task's journal: every host call its executions made, in order, with
+ * the attempt that made it live and those that replayed it. Read again
+ * while the task runs; the answers never reach the page. */
+function Journal({ id, attempts, ended }) {
+  const { data, error } = useData(
+    () => call("getJournal", { id }),
+    [id, attempts.length],
+    ended ? undefined : 3000,
+  );
+  if (error) return <Failure error={error} />;
+  if (!data) return null;
+  const entries = data.entries;
+  if (entries.length === 0) return <Empty>No journal: its executions made no host call to record.</Empty>;
+  return (
+    <>
+      <table class="journal">
+        <thead>
+          <tr><th class="num">#</th><th>call</th><th>summary</th><th>live / replayed</th><th>at</th><th class="num">took</th></tr>
+        </thead>
+        <tbody>
+          {entries.slice(0, JOURNAL_ROWS).map((e) => {
+            const replayed = replayedBy(e.seq, attempts);
+            return (
+              <tr data-seq={e.seq} class={e.outside ? "outside" : ""}>
+                <td class="num">{e.seq}</td>
+                <td class="mono">{e.call}{e.outside ? <span class="muted" title="reached outside the sandbox: written before the lambda saw its answer"> ↗</span> : null}</td>
+                <td class="clip" title={e.summary}>{e.summary}</td>
+                <td class="used">
+                  live #{e.attempt}
+                  {replayed.length ? `, replayed ${replayed.map((a) => `#${a}`).join(" ")}` : ""}
+                </td>
+                <td>{time(num(e.atMs))}</td>
+                <td class="num">{took(e.tookUs)}</td>
+              </tr>
+            );
+          })}
+        </tbody>
+      </table>
+      {entries.length > JOURNAL_ROWS
+        ? <p class="muted">…and {entries.length - JOURNAL_ROWS} more entries: <code>waft task journal {id}</code> lists them all.</p>
+        : null}
     </>
   );
 }

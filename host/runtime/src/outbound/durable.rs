@@ -1,0 +1,327 @@
+//! Outbound HTTP, journaled: a request is matched by its method, URL,
+//! headers and body; a replayed one is answered from the journal without
+//! touching the network, and a live one's whole answer — head, body, and
+//! the error that cut the body off, if any — is written to the store
+//! before the lambda sees any of it (a durability point).
+//!
+//! So a live answer reaches the lambda once its body has been read, not
+//! as it streams; and a request still in flight when the execution ended
+//! is a hole in the journal, made again on replay with the same
+//! `Idempotency-Key` (the SDKs number requests in call order, replayed
+//! ones included).
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::{Bytes, BytesMut};
+use http_body::{Body, Frame};
+use http_body_util::BodyExt;
+use serde::{Deserialize, Serialize};
+use waft_core::ByteSize;
+use waft_core::limits::MAX_JOURNAL_ANSWER;
+use wasmtime_wasi_http::{Error, WasiBody};
+
+use super::Destination;
+use super::send::{self, Sent};
+use crate::durable::{Halt, Journal, Reserved, Step, digest, encode};
+use crate::log::{LogSink, LogSource};
+
+/// The call's name in the journal.
+pub(super) const HANDLE: &str = "wasi:http/outgoing-handler.handle";
+
+/// The largest request body a lambda may send (15 MiB): it is held whole,
+/// to be matched against the journal before it goes out.
+pub(super) const MAX_REQUEST_BODY: usize = MAX_JOURNAL_ANSWER;
+
+/// An answer as the journal keeps it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+enum Answer {
+    Response {
+        status: u16,
+        headers: Vec<(String, Vec<u8>)>,
+        body: Vec<u8>,
+        /// What cut the body off, after `body`.
+        cut: Option<Failure>,
+    },
+    Failed(Failure),
+}
+
+/// Why a request got no answer (or only part of one), as the journal keeps
+/// it: the lambda sees the same error live and replayed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+enum Failure {
+    Denied,
+    DnsError,
+    DestinationNotFound,
+    ConnectionRefused,
+    ConnectionTerminated,
+    ConnectionTimeout,
+    ConnectionReadTimeout,
+    ConnectionLimitReached,
+    TlsError,
+    RequestBodyTooLarge,
+    ResponseBodyTooLarge,
+    UriInvalid,
+    Protocol,
+}
+
+impl Failure {
+    fn of(error: &Error) -> Self {
+        match error {
+            Error::HttpRequestDenied => Self::Denied,
+            Error::DnsError { .. } | Error::DnsTimeout => Self::DnsError,
+            Error::DestinationNotFound => Self::DestinationNotFound,
+            Error::Connect(_) | Error::ConnectionRefused => Self::ConnectionRefused,
+            Error::ConnectionTimeout => Self::ConnectionTimeout,
+            Error::ConnectionReadTimeout | Error::HttpResponseTimeout => {
+                Self::ConnectionReadTimeout
+            }
+            Error::ConnectionLimitReached => Self::ConnectionLimitReached,
+            Error::Tls(_) | Error::TlsProtocolError | Error::TlsCertificateError => Self::TlsError,
+            Error::HttpRequestBodySize(_) => Self::RequestBodyTooLarge,
+            Error::HttpResponseBodySize(_) => Self::ResponseBodyTooLarge,
+            Error::HttpRequestUriInvalid => Self::UriInvalid,
+            Error::ConnectionTerminated => Self::ConnectionTerminated,
+            _ => Self::Protocol,
+        }
+    }
+
+    fn error(self) -> Error {
+        match self {
+            Self::Denied => Error::HttpRequestDenied,
+            Self::DnsError => Error::DnsError {
+                rcode: Some("unresolved".into()),
+                info_code: None,
+            },
+            Self::DestinationNotFound => Error::DestinationNotFound,
+            Self::ConnectionRefused => Error::ConnectionRefused,
+            Self::ConnectionTerminated => Error::ConnectionTerminated,
+            Self::ConnectionTimeout => Error::ConnectionTimeout,
+            Self::ConnectionReadTimeout => Error::ConnectionReadTimeout,
+            Self::ConnectionLimitReached => Error::ConnectionLimitReached,
+            Self::TlsError => Error::TlsProtocolError,
+            Self::RequestBodyTooLarge => Error::HttpRequestBodySize(None),
+            Self::ResponseBodyTooLarge => Error::HttpResponseBodySize(None),
+            Self::UriInvalid => Error::HttpRequestUriInvalid,
+            Self::Protocol => Error::HttpProtocolError,
+        }
+    }
+}
+
+/// Sends `request` to `to` in its place `place` of the journal, or answers
+/// it from there.
+pub(super) async fn exchange(
+    request: send::Request,
+    to: Destination,
+    place: Reserved,
+    journal: Journal,
+) -> Result<Sent, Error> {
+    let log = request.log.clone();
+    let (parts, body) = request.http.into_parts();
+    let seq = place.seq();
+    let body = whole(body, &log).await?;
+    let arguments = (
+        parts.method.as_str(),
+        parts.uri.to_string(),
+        headers(&parts.headers),
+        &body[..],
+    );
+    let digest = digest(HANDLE, &arguments);
+    let ticket = match place.resolve(&digest) {
+        Err(halt) => return Err(halted(&halt)),
+        Ok(Step::Replay { seq, answer }) => {
+            let answer: Answer = journal
+                .decode(seq, HANDLE, &answer)
+                .map_err(|h| halted(&h))?;
+            return answer.into_response();
+        }
+        Ok(Step::Live(ticket)) => ticket,
+    };
+    let summary_head = format!("{} {}", parts.method, parts.uri);
+    let http = http::Request::from_parts(parts, full(body.freeze(), None));
+    let live = send::Request { http, ..request };
+    let answer = match live.send(to).await {
+        Ok((response, io)) => read(response, io).await,
+        Err(error) => Answer::Failed(Failure::of(&error)),
+    };
+    let summary = format!("{summary_head} → {}", answer.summary());
+    journal
+        .record(ticket, &digest, encode(&answer), summary, true)
+        .map_err(|h| halted(&h))?;
+    if journal.commit().await.is_err() {
+        log.record(
+            LogSource::Waft,
+            format!("outbound answer withheld: entry {seq} of the journal could not be written"),
+            Vec::new(),
+        );
+        return Err(Error::ConnectionTerminated);
+    }
+    answer.into_response()
+}
+
+/// The request's body, whole, within [`MAX_REQUEST_BODY`].
+async fn whole(mut body: WasiBody, log: &LogSink) -> Result<BytesMut, Error> {
+    let mut bytes = BytesMut::new();
+    while let Some(frame) = body.frame().await {
+        if let Ok(data) = frame?.into_data() {
+            if bytes.len() + data.len() > MAX_REQUEST_BODY {
+                log.record(
+                    LogSource::Waft,
+                    format!(
+                        "outbound request refused: its body is over {}, the most a \
+                         journaled request sends",
+                        ByteSize::b(MAX_REQUEST_BODY as u64)
+                    ),
+                    Vec::new(),
+                );
+                return Err(Error::HttpRequestBodySize(Some(bytes.len() as u64)));
+            }
+            bytes.extend_from_slice(&data);
+        }
+    }
+    Ok(bytes)
+}
+
+/// Reads an answer whole, driving its connection meanwhile.
+async fn read(
+    response: http::Response<WasiBody>,
+    io: Box<dyn Future<Output = Result<(), Error>> + Send>,
+) -> Answer {
+    let (parts, mut body) = response.into_parts();
+    let mut io = Box::into_pin(io);
+    let mut driving = true;
+    let mut bytes = Vec::new();
+    let cut = loop {
+        tokio::select! {
+            frame = body.frame() => match frame {
+                None => break None,
+                Some(Err(error)) => break Some(Failure::of(&error)),
+                Some(Ok(frame)) => {
+                    if let Ok(data) = frame.into_data() {
+                        if bytes.len() + data.len() > MAX_JOURNAL_ANSWER {
+                            break Some(Failure::ResponseBodyTooLarge);
+                        }
+                        bytes.extend_from_slice(&data);
+                    }
+                }
+            },
+            done = &mut io, if driving => {
+                driving = false;
+                if let Err(error) = done {
+                    break Some(Failure::of(&error));
+                }
+            }
+        }
+    };
+    Answer::Response {
+        status: parts.status.as_u16(),
+        headers: headers(&parts.headers),
+        body: bytes,
+        cut,
+    }
+}
+
+fn headers(map: &http::HeaderMap) -> Vec<(String, Vec<u8>)> {
+    map.iter()
+        .map(|(name, value)| (name.as_str().to_owned(), value.as_bytes().to_vec()))
+        .collect()
+}
+
+fn halted(halt: &Halt) -> Error {
+    Error::InternalError(Some(halt.to_string()))
+}
+
+impl Answer {
+    fn summary(&self) -> String {
+        match self {
+            Answer::Response {
+                status, body, cut, ..
+            } => match cut {
+                None => format!("{status}, {} bytes", body.len()),
+                Some(failure) => format!("{status}, {} bytes, then {failure:?}", body.len()),
+            },
+            Answer::Failed(failure) => format!("{failure:?}"),
+        }
+    }
+
+    /// The answer as the lambda gets it.
+    fn into_response(self) -> Result<Sent, Error> {
+        let (status, headers, body, cut) = match self {
+            Answer::Failed(failure) => return Err(failure.error()),
+            Answer::Response {
+                status,
+                headers,
+                body,
+                cut,
+            } => (status, headers, body, cut),
+        };
+        let mut response = http::Response::builder().status(status);
+        for (name, value) in headers {
+            response = response.header(name, value);
+        }
+        let response = response
+            .body(full(Bytes::from(body), cut))
+            .map_err(|_| Error::HttpProtocolError)?;
+        let io: Box<dyn Future<Output = Result<(), Error>> + Send> = Box::new(async { Ok(()) });
+        Ok((response, io))
+    }
+}
+
+/// A body of `bytes`, then `cut`'s error if any.
+fn full(bytes: Bytes, cut: Option<Failure>) -> WasiBody {
+    Held {
+        bytes: (!bytes.is_empty()).then_some(bytes),
+        cut,
+    }
+    .boxed_unsync()
+}
+
+/// A body held whole in memory.
+struct Held {
+    bytes: Option<Bytes>,
+    cut: Option<Failure>,
+}
+
+impl Body for Held {
+    type Data = Bytes;
+    type Error = Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Error>>> {
+        if let Some(bytes) = self.bytes.take() {
+            return Poll::Ready(Some(Ok(Frame::data(bytes))));
+        }
+        Poll::Ready(self.cut.take().map(|failure| Err(failure.error())))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.bytes.is_none() && self.cut.is_none()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        match (&self.bytes, self.cut) {
+            (Some(bytes), None) => http_body::SizeHint::with_exact(bytes.len() as u64),
+            (None, None) => http_body::SizeHint::with_exact(0),
+            _ => http_body::SizeHint::default(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_answer_reads_back_as_the_lambda_saw_it() {
+        let answer = Answer::Response {
+            status: 201,
+            headers: vec![("x-id".into(), vec![0, 0xff])],
+            body: b"made".to_vec(),
+            cut: Some(Failure::ConnectionTerminated),
+        };
+        let bytes = encode(&answer);
+        assert_eq!(postcard::from_bytes::<Answer>(&bytes).ok(), Some(answer));
+    }
+}

@@ -1,0 +1,232 @@
+//! Durable executions: a later attempt is answered from its task's journal
+//! — the clocks, randomness, configuration, outbound HTTP against a real
+//! server on loopback, children, heartbeats — and takes the same path;
+//! a changed lambda diverges; the engine computes floats the same way.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use support::{apply, output};
+use waft_core::model::JournalEntry;
+use waft_core::{Grants, Limits, OnDivergence};
+use waft_runtime::{
+    Execution, KillSwitch, Outcome, PreparedLambda, RecordingHost, Runtime, RuntimeConfig, Sandbox,
+    TaskInput,
+};
+use waft_sample_artifacts as samples;
+use waft_testing::http::{HttpServer, Reply};
+
+fn runtime() -> Runtime {
+    Runtime::new(RuntimeConfig::default()).expect("runtime")
+}
+
+fn sandbox(origin: Option<&str>) -> Sandbox {
+    let mut grants = Grants {
+        outbound: origin.iter().map(|o| o.parse().unwrap()).collect(),
+        ..Grants::default()
+    };
+    grants.env.insert("REGION".into(), "eu-west-1".into());
+    Sandbox {
+        grants: Arc::new(grants),
+        ..Sandbox::default()
+    }
+}
+
+/// Runs attempt `attempt` of `plan` from `journal`, and brings the journal
+/// to what the attempt left.
+async fn attempt(
+    lambda: &PreparedLambda,
+    sandbox: &Sandbox,
+    plan: &Value,
+    attempt: u32,
+    journal: &mut Vec<JournalEntry>,
+) -> Execution {
+    let mut input: TaskInput = support::task("01DURABLE", "durable", plan);
+    input.attempt = attempt;
+    input.journal = journal.clone();
+    let host = Arc::new(RecordingHost::default());
+    let execution = lambda
+        .run(input, sandbox, host.clone(), &KillSwitch::new())
+        .await;
+    for write in host.journal_writes() {
+        apply(journal, &write);
+    }
+    apply(journal, &execution.journal);
+    execution
+}
+
+fn calls(journal: &[JournalEntry]) -> Vec<&str> {
+    journal.iter().map(|e| e.call.as_str()).collect()
+}
+
+#[tokio::test]
+async fn a_retry_replays_every_call_and_takes_the_same_branch() {
+    let runtime = runtime();
+    let lambda = support::prepare(&runtime, samples::DURABLE).await;
+    let sandbox = sandbox(None);
+    let plan = json!({"children": 2});
+    let mut journal = Vec::new();
+    let first = attempt(&lambda, &sandbox, &plan, 1, &mut journal).await;
+    let first = output(&first);
+    for call in [
+        "wasi:clocks/wall-clock.now",
+        "wasi:clocks/monotonic-clock.now",
+        "wasi:random/random.get-random-u64",
+        "wasi:random/insecure-seed.insecure-seed",
+        "wasi:config/store.get",
+        "waft:lambda/children.schedule",
+        "waft:lambda/heartbeat.beat",
+    ] {
+        assert!(
+            calls(&journal).contains(&call),
+            "{call} in {:?}",
+            calls(&journal)
+        );
+    }
+    assert!(journal.iter().all(|e| e.attempt == 1));
+    let recorded = journal.clone();
+
+    let second = attempt(&lambda, &sandbox, &plan, 2, &mut journal).await;
+    assert_eq!(second.replayed as usize, recorded.len());
+    assert_eq!(journal, recorded, "a full replay adds nothing");
+    let mut second = output(&second);
+    assert_eq!(second["attempt"], 2);
+    second["attempt"] = first["attempt"].clone();
+    // The clocks, the coin and its branch, the children's ids, the floats.
+    assert_eq!(second, first);
+}
+
+#[tokio::test]
+async fn posts_made_before_a_crash_are_not_made_again() {
+    let server =
+        HttpServer::start(|request| Reply::status(200, &format!("got {}", request.body.len())))
+            .await;
+    let runtime = runtime();
+    let lambda = support::prepare(&runtime, samples::DURABLE).await;
+    let sandbox = sandbox(Some(&server.url()));
+    let plan = json!({"url": server.url(), "posts": 4, "crash_after": 3});
+    let mut journal = Vec::new();
+    let first = attempt(&lambda, &sandbox, &plan, 1, &mut journal).await;
+    assert!(
+        matches!(&first.outcome, Outcome::Trapped { .. }),
+        "{:?}",
+        first.outcome
+    );
+    assert_eq!(server.requests().len(), 3);
+    let second = attempt(&lambda, &sandbox, &plan, 2, &mut journal).await;
+    let answer = output(&second);
+    assert_eq!(answer["answers"].as_array().map(Vec::len), Some(4));
+    let requests = server.requests();
+    let mut seen: Vec<u64> = requests
+        .iter()
+        .map(|r| {
+            serde_json::from_slice::<Value>(&r.body).unwrap()["n"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
+    seen.sort_unstable();
+    assert_eq!(seen, [0, 1, 2, 3], "each POST reached the server once");
+    // The fourth carried the key of its rank, replayed requests counted.
+    assert_eq!(
+        requests[3].header("idempotency-key"),
+        Some("waft-01DURABLE-3")
+    );
+    // Each answer was written before the lambda saw it.
+    let outside: Vec<_> = journal.iter().filter(|e| e.outside).collect();
+    assert_eq!(outside.len(), 4);
+    assert!(outside.iter().all(|e| e.summary.contains("→ 200")));
+    assert_eq!(outside[3].attempt, 2);
+}
+
+#[tokio::test]
+async fn a_changed_call_diverges_and_nothing_live_runs_after_it() {
+    let server = HttpServer::start(|_| Reply::status(200, "ok")).await;
+    let runtime = runtime();
+    let lambda = support::prepare(&runtime, samples::DURABLE).await;
+    let sandbox = sandbox(Some(&server.url()));
+    let mut journal = Vec::new();
+    let plan = json!({"url": server.url(), "posts": 1});
+    output(&attempt(&lambda, &sandbox, &plan, 1, &mut journal).await);
+    let recorded = journal.clone();
+    // The same task, but the lambda now posts somewhere else.
+    let changed = json!({"url": format!("{}/elsewhere", server.url()), "posts": 1});
+    let second = attempt(&lambda, &sandbox, &changed, 2, &mut journal).await;
+    match &second.outcome {
+        Outcome::Diverged { message } => {
+            assert!(message.starts_with("diverged at entry "), "{message}");
+            assert!(
+                message.contains("wasi:http/outgoing-handler.handle"),
+                "{message}"
+            );
+        }
+        other => panic!("expected divergence, got {other:?}"),
+    }
+    assert_eq!(server.requests().len(), 1, "no request after the mismatch");
+    assert_eq!(
+        journal, recorded,
+        "a diverged attempt leaves the journal be"
+    );
+
+    // Deployed to restart instead: the journal goes, the task starts afresh.
+    let restart = Sandbox {
+        on_divergence: OnDivergence::Restart,
+        ..sandbox.clone()
+    };
+    let third = attempt(&lambda, &restart, &changed, 3, &mut journal).await;
+    output(&third);
+    assert_eq!(server.requests().len(), 2);
+    assert!(
+        journal.iter().all(|e| e.attempt == 3),
+        "{:?}",
+        calls(&journal)
+    );
+    assert!(
+        third
+            .log
+            .render()
+            .unwrap_or_default()
+            .contains("journal was discarded")
+    );
+}
+
+#[tokio::test]
+async fn a_replayed_wait_does_not_wait() {
+    let runtime = runtime();
+    let lambda = support::prepare(&runtime, samples::DURABLE).await;
+    let plan = json!({"sleep_ms": 2500});
+    let mut journal = Vec::new();
+    let started = Instant::now();
+    let first = output(&attempt(&lambda, &sandbox(None), &plan, 1, &mut journal).await);
+    assert!(started.elapsed() >= Duration::from_millis(2500));
+    assert!(
+        journal
+            .iter()
+            .any(|e| e.call.ends_with("subscribe-duration"))
+    );
+    // Given less time than the wait took, the replay still finishes.
+    let hurried = Sandbox {
+        limits: Limits {
+            timeout: Duration::from_millis(2000),
+            ..Limits::default()
+        },
+        ..sandbox(None)
+    };
+    let mut second = output(&attempt(&lambda, &hurried, &plan, 2, &mut journal).await);
+    second["attempt"] = first["attempt"].clone();
+    assert_eq!(second, first);
+}
+
+#[tokio::test]
+async fn nans_are_canonical_so_floats_replay_exactly_anywhere() {
+    let runtime = runtime();
+    let lambda = support::prepare(&runtime, samples::DURABLE).await;
+    let answer = output(&attempt(&lambda, &sandbox(None), &json!({}), 1, &mut Vec::new()).await);
+    let floats = answer["floats"].as_array().unwrap();
+    // A signalling NaN plus one, and zero over zero: the canonical NaN.
+    assert_eq!(floats[1], "0x7ff8000000000000");
+    assert_eq!(floats[2], "0x7ff8000000000000");
+}

@@ -1,0 +1,470 @@
+//! A durable task's journal between the executor and the HSC: read whole
+//! before the execution replays it, and written at each durability point
+//! (and before a result too large to carry it).
+//!
+//! Both go through [`HscApi`], so `waft dev` and the distributed mode share
+//! this path. Each message stays under
+//! [`MAX_BATCH_BYTES`](waft_core::limits::MAX_BATCH_BYTES): a read is paged
+//! (the HSC cuts each page to fit), and a write larger than one message is
+//! sent as consecutive writes (the first replaces the journal's tail from
+//! its `from`, the next ones append), so an execution that dies between two
+//! of them leaves a journal that is a prefix of what it meant: every entry
+//! in it is one the lambda really got.
+//!
+//! A write is idempotent (it replaces entries from a position), so one
+//! whose answer was lost is sent again while the HSC is unreachable, until
+//! the execution is stopped (its watchdog stops it when heartbeats fail
+//! too) or the heartbeat timeout passes. A refusal means the lease is gone.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+use waft_runtime::KillSwitch;
+use waft_store::{ClaimedTask, JournalEntry, JournalWrite, Refusal};
+
+use crate::batch::{self, Budget};
+use crate::{HscApi, JournalCommit, JournalPage, ServiceError, ServiceResult};
+
+/// Why a journal could not be read or written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum JournalFailure {
+    /// The execution no longer holds its task: it must stop and report
+    /// nothing.
+    LeaseLost(String),
+    /// The HSC could not be reached in time, or refused the request as
+    /// such: the words say which.
+    Failed(String),
+}
+
+impl JournalFailure {
+    pub(super) fn message(&self) -> &str {
+        match self {
+            JournalFailure::LeaseLost(message) | JournalFailure::Failed(message) => message,
+        }
+    }
+}
+
+/// Where a journal's calls go, and when to give up on an unreachable HSC.
+pub(super) struct JournalLink<'a> {
+    pub(super) hsc: &'a dyn HscApi,
+    pub(super) kill: &'a KillSwitch,
+    /// How long to keep retrying an unreachable HSC.
+    pub(super) patience: Duration,
+}
+
+impl JournalLink<'_> {
+    /// The first `task.journal_len` entries of the task's journal, read
+    /// under its lease, a page at a time.
+    pub(super) async fn read(
+        &self,
+        task: &ClaimedTask,
+    ) -> Result<Vec<JournalEntry>, JournalFailure> {
+        let len = task.journal_len;
+        let mut entries: Vec<JournalEntry> = Vec::with_capacity(len as usize);
+        let give_up_at = Instant::now() + self.patience;
+        while let Some(left) = len.checked_sub(entries.len() as u32).filter(|l| *l > 0) {
+            let from = entries.len() as u32;
+            let page = JournalPage {
+                id: task.id.clone(),
+                lease_token: task.lease_token,
+                from,
+                limit: left,
+            };
+            let answer = self
+                .retrying(give_up_at, || self.hsc.task_journal_read(page.clone()))
+                .await?;
+            let page = answer.map_err(|refusal| lease_lost(&task.id, &refusal))?;
+            if page.is_empty() {
+                return Err(JournalFailure::Failed(format!(
+                    "the journal of task {} ends at entry {from}, but its claim counted {len}",
+                    task.id
+                )));
+            }
+            for (expected, entry) in (from..).zip(&page) {
+                if entry.seq != expected {
+                    return Err(JournalFailure::Failed(format!(
+                        "the journal of task {} came with entry {} where entry {expected} belongs",
+                        task.id, entry.seq
+                    )));
+                }
+            }
+            let room = (len - from) as usize;
+            entries.extend(page.into_iter().take(room));
+        }
+        Ok(entries)
+    }
+
+    /// Writes `write` to task `id`'s journal under `lease_token`, in as
+    /// many consecutive messages as it takes.
+    pub(super) async fn write(
+        &self,
+        id: &str,
+        lease_token: i64,
+        version: u32,
+        write: JournalWrite,
+    ) -> Result<(), JournalFailure> {
+        let give_up_at = Instant::now() + self.patience;
+        for write in split(write) {
+            let commit = JournalCommit {
+                id: id.to_owned(),
+                lease_token,
+                version,
+                write,
+            };
+            self.retrying(give_up_at, || self.hsc.task_journal_write(commit.clone()))
+                .await?
+                .map_err(|refusal| lease_lost(id, &refusal))?;
+        }
+        Ok(())
+    }
+
+    /// `call`'s answer, asked again while the HSC is unreachable, until
+    /// `give_up_at` or until the execution is stopped.
+    async fn retrying<T, F>(
+        &self,
+        give_up_at: Instant,
+        mut call: impl FnMut() -> F,
+    ) -> Result<T, JournalFailure>
+    where
+        F: Future<Output = ServiceResult<T>>,
+    {
+        let mut pause = Duration::from_millis(20);
+        loop {
+            if let Some(reason) = self.kill.reason() {
+                return Err(JournalFailure::LeaseLost(reason.to_owned()));
+            }
+            let answer = tokio::select! {
+                answer = tokio::time::timeout_at(give_up_at, call()) => answer,
+                () = self.kill.killed() => continue,
+            };
+            let error = match answer {
+                Ok(Ok(answer)) => return Ok(answer),
+                Ok(Err(error @ (ServiceError::Unavailable(_) | ServiceError::Internal(_)))) => {
+                    error
+                }
+                Ok(Err(error)) => {
+                    return Err(JournalFailure::Failed(format!(
+                        "the HSC refused the journal: {error}"
+                    )));
+                }
+                Err(_) => ServiceError::Unavailable("no answer in time".into()),
+            };
+            if Instant::now() + pause >= give_up_at {
+                return Err(JournalFailure::Failed(format!(
+                    "cannot reach the HSC for the journal: {error}"
+                )));
+            }
+            tracing::warn!(%error, "journal call failed; retrying");
+            tokio::select! {
+                () = tokio::time::sleep(pause) => {}
+                () = self.kill.killed() => {}
+            }
+            pause = (pause * 2).min(Duration::from_secs(1));
+        }
+    }
+}
+
+fn lease_lost(id: &str, refusal: &Refusal) -> JournalFailure {
+    JournalFailure::LeaseLost(format!(
+        "the HSC refused task {id}'s journal ({refusal:?}): the lease is lost"
+    ))
+}
+
+/// `write` as consecutive writes of at most
+/// [`MAX_BATCH_BYTES`](waft_core::limits::MAX_BATCH_BYTES) each (an
+/// entry over it alone): the first replaces from `write.from`, each next one
+/// starts where the one before ended. A write of no entries (a cut) stays
+/// one write.
+pub(super) fn split(write: JournalWrite) -> Vec<JournalWrite> {
+    if write.entries.is_empty() {
+        return vec![write];
+    }
+    let mut from = write.from;
+    batch::cut(write.entries, Budget::items(usize::MAX), |entry| {
+        entry.wire_size()
+    })
+    .into_iter()
+    .map(|entries| {
+        let part = JournalWrite { from, entries };
+        from = part.end();
+        part
+    })
+    .collect()
+}
+
+#[cfg(test)]
+pub(super) mod tests {
+    use std::sync::Mutex;
+
+    use waft_core::limits::MAX_BATCH_BYTES;
+    use waft_store::{ClaimedTask, Heartbeat, TaskResult};
+
+    use super::*;
+
+    /// Bytes a journal write weighs in a message.
+    fn weight(write: &JournalWrite) -> usize {
+        write.entries.iter().map(JournalEntry::wire_size).sum()
+    }
+
+    fn entry(seq: u32, answer: usize) -> JournalEntry {
+        JournalEntry {
+            seq,
+            call: "wasi:http/outgoing-handler.handle".into(),
+            digest: vec![0; 32],
+            answer: vec![b'a'; answer],
+            summary: "POST https://pay.example/charge → 201".into(),
+            outside: true,
+            attempt: 1,
+            at: 0,
+            took_us: 1,
+        }
+    }
+
+    #[test]
+    fn a_large_write_goes_as_consecutive_writes_within_a_message_each() {
+        let big = 6 << 20;
+        let write = JournalWrite {
+            from: 4,
+            entries: (4..9).map(|seq| entry(seq, big)).collect(),
+        };
+        let parts = split(write.clone());
+        assert_eq!(parts.len(), 3, "two entries of 6 MiB to a message");
+        assert_eq!(parts[0].from, 4);
+        for pair in parts.windows(2) {
+            assert_eq!(pair[1].from, pair[0].end());
+        }
+        for part in &parts {
+            assert!(weight(part) <= MAX_BATCH_BYTES);
+        }
+        let rejoined: Vec<JournalEntry> = parts.into_iter().flat_map(|p| p.entries).collect();
+        assert_eq!(rejoined, write.entries);
+        // A cut stays one write; a small write is one.
+        let cut = JournalWrite {
+            from: 2,
+            entries: Vec::new(),
+        };
+        assert_eq!(split(cut.clone()), vec![cut]);
+        let small = JournalWrite {
+            from: 0,
+            entries: vec![entry(0, 10), entry(1, 10)],
+        };
+        assert_eq!(split(small.clone()), vec![small]);
+    }
+
+    /// An HSC holding one journal; refuses everything once `lost`, fails
+    /// the first `failures` calls as unreachable, and pages by `page`.
+    #[derive(Default)]
+    pub(in crate::executor) struct JournalHsc {
+        pub(in crate::executor) journal: Mutex<Vec<JournalEntry>>,
+        pub(in crate::executor) writes: Mutex<Vec<JournalCommit>>,
+        pub(in crate::executor) lost: bool,
+        pub(in crate::executor) failures: Mutex<u32>,
+        pub(in crate::executor) page: usize,
+    }
+
+    impl JournalHsc {
+        fn unreachable(&self) -> ServiceResult<()> {
+            let mut failures = self.failures.lock().unwrap();
+            if *failures > 0 {
+                *failures -= 1;
+                return Err(ServiceError::Unavailable("down".into()));
+            }
+            Ok(())
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl HscApi for JournalHsc {
+        async fn task_claim_many(
+            &self,
+            _: Vec<(String, i64)>,
+        ) -> ServiceResult<Vec<Result<ClaimedTask, Refusal>>> {
+            unreachable!("journals only")
+        }
+
+        async fn task_heartbeat_many(
+            &self,
+            _: Vec<Heartbeat>,
+        ) -> ServiceResult<Vec<Result<(), Refusal>>> {
+            unreachable!("journals only")
+        }
+
+        async fn task_set_result_many(
+            &self,
+            _: Vec<TaskResult>,
+        ) -> ServiceResult<Vec<Result<waft_core::TaskStatus, Refusal>>> {
+            unreachable!("journals only")
+        }
+
+        async fn task_journal_write(
+            &self,
+            commit: JournalCommit,
+        ) -> ServiceResult<Result<(), Refusal>> {
+            self.unreachable()?;
+            if self.lost {
+                return Ok(Err(Refusal::StaleLease { current: 9 }));
+            }
+            let mut journal = self.journal.lock().unwrap();
+            journal.truncate(commit.write.from as usize);
+            journal.extend(commit.write.entries.iter().cloned());
+            self.writes.lock().unwrap().push(commit);
+            Ok(Ok(()))
+        }
+
+        async fn task_journal_read(
+            &self,
+            page: JournalPage,
+        ) -> ServiceResult<Result<Vec<JournalEntry>, Refusal>> {
+            self.unreachable()?;
+            if self.lost {
+                return Ok(Err(Refusal::StaleLease { current: 9 }));
+            }
+            let journal = self.journal.lock().unwrap();
+            let from = (page.from as usize).min(journal.len());
+            let to = (from + self.page.min(page.limit as usize)).min(journal.len());
+            Ok(Ok(journal[from..to].to_vec()))
+        }
+    }
+
+    fn claimed(journal_len: u32) -> ClaimedTask {
+        ClaimedTask {
+            id: "t".into(),
+            lambda: "pay".into(),
+            lambda_version: 3,
+            collection: "default".into(),
+            priority: 0,
+            payload: Vec::new(),
+            attempt: 2,
+            scheduled_at: 0,
+            lease_token: 7,
+            secrets_version: 0,
+            journal_len,
+        }
+    }
+
+    fn link<'a>(hsc: &'a JournalHsc, kill: &'a KillSwitch) -> JournalLink<'a> {
+        JournalLink {
+            hsc,
+            kill,
+            patience: Duration::from_secs(30),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_journal_is_read_whole_a_page_at_a_time_through_outages() {
+        let hsc = JournalHsc {
+            journal: Mutex::new((0..25).map(|seq| entry(seq, 3)).collect()),
+            failures: Mutex::new(2),
+            page: 10,
+            ..JournalHsc::default()
+        };
+        let kill = KillSwitch::new();
+        let read = link(&hsc, &kill).read(&claimed(25)).await.unwrap();
+        assert_eq!(read, *hsc.journal.lock().unwrap());
+        // Only what the claim counted.
+        let read = link(&hsc, &kill).read(&claimed(12)).await.unwrap();
+        assert_eq!(read.len(), 12);
+        assert!(
+            link(&hsc, &kill)
+                .read(&claimed(0))
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        // Shorter than the claim said: a failure, not a short replay.
+        let failure = link(&hsc, &kill).read(&claimed(30)).await.unwrap_err();
+        assert!(matches!(failure, JournalFailure::Failed(m) if m.contains("ends at entry 25")));
+    }
+
+    #[tokio::test]
+    async fn a_refusal_is_a_lost_lease() {
+        let hsc = JournalHsc {
+            journal: Mutex::new(vec![entry(0, 1)]),
+            lost: true,
+            page: 10,
+            ..JournalHsc::default()
+        };
+        let kill = KillSwitch::new();
+        let link = link(&hsc, &kill);
+        assert!(matches!(
+            link.read(&claimed(1)).await,
+            Err(JournalFailure::LeaseLost(_))
+        ));
+        let write = JournalWrite {
+            from: 1,
+            entries: vec![entry(1, 1)],
+        };
+        assert!(matches!(
+            link.write("t", 7, 3, write).await,
+            Err(JournalFailure::LeaseLost(_))
+        ));
+    }
+
+    #[tokio::test]
+    async fn writes_carry_the_lease_and_version_and_survive_an_outage() {
+        let hsc = JournalHsc {
+            failures: Mutex::new(3),
+            page: 10,
+            ..JournalHsc::default()
+        };
+        let kill = KillSwitch::new();
+        let write = JournalWrite {
+            from: 0,
+            entries: vec![entry(0, 1), entry(1, 1)],
+        };
+        link(&hsc, &kill)
+            .write("t", 7, 3, write.clone())
+            .await
+            .unwrap();
+        let writes = hsc.writes.lock().unwrap().clone();
+        assert_eq!(
+            writes,
+            [JournalCommit {
+                id: "t".into(),
+                lease_token: 7,
+                version: 3,
+                write,
+            }]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_stopped_execution_writes_nothing() {
+        let hsc = JournalHsc::default();
+        let kill = KillSwitch::new();
+        kill.kill("shutting down");
+        let write = JournalWrite {
+            from: 0,
+            entries: vec![entry(0, 1)],
+        };
+        let failure = link(&hsc, &kill).write("t", 7, 3, write).await;
+        assert_eq!(
+            failure,
+            Err(JournalFailure::LeaseLost("shutting down".into()))
+        );
+        assert!(hsc.writes.lock().unwrap().is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_unreachable_hsc_is_given_up_on_after_the_patience() {
+        let hsc = JournalHsc {
+            failures: Mutex::new(u32::MAX),
+            ..JournalHsc::default()
+        };
+        let kill = KillSwitch::new();
+        let link = JournalLink {
+            hsc: &hsc,
+            kill: &kill,
+            patience: Duration::from_secs(2),
+        };
+        let write = JournalWrite {
+            from: 0,
+            entries: vec![entry(0, 1)],
+        };
+        let failure = link.write("t", 7, 3, write).await.unwrap_err();
+        assert!(
+            matches!(&failure, JournalFailure::Failed(m) if m.contains("cannot reach the HSC")),
+            "{failure:?}"
+        );
+    }
+}

@@ -1,0 +1,92 @@
+//! `durable`: a lambda that sees the world only through host calls — the
+//! clocks, randomness, its configuration, outbound HTTP, children, a
+//! heartbeat — and branches on what it sees, for the journal's tests.
+//!
+//! `{"url": "http://…", "posts": 3, "crash_after": 3, "children": 1,
+//! "sleep_ms": 0}`: reads the wall and monotonic clocks, draws a coin from
+//! `wasi:random`, reads `REGION`, sleeps, POSTs `posts` times to `url`
+//! (crashing before post number `crash_after` on the first attempt),
+//! schedules `children` children of itself (with `{"posts": 0}`), works
+//! with floats (NaNs included), heartbeats, and answers everything it saw.
+//! Replayed from its journal, a later attempt answers the same but for
+//! `attempt`.
+
+use std::hint::black_box;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde::Deserialize;
+use serde_json::json;
+use waft_sdk::{Child, Error, Outcome, Task, config, heartbeat_with, http, lambda, schedule};
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct Plan {
+    url: Option<String>,
+    posts: u32,
+    crash_after: Option<u32>,
+    children: u32,
+    sleep_ms: u64,
+}
+
+#[lambda]
+fn durable(task: Task) -> Result<Outcome, Error> {
+    let plan: Plan = task.json()?;
+    let wall = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let started = Instant::now();
+    let coin = wasip2::random::random::get_random_u64();
+    let (seed, _) = wasip2::random::insecure_seed::insecure_seed();
+    let side = if coin % 2 == 0 { "heads" } else { "tails" };
+    let region = config::get("REGION");
+    if plan.sleep_ms > 0 {
+        std::thread::sleep(Duration::from_millis(plan.sleep_ms));
+    }
+    let mut answers = Vec::new();
+    for n in 0..plan.posts {
+        if plan.crash_after == Some(n) && task.attempt() == 1 {
+            panic!("crashing after {n} posts, as planned");
+        }
+        let url = plan.url.as_deref().ok_or_else(|| Error::fatal("no url"))?;
+        let response = http::post(url)
+            .json(&json!({"n": n, "side": side, "wall": wall.to_string()}))
+            .map_err(|e| Error::fatal(e.to_string()))?
+            .send()
+            .map_err(|e| Error::retriable(e.to_string()))?;
+        answers.push(response.text());
+    }
+    let mut ids = Vec::new();
+    for n in 0..plan.children {
+        let child = Child::new("durable").json(&json!({"posts": 0, "n": n}))?;
+        let id = schedule(child).map_err(|e| Error::retriable(e.to_string()))?;
+        ids.push(id.0);
+    }
+    let _ = heartbeat_with("all done");
+    Outcome::json(&json!({
+        "attempt": task.attempt(),
+        "wall": wall.to_string(),
+        "elapsed": started.elapsed().as_nanos().to_string(),
+        "coin": coin.to_string(),
+        "seed": seed.to_string(),
+        "side": side,
+        "region": region,
+        "answers": answers,
+        "children": ids,
+        "floats": floats(coin),
+    }))
+}
+
+/// Float work whose bits depend on the coin, NaNs included: the engine
+/// canonicalises every NaN it makes, so the bits are the same on any host.
+fn floats(coin: u64) -> Vec<String> {
+    let x = black_box((coin >> 11) as f64 / (1u64 << 53) as f64);
+    let signalling = black_box(f64::from_bits(0x7ff4_0000_0000_0001));
+    let mut sum = 0.0f64;
+    for i in 1..1000 {
+        sum += (x * i as f64).sqrt() / (i as f64 + x);
+    }
+    [sum, signalling + 1.0, black_box(0.0f64) / black_box(0.0), x.mul_add(3.5, -1.25)]
+        .iter()
+        .map(|f| format!("{:#018x}", f.to_bits()))
+        .collect()
+}
