@@ -37,7 +37,11 @@ fn durable(task: Task) -> Result<Outcome, Error> {
     let started = Instant::now();
     let coin = wasip2::random::random::get_random_u64();
     let (seed, _) = wasip2::random::insecure_seed::insecure_seed();
-    let side = if coin % 2 == 0 { "heads" } else { "tails" };
+    let side = if coin.is_multiple_of(2) {
+        "heads"
+    } else {
+        "tails"
+    };
     let region = config::get("REGION");
     if plan.sleep_ms > 0 {
         std::thread::sleep(Duration::from_millis(plan.sleep_ms));
@@ -85,8 +89,13 @@ fn floats(coin: u64) -> Vec<String> {
     for i in 1..1000 {
         sum += (x * i as f64).sqrt() / (i as f64 + x);
     }
-    [sum, signalling + 1.0, black_box(0.0f64) / black_box(0.0), x.mul_add(3.5, -1.25)]
-        .iter()
-        .map(|f| format!("{:#018x}", f.to_bits()))
-        .collect()
+    [
+        sum,
+        signalling + 1.0,
+        black_box(0.0f64) / black_box(0.0),
+        x.mul_add(3.5, -1.25),
+    ]
+    .iter()
+    .map(|f| format!("{:#018x}", f.to_bits()))
+    .collect()
 }
