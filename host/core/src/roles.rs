@@ -241,7 +241,7 @@ pub trait ControllerApi: Send + Sync {
 /// A running execution's change to its task's journal, as it sends it to
 /// the HSC: the entries of a durability point (a call that reached outside
 /// the sandbox, and every entry before it), written before the lambda sees
-/// the call's answer. The HSC adds the time.
+/// the call's answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JournalCommit {
     pub id: String,

@@ -186,8 +186,9 @@ impl PreparedLambda {
         ));
         let recorded = std::mem::take(&mut task.journal);
         let journal = Journal::new(host.clone(), task.attempt, recorded, redactor.clone());
+        let deadline = started + sandbox.limits.timeout;
         let first = self
-            .run_once(task.clone(), sandbox, host.clone(), kill, &journal, None)
+            .run_once(task.clone(), sandbox, kill, &journal, deadline, None)
             .await;
         let Outcome::Diverged { message } = &first.outcome else {
             return first;
@@ -196,29 +197,34 @@ impl PreparedLambda {
             return first;
         }
         // Deployed `--on-divergence restart`: the journal goes, and the
-        // task starts afresh in a new instance.
+        // task starts afresh in a new instance, with what is left of its
+        // time and fuel.
         let note = format!("the journal was discarded, the lambda starting afresh: {message}");
+        let mut rest = sandbox.clone();
+        if let (Some(fuel), Some(burnt)) = (rest.limits.fuel, first.fuel_consumed) {
+            rest.limits.fuel = Some(fuel.saturating_sub(burnt));
+        }
+        let fresh = journal.discarding();
         let mut again = self
-            .run_once(task, sandbox, host, kill, &journal.discarding(), Some(note))
+            .run_once(task, &rest, kill, &fresh, deadline, Some(note))
             .await;
         again.duration = started.elapsed();
         again
     }
 
-    /// One instance's run of `task`, its calls journaled in `journal`;
-    /// `note` goes first in its log.
+    /// One instance's run of `task` until `deadline`, its calls journaled
+    /// in `journal`; `note` goes first in its log.
     async fn run_once(
         &self,
         task: TaskInput,
         sandbox: &Sandbox,
-        host: Arc<dyn TaskHost>,
         kill: &KillSwitch,
         journal: &Journal,
+        deadline: Instant,
         note: Option<String>,
     ) -> Execution {
         let limits = &sandbox.limits;
         let started = Instant::now();
-        let deadline = started + limits.timeout;
         let redactor = journal.redactor();
         let log = LogSink::new(
             limits.max_log.bytes(),
@@ -235,7 +241,7 @@ impl PreparedLambda {
             sandbox,
             deadline,
             log.clone(),
-            host,
+            journal.host(),
             journal.clone(),
             kill,
         );

@@ -143,6 +143,93 @@ async fn posts_made_before_a_crash_are_not_made_again() {
 }
 
 #[tokio::test]
+async fn giving_up_makes_a_failed_call_again_and_never_one_that_answered() {
+    let failing = std::sync::atomic::AtomicBool::new(true);
+    let server = HttpServer::start(move |request| {
+        if request.path == "/busy" && failing.swap(false, std::sync::atomic::Ordering::SeqCst) {
+            Reply::status(503, "busy")
+        } else {
+            Reply::status(200, "ok")
+        }
+    })
+    .await;
+    let runtime = runtime();
+    let sandbox = sandbox(Some(&server.url()));
+    // The lambda answered 200 twice, then gave up for reasons of its own:
+    // its retry sends nothing again.
+    let durable = support::prepare(&runtime, samples::DURABLE).await;
+    let plan = json!({"url": server.url(), "posts": 2, "give_up": true});
+    let mut journal = Vec::new();
+    let first = attempt(&durable, &sandbox, &plan, 1, &mut journal).await;
+    assert!(
+        matches!(first.outcome, Outcome::Retriable { .. }),
+        "{:?}",
+        first.outcome
+    );
+    output(&attempt(&durable, &sandbox, &plan, 2, &mut journal).await);
+    assert_eq!(server.requests().len(), 2);
+    // A webhook answered 503 gives up: its retry makes that call again.
+    let webhook = support::prepare(&runtime, samples::WEBHOOK).await;
+    let call = json!({"url": format!("{}/busy", server.url())});
+    let mut journal = Vec::new();
+    let first = attempt(&webhook, &sandbox, &call, 1, &mut journal).await;
+    assert!(
+        matches!(first.outcome, Outcome::Retriable { .. }),
+        "{:?}",
+        first.outcome
+    );
+    assert!(
+        journal
+            .iter()
+            .all(|e| e.call != "wasi:http/outgoing-handler.handle")
+    );
+    output(&attempt(&webhook, &sandbox, &call, 2, &mut journal).await);
+    let busy: Vec<_> = server
+        .requests()
+        .into_iter()
+        .filter(|r| r.path == "/busy")
+        .collect();
+    assert_eq!(busy.len(), 2);
+    assert_eq!(
+        busy[0].header("idempotency-key"),
+        busy[1].header("idempotency-key")
+    );
+}
+
+#[tokio::test]
+async fn a_secret_rotated_between_attempts_still_replays() {
+    let server = HttpServer::start(|_| Reply::status(200, "ok")).await;
+    let runtime = runtime();
+    let webhook = support::prepare(&runtime, samples::WEBHOOK).await;
+    let with_token = |token: &str| Sandbox {
+        secrets: Arc::new(vec![("WEBHOOK_TOKEN".into(), token.into())]),
+        ..sandbox(Some(&server.url()))
+    };
+    let call = json!({"url": server.url()});
+    let mut journal = Vec::new();
+    let first = output(
+        &attempt(
+            &webhook,
+            &with_token("tok-old-0001"),
+            &call,
+            1,
+            &mut journal,
+        )
+        .await,
+    );
+    let second = attempt(
+        &webhook,
+        &with_token("tok-new-0002"),
+        &call,
+        2,
+        &mut journal,
+    )
+    .await;
+    assert_eq!(output(&second), first);
+    assert_eq!(server.requests().len(), 1);
+}
+
+#[tokio::test]
 async fn a_changed_call_diverges_and_nothing_live_runs_after_it() {
     let server = HttpServer::start(|_| Reply::status(200, "ok")).await;
     let runtime = runtime();

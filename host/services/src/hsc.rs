@@ -206,7 +206,6 @@ impl HscApi for Hsc {
                 lease_token: commit.lease_token,
                 version: commit.version,
                 write: commit.write,
-                now: self.clock.now(),
             })
             .await?)
     }

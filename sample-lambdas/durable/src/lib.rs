@@ -6,6 +6,7 @@
 //! "sleep_ms": 0}`: reads the wall and monotonic clocks, draws a coin from
 //! `wasi:random`, reads `REGION`, sleeps, POSTs `posts` times to `url`
 //! (crashing before post number `crash_after` on the first attempt),
+//! gives up (`retriable`) at the end of the first attempt with `give_up`,
 //! schedules `children` children of itself (with `{"posts": 0}`), works
 //! with floats (NaNs included), heartbeats, and answers everything it saw.
 //! Replayed from its journal, a later attempt answers the same but for
@@ -24,6 +25,8 @@ struct Plan {
     url: Option<String>,
     posts: u32,
     crash_after: Option<u32>,
+    /// Give up (retriable) at the end of the first attempt.
+    give_up: bool,
     children: u32,
     sleep_ms: u64,
 }
@@ -66,6 +69,9 @@ fn durable(task: Task) -> Result<Outcome, Error> {
         ids.push(id.0);
     }
     let _ = heartbeat_with("all done");
+    if plan.give_up && task.attempt() == 1 {
+        return Ok(Outcome::retry("giving up, as planned"));
+    }
     Outcome::json(&json!({
         "attempt": task.attempt(),
         "wall": wall.to_string(),

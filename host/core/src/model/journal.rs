@@ -71,7 +71,6 @@ pub struct TaskJournalWrite {
     /// discards the journal).
     pub version: u32,
     pub write: JournalWrite,
-    pub now: Millis,
 }
 
 /// A page of a task's journal.

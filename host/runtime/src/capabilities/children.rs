@@ -12,7 +12,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 
 use crate::contract::current::wit::{children, types};
-use crate::durable::{Step, digest, encode};
+use crate::durable::{Outside, Step, digest, encode};
 use crate::log::LogSource;
 use crate::run::HostState;
 use crate::{ChildRequest, ScheduleRejection};
@@ -79,8 +79,12 @@ impl children::Host for HostState {
             Ok(id) => format!("schedule({lambda}) → {id}"),
             Err(refused) => format!("schedule({lambda}) → refused: {refused:?}"),
         };
+        let outside = match &answer {
+            Err(Refused::Unavailable(_)) => Outside::Failed,
+            _ => Outside::Answered,
+        };
         self.journal
-            .record(ticket, &digest, encode(&answer), summary, true)?;
+            .record(ticket, &digest, encode(&answer), summary, outside)?;
         if let Err(lost) = self.journal.commit().await {
             return Ok(Err(children::ScheduleError::LeaseLost(types::LeaseLost {
                 reason: lost.reason,

@@ -16,7 +16,7 @@
 use waft_core::limits::cut_note;
 
 use crate::contract::current::wit::{heartbeat, types};
-use crate::durable::{Step, digest, encode};
+use crate::durable::{Outside, Step, digest, encode};
 use crate::redact::Redactor;
 use crate::run::HostState;
 
@@ -40,7 +40,7 @@ impl heartbeat::Host for HostState {
                     Err(reason) => format!("beat → lease lost: {reason}"),
                 };
                 self.journal
-                    .record(ticket, &digest, encode(&reply), summary, false)?;
+                    .record(ticket, &digest, encode(&reply), summary, Outside::No)?;
                 reply
             }
         };

@@ -23,7 +23,7 @@ use wasmtime_wasi_http::{Error, WasiBody};
 
 use super::Destination;
 use super::send::{self, Sent};
-use crate::durable::{Halt, Journal, Reserved, Step, digest, encode};
+use crate::durable::{Halt, Journal, Outside, Reserved, Step, digest, encode};
 use crate::log::{LogSink, LogSource};
 
 /// The call's name in the journal.
@@ -120,11 +120,17 @@ pub(super) async fn exchange(
     let (parts, body) = request.http.into_parts();
     let seq = place.seq();
     let body = whole(body, &log).await?;
+    // Matched without the secrets' values: a secret rotated between two
+    // attempts does not make the same request another.
+    let redactor = journal.redactor();
     let arguments = (
         parts.method.as_str(),
-        parts.uri.to_string(),
-        headers(&parts.headers),
-        &body[..],
+        redactor.text(parts.uri.to_string()),
+        headers(&parts.headers)
+            .into_iter()
+            .map(|(name, value)| (name, redactor.bytes(value)))
+            .collect::<Vec<_>>(),
+        redactor.bytes(body.to_vec()),
     );
     let digest = digest(HANDLE, &arguments);
     let ticket = match place.resolve(&digest) {
@@ -137,6 +143,11 @@ pub(super) async fn exchange(
         }
         Ok(Step::Live(ticket)) => ticket,
     };
+    // Nothing goes out before every call before it is matched.
+    journal
+        .settled(ticket.seq())
+        .await
+        .map_err(|h| halted(&h))?;
     let summary_head = format!("{} {}", parts.method, parts.uri);
     let http = http::Request::from_parts(parts, full(body.freeze(), None));
     let live = send::Request { http, ..request };
@@ -145,8 +156,13 @@ pub(super) async fn exchange(
         Err(error) => Answer::Failed(Failure::of(&error)),
     };
     let summary = format!("{summary_head} → {}", answer.summary());
+    let outside = if answer.failed() {
+        Outside::Failed
+    } else {
+        Outside::Answered
+    };
     journal
-        .record(ticket, &digest, encode(&answer), summary, true)
+        .record(ticket, &digest, encode(&answer), summary, outside)
         .map_err(|h| halted(&h))?;
     if journal.commit().await.is_err() {
         log.record(
@@ -232,6 +248,16 @@ fn halted(halt: &Halt) -> Error {
 }
 
 impl Answer {
+    /// No answer, or one that asks to be tried again.
+    fn failed(&self) -> bool {
+        match self {
+            Answer::Failed(_) => true,
+            Answer::Response { status, cut, .. } => {
+                cut.is_some() || *status == 429 || *status >= 500
+            }
+        }
+    }
+
     fn summary(&self) -> String {
         match self {
             Answer::Response {

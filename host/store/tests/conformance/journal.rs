@@ -48,7 +48,6 @@ pub async fn write(
             lease_token: lease,
             version,
             write,
-            now: T0,
         })
         .await
 }

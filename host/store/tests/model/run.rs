@@ -184,7 +184,6 @@ impl Run<'_> {
                         lease_token: *lease,
                         version: *version,
                         write: write.clone(),
-                        now,
                     })
                     .await
                 {
