@@ -11,6 +11,7 @@
 //! ones included).
 
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::{Bytes, BytesMut};
@@ -32,6 +33,49 @@ pub(super) const HANDLE: &str = "wasi:http/outgoing-handler.handle";
 /// The largest request body a lambda may send (15 MiB): it is held whole,
 /// to be matched against the journal before it goes out.
 pub(super) const MAX_REQUEST_BODY: usize = MAX_JOURNAL_ANSWER;
+
+/// The most request-body bytes the host holds for one execution at once,
+/// all its requests together (30 MiB): a lambda opening request after
+/// request would otherwise park bodies on the host without bound, before
+/// any connection limit applies.
+pub(super) const MAX_HELD: usize = 2 * MAX_REQUEST_BODY;
+
+/// Request-body bytes an execution's requests hold now.
+#[derive(Default)]
+pub(super) struct HeldBodies {
+    bytes: std::sync::atomic::AtomicUsize,
+}
+
+/// Bytes taken of an execution's [`HeldBodies`], given back when dropped.
+struct Holding<'a> {
+    held: &'a HeldBodies,
+    bytes: usize,
+}
+
+impl Holding<'_> {
+    /// Takes `more` bytes; false, taking none, past [`MAX_HELD`].
+    fn take(&mut self, more: usize) -> bool {
+        use std::sync::atomic::Ordering;
+        let taken = self
+            .held
+            .bytes
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |now| {
+                (now + more <= MAX_HELD).then_some(now + more)
+            });
+        if taken.is_ok() {
+            self.bytes += more;
+        }
+        taken.is_ok()
+    }
+}
+
+impl Drop for Holding<'_> {
+    fn drop(&mut self) {
+        self.held
+            .bytes
+            .fetch_sub(self.bytes, std::sync::atomic::Ordering::AcqRel);
+    }
+}
 
 /// An answer as the journal keeps it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -115,11 +159,16 @@ pub(super) async fn exchange(
     to: Destination,
     place: Reserved,
     journal: Journal,
+    held: Arc<HeldBodies>,
 ) -> Result<Sent, Error> {
     let log = request.log.clone();
     let (parts, body) = request.http.into_parts();
     let seq = place.seq();
-    let body = whole(body, &log).await?;
+    let mut holding = Holding {
+        held: &held,
+        bytes: 0,
+    };
+    let body = whole(body, &log, &mut holding).await?;
     // Matched without the secrets' values: a secret rotated between two
     // attempts does not make the same request another.
     let redactor = journal.redactor();
@@ -175,11 +224,28 @@ pub(super) async fn exchange(
     answer.into_response()
 }
 
-/// The request's body, whole, within [`MAX_REQUEST_BODY`].
-async fn whole(mut body: WasiBody, log: &LogSink) -> Result<BytesMut, Error> {
+/// The request's body, whole, within [`MAX_REQUEST_BODY`] and what the
+/// execution may hold.
+async fn whole(
+    mut body: WasiBody,
+    log: &LogSink,
+    holding: &mut Holding<'_>,
+) -> Result<BytesMut, Error> {
     let mut bytes = BytesMut::new();
     while let Some(frame) = body.frame().await {
         if let Ok(data) = frame?.into_data() {
+            if !holding.take(data.len()) {
+                log.record(
+                    LogSource::Waft,
+                    format!(
+                        "outbound request refused: the execution's requests hold {} of \
+                         request bodies already, the most it may",
+                        ByteSize::b(MAX_HELD as u64)
+                    ),
+                    Vec::new(),
+                );
+                return Err(Error::HttpRequestBodySize(Some(bytes.len() as u64)));
+            }
             if bytes.len() + data.len() > MAX_REQUEST_BODY {
                 log.record(
                     LogSource::Waft,
@@ -338,6 +404,28 @@ impl Body for Held {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_executions_held_bodies_are_bounded_together_and_given_back() {
+        let held = HeldBodies::default();
+        let mut first = Holding {
+            held: &held,
+            bytes: 0,
+        };
+        assert!(first.take(MAX_REQUEST_BODY));
+        {
+            let mut second = Holding {
+                held: &held,
+                bytes: 0,
+            };
+            assert!(second.take(MAX_REQUEST_BODY));
+            assert!(!second.take(1), "past the bound");
+            assert!(!first.take(1));
+        }
+        assert!(first.take(MAX_REQUEST_BODY), "the second's bytes came back");
+        drop(first);
+        assert_eq!(held.bytes.load(std::sync::atomic::Ordering::Acquire), 0);
+    }
 
     #[test]
     fn an_answer_reads_back_as_the_lambda_saw_it() {

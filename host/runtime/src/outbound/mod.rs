@@ -89,6 +89,8 @@ pub(crate) struct Outbound {
     shared: Arc<Connections>,
     records: Arc<Mutex<Vec<OutboundRecord>>>,
     journal: Journal,
+    /// Request bodies held to be matched against the journal.
+    held: Arc<durable::HeldBodies>,
 }
 
 impl Outbound {
@@ -115,6 +117,7 @@ impl Outbound {
             shared,
             records: Arc::default(),
             journal,
+            held: Arc::default(),
         }
     }
 
@@ -305,8 +308,8 @@ impl WasiHttpHooks for Outbound {
             shared: self.shared.clone(),
             records: self.records.clone(),
         };
-        let journal = self.journal.clone();
-        Box::new(durable::exchange(request, admitted, place, journal))
+        let (journal, held) = (self.journal.clone(), self.held.clone());
+        Box::new(durable::exchange(request, admitted, place, journal, held))
     }
 }
 
