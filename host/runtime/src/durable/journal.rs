@@ -79,7 +79,9 @@ struct Inner {
 
 /// A place not yet in the store as it should be.
 enum Slot {
-    Done(JournalEntry),
+    /// Answered: by one call, or by a run of `calls` calls (see
+    /// [`Journal::answer`]).
+    Done { entry: JournalEntry, calls: u32 },
     /// A live call not yet answered.
     InFlight(&'static str),
     /// A live call that will never answer: a hole, but nothing to wait for.
@@ -97,11 +99,16 @@ struct State {
     unwritten: BTreeMap<u32, Slot>,
     /// Places taken but not yet matched or made live.
     unresolved: BTreeSet<u32>,
+    /// A recorded run being replayed: its place, and where its next answer
+    /// starts.
+    replaying_run: Option<(u32, usize)>,
+    /// The place of a live run the next call of its kind may join.
+    live_run: Option<u32>,
     /// Places this execution made live.
     live: BTreeSet<u32>,
     /// The last outside call made live, and whether it failed.
     last_outside: Option<(u32, bool)>,
-    /// Calls answered from the journal.
+    /// Entries answered from (a run counts once).
     replayed: u32,
     /// Bytes of the entries, recorded ones included.
     bytes: usize,
@@ -133,6 +140,8 @@ impl Journal {
                     written: len,
                     unwritten: BTreeMap::new(),
                     unresolved: BTreeSet::new(),
+                    replaying_run: None,
+                    live_run: None,
                     live: BTreeSet::new(),
                     last_outside: None,
                     replayed: 0,
@@ -183,7 +192,7 @@ impl Journal {
         self.lock().halt.clone()
     }
 
-    /// Calls answered from the journal so far.
+    /// Entries of the journal answered from so far.
     pub(crate) fn replayed(&self) -> u32 {
         self.lock().replayed
     }
@@ -197,22 +206,116 @@ impl Journal {
     /// Answers a call that reaches nothing outside the sandbox: from the
     /// journal (and `true`), or live by `live` (and `false`), recorded
     /// with `summary` of its answer.
+    ///
+    /// With `run`, calls of one kind that follow each other (a loop reading
+    /// the clock) share one entry, whose answer is theirs one after the
+    /// other: a busy loop costs the journal bytes, not entries.
     pub(crate) fn answer<T: Serialize + DeserializeOwned>(
         &self,
         call: &'static str,
         digest: &Digest,
+        run: bool,
         live: impl FnOnce() -> T,
         summary: impl FnOnce(&T) -> String,
     ) -> Result<(T, bool), Halt> {
+        if !run {
+            return match self.call(call, digest)? {
+                Step::Replay { seq, answer } => Ok((self.decode(seq, call, &answer)?, true)),
+                Step::Live(ticket) => {
+                    let answer = live();
+                    let text = summary(&answer);
+                    self.record(ticket, digest, encode(&answer), text, Outside::No)?;
+                    Ok((answer, false))
+                }
+            };
+        }
+        if let Some(answer) = self.replayed_run(call, digest)? {
+            return Ok((answer, true));
+        }
+        let answer = live();
+        let encoded = encode(&answer);
+        if self.extend_run(call, digest, &encoded)? {
+            return Ok((answer, false));
+        }
         match self.call(call, digest)? {
-            Step::Replay { seq, answer } => Ok((self.decode(seq, call, &answer)?, true)),
+            Step::Replay { seq, answer } => {
+                let (value, rest) = postcard::take_from_bytes::<T>(&answer)
+                    .map_err(|_| self.unreadable(seq, call))?;
+                if !rest.is_empty() {
+                    self.lock().replaying_run = Some((seq, answer.len() - rest.len()));
+                    self.inner.replaying.store(true, Ordering::Relaxed);
+                }
+                Ok((value, true))
+            }
             Step::Live(ticket) => {
-                let answer = live();
+                let seq = ticket.seq();
                 let text = summary(&answer);
-                self.record(ticket, digest, encode(&answer), text, Outside::No)?;
+                self.record(ticket, digest, encoded, text, Outside::No)?;
+                self.lock().live_run = Some(seq);
                 Ok((answer, false))
             }
         }
+    }
+
+    /// The next answer of the recorded run being replayed, when `call` is
+    /// of its kind.
+    fn replayed_run<T: DeserializeOwned>(
+        &self,
+        call: &'static str,
+        digest: &Digest,
+    ) -> Result<Option<T>, Halt> {
+        let mut state = self.lock();
+        let Some((seq, offset)) = state.replaying_run else {
+            return Ok(None);
+        };
+        let entry = &state.recorded[seq as usize];
+        if entry.call != call || entry.digest != digest.as_slice() {
+            // The call takes the next place, where it diverges.
+            return Ok(None);
+        }
+        let Ok((value, rest)) = postcard::take_from_bytes::<T>(&entry.answer[offset..]) else {
+            drop(state);
+            return Err(self.unreadable(seq, call));
+        };
+        let consumed = entry.answer.len() - rest.len();
+        state.replaying_run = (!rest.is_empty()).then_some((seq, consumed));
+        if state.replaying_run.is_none() {
+            let replaying = (state.next as usize) < state.recorded.len();
+            self.inner.replaying.store(replaying, Ordering::Relaxed);
+        }
+        Ok(Some(value))
+    }
+
+    /// Adds a live answer of `call` to the live run it continues (the last
+    /// place taken, of its kind); false when it continues none.
+    fn extend_run(&self, call: &'static str, digest: &Digest, answer: &[u8]) -> Result<bool, Halt> {
+        let mut state = self.lock();
+        if let Some(halt) = &state.halt {
+            return Err(halt.clone());
+        }
+        let Some(seq) = state.live_run else {
+            return Ok(false);
+        };
+        let Some(Slot::Done { entry, calls }) = state.unwritten.get_mut(&seq) else {
+            return Ok(false);
+        };
+        if entry.call != call || entry.digest != digest.as_slice() {
+            return Ok(false);
+        }
+        entry.answer.extend_from_slice(answer);
+        *calls += 1;
+        state.bytes += answer.len();
+        if state.bytes > MAX_JOURNAL_BYTES {
+            drop(state);
+            return Err(self.stop(full_of_bytes()));
+        }
+        Ok(true)
+    }
+
+    fn unreadable(&self, seq: u32, call: &str) -> Halt {
+        self.stop(Halt::Diverged(format!(
+            "diverged at entry {seq}: its answer does not read as an answer of {call}"
+        )))
     }
 
     /// A replayed answer of `call` at `seq`; one that does not read as
@@ -223,11 +326,7 @@ impl Journal {
         call: &str,
         answer: &[u8],
     ) -> Result<T, Halt> {
-        decode(answer).ok_or_else(|| {
-            self.stop(Halt::Diverged(format!(
-                "diverged at entry {seq}: its answer does not read as an answer of {call}"
-            )))
-        })
+        decode(answer).ok_or_else(|| self.unreadable(seq, call))
     }
 
     fn stop(&self, halt: Halt) -> Halt {
@@ -241,6 +340,17 @@ impl Journal {
         let mut state = self.lock();
         if let Some(halt) = &state.halt {
             return Err(halt.clone());
+        }
+        state.live_run = None;
+        if let Some((seq, _)) = state.replaying_run.take() {
+            let entry = &state.recorded[seq as usize];
+            let message = format!(
+                "diverged at entry {seq}: the journal has more calls of {} ({}), the lambda \
+                 called {call}",
+                entry.call, entry.summary
+            );
+            drop(state);
+            return Err(self.stop(Halt::Diverged(message)));
         }
         let seq = state.next;
         if seq >= MAX_JOURNAL_ENTRIES {
@@ -334,15 +444,12 @@ impl Journal {
                 .unwritten
                 .insert(seq, Slot::Abandoned(ticket.place.call));
             drop(state);
-            return Err(self.stop(Halt::Full(format!(
-                "the journal would hold more than its most bytes, {} MiB",
-                MAX_JOURNAL_BYTES >> 20
-            ))));
+            return Err(self.stop(full_of_bytes()));
         }
         if outside != Outside::No && state.last_outside.is_none_or(|(last, _)| seq > last) {
             state.last_outside = Some((seq, outside == Outside::Failed));
         }
-        state.unwritten.insert(seq, Slot::Done(entry));
+        state.unwritten.insert(seq, Slot::Done { entry, calls: 1 });
         Ok(())
     }
 
@@ -434,7 +541,11 @@ impl State {
         let mut entries = Vec::new();
         for seq in self.written..end {
             let entry = match self.unwritten.get(&seq) {
-                Some(Slot::Done(entry)) => entry.clone(),
+                Some(Slot::Done { entry, calls: 1 }) => entry.clone(),
+                Some(Slot::Done { entry, calls }) => JournalEntry {
+                    summary: format!("{}, and {} more like it", entry.summary, calls - 1),
+                    ..entry.clone()
+                },
                 Some(Slot::InFlight(call)) => {
                     waiting = waiting.or(Some(seq));
                     hole(seq, call)
@@ -539,6 +650,13 @@ fn hole(seq: u32, call: &str) -> JournalEntry {
     }
 }
 
+fn full_of_bytes() -> Halt {
+    Halt::Full(format!(
+        "the journal would hold more than its most bytes, {} MiB",
+        MAX_JOURNAL_BYTES >> 20
+    ))
+}
+
 fn is_hole(entry: &JournalEntry) -> bool {
     entry.digest.is_empty()
 }
@@ -613,6 +731,53 @@ mod tests {
         let writes = host.journal_writes();
         assert_eq!(entries(&writes[0]), [(0, true), (1, false)]);
         assert_eq!(writes[1].from, 2, "nothing waits on a call given up");
+    }
+
+    fn read_clock(journal: &Journal, value: u64) -> (u64, bool) {
+        let d = digest("wasi:clocks/monotonic-clock.now", &());
+        let call = "wasi:clocks/monotonic-clock.now";
+        journal
+            .answer(call, &d, true, || value, |v| format!("{v}"))
+            .unwrap()
+    }
+
+    #[test]
+    fn clock_reads_that_follow_each_other_share_an_entry_and_replay_one_by_one() {
+        let (first, _) = journal(Vec::new());
+        for value in [5, 6, 7] {
+            assert_eq!(read_clock(&first, value), (value, false));
+        }
+        live(&first, HTTP, 0, Outside::Answered);
+        assert_eq!(read_clock(&first, 9), (9, false));
+        let recorded = first.finish(false).entries;
+        assert_eq!(recorded.len(), 3, "{recorded:?}");
+        assert!(
+            recorded[0].summary.ends_with("and 2 more like it"),
+            "{}",
+            recorded[0].summary
+        );
+
+        let (again, _) = journal(recorded.clone());
+        for value in [5, 6, 7] {
+            assert_eq!(read_clock(&again, 100), (value, true));
+        }
+        assert!(matches!(
+            again.call(HTTP, &digest(HTTP, &0u8)),
+            Ok(Step::Replay { .. })
+        ));
+        assert_eq!(read_clock(&again, 100), (9, true));
+        assert_eq!(read_clock(&again, 100), (100, false), "past the end: live");
+        assert_eq!(again.replayed(), 3, "entries, a run counting once");
+
+        // Fewer reads than the journal has, then another call: divergence.
+        let (fewer, _) = journal(recorded);
+        read_clock(&fewer, 100);
+        let diverged = fewer.call(HTTP, &digest(HTTP, &0u8));
+        assert!(
+            matches!(&diverged, Err(Halt::Diverged(m)) if m.contains("more calls of")),
+            "{:?}",
+            diverged.err()
+        );
     }
 
     /// A platform whose journal writes wait for a permit each.

@@ -92,7 +92,7 @@ impl crate::run::HostState {
         summary: impl FnOnce(&T) -> String,
     ) -> wasmtime::Result<T> {
         let digest = digest(call, arguments);
-        Ok(self.journal.answer(call, &digest, live, summary)?.0)
+        Ok(self.journal.answer(call, &digest, false, live, summary)?.0)
     }
 }
 
