@@ -1783,9 +1783,22 @@ pub async fn durable(cluster: &Cluster) {
         journal.iter().all(|e| e.answer.is_empty()),
         "no answers for people"
     );
+    // The three posts before the crash were replayed by attempt 2; the
+    // fourth was made live by it.
     let shown = cluster.cli(&["task", "journal", &id]);
+    let posts: Vec<&str> = shown
+        .lines()
+        .filter(|line| line.contains("wasi:http/outgoing-handler.handle"))
+        .collect();
+    assert_eq!(posts.len(), 4, "{shown}");
     assert!(
-        shown.contains("replayed") && shown.contains("live"),
+        posts[..3]
+            .iter()
+            .all(|l| l.contains("live #1, replayed #2")),
+        "{shown}"
+    );
+    assert!(
+        posts[3].contains("live #2") && !posts[3].contains("replayed"),
         "{shown}"
     );
 }

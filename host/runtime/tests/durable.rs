@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use support::{apply, output};
-use waft_core::model::JournalEntry;
+use waft_core::model::{JournalEntry, JournalWrite};
 use waft_core::{Grants, Limits, OnDivergence};
 use waft_runtime::{
     Execution, KillSwitch, Outcome, PreparedLambda, RecordingHost, Runtime, RuntimeConfig, Sandbox,
@@ -97,6 +97,26 @@ async fn a_retry_replays_every_call_and_takes_the_same_branch() {
     second["attempt"] = first["attempt"].clone();
     // The clocks, the coin and its branch, the children's ids, the floats.
     assert_eq!(second, first);
+}
+
+/// A lambda whose only host call is its log journals nothing: its result
+/// carries no journal, and no durability point writes one.
+#[tokio::test]
+async fn a_lambda_that_makes_no_journaled_call_writes_nothing() {
+    let runtime = runtime();
+    let hello = support::prepare(&runtime, samples::HELLO).await;
+    let mut journal = Vec::new();
+    let execution = attempt(
+        &hello,
+        &sandbox(None),
+        &json!({"name": "Ada"}),
+        1,
+        &mut journal,
+    )
+    .await;
+    output(&execution);
+    assert!(journal.is_empty(), "{:?}", calls(&journal));
+    assert_eq!(execution.journal, JournalWrite::default());
 }
 
 #[tokio::test]

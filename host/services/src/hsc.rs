@@ -25,8 +25,8 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use waft_core::TaskStatus;
 use waft_core::limits::{MAX_BATCH_BYTES, MAX_CARRIED, cut_note};
+use waft_core::{TaskStatus, machine};
 use waft_store::{
     ClaimedTask, Heartbeat, JournalEntry, Refusal, ResultOutcome, TaskClaimMany, TaskHeartbeatMany,
     TaskJournalRead, TaskJournalWrite, TaskResult, TaskSetResultMany, TaskStore,
@@ -224,7 +224,7 @@ impl HscApi for Hsc {
                 current: task.lease_token,
             }));
         }
-        if !matches!(task.status, TaskStatus::Claimed | TaskStatus::Processing) {
+        if !machine::RUNNING.contains(task.status) {
             return Ok(Err(Refusal::WrongState(task.status)));
         }
         let entries = self
@@ -254,31 +254,18 @@ fn fit_page(entries: Vec<JournalEntry>) -> Vec<JournalEntry> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn entry(seq: u32, answer: usize) -> JournalEntry {
-        JournalEntry {
-            seq,
-            call: "wasi:http/outgoing-handler.handle".into(),
-            digest: vec![0; 32],
-            answer: vec![b'a'; answer],
-            summary: String::new(),
-            outside: true,
-            attempt: 1,
-            at: 0,
-            took_us: 0,
-        }
-    }
+    use crate::journal_entry;
 
     /// A page of the journal is cut to what one answer carries, but holds
     /// an entry while any is left: the reader always moves on.
     #[test]
     fn a_page_is_cut_by_bytes_and_never_empty() {
-        let large: Vec<JournalEntry> = (0..5).map(|seq| entry(seq, 6 << 20)).collect();
+        let large: Vec<JournalEntry> = (0..5).map(|seq| journal_entry(seq, 6 << 20)).collect();
         let page = fit_page(large.clone());
         assert_eq!(page, large[..2]);
-        let small: Vec<JournalEntry> = (0..1000).map(|seq| entry(seq, 100)).collect();
+        let small: Vec<JournalEntry> = (0..1000).map(|seq| journal_entry(seq, 100)).collect();
         assert_eq!(fit_page(small.clone()), small);
-        let huge = vec![entry(0, MAX_BATCH_BYTES), entry(1, 1)];
+        let huge = vec![journal_entry(0, MAX_BATCH_BYTES), journal_entry(1, 1)];
         assert_eq!(fit_page(huge.clone()), huge[..1]);
         assert!(fit_page(Vec::new()).is_empty());
     }

@@ -50,3 +50,20 @@ pub(crate) fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, 
 pub use watchdog::{
     HeartbeatConfig, HeartbeatFailure, HeartbeatSink, UnsafeHeartbeat, WatchEnd, Watched, watch,
 };
+
+/// A journal entry of an outside call with an answer of `answer` bytes,
+/// for the tests of the modules that carry journals.
+#[cfg(test)]
+pub(crate) fn journal_entry(seq: u32, answer: usize) -> waft_store::JournalEntry {
+    waft_store::JournalEntry {
+        seq,
+        call: "wasi:http/outgoing-handler.handle".into(),
+        digest: vec![0; 32],
+        answer: vec![b'a'; answer],
+        summary: "POST https://pay.example/charge → 201".into(),
+        outside: true,
+        attempt: 1,
+        at: 0,
+        took_us: 1,
+    }
+}

@@ -200,24 +200,11 @@ pub(super) mod tests {
     use waft_store::{ClaimedTask, Heartbeat, TaskResult};
 
     use super::*;
+    use crate::journal_entry;
 
     /// Bytes a journal write weighs in a message.
     fn weight(write: &JournalWrite) -> usize {
         write.entries.iter().map(JournalEntry::wire_size).sum()
-    }
-
-    fn entry(seq: u32, answer: usize) -> JournalEntry {
-        JournalEntry {
-            seq,
-            call: "wasi:http/outgoing-handler.handle".into(),
-            digest: vec![0; 32],
-            answer: vec![b'a'; answer],
-            summary: "POST https://pay.example/charge → 201".into(),
-            outside: true,
-            attempt: 1,
-            at: 0,
-            took_us: 1,
-        }
     }
 
     #[test]
@@ -225,7 +212,7 @@ pub(super) mod tests {
         let big = 6 << 20;
         let write = JournalWrite {
             from: 4,
-            entries: (4..9).map(|seq| entry(seq, big)).collect(),
+            entries: (4..9).map(|seq| journal_entry(seq, big)).collect(),
         };
         let parts = split(write.clone());
         assert_eq!(parts.len(), 3, "two entries of 6 MiB to a message");
@@ -246,7 +233,7 @@ pub(super) mod tests {
         assert_eq!(split(cut.clone()), vec![cut]);
         let small = JournalWrite {
             from: 0,
-            entries: vec![entry(0, 10), entry(1, 10)],
+            entries: vec![journal_entry(0, 10), journal_entry(1, 10)],
         };
         assert_eq!(split(small.clone()), vec![small]);
     }
@@ -353,7 +340,7 @@ pub(super) mod tests {
     #[tokio::test]
     async fn a_journal_is_read_whole_a_page_at_a_time_through_outages() {
         let hsc = JournalHsc {
-            journal: Mutex::new((0..25).map(|seq| entry(seq, 3)).collect()),
+            journal: Mutex::new((0..25).map(|seq| journal_entry(seq, 3)).collect()),
             failures: Mutex::new(2),
             page: 10,
             ..JournalHsc::default()
@@ -379,7 +366,7 @@ pub(super) mod tests {
     #[tokio::test]
     async fn a_refusal_is_a_lost_lease() {
         let hsc = JournalHsc {
-            journal: Mutex::new(vec![entry(0, 1)]),
+            journal: Mutex::new(vec![journal_entry(0, 1)]),
             lost: true,
             page: 10,
             ..JournalHsc::default()
@@ -392,7 +379,7 @@ pub(super) mod tests {
         ));
         let write = JournalWrite {
             from: 1,
-            entries: vec![entry(1, 1)],
+            entries: vec![journal_entry(1, 1)],
         };
         assert!(matches!(
             link.write("t", 7, 3, write).await,
@@ -410,7 +397,7 @@ pub(super) mod tests {
         let kill = KillSwitch::new();
         let write = JournalWrite {
             from: 0,
-            entries: vec![entry(0, 1), entry(1, 1)],
+            entries: vec![journal_entry(0, 1), journal_entry(1, 1)],
         };
         link(&hsc, &kill)
             .write("t", 7, 3, write.clone())
@@ -435,7 +422,7 @@ pub(super) mod tests {
         kill.kill("shutting down");
         let write = JournalWrite {
             from: 0,
-            entries: vec![entry(0, 1)],
+            entries: vec![journal_entry(0, 1)],
         };
         let failure = link(&hsc, &kill).write("t", 7, 3, write).await;
         assert_eq!(
@@ -459,7 +446,7 @@ pub(super) mod tests {
         };
         let write = JournalWrite {
             from: 0,
-            entries: vec![entry(0, 1)],
+            entries: vec![journal_entry(0, 1)],
         };
         let failure = link.write("t", 7, 3, write).await.unwrap_err();
         assert!(

@@ -196,6 +196,7 @@ mod tests {
 
     use super::super::durable::tests::JournalHsc;
     use super::*;
+    use crate::journal_entry;
     use crate::{Frontend, SystemClock, Wake};
 
     #[test]
@@ -237,20 +238,6 @@ mod tests {
             max_children,
             journal_end: AtomicU32::new(4),
             journal_patience: Duration::from_secs(30),
-        }
-    }
-
-    fn entry(seq: u32, answer: usize) -> JournalEntry {
-        JournalEntry {
-            seq,
-            call: "wasi:http/outgoing-handler.handle".into(),
-            digest: vec![0; 32],
-            answer: vec![b'a'; answer],
-            summary: String::new(),
-            outside: false,
-            attempt: 2,
-            at: 0,
-            took_us: 0,
         }
     }
 
@@ -300,7 +287,7 @@ mod tests {
         let host = host(hsc.clone(), 10).await;
         let write = JournalWrite {
             from: 4,
-            entries: vec![entry(4, 10)],
+            entries: vec![journal_entry(4, 10)],
         };
         let carried = host.carried(result(10, write.clone())).await.unwrap();
         assert_eq!(carried.journal, Some(write));
@@ -316,7 +303,7 @@ mod tests {
         let host = host(hsc.clone(), 10).await;
         let write = JournalWrite {
             from: 4,
-            entries: (4..7).map(|seq| entry(seq, 6 << 20)).collect(),
+            entries: (4..7).map(|seq| journal_entry(seq, 6 << 20)).collect(),
         };
         let carried = host.carried(result(10 << 20, write.clone())).await.unwrap();
         assert_eq!(carried.journal, None);
@@ -345,7 +332,7 @@ mod tests {
         let host = host(hsc, 10).await;
         let write = JournalWrite {
             from: 4,
-            entries: (4..7).map(|seq| entry(seq, 6 << 20)).collect(),
+            entries: (4..7).map(|seq| journal_entry(seq, 6 << 20)).collect(),
         };
         assert_eq!(host.carried(result(10 << 20, write)).await, None);
         assert!(host.kill.reason().unwrap().contains("journal"));
