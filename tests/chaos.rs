@@ -11,7 +11,9 @@
 //! retried batch must not make a task twice). Beside them an operator
 //! (`chaos/operator.rs`), dealt into the same deck, pauses and resumes a
 //! gate, drops a collection, cancels tasks and redrives dead ones, among
-//! tasks of its own, one lambda of which writes NUL bytes.
+//! tasks of its own, one lambda of which writes NUL bytes. And durable
+//! tasks (`chaos/durable.rs`) make outbound calls to a real HTTP server
+//! and schedule children, resumed from their journals after each fault.
 //!
 //! Afterwards the store and the executors' own journals (which record when
 //! each instance really started and was gone) must show:
@@ -26,7 +28,10 @@
 //!   lease of the same task had started running;
 //! - the operator's checks: nothing ran under a paused gate beyond what
 //!   was already executing, nothing after a drop or a cancel, no ended task
-//!   ran again but by a redrive, NUL bytes came back intact.
+//!   ran again but by a redrive, NUL bytes came back intact;
+//! - the durable checks: no request reached the server again once its
+//!   answer was journaled (only requests in flight at a fault repeat, with
+//!   their keys), each task's children scheduled once, no divergence.
 //!
 //! It prints a summary: tasks, faults by kind, executions, re-executions,
 //! violations, throughput under chaos. CI runs the short default; a long
@@ -42,6 +47,8 @@
 //! `WAFT_CHAOS_PAUSE_MS` (between faults, default 500), `WAFT_CHAOS_SEED`
 //! (default: from the clock; printed, so a run can be repeated).
 
+#[path = "chaos/durable.rs"]
+mod durable;
 #[path = "chaos/operator.rs"]
 mod operator;
 mod support;
@@ -50,6 +57,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use durable::Durable;
 use operator::{Act, Operator};
 use sqlx::{PgPool, Row};
 use support::proxy::Link;
@@ -309,6 +317,7 @@ async fn unfinished(pool: &PgPool) -> Option<i64> {
 
 /// What the store says of one task.
 struct Stored {
+    lambda: String,
     status: String,
     lease: i64,
 }
@@ -356,6 +365,13 @@ async fn the_guarantees_hold_under_chaos() {
         )
         .await,
     };
+    let durable = Durable::start(
+        &cluster,
+        &pool,
+        settings.seed,
+        Duration::from_secs(10) + Duration::from_millis(2 * settings.tasks as u64),
+    )
+    .await;
     eprintln!(
         "soak: {} tasks, seed {} (WAFT_CHAOS_SEED repeats it)",
         settings.tasks, settings.seed
@@ -380,17 +396,41 @@ async fn the_guarantees_hold_under_chaos() {
             && scheduling.is_finished()
             && unfinished(&pool).await == Some(0)
             && Operator::unfinished(&pool).await == Some(0)
+            && Durable::unfinished(&pool).await == Some(0)
         {
             ended = Some(began.elapsed());
         }
         if ended.is_some() && faults >= settings.min_faults {
             break;
         }
-        assert!(
-            began.elapsed() < deadline,
-            "tasks still running after {deadline:?}: {:?} unfinished",
-            unfinished(&pool).await
-        );
+        if began.elapsed() >= deadline {
+            let stuck: Vec<(String, String, String, i64)> =
+                sqlx::query_as(sqlx::AssertSqlSafe(format!(
+                    "SELECT id, lambda, status, attempt FROM tasks WHERE status IN {} LIMIT 10",
+                    machine::UNFINISHED.sql()
+                )))
+                .fetch_all(&pool)
+                .await
+                .unwrap_or_default();
+            for process in cluster.processes.values() {
+                for line in process.log().lines() {
+                    if stuck
+                        .iter()
+                        .take(3)
+                        .any(|(id, ..)| line.contains(id.as_str()))
+                    {
+                        eprintln!("{}: {line}", process.name);
+                    }
+                }
+            }
+            panic!(
+                "tasks still running after {deadline:?}: {:?} soak, {:?} operator, {:?} durable \
+                 unfinished; some: {stuck:?}",
+                unfinished(&pool).await,
+                Operator::unfinished(&pool).await,
+                Durable::unfinished(&pool).await,
+            );
+        }
         chaos.inject_next(&mut cluster).await;
         faults += 1;
         tokio::time::sleep(settings.pause).await;
@@ -400,22 +440,24 @@ async fn the_guarantees_hold_under_chaos() {
     // Anything a fault left running has had time to end (or overlap).
     tokio::time::sleep(Duration::from_secs(1)).await;
 
-    let stored: HashMap<String, Stored> =
-        sqlx::query("SELECT id, status, lease_token FROM tasks WHERE lambda = 'sleepy'")
-            .fetch_all(&pool)
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|row| {
-                (
-                    row.get("id"),
-                    Stored {
-                        status: row.get("status"),
-                        lease: row.get("lease_token"),
-                    },
-                )
-            })
-            .collect();
+    let stored: HashMap<String, Stored> = sqlx::query(
+        "SELECT id, lambda, status, lease_token FROM tasks WHERE lambda IN ('sleepy', 'durable')",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap()
+    .into_iter()
+    .map(|row| {
+        (
+            row.get("id"),
+            Stored {
+                lambda: row.get("lambda"),
+                status: row.get("status"),
+                lease: row.get("lease_token"),
+            },
+        )
+    })
+    .collect();
     let mut accepted: HashMap<String, Vec<Accepted>> = HashMap::new();
     for row in sqlx::query(
         "SELECT task_id, lease_token, outcome, ended_at FROM attempts WHERE outcome <> 'lost'",
@@ -441,15 +483,16 @@ async fn the_guarantees_hold_under_chaos() {
     let mut violations = Vec::new();
     let mut executions = 0;
     let distinct: std::collections::HashSet<&String> = ids.iter().collect();
-    if distinct.len() != ids.len() || stored.len() != ids.len() {
+    let sleepy = stored.values().filter(|t| t.lambda == "sleepy").count();
+    if distinct.len() != ids.len() || sleepy != ids.len() {
         violations.push(format!(
-            "{} tasks scheduled, {} distinct ids, {} in the store",
+            "{} tasks scheduled, {} distinct ids, {sleepy} in the store",
             settings.tasks,
             distinct.len(),
-            stored.len()
         ));
     }
-    for id in &ids {
+    let durable_ids = Durable::ids(&pool).await;
+    for id in ids.iter().chain(&durable_ids) {
         let Some(task) = stored.get(id) else {
             violations.push(format!("{id}: lost (not in the store)"));
             continue;
@@ -507,6 +550,7 @@ async fn the_guarantees_hold_under_chaos() {
         }
     }
     violations.extend(chaos.operator.check(&pool, &mut runs).await);
+    violations.extend(durable.check(&pool).await);
     // Executions of tasks nobody scheduled.
     for (task, strays) in &runs {
         violations.push(format!(
@@ -527,6 +571,7 @@ async fn the_guarantees_hold_under_chaos() {
         let _ = writeln!(summary, "  {kind}: {n}");
     }
     let _ = writeln!(summary, "{}", chaos.operator.summary());
+    let _ = writeln!(summary, "{}", durable.summary());
     let _ = writeln!(
         summary,
         "queue messages dropped: {}, duplicated: {}",
@@ -535,7 +580,7 @@ async fn the_guarantees_hold_under_chaos() {
     let _ = writeln!(
         summary,
         "executions: {executions}, re-executions: {}",
-        executions.saturating_sub(ids.len())
+        executions.saturating_sub(ids.len() + durable_ids.len())
     );
     let _ = writeln!(
         summary,

@@ -3,12 +3,14 @@
 //! heartbeat — and branches on what it sees, for the journal's tests.
 //!
 //! `{"url": "http://…", "posts": 3, "crash_after": 3, "children": 1,
-//! "sleep_ms": 0}`: reads the wall and monotonic clocks, draws a coin from
-//! `wasi:random`, reads `REGION`, sleeps, POSTs `posts` times to `url`
-//! (crashing before post number `crash_after` on the first attempt),
-//! gives up (`retriable`) at the end of the first attempt with `give_up`,
-//! schedules `children` children of itself (with `{"posts": 0}`), works
-//! with floats (NaNs included), heartbeats, and answers everything it saw.
+//! "sleep_ms": 0, "step_ms": 0, "draws": 0}`: reads the wall and monotonic
+//! clocks, draws a coin (and `draws` more numbers, each a journal entry)
+//! from `wasi:random`, reads `REGION`, sleeps, POSTs `posts` times to
+//! `url`, `step_ms` apart (crashing before post number `crash_after` on the
+//! first attempt), gives up (`retriable`) at the end of the first attempt
+//! with `give_up`, schedules `children` children of itself (with
+//! `{"posts": 0}`), works with floats (NaNs included), heartbeats, and
+//! answers everything it saw.
 //! Replayed from its journal, a later attempt answers the same but for
 //! `attempt`.
 
@@ -29,6 +31,10 @@ struct Plan {
     give_up: bool,
     children: u32,
     sleep_ms: u64,
+    /// Between posts.
+    step_ms: u64,
+    /// Random numbers drawn beside the coin.
+    draws: u32,
 }
 
 #[lambda]
@@ -40,6 +46,9 @@ fn durable(task: Task) -> Result<Outcome, Error> {
     let started = Instant::now();
     let coin = wasip2::random::random::get_random_u64();
     let (seed, _) = wasip2::random::insecure_seed::insecure_seed();
+    for _ in 0..plan.draws {
+        black_box(wasip2::random::random::get_random_u64());
+    }
     let side = if coin.is_multiple_of(2) {
         "heads"
     } else {
@@ -53,6 +62,9 @@ fn durable(task: Task) -> Result<Outcome, Error> {
     for n in 0..plan.posts {
         if plan.crash_after == Some(n) && task.attempt() == 1 {
             panic!("crashing after {n} posts, as planned");
+        }
+        if n > 0 && plan.step_ms > 0 {
+            std::thread::sleep(Duration::from_millis(plan.step_ms));
         }
         let url = plan.url.as_deref().ok_or_else(|| Error::fatal("no url"))?;
         let response = http::post(url)
