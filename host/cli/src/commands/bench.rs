@@ -3,7 +3,9 @@
 //! Runs the same task many times, sequentially, each in a fresh instance
 //! (store + instantiate + call + drop, as the executor does), and prints the
 //! latency distribution for several runtime set-ups in one run, so their
-//! ratios can be compared on a noisy machine.
+//! ratios can be compared on a noisy machine. With `--replay`, each set-up
+//! is measured twice: live, then answered from the journal one live run
+//! wrote — what replaying a journal costs beyond the lambda's own work.
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -11,6 +13,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
+use waft_core::model::{JournalEntry, JournalWrite};
 use waft_runtime::{
     Allocator, KillSwitch, PreparedLambda, RecordingHost, Runtime, RuntimeConfig, Sandbox,
     TaskInput,
@@ -55,6 +58,10 @@ pub struct InvokeBenchArgs {
     /// Run only the set-ups whose name contains this text (e.g. `pooling`).
     #[arg(long, value_name = "TEXT")]
     pub only: Option<String>,
+    /// Also measure each set-up answered from the journal of one live run
+    /// (every entry replayed, nothing live).
+    #[arg(long)]
+    pub replay: bool,
     #[command(flatten)]
     pub limits: LimitArgs,
     /// Grants the task runs with (unused by a lambda that does not call
@@ -103,7 +110,7 @@ fn invoke(args: InvokeBenchArgs) -> Result<ExitCode, Failure> {
         },
     );
     println!(
-        "{:<30} {:>9} {:>9} {:>9} {:>9} {:>11}",
+        "{:<36} {:>9} {:>9} {:>9} {:>9} {:>11}",
         "set-up", "median", "p90", "p99", "max", "tasks/s"
     );
     tokio.block_on(async {
@@ -127,69 +134,104 @@ fn invoke(args: InvokeBenchArgs) -> Result<ExitCode, Failure> {
             } else {
                 prepared
             };
-            let payload = args.payload.as_bytes();
-            for _ in 0..args.warmup {
-                once(&lambda, payload, &sandbox).await?;
+            let run = Measured {
+                lambda: &lambda,
+                payload: args.payload.as_bytes(),
+                sandbox: &sandbox,
+                journal: Vec::new(),
+            };
+            run.measure(name, &args).await?;
+            if args.replay {
+                let (_, written) = run.once().await?;
+                let replaying = Measured {
+                    journal: written.entries,
+                    ..run
+                };
+                let label = format!("{name}, {} replayed", replaying.journal.len());
+                replaying.measure(&label, &args).await?;
             }
-            let progress = ProgressBar::new(args.iterations).with_style(
-                ProgressStyle::with_template("{msg:<30} [{bar:30}] {pos}/{len}")
-                    .unwrap_or_else(|_| ProgressStyle::default_bar()),
-            );
-            progress.set_message(*name);
-            let mut samples = Vec::with_capacity(args.iterations as usize);
-            let started = Instant::now();
-            for i in 0..args.iterations {
-                samples.push(once(&lambda, payload, &sandbox).await?);
-                if i % 256 == 0 {
-                    progress.set_position(i);
-                }
-            }
-            let elapsed = started.elapsed();
-            progress.finish_and_clear();
-            samples.sort_unstable();
-            let at = |q: f64| samples[((samples.len() - 1) as f64 * q).round() as usize];
-            println!(
-                "{name:<30} {:>9} {:>9} {:>9} {:>9} {:>11.0}",
-                micros(at(0.5)),
-                micros(at(0.9)),
-                micros(at(0.99)),
-                micros(at(1.0)),
-                args.iterations as f64 / elapsed.as_secs_f64(),
-            );
         }
         Ok(ExitCode::SUCCESS)
     })
 }
 
-/// One task, timed from the call to `run` to its return (which includes
-/// dropping the store).
-async fn once(
-    lambda: &PreparedLambda,
-    payload: &[u8],
-    sandbox: &Sandbox,
-) -> Result<Duration, Failure> {
-    let task = TaskInput {
-        id: "bench".into(),
-        lambda: "bench".into(),
-        collection: "default".into(),
-        priority: 0,
-        attempt: 1,
-        scheduled_at: SystemTime::now(),
-        payload: payload.to_vec(),
-        journal: Vec::new(),
-    };
-    let host = Arc::new(RecordingHost::default());
-    let kill = KillSwitch::new();
-    let started = Instant::now();
-    let execution = lambda.run(task, sandbox, host, &kill).await;
-    let took = started.elapsed();
-    if execution.outcome.kind() != "success" {
-        return Err(Failure::usage(format!(
-            "the benchmark needs a lambda that succeeds; this one ended with {:?}",
-            execution.outcome
-        )));
+/// A lambda measured with one payload, answered from `journal`.
+struct Measured<'a> {
+    lambda: &'a PreparedLambda,
+    payload: &'a [u8],
+    sandbox: &'a Sandbox,
+    journal: Vec<JournalEntry>,
+}
+
+impl Measured<'_> {
+    /// Warms up, runs `iterations` tasks and prints their distribution.
+    async fn measure(&self, name: &str, args: &InvokeBenchArgs) -> Result<(), Failure> {
+        for _ in 0..args.warmup {
+            self.once().await?;
+        }
+        let progress = ProgressBar::new(args.iterations).with_style(
+            ProgressStyle::with_template("{msg:<30} [{bar:30}] {pos}/{len}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        progress.set_message(name.to_owned());
+        let mut samples = Vec::with_capacity(args.iterations as usize);
+        let started = Instant::now();
+        for i in 0..args.iterations {
+            samples.push(self.once().await?.0);
+            if i % 256 == 0 {
+                progress.set_position(i);
+            }
+        }
+        let elapsed = started.elapsed();
+        progress.finish_and_clear();
+        samples.sort_unstable();
+        let at = |q: f64| samples[((samples.len() - 1) as f64 * q).round() as usize];
+        println!(
+            "{name:<36} {:>9} {:>9} {:>9} {:>9} {:>11.0}",
+            micros(at(0.5)),
+            micros(at(0.9)),
+            micros(at(0.99)),
+            micros(at(1.0)),
+            args.iterations as f64 / elapsed.as_secs_f64(),
+        );
+        Ok(())
     }
-    Ok(took)
+
+    /// One task, timed from the call to `run` to its return (which
+    /// includes dropping the store), and the journal it wrote.
+    async fn once(&self) -> Result<(Duration, JournalWrite), Failure> {
+        let (lambda, payload, sandbox) = (self.lambda, self.payload, self.sandbox);
+        let task = TaskInput {
+            id: "bench".into(),
+            lambda: "bench".into(),
+            collection: "default".into(),
+            priority: 0,
+            attempt: 1,
+            scheduled_at: SystemTime::now(),
+            payload: payload.to_vec(),
+            journal: self.journal.clone(),
+        };
+        let host = Arc::new(RecordingHost::default());
+        let kill = KillSwitch::new();
+        let started = Instant::now();
+        let execution = lambda.run(task, sandbox, host, &kill).await;
+        let took = started.elapsed();
+        if execution.outcome.kind() != "success" {
+            return Err(Failure::usage(format!(
+                "the benchmark needs a lambda that succeeds; this one ended with {:?}",
+                execution.outcome
+            )));
+        }
+        if execution.replayed as usize != self.journal.len() {
+            return Err(Failure::usage(format!(
+                "the benchmark needs a lambda that replays its whole journal; this one replayed {} \
+             of {} entries",
+                execution.replayed,
+                self.journal.len()
+            )));
+        }
+        Ok((took, execution.journal))
+    }
 }
 
 fn micros(duration: Duration) -> String {

@@ -7,8 +7,10 @@
 //! - scheduling and processing apart, as the peers report them: the tasks
 //!   scheduled into a paused collection (`ScheduleBatch` alone), then run
 //!   from the moment it opens until the last has ended;
-//! - latency, from the store's own timestamps: schedule → claim percentiles of immediate tasks scheduled at
-//!   half the measured throughput;
+//! - latency, from the store's own timestamps: schedule → claim percentiles
+//!   of immediate tasks scheduled at half the measured throughput, and
+//!   claim → end of the same tasks (what a lambda's own calls cost: a
+//!   journaled outbound call, say, with `--payload` and `--allow-outbound`);
 //! - punctuality: due → claim percentiles of delayed tasks, each scheduled
 //!   some 0.2–2 s ahead of its due time (`--delayed`; none with 0).
 //!
@@ -28,6 +30,7 @@ use waft_store::GateState;
 use waft_store::{TaskCount, TaskList};
 
 use crate::commands::invoke::read_wasm;
+use crate::commands::lambda::GrantArgs;
 use crate::exit::Failure;
 
 #[derive(Debug, Args)]
@@ -52,10 +55,15 @@ pub struct PipelineBenchArgs {
     /// Delayed tasks of the punctuality run, due over some 10 s.
     #[arg(long, default_value_t = 200)]
     pub delayed: usize,
+    /// The payload every task carries (the `hello` sample's input by
+    /// default; sent as is).
+    #[arg(long, default_value = r#"{"name":"bench"}"#)]
+    pub payload: String,
+    /// Grants the lambda is deployed with (a lambda that calls out needs
+    /// `--allow-outbound`).
+    #[command(flatten)]
+    pub grants: GrantArgs,
 }
-
-/// What every task of the runs carries (the `hello` sample's input).
-const HELLO: &[u8] = br#"{"name":"bench"}"#;
 
 pub(crate) fn failed(what: &str) -> impl Fn(waft_services::ServiceError) -> Failure + '_ {
     move |e| Failure::internal(format!("{what}: {e}"))
@@ -120,6 +128,7 @@ pub fn run(args: PipelineBenchArgs) -> Result<std::process::ExitCode, Failure> {
         };
         let config = LambdaConfig {
             concurrency: args.concurrency,
+            grants: args.grants.grants()?,
             ..LambdaConfig::default()
         };
         let (frontend, lambda) = deploy(&address, wasm, config).await?;
@@ -133,13 +142,14 @@ pub fn run(args: PipelineBenchArgs) -> Result<std::process::ExitCode, Failure> {
         );
 
         // Warm up: load the lambda in the executor.
-        schedule(&frontend, &lambda, "warmup", 10, 10, 1, None, HELLO).await?;
+        let payload = args.payload.as_bytes();
+        schedule(&frontend, &lambda, "warmup", 10, 10, 1, None, payload).await?;
         wait_all(&frontend, &lambda, "warmup", 10, None).await?;
         let throughput = measure_throughput(&frontend, &lambda, &args).await?;
         measure_apart(&frontend, &lambda, &args).await?;
         measure_latency(&frontend, &lambda, &args, throughput).await?;
         if args.delayed > 0 {
-            punctuality(&frontend, &lambda, args.delayed).await?;
+            punctuality(&frontend, &lambda, args.delayed, payload).await?;
         }
         if let Some(node) = node {
             node.shutdown().await;
@@ -165,7 +175,7 @@ async fn measure_throughput(
         args.batch,
         args.senders,
         None,
-        HELLO,
+        args.payload.as_bytes(),
     )
     .await?;
     let scheduled_in = wall_clock() - started;
@@ -201,7 +211,7 @@ async fn measure_apart(
         args.batch,
         args.senders,
         None,
-        HELLO,
+        args.payload.as_bytes(),
     )
     .await?;
     let scheduled_in = wall_clock() - started;
@@ -245,13 +255,16 @@ async fn measure_latency(
         args.batch.min(50),
         1,
         Some(half),
-        HELLO,
+        args.payload.as_bytes(),
     )
     .await?;
     wait_all(frontend, lambda, "latency", count, Some(&bar)).await?;
     bar.finish_and_clear();
-    let (started, percentiles) = start_delays(frontend, lambda, "latency").await?;
+    let tasks = list_all(frontend, lambda, "latency").await?;
+    let (started, percentiles) = spans(&tasks, |t| t.claimed_at.map(|c| c - t.scheduled_at))?;
     println!("schedule→start at {half:.0} tasks/s (half of peak), {started} tasks: {percentiles}");
+    let (ran, percentiles) = spans(&tasks, |t| Some(t.finished_at? - t.claimed_at?))?;
+    println!("claim→end of the same {ran} tasks: {percentiles}");
     Ok(())
 }
 
@@ -261,6 +274,7 @@ async fn punctuality(
     frontend: &Arc<FrontendClient>,
     lambda: &str,
     count: usize,
+    payload: &[u8],
 ) -> Result<(), Failure> {
     let mut last_due = Instant::now();
     for i in 0..count {
@@ -268,7 +282,7 @@ async fn punctuality(
         let lead = Duration::from_millis(200 + (i as u64 * 337) % 1800);
         let task = TaskRequest {
             lambda: lambda.to_owned(),
-            payload: br#"{"name":"bench"}"#.to_vec(),
+            payload: payload.to_vec(),
             collection: Some("delayed".to_owned()),
             run_at: waft_services::RunAt::After(lead),
             ..TaskRequest::default()
@@ -282,27 +296,21 @@ async fn punctuality(
     }
     tokio::time::sleep_until(last_due.into()).await;
     wait_all(frontend, lambda, "delayed", count, None).await?;
-    let (started, percentiles) = start_delays(frontend, lambda, "delayed").await?;
+    let tasks = list_all(frontend, lambda, "delayed").await?;
+    let (started, percentiles) = spans(&tasks, |t| t.claimed_at.map(|c| c - t.scheduled_at))?;
     println!("due→start of {started} delayed tasks: {percentiles}");
     Ok(())
 }
 
-/// How long after its due time (`scheduled_at`) each started task of a
-/// collection was claimed: how many started, and their percentiles in ms.
-async fn start_delays(
-    frontend: &FrontendClient,
-    lambda: &str,
-    collection: &str,
+/// A span of each task (in ms; `None` where the task has not reached its
+/// end): how many have it, and their percentiles.
+fn spans(
+    tasks: &[waft_store::Task],
+    span: impl Fn(&waft_store::Task) -> Option<i64>,
 ) -> Result<(usize, String), Failure> {
-    let tasks = list_all(frontend, lambda, collection).await?;
-    let mut delays: Vec<i64> = tasks
-        .iter()
-        .filter_map(|t| t.claimed_at.map(|c| c - t.scheduled_at))
-        .collect();
+    let mut delays: Vec<i64> = tasks.iter().filter_map(span).collect();
     if delays.is_empty() {
-        return Err(Failure::internal(format!(
-            "no task of {collection} started"
-        )));
+        return Err(Failure::internal("no task got that far"));
     }
     delays.sort_unstable();
     let at = |q: f64| delays[((delays.len() as f64 - 1.0) * q).round() as usize];
