@@ -46,6 +46,7 @@ impl children::Host for HostState {
             Step::Replay { seq, answer } => {
                 let answer: Result<String, Refused> =
                     self.journal.decode(seq, SCHEDULE, &answer)?;
+                self.journal.replayed_outside(seq, outside(&answer));
                 return Ok(answer.map_err(Refused::into_wit));
             }
             Step::Live(ticket) => ticket,
@@ -79,18 +80,22 @@ impl children::Host for HostState {
             Ok(id) => format!("schedule({lambda}) → {id}"),
             Err(refused) => format!("schedule({lambda}) → refused: {refused:?}"),
         };
-        let outside = match &answer {
-            Err(Refused::Unavailable(_)) => Outside::Failed,
-            _ => Outside::Answered,
-        };
         self.journal
-            .record(ticket, &digest, encode(&answer), summary, outside)?;
+            .record(ticket, &digest, encode(&answer), summary, outside(&answer))?;
         if let Err(lost) = self.journal.commit().await {
             return Ok(Err(children::ScheduleError::LeaseLost(types::LeaseLost {
                 reason: lost.reason,
             })));
         }
         Ok(answer.map_err(Refused::into_wit))
+    }
+}
+
+/// A refusal for now failed; any other answer answered.
+fn outside(answer: &Result<String, Refused>) -> Outside {
+    match answer {
+        Err(Refused::Unavailable(_)) => Outside::Failed,
+        _ => Outside::Answered,
     }
 }
 

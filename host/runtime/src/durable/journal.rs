@@ -106,7 +106,8 @@ struct State {
     live_run: Option<u32>,
     /// Places this execution made live.
     live: BTreeSet<u32>,
-    /// The last outside call made live, and whether it failed.
+    /// The last outside call, made live or replayed, and whether it
+    /// failed.
     last_outside: Option<(u32, bool)>,
     /// Entries answered from (a run counts once).
     replayed: u32,
@@ -446,11 +447,16 @@ impl Journal {
             drop(state);
             return Err(self.stop(full_of_bytes()));
         }
-        if outside != Outside::No && state.last_outside.is_none_or(|(last, _)| seq > last) {
-            state.last_outside = Some((seq, outside == Outside::Failed));
-        }
+        state.saw_outside(seq, outside);
         state.unwritten.insert(seq, Slot::Done { entry, calls: 1 });
         Ok(())
+    }
+
+    /// Entry `seq`, replayed, answered an outside call as `outside` says:
+    /// a lambda that gives up after a failed call makes it again, whether
+    /// this execution or an earlier one got the failure.
+    pub(crate) fn replayed_outside(&self, seq: u32, outside: Outside) {
+        self.lock().saw_outside(seq, outside);
     }
 
     /// A place given up before its call answered.
@@ -487,12 +493,13 @@ impl Journal {
     /// the execution ended. Calls still in flight are written as holes.
     ///
     /// `cut` when the lambda answered `retriable` or `fatal`: when the last
-    /// outside call it made live failed (no answer, a 5xx or 429, a child
-    /// refused for now), the journal ends before that call, which the next
-    /// attempt makes again; otherwise it ends before the first call made
-    /// live after that one (or before the first live call, when it made
-    /// none that reached outside), so that a lambda retrying until the
-    /// clock says so reads the clock anew. What reached outside and
+    /// outside call it saw (live, or replayed: an execution lost before it
+    /// could give up may have left a failure) failed (no answer, a 5xx or
+    /// 429, a child refused for now), the journal ends before that call,
+    /// which the next attempt makes again; otherwise it ends before the
+    /// first call made live after that one (or before the first live call,
+    /// when it saw none that reached outside), so that a lambda retrying
+    /// until the clock says so reads the clock anew. What reached outside and
     /// answered is never made again.
     pub(crate) fn finish(&self, cut: bool) -> JournalWrite {
         let state = self.lock();
@@ -525,6 +532,12 @@ pub(crate) enum Outside {
 }
 
 impl State {
+    fn saw_outside(&mut self, seq: u32, outside: Outside) {
+        if outside != Outside::No && self.last_outside.is_none_or(|(last, _)| seq > last) {
+            self.last_outside = Some((seq, outside == Outside::Failed));
+        }
+    }
+
     fn stop(&mut self, halt: Halt) -> Halt {
         self.halt = Some(halt.clone());
         halt
@@ -880,6 +893,38 @@ mod tests {
             "ends before the clock read after it"
         );
         assert_eq!(journal.finish(false).entries.len(), 2);
+    }
+
+    /// A failure the journal holds (an execution that got it was lost
+    /// before it could give up) is made again by the attempt that replays
+    /// it and gives up: else every later attempt would replay the failure
+    /// and give up again.
+    #[test]
+    fn giving_up_after_a_replayed_failure_makes_the_call_again() {
+        let (first, _) = journal(Vec::new());
+        live(&first, HTTP, 0, Outside::Answered);
+        live(&first, HTTP, 1, Outside::Failed);
+        let recorded = first.finish(false).entries;
+        assert_eq!(recorded.len(), 2, "a lost execution keeps its journal");
+
+        let (again, _) = journal(recorded);
+        for n in 0..2u8 {
+            let Step::Replay { seq, .. } = again.call(HTTP, &digest(HTTP, &n)).unwrap() else {
+                panic!("entry {n} should replay");
+            };
+            let outside = if n == 1 {
+                Outside::Failed
+            } else {
+                Outside::Answered
+            };
+            again.replayed_outside(seq, outside);
+        }
+        let write = again.finish(true);
+        assert_eq!(
+            (write.from, write.entries.len()),
+            (1, 0),
+            "the store's journal ends before the failed call"
+        );
     }
 
     fn journal_with_answered_then_clock() -> (Journal, Arc<RecordingHost>) {

@@ -188,6 +188,7 @@ pub(super) async fn exchange(
             let answer: Answer = journal
                 .decode(seq, HANDLE, &answer)
                 .map_err(|h| halted(&h))?;
+            journal.replayed_outside(seq, answer.outside());
             return answer.into_response();
         }
         Ok(Step::Live(ticket)) => ticket,
@@ -205,13 +206,8 @@ pub(super) async fn exchange(
         Err(error) => Answer::Failed(Failure::of(&error)),
     };
     let summary = format!("{summary_head} → {}", answer.summary());
-    let outside = if answer.failed() {
-        Outside::Failed
-    } else {
-        Outside::Answered
-    };
     journal
-        .record(ticket, &digest, encode(&answer), summary, outside)
+        .record(ticket, &digest, encode(&answer), summary, answer.outside())
         .map_err(|h| halted(&h))?;
     if journal.commit().await.is_err() {
         log.record(
@@ -314,13 +310,18 @@ fn halted(halt: &Halt) -> Error {
 }
 
 impl Answer {
-    /// No answer, or one that asks to be tried again.
-    fn failed(&self) -> bool {
-        match self {
+    /// Failed: no answer, or one that asks to be tried again.
+    fn outside(&self) -> Outside {
+        let failed = match self {
             Answer::Failed(_) => true,
             Answer::Response { status, cut, .. } => {
                 cut.is_some() || *status == 429 || *status >= 500
             }
+        };
+        if failed {
+            Outside::Failed
+        } else {
+            Outside::Answered
         }
     }
 
