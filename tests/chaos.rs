@@ -412,6 +412,24 @@ async fn the_guarantees_hold_under_chaos() {
                 .fetch_all(&pool)
                 .await
                 .unwrap_or_default();
+            for (id, ..) in stuck.iter().take(3) {
+                let attempts: Vec<(i64, String, Option<String>)> = sqlx::query_as(
+                    "SELECT attempt, outcome, error FROM attempts WHERE task_id = $1 \
+                     ORDER BY attempt DESC LIMIT 3",
+                )
+                .bind(id)
+                .fetch_all(&pool)
+                .await
+                .unwrap_or_default();
+                let journal: Vec<(i64, String, String, i64)> = sqlx::query_as(
+                    "SELECT seq, call, summary, attempt FROM journal WHERE task_id = $1 ORDER BY seq",
+                )
+                .bind(id)
+                .fetch_all(&pool)
+                .await
+                .unwrap_or_default();
+                eprintln!("{id}: last attempts {attempts:#?}\njournal {journal:#?}");
+            }
             for process in cluster.processes.values() {
                 for line in process.log().lines() {
                     if stuck
