@@ -51,6 +51,9 @@ impl children::Host for HostState {
             }
             Step::Live(ticket) => ticket,
         };
+        // Nothing goes out before every call before it is matched (an
+        // earlier request whose body is still being written may diverge).
+        self.journal.settled(ticket.seq()).await?;
         let lambda = child.lambda.clone();
         let request = ChildRequest {
             lambda: child.lambda,
