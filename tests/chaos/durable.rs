@@ -206,6 +206,12 @@ impl Durable {
             }
         }
 
+        let unkeyed = receipts.iter().filter(|r| r.key.is_empty()).count();
+        if unkeyed > 0 {
+            violations.push(format!(
+                "{unkeyed} requests came without an Idempotency-Key"
+            ));
+        }
         for id in &self.tasks {
             for rank in 1..POSTS {
                 let of = |rank: usize| {
@@ -213,7 +219,7 @@ impl Durable {
                     receipts.iter().filter(move |r| r.key == key)
                 };
                 for next in of(rank) {
-                    let Some(seen) = of(rank - 1).rfind(|r| r.at_us < next.at_us) else {
+                    let Some(seen) = of(rank - 1).rfind(|r| r.serial < next.serial) else {
                         violations.push(format!(
                             "{id}: request {rank} (receipt {}) before any request {}",
                             next.serial,

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
-use waft_core::model::{JournalEntry, JournalWrite};
+use waft_core::model::JournalEntry;
 use waft_runtime::{
     Allocator, KillSwitch, PreparedLambda, RecordingHost, Runtime, RuntimeConfig, Sandbox,
     TaskInput,
@@ -144,7 +144,7 @@ fn invoke(args: InvokeBenchArgs) -> Result<ExitCode, Failure> {
             if args.replay {
                 let (_, written) = run.once().await?;
                 let replaying = Measured {
-                    journal: written.entries,
+                    journal: written,
                     ..run
                 };
                 let label = format!("{name}, {} replayed", replaying.journal.len());
@@ -198,8 +198,9 @@ impl Measured<'_> {
     }
 
     /// One task, timed from the call to `run` to its return (which
-    /// includes dropping the store), and the journal it wrote.
-    async fn once(&self) -> Result<(Duration, JournalWrite), Failure> {
+    /// includes dropping the store), and the journal it wrote (at its
+    /// durability points, then with its result).
+    async fn once(&self) -> Result<(Duration, Vec<JournalEntry>), Failure> {
         let (lambda, payload, sandbox) = (self.lambda, self.payload, self.sandbox);
         let task = TaskInput {
             id: "bench".into(),
@@ -214,7 +215,7 @@ impl Measured<'_> {
         let host = Arc::new(RecordingHost::default());
         let kill = KillSwitch::new();
         let started = Instant::now();
-        let execution = lambda.run(task, sandbox, host, &kill).await;
+        let execution = lambda.run(task, sandbox, host.clone(), &kill).await;
         let took = started.elapsed();
         if execution.outcome.kind() != "success" {
             return Err(Failure::usage(format!(
@@ -230,7 +231,12 @@ impl Measured<'_> {
                 self.journal.len()
             )));
         }
-        Ok((took, execution.journal))
+        let mut journal = Vec::new();
+        for write in host.journal_writes().into_iter().chain([execution.journal]) {
+            journal.truncate(write.from as usize);
+            journal.extend(write.entries);
+        }
+        Ok((took, journal))
     }
 }
 

@@ -393,9 +393,11 @@ impl Journal {
         })
     }
 
-    /// Waits until every place before `seq` is matched or made live: a
-    /// call that reaches outside waits for it, so that nothing live goes
-    /// out after a mismatch found later.
+    /// Waits until every place before `seq` that the recorded journal
+    /// holds is matched (or made live, when a hole): a call that reaches
+    /// outside waits for it, so that nothing live goes out after a mismatch
+    /// found later. Places past the recorded journal cannot mismatch, and
+    /// are not waited for (their calls may still be writing a body).
     pub(crate) async fn settled(&self, seq: u32) -> Result<(), Halt> {
         loop {
             let resolved = self.inner.resolved.notified();
@@ -406,7 +408,8 @@ impl Journal {
                 if let Some(halt) = &state.halt {
                     return Err(halt.clone());
                 }
-                if state.unresolved.range(..seq).next().is_none() {
+                let recorded = u32::try_from(state.recorded.len()).unwrap_or(u32::MAX);
+                if state.unresolved.range(..seq.min(recorded)).next().is_none() {
                     return Ok(());
                 }
             }
@@ -504,9 +507,19 @@ impl Journal {
     pub(crate) fn finish(&self, cut: bool) -> JournalWrite {
         let state = self.lock();
         let (mut write, _) = state.pending();
+        // A replayed failure is not cut at when the recorded journal holds
+        // an answered outside call after it (a replay that gave up sooner
+        // than the run it replays): what answered is never made again.
+        let answered_after = |seq: u32| {
+            state
+                .recorded
+                .iter()
+                .skip(seq as usize + 1)
+                .any(|entry| entry.outside && !is_hole(entry))
+        };
         let cut_at = match state.last_outside {
-            Some((seq, true)) => Some(seq),
-            Some((seq, false)) => state.live.range(seq + 1..).next().copied(),
+            Some((seq, true)) if !answered_after(seq) => Some(seq),
+            Some((seq, _)) => state.live.range(seq + 1..).next().copied(),
             None => state.live.first().copied(),
         };
         if cut && let Some(at) = cut_at {
@@ -925,6 +938,34 @@ mod tests {
             (1, 0),
             "the store's journal ends before the failed call"
         );
+
+        // A replay that gives up at a failure its first run went past, to
+        // an answered call: nothing is cut.
+        let (first, _) = journal(Vec::new());
+        live(&first, HTTP, 0, Outside::Failed);
+        live(&first, HTTP, 1, Outside::Answered);
+        let (again, _) = journal(first.finish(false).entries);
+        let Step::Replay { seq, .. } = again.call(HTTP, &digest(HTTP, &0u8)).unwrap() else {
+            panic!("entry 0 should replay");
+        };
+        again.replayed_outside(seq, Outside::Failed);
+        let write = again.finish(true);
+        assert_eq!((write.from, write.entries.len()), (2, 0), "{write:?}");
+    }
+
+    #[tokio::test]
+    async fn a_call_past_the_recorded_journal_waits_for_no_live_call() {
+        let (journal, _) = journal(Vec::new());
+        let writing = journal.reserve(HTTP).unwrap();
+        let Step::Live(later) = journal.call(HTTP, &digest(HTTP, &1u8)).unwrap() else {
+            panic!("live")
+        };
+        let mut waiting = Box::pin(journal.settled(later.seq()));
+        assert!(
+            futures_poll(&mut waiting).is_some(),
+            "a live place cannot mismatch: nothing to wait for"
+        );
+        drop(writing);
     }
 
     fn journal_with_answered_then_clock() -> (Journal, Arc<RecordingHost>) {

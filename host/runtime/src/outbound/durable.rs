@@ -198,13 +198,11 @@ pub(super) async fn exchange(
         .settled(ticket.seq())
         .await
         .map_err(|h| halted(&h))?;
-    // Decoded, so that the journal's redaction of secrets (an exact
-    // match) finds one the URL carries percent-encoded.
-    let summary_head = format!(
-        "{} {}",
-        parts.method,
-        percent_decoded(&parts.uri.to_string())
-    );
+    // Redacted as sent, then decoded (and redacted again when recorded), so
+    // that the redaction of secrets (an exact match) finds one the URL
+    // carries raw or percent-encoded.
+    let uri = journal.redactor().text(parts.uri.to_string());
+    let summary_head = format!("{} {}", parts.method, percent_decoded(&uri));
     let http = http::Request::from_parts(parts, full(body.freeze(), None));
     let live = send::Request { http, ..request };
     let answer = match live.send(to).await {
