@@ -35,7 +35,8 @@
 //! sees the types below. Inside a lambda, [`heartbeat`] reports liveness and
 //! progress, the [logging macros](info) append to the task's log,
 //! [`schedule`] starts child tasks, [`http`] calls the destinations the
-//! lambda was granted, and [`config`] reads its variables and secrets.
+//! lambda was granted, [`config`] reads its variables and secrets, and
+//! [`sleep`] waits without holding a worker.
 
 #![warn(missing_docs)]
 
@@ -52,6 +53,7 @@ pub mod http;
 mod log;
 mod outcome;
 mod task;
+mod wait;
 
 pub use children::{Child, ScheduleError, TaskId, schedule};
 pub use error::Error;
@@ -59,6 +61,7 @@ pub use heartbeat::{LeaseLost, heartbeat, heartbeat_with};
 pub use log::{Level, log, log_fields};
 pub use outcome::{IntoOutcome, Outcome};
 pub use task::Task;
+pub use wait::sleep;
 
 /// Marks the function that handles a lambda's tasks.
 ///

@@ -53,6 +53,7 @@ pub const TASK_DEAD: u8 = 21;
 pub const TASK_DROPPED: u8 = 22;
 pub const TASK_CANCELLED: u8 = 23;
 pub const DIVERGED: u8 = 24;
+pub const SUSPENDED: u8 = 25;
 
 /// The exit code that reports `outcome`.
 pub fn for_outcome(outcome: &Outcome) -> u8 {
@@ -71,6 +72,7 @@ pub fn for_outcome(outcome: &Outcome) -> u8 {
         Outcome::Killed { .. } => KILLED,
         Outcome::HostError { .. } => HOST_ERROR,
         Outcome::Diverged { .. } => DIVERGED,
+        Outcome::Suspended { .. } => SUSPENDED,
     }
 }
 

@@ -43,6 +43,11 @@ pub enum Operation {
     Exhaust,
     /// The execution failed for good.
     Fail,
+    /// The execution ended in a long wait (a durable lambda's sleep): the
+    /// task waits in the store, holding no instance and no lease, its
+    /// attempt given back, until the wait is over; then it is enqueued
+    /// again and resumes by replaying its journal.
+    Suspend,
     /// The lease timed out (the executor died or lost the store) with
     /// attempts left: the lost attempt is recorded and the task queued again.
     Expire,
@@ -92,6 +97,8 @@ pub enum Trigger {
     HeartbeatTimeout,
     /// After the backoff of its lambda (or the lambda's own `retry_after`).
     Backoff,
+    /// When the wait it is suspended in is over.
+    Wake,
     /// Not until a gate opens (the task is held).
     Gate,
     /// Never: the task has ended.
@@ -117,6 +124,8 @@ pub enum Attempts {
     Keep,
     /// One more execution starts.
     Next,
+    /// The execution's attempt is given back: it spent none.
+    Back,
     /// Back to none: a fresh budget.
     Reset,
 }
@@ -156,7 +165,7 @@ const fn row(
 // derived below from the rows (and spelled out by the tests) are the ones
 // the rest of Waft names.
 const LEASED: StatusSet = StatusSet::of(&[Claimed, Processing]);
-const DUE: StatusSet = StatusSet::of(&[New, Enqueued, RetriableFailure]);
+const DUE: StatusSet = StatusSet::of(&[New, Enqueued, Suspended, RetriableFailure]);
 const OPEN: StatusSet = DUE.union(LEASED);
 const HELD: StatusSet = StatusSet::of(&[New, RetriableFailure]);
 
@@ -164,7 +173,7 @@ const HELD: StatusSet = StatusSet::of(&[New, RetriableFailure]);
 /// claim, the gates, the attempts left) are the store's; the table says
 /// which states each operation may meet.
 #[rustfmt::skip]
-pub const TRANSITIONS: [Transition; 17] = {
+pub const TRANSITIONS: [Transition; 18] = {
     use Attempts as A;
     use Lease as L;
     use Operation as O;
@@ -184,6 +193,7 @@ pub const TRANSITIONS: [Transition; 17] = {
         row(O::Retry,         LEASED,   To(RetriableFailure), T::Backoff,          L::Fenced, A::Keep),
         row(O::Exhaust,       LEASED,   To(Dead),             T::Never,            L::Fenced, A::Keep),
         row(O::Fail,          LEASED,   To(FatalFailure),     T::Never,            L::Fenced, A::Keep),
+        row(O::Suspend,       LEASED,   To(Suspended),        T::Wake,             L::Fenced, A::Back),
         row(O::Expire,        LEASED,   To(Enqueued),         T::EnqueueTimeout,   L::Keep,   A::Keep),
         row(O::Bury,          LEASED,   To(Dead),             T::Never,            L::Keep,   A::Keep),
         row(O::Hold,          OPEN,     NextAttempt,          T::Gate,             L::Keep,   A::Keep),
@@ -333,7 +343,7 @@ pub const fn next_attempt(attempt: u32) -> TaskStatus {
 mod tests {
     use super::*;
 
-    const OPERATIONS: [Operation; 17] = [
+    const OPERATIONS: [Operation; 18] = [
         Operation::Insert,
         Operation::Enqueue,
         Operation::Claim,
@@ -343,6 +353,7 @@ mod tests {
         Operation::Retry,
         Operation::Exhaust,
         Operation::Fail,
+        Operation::Suspend,
         Operation::Expire,
         Operation::Bury,
         Operation::Hold,
@@ -368,6 +379,7 @@ mod tests {
                 | Operation::Retry
                 | Operation::Exhaust
                 | Operation::Fail
+                | Operation::Suspend
                 | Operation::Expire
                 | Operation::Bury
                 | Operation::Hold
@@ -394,10 +406,20 @@ mod tests {
         );
         assert_eq!(
             UNFINISHED,
-            StatusSet::of(&[New, Enqueued, Claimed, Processing, RetriableFailure])
+            StatusSet::of(&[
+                New,
+                Enqueued,
+                Claimed,
+                Processing,
+                Suspended,
+                RetriableFailure
+            ])
         );
         assert_eq!(RUNNING, StatusSet::of(&[Claimed, Processing]));
-        assert_eq!(WAITING, StatusSet::of(&[New, Enqueued, RetriableFailure]));
+        assert_eq!(
+            WAITING,
+            StatusSet::of(&[New, Enqueued, Suspended, RetriableFailure])
+        );
         assert_eq!(
             FINAL,
             StatusSet::of(&[Success, FatalFailure, Dropped, Cancelled])

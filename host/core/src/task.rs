@@ -16,6 +16,7 @@ use std::str::FromStr;
 /// | `enqueued` | enqueued + enqueue timeout | on a queue; re-enqueued if lost |
 /// | `claimed` | claimed + claim timeout | taken by a controller; re-enqueued if it dies |
 /// | `processing` | heartbeat + heartbeat timeout | running; re-enqueued if the executor dies |
+/// | `suspended` | wake time | a durable lambda waits with no instance held; resumed by replay |
 /// | `retriable_failure` | backoff | waits for its next attempt |
 /// | `success`, `fatal_failure`, `dead`, `dropped`, `cancelled` | none | terminal |
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -24,6 +25,10 @@ pub enum TaskStatus {
     Enqueued,
     Claimed,
     Processing,
+    /// A durable lambda's execution ended in a wait (a long sleep): no
+    /// instance, no lease, no attempt spent; due again when the wait is
+    /// over, and resumed by replaying its journal.
+    Suspended,
     RetriableFailure,
     Success,
     FatalFailure,
@@ -36,11 +41,12 @@ pub enum TaskStatus {
 
 impl TaskStatus {
     /// Every status, in life order.
-    pub const ALL: [TaskStatus; 10] = [
+    pub const ALL: [TaskStatus; 11] = [
         TaskStatus::New,
         TaskStatus::Enqueued,
         TaskStatus::Claimed,
         TaskStatus::Processing,
+        TaskStatus::Suspended,
         TaskStatus::RetriableFailure,
         TaskStatus::Success,
         TaskStatus::FatalFailure,
@@ -50,8 +56,8 @@ impl TaskStatus {
     ];
 
     /// Every status's name, for messages (a test holds it to [`Self::ALL`]).
-    pub const NAMES: &str = "one of new, enqueued, claimed, processing, retriable_failure, \
-                             success, fatal_failure, dead, dropped, cancelled";
+    pub const NAMES: &str = "one of new, enqueued, claimed, processing, suspended, \
+                             retriable_failure, success, fatal_failure, dead, dropped, cancelled";
 
     /// The status's name as stored and shown.
     pub fn as_str(self) -> &'static str {
@@ -60,6 +66,7 @@ impl TaskStatus {
             TaskStatus::Enqueued => "enqueued",
             TaskStatus::Claimed => "claimed",
             TaskStatus::Processing => "processing",
+            TaskStatus::Suspended => "suspended",
             TaskStatus::RetriableFailure => "retriable_failure",
             TaskStatus::Success => "success",
             TaskStatus::FatalFailure => "fatal_failure",
@@ -76,12 +83,13 @@ impl TaskStatus {
             TaskStatus::Enqueued => 1,
             TaskStatus::Claimed => 2,
             TaskStatus::Processing => 3,
-            TaskStatus::RetriableFailure => 4,
-            TaskStatus::Success => 5,
-            TaskStatus::FatalFailure => 6,
-            TaskStatus::Dead => 7,
-            TaskStatus::Dropped => 8,
-            TaskStatus::Cancelled => 9,
+            TaskStatus::Suspended => 4,
+            TaskStatus::RetriableFailure => 5,
+            TaskStatus::Success => 6,
+            TaskStatus::FatalFailure => 7,
+            TaskStatus::Dead => 8,
+            TaskStatus::Dropped => 9,
+            TaskStatus::Cancelled => 10,
         }
     }
 

@@ -64,13 +64,18 @@ pub enum Outcome {
     /// entry N: the journal has X, the lambda called Y". Nothing live ran
     /// after the mismatch.
     Diverged { message: String },
+    /// The lambda waited on nothing but its own timers, the earliest of
+    /// them `until` (by the wall clock) and further away than the
+    /// sandbox's `suspend_after`: the instance was dropped, and its task
+    /// resumes then by replaying its journal, which holds the wait.
+    Suspended { until: SystemTime },
 }
 
 impl Outcome {
     /// A short name for the kind of outcome: `success`, `retriable`,
     /// `fatal`, `limit-memory`, `limit-fuel`, `limit-deadline`,
     /// `limit-output`, `limit-journal`, `trapped`, `killed`, `host-error`,
-    /// `diverged`.
+    /// `diverged`, `suspended`.
     pub fn kind(&self) -> &'static str {
         match self {
             Outcome::Success { .. } => "success",
@@ -87,6 +92,7 @@ impl Outcome {
             Outcome::Killed { .. } => "killed",
             Outcome::HostError { .. } => "host-error",
             Outcome::Diverged { .. } => "diverged",
+            Outcome::Suspended { .. } => "suspended",
         }
     }
 }

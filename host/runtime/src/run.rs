@@ -22,7 +22,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use crate::contract::current::wit::types as wit_types;
-use crate::durable::{Halt, Journal, MonotonicClock};
+use crate::durable::{Halt, Journal, MonotonicClock, Waits};
 use crate::lambda::error_chain;
 use crate::limiter::{MAX_HOST_RESOURCES, StoreLimiter};
 use crate::log::{LogSink, LogSource};
@@ -59,6 +59,10 @@ pub struct Sandbox {
     /// What an attempt does when the lambda's calls stop matching the
     /// journal.
     pub on_divergence: OnDivergence,
+    /// A lambda blocked on nothing but its own timers, the earliest further
+    /// away than this, is suspended ([`Outcome::Suspended`]); `None`: every
+    /// wait is waited out in the instance (no store to resume from).
+    pub suspend_after: Option<Duration>,
 }
 
 impl From<Limits> for Sandbox {
@@ -100,6 +104,9 @@ pub(crate) struct HostState {
     pub(crate) journal: Journal,
     /// The monotonic clock the lambda reads, past what it replayed.
     pub(crate) monotonic: MonotonicClock,
+    /// The lambda's waits on its timers, by pollable, and when it may be
+    /// suspended in them (see the `durable` module's `poll`).
+    pub(crate) waits: Waits,
     pub(crate) table: ResourceTable,
     kill: KillSwitch,
     deadline: Instant,
@@ -280,6 +287,9 @@ impl PreparedLambda {
             (_, Some(halt)) if !kill.is_killed() => halted(halt),
             (Err(stop), _) => stopped(stop, kill, limits),
             (Ok(Ok(outcome)), _) => answered(outcome, limits),
+            (Ok(Err(_)), _) if let Some(until) = state.waits.suspended() => {
+                Outcome::Suspended { until }
+            }
             (Ok(Err(error)), _) => trapped(&error, state, kill, limits),
         };
         let outcome = if redactor.is_empty() {
@@ -341,7 +351,8 @@ fn redact(outcome: Outcome, redactor: &Redactor) -> Outcome {
         other @ (Outcome::LimitExceeded { .. }
         | Outcome::Killed { .. }
         | Outcome::HostError { .. }
-        | Outcome::Diverged { .. }) => other,
+        | Outcome::Diverged { .. }
+        | Outcome::Suspended { .. }) => other,
     }
 }
 
@@ -394,6 +405,7 @@ pub(crate) fn new_store(
             host,
             journal,
             monotonic: MonotonicClock::new(),
+            waits: Waits::new(sandbox.suspend_after),
             kill: kill.clone(),
             deadline,
             stopped: None,

@@ -30,6 +30,7 @@ impl WireSize for TaskResult {
         let outcome = match &self.outcome {
             ResultOutcome::Success { output } => output.as_ref().map_or(0, Vec::len),
             ResultOutcome::Retriable { error, .. } | ResultOutcome::Fatal { error } => error.len(),
+            ResultOutcome::Suspend { .. } => 0,
         };
         let journal = self.journal.as_ref().map_or(0, |write| {
             write

@@ -14,7 +14,7 @@
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime};
 
 use tokio_util::sync::CancellationToken;
 use waft_store::{Millis, StoreError, TaskStore};
@@ -32,9 +32,7 @@ pub struct SystemClock;
 
 impl Clock for SystemClock {
     fn now(&self) -> Millis {
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        waft_core::model::millis_of(SystemTime::now())
     }
 }
 

@@ -46,6 +46,7 @@ pub(crate) mod status {
     pub const ENQUEUED: One = One(TaskStatus::Enqueued);
     pub const CLAIMED: One = One(TaskStatus::Claimed);
     pub const PROCESSING: One = One(TaskStatus::Processing);
+    pub const SUSPENDED: One = One(TaskStatus::Suspended);
     pub const SUCCESS: One = One(TaskStatus::Success);
     pub const DEAD: One = One(TaskStatus::Dead);
     pub const DROPPED: One = One(TaskStatus::Dropped);

@@ -425,12 +425,12 @@ mod tests {
     }
 
     // Every variant, held complete by an exhaustive match.
-    fn outcomes() -> [AttemptOutcome; 4] {
+    fn outcomes() -> [AttemptOutcome; 5] {
         use AttemptOutcome::*;
-        let all = [Success, Retriable, Fatal, Lost];
+        let all = [Success, Retriable, Fatal, Lost, Suspended];
         for outcome in all {
             match outcome {
-                Success | Retriable | Fatal | Lost => {}
+                Success | Retriable | Fatal | Lost | Suspended => {}
             }
         }
         all

@@ -3,7 +3,7 @@
 //! The checks live in `conformance/`, one file per area as the store's SQL
 //! is split (lambdas and their artifacts, the state table, tasks as clients
 //! write them, as they read them and the tasks they make, journals and the
-//! versions they pin, gates, pacing, cron, tokens) and one for the guarantees on paths a crash soak never
+//! versions they pin, suspended tasks, gates, pacing, cron, tokens) and one for the guarantees on paths a crash soak never
 //! takes; this file runs each one on a fresh store of each backend: a SQLite
 //! file, and a database of its own on a throwaway PostgreSQL cluster the
 //! tests start (see `waft-testing`; under `CI=true` the Postgres tests fail
@@ -35,6 +35,8 @@ mod pacing;
 mod secrets;
 #[path = "conformance/support.rs"]
 mod support;
+#[path = "conformance/suspension.rs"]
+mod suspension;
 #[path = "conformance/task_lists.rs"]
 mod task_lists;
 #[path = "conformance/tasks.rs"]
@@ -138,6 +140,13 @@ conformance!(
         malformed_journal_writes_are_refused_whole,
         results_carry_journal_writes,
         journals_hold_any_string_and_bytes,
+    ],
+    suspension: [
+        a_suspended_task_waits_then_resumes_with_its_attempt,
+        suspensions_spend_no_attempts,
+        a_suspended_task_can_be_cancelled,
+        gates_hold_and_drop_suspended_tasks,
+        the_overview_counts_suspended_tasks,
     ],
     journal_versions: [
         a_journal_pins_its_version,

@@ -73,7 +73,7 @@ macro_rules! refuses_unknown_states {
         ];
         for statement in unknown {
             let refused = sqlx::query(statement)
-                .bind("suspended")
+                .bind("snoozed")
                 .execute(&pool)
                 .await
                 .expect_err(statement);

@@ -6,7 +6,9 @@
 //! "sleep_ms": 0, "step_ms": 0, "draws": 0}`: reads the wall and monotonic
 //! clocks, draws a coin (and `draws` more numbers, each a journal entry)
 //! from `wasi:random`, reads `REGION`, sleeps, POSTs `posts` times to
-//! `url`, `step_ms` apart (crashing before post number `crash_after` on the
+//! `url`, `step_ms` apart (`waft_sdk::sleep` for the first sleep,
+//! `std::thread::sleep` between posts: a long one of either suspends the
+//! task) (crashing before post number `crash_after` on the
 //! first attempt), gives up (`retriable`) at the end of the first attempt
 //! with `give_up`, schedules `children` children of itself (with
 //! `{"posts": 0}`), works with floats (NaNs included), heartbeats, and
@@ -56,7 +58,7 @@ fn durable(task: Task) -> Result<Outcome, Error> {
     };
     let region = config::get("REGION");
     if plan.sleep_ms > 0 {
-        std::thread::sleep(Duration::from_millis(plan.sleep_ms));
+        waft_sdk::sleep(Duration::from_millis(plan.sleep_ms));
     }
     let mut answers = Vec::new();
     for n in 0..plan.posts {

@@ -258,6 +258,9 @@ fn report_text(execution: &Execution, host: &RecordingHost) -> String {
         }
         Outcome::LimitExceeded { detail, .. } => format!(": {detail}"),
         Outcome::Killed { reason } => format!(": {reason}"),
+        Outcome::Suspended { until } => {
+            format!(" until {}", humantime::format_rfc3339_millis(*until))
+        }
     };
     let _ = writeln!(out, "outcome: {}{detail}", execution.outcome.kind());
     let mut stats = format!(
@@ -362,6 +365,9 @@ fn report_json(execution: &Execution, host: &RecordingHost) -> serde_json::Value
             json!({ "limit": limit.as_str(), "message": detail })
         }
         Outcome::Killed { reason } => json!({ "message": reason }),
+        Outcome::Suspended { until } => json!({
+            "until_ms": waft_core::model::millis_of(*until),
+        }),
     };
     if let (Some(report), serde_json::Value::Object(fields)) = (report.as_object_mut(), fields) {
         report.extend(fields);

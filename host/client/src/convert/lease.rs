@@ -79,6 +79,9 @@ pub fn result_to_proto(result: TaskResult) -> proto::Result {
                 error,
                 retry_after_ms: None,
             }),
+            ResultOutcome::Suspend { until } => {
+                Outcome::Suspended(proto::Suspension { until_ms: until })
+            }
         }),
         log: result.log,
         journal: result.journal.map(journal_write_to_proto),
@@ -99,6 +102,9 @@ pub fn result_from_proto(result: proto::Result) -> ServiceResult<TaskResult> {
             },
             Outcome::Fatal(failure) => ResultOutcome::Fatal {
                 error: failure.error,
+            },
+            Outcome::Suspended(suspension) => ResultOutcome::Suspend {
+                until: suspension.until_ms,
             },
         },
         id: result.task_id,

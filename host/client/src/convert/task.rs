@@ -165,6 +165,7 @@ pub fn attempt_to_proto(attempt: Attempt) -> proto::Attempt {
         AttemptOutcome::Retriable => proto::AttemptOutcome::Retriable,
         AttemptOutcome::Fatal => proto::AttemptOutcome::Fatal,
         AttemptOutcome::Lost => proto::AttemptOutcome::Lost,
+        AttemptOutcome::Suspended => proto::AttemptOutcome::Suspended,
     };
     proto::Attempt {
         attempt: attempt.attempt,
@@ -184,6 +185,7 @@ pub fn attempt_from_proto(attempt: proto::Attempt) -> ServiceResult<Attempt> {
         Ok(proto::AttemptOutcome::Retriable) => AttemptOutcome::Retriable,
         Ok(proto::AttemptOutcome::Fatal) => AttemptOutcome::Fatal,
         Ok(proto::AttemptOutcome::Lost) => AttemptOutcome::Lost,
+        Ok(proto::AttemptOutcome::Suspended) => AttemptOutcome::Suspended,
         _ => {
             return Err(invalid(format!(
                 "attempt outcome {} is unknown",
@@ -222,6 +224,7 @@ pub fn overview_to_proto(overview: Overview) -> proto::LambdaStatsResponse {
                     .collect(),
                 waiting: stats.waiting,
                 held: stats.held,
+                suspended: stats.suspended,
                 running: stats.running,
                 dead: stats.dead,
                 succeeded: stats.succeeded,
@@ -253,6 +256,7 @@ pub fn overview_from_proto(overview: proto::LambdaStatsResponse) -> ServiceResul
                         .collect::<ServiceResult<_>>()?,
                     waiting: stats.waiting,
                     held: stats.held,
+                    suspended: stats.suspended,
                     running: stats.running,
                     dead: stats.dead,
                     succeeded: stats.succeeded,

@@ -17,6 +17,8 @@ pub struct LambdaStats {
     pub waiting: u64,
     /// Held back by a paused gate.
     pub held: u64,
+    /// Suspended in a wait of their own (a durable sleep) not yet over.
+    pub suspended: u64,
     /// Claimed or running.
     pub running: u64,
     pub dead: u64,

@@ -151,4 +151,9 @@ pub enum ResultOutcome {
     Fatal {
         error: String,
     },
+    /// The execution ended in a wait that lasts until `until`: the task is
+    /// suspended, its attempt given back, and due again then.
+    Suspend {
+        until: Millis,
+    },
 }

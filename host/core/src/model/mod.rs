@@ -22,3 +22,10 @@ pub use task::*;
 
 /// Unix time in milliseconds.
 pub type Millis = i64;
+
+/// `at` in Unix milliseconds (0 before the epoch, `i64::MAX` past what
+/// that holds).
+pub fn millis_of(at: std::time::SystemTime) -> Millis {
+    at.duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}

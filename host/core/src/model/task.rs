@@ -166,6 +166,9 @@ pub enum AttemptOutcome {
     Fatal,
     /// Its executor stopped heartbeating; the store noticed the timeout.
     Lost,
+    /// It ended in a long wait: the task is suspended until the wait is
+    /// over (no attempt spent).
+    Suspended,
 }
 
 impl AttemptOutcome {
@@ -175,6 +178,7 @@ impl AttemptOutcome {
             AttemptOutcome::Retriable => "retriable",
             AttemptOutcome::Fatal => "fatal",
             AttemptOutcome::Lost => "lost",
+            AttemptOutcome::Suspended => "suspended",
         }
     }
 }
@@ -188,6 +192,7 @@ impl std::str::FromStr for AttemptOutcome {
             "retriable" => Ok(AttemptOutcome::Retriable),
             "fatal" => Ok(AttemptOutcome::Fatal),
             "lost" => Ok(AttemptOutcome::Lost),
+            "suspended" => Ok(AttemptOutcome::Suspended),
             _ => Err(()),
         }
     }

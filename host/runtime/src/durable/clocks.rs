@@ -1,13 +1,16 @@
 //! `wasi:clocks`, journaled: what a lambda reads of the wall and monotonic
 //! clocks, and when its waits end.
 //!
-//! A replayed wait never waits: its pollable is ready at once (the time the
-//! lambda reads around it is replayed too). Reads of a clock that follow
+//! A wait is journaled with the time it ends by the wall clock, and with the
+//! monotonic time it ends at. A replayed wait whose end has passed is ready
+//! at once, and the monotonic clock moves on to its end; one not yet over
+//! (a task resumed from a suspension a little early) waits out the rest,
+//! or is suspended in again (see `waits`). Reads of a clock that follow
 //! each other share one entry (a loop polling the clock). The monotonic clock a live
 //! execution reads goes on from the last value it replayed, so that time
 //! never runs backwards for the lambda across the switch to live.
 
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use wasmtime::component::Resource;
 use wasmtime_wasi::p2::bindings::clocks::{monotonic_clock, wall_clock};
@@ -131,42 +134,81 @@ impl monotonic_clock::Host for HostState {
         self.ensure_running()?;
         let now = self.monotonic.now();
         let wait = Duration::from_nanos(when.saturating_sub(now));
-        self.wait(WAIT_UNTIL, when, wait)
+        self.wait(WAIT_UNTIL, when, wait, when.max(now))
     }
 
     fn subscribe_duration(&mut self, duration: u64) -> wasmtime::Result<Resource<DynPollable>> {
         self.ensure_running()?;
-        self.wait(WAIT_FOR, duration, Duration::from_nanos(duration))
+        let end = self.monotonic.now().saturating_add(duration);
+        self.wait(WAIT_FOR, duration, Duration::from_nanos(duration), end)
     }
 }
 
 impl HostState {
-    /// A wait of `wait`, journaled as `call` with `argument`: over at once
-    /// when replayed.
+    /// A wait of `wait` that ends at `end` on the monotonic clock,
+    /// journaled as `call` with `argument`, and answered by when it ends by
+    /// the wall clock (Unix ms) and `end`.
     fn wait(
         &mut self,
         call: &'static str,
         argument: u64,
         wait: Duration,
+        end: u64,
     ) -> wasmtime::Result<Resource<DynPollable>> {
-        let (_, replayed) = self.journal.answer(
+        let ((at_ms, end), replayed) = self.journal.answer(
             call,
             &digest(call, &argument),
             false,
-            || (),
-            |()| format!("wait {wait:?}"),
+            || {
+                (
+                    unix_ms(SystemTime::now()).saturating_add(ceil_ms(wait)),
+                    end,
+                )
+            },
+            |(at_ms, _)| format!("wait {wait:?}, until {}", rfc3339(*at_ms)),
         )?;
-        let deadline = if replayed || wait.is_zero() {
-            Deadline::Past { yielded: false }
+        let left = if replayed {
+            self.monotonic.replayed(end);
+            let left = at_ms.saturating_sub(unix_ms(SystemTime::now()));
+            Duration::from_millis(u64::try_from(left).unwrap_or(0))
         } else {
-            match tokio::time::Instant::now().checked_add(wait) {
-                Some(at) => Deadline::At(at),
-                None => Deadline::Never,
-            }
+            wait
         };
-        let resource = self.table.push(deadline)?;
-        subscribe(&mut self.table, resource)
+        if left.is_zero() {
+            let resource = self.table.push(Deadline::Past { yielded: false })?;
+            return subscribe(&mut self.table, resource);
+        }
+        let at = tokio::time::Instant::now().checked_add(left);
+        let resource = self.table.push(at.map_or(Deadline::Never, Deadline::At))?;
+        let pollable = subscribe(&mut self.table, resource)?;
+        let at = at.unwrap_or_else(far_future);
+        self.waits.add(&pollable, at_ms, at);
+        Ok(pollable)
     }
+}
+
+fn unix_ms(at: SystemTime) -> i64 {
+    super::unix_millis(at)
+}
+
+/// `wait` in whole milliseconds, rounded up: a wait never ends early.
+fn ceil_ms(wait: Duration) -> i64 {
+    let ms = wait.as_nanos().div_ceil(1_000_000);
+    i64::try_from(ms).unwrap_or(i64::MAX)
+}
+
+/// A time further away than any wait a lambda can be suspended in.
+fn far_future() -> tokio::time::Instant {
+    tokio::time::Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600)
+}
+
+/// Unix ms as RFC 3339, for summaries.
+fn rfc3339(at_ms: i64) -> String {
+    let after = Duration::from_millis(u64::try_from(at_ms).unwrap_or(0));
+    UNIX_EPOCH.checked_add(after).map_or_else(
+        || format!("{at_ms}ms"),
+        |at| humantime::format_rfc3339_millis(at).to_string(),
+    )
 }
 
 /// When a wait is over.

@@ -198,6 +198,17 @@ impl Journal {
         self.lock().replayed
     }
 
+    /// Whether no outside call is in flight (nothing would be lost if the
+    /// execution stopped now).
+    pub(crate) fn quiet(&self) -> bool {
+        let state = self.lock();
+        state.unresolved.is_empty()
+            && !state
+                .unwritten
+                .values()
+                .any(|slot| matches!(slot, Slot::InFlight(_)))
+    }
+
     /// Takes the place of a call named `call` whose arguments digest to
     /// `digest`: answered from the journal, or to be made live.
     pub(crate) fn call(&self, call: &'static str, digest: &Digest) -> Result<Step, Halt> {

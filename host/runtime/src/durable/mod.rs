@@ -30,13 +30,14 @@
 //!
 //! `journal` holds one execution's journal; `answer` encodes answers and
 //! digests arguments; `clocks` and `random` answer `wasi:clocks` and
-//! `wasi:random`. The other journaled calls live with their capabilities
+//! `wasi:random`; `waits` suspends a lambda blocked on its timers alone. The other journaled calls live with their capabilities
 //! and call into [`Journal::call`].
 
 mod answer;
 mod clocks;
 mod journal;
 mod random;
+mod waits;
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -46,6 +47,7 @@ use serde::de::DeserializeOwned;
 pub(crate) use self::answer::{digest, encode};
 pub(crate) use self::clocks::MonotonicClock;
 pub(crate) use self::journal::{Journal, Outside, Reserved, Ticket};
+pub(crate) use self::waits::Waits;
 
 /// Why a journaled call cannot go on: the execution stops.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -96,13 +98,14 @@ impl crate::run::HostState {
     }
 }
 
-/// Puts the journal's `wasi:clocks` and `wasi:random` in `linker`, over
-/// WASI's own (the linker must allow shadowing).
+/// Puts the journal's `wasi:clocks` and `wasi:random`, and the `wasi:io/poll`
+/// that suspends a lambda waiting on its timers, in `linker`, over WASI's
+/// own (the linker must allow shadowing).
 pub(crate) fn add_to_linker(
     linker: &mut wasmtime::component::Linker<crate::run::HostState>,
 ) -> wasmtime::Result<()> {
     use wasmtime::component::HasSelf;
-    use wasmtime_wasi::p2::bindings::{clocks, random};
+    use wasmtime_wasi::p2::bindings::{clocks, io, random};
     type State = crate::run::HostState;
     fn state(state: &mut State) -> &mut State {
         state
@@ -112,5 +115,6 @@ pub(crate) fn add_to_linker(
     random::random::add_to_linker::<State, HasSelf<State>>(linker, state)?;
     random::insecure::add_to_linker::<State, HasSelf<State>>(linker, state)?;
     random::insecure_seed::add_to_linker::<State, HasSelf<State>>(linker, state)?;
+    io::poll::add_to_linker::<State, HasSelf<State>>(linker, state)?;
     Ok(())
 }

@@ -7,7 +7,7 @@
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use waft_core::limits::MAX_BATCH_BYTES;
@@ -142,10 +142,7 @@ impl TaskHost for ExecutionHost {
         }
         let run_at = match child.not_before {
             None => RunAt::Now,
-            Some(at) => RunAt::At(
-                at.duration_since(UNIX_EPOCH)
-                    .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
-            ),
+            Some(at) => RunAt::At(waft_core::model::millis_of(at)),
         };
         let request = TaskRequest {
             lambda: child.lambda,

@@ -98,6 +98,13 @@ pub struct ExecutorConfig {
     /// across its attempts (replayed ones included) and is its key, so this
     /// bounds a task's children in all.
     pub max_children: usize,
+    /// A lambda blocked on nothing but its own timers (a sleep) for longer
+    /// than this is suspended: its instance dropped, its slot freed, its
+    /// task waiting in the store until the wait is over, then resumed by
+    /// replaying its journal (default 1 s). Shorter waits are waited out in
+    /// the instance. Must be under the heartbeat timeout.
+    #[serde(deserialize_with = "waft_core::deserialize_duration")]
+    pub suspend_after: Duration,
 }
 
 impl Default for ExecutorConfig {
@@ -112,6 +119,7 @@ impl Default for ExecutorConfig {
             journal: None,
             loaded_versions: 64,
             max_children: 10_000,
+            suspend_after: Duration::from_secs(1),
         }
     }
 }
@@ -126,6 +134,13 @@ impl ExecutorConfig {
         }
         if self.refresh.is_zero() {
             return Err("executor refresh interval must be above zero".into());
+        }
+        if self.suspend_after >= self.heartbeat.heartbeat_timeout {
+            return Err(format!(
+                "executor suspend_after ({:?}) must be under the heartbeat timeout ({:?}): a \
+                 longer wait would hold its instance past the point the task is thought lost",
+                self.suspend_after, self.heartbeat.heartbeat_timeout
+            ));
         }
         if self.loaded_versions == 0 {
             return Err("executor loaded_versions must be above zero".into());
@@ -531,9 +546,7 @@ fn record_start(task: &ClaimedTask) {
     let labels = metrics::lambda(&task.lambda);
     metrics.started.get_or_create(&labels).inc();
     if task.attempt == 1 {
-        let now = std::time::SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        let now = waft_core::model::millis_of(std::time::SystemTime::now());
         let waited = (now - task.scheduled_at).max(0) as f64 / 1000.0;
         metrics
             .schedule_to_start

@@ -8,8 +8,9 @@
 //! divergence from the task's journal: the same code replaying the same
 //! journal diverges the same way (a lambda deployed with
 //! `--on-divergence restart` never reports one; the runtime starts it
-//! afresh). A killed execution reports nothing: its lease is gone, and the
-//! store brings the task back.
+//! afresh). A suspended execution reports when its wait is over, for the
+//! store to wake its task then. A killed execution reports nothing: its
+//! lease is gone, and the store brings the task back.
 
 use waft_runtime::{Limit, Outcome, TaskLog};
 use waft_store::ResultOutcome;
@@ -46,6 +47,9 @@ pub fn reported(outcome: Outcome) -> Option<ResultOutcome> {
             retry_after: None,
         },
         Outcome::Diverged { message } => ResultOutcome::Fatal { error: message },
+        Outcome::Suspended { until } => ResultOutcome::Suspend {
+            until: waft_core::model::millis_of(until),
+        },
         Outcome::Killed { .. } => return None,
     })
 }

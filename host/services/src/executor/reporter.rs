@@ -134,7 +134,7 @@ fn fit(result: TaskResult) -> TaskResult {
         ResultOutcome::Fatal { error } => ResultOutcome::Fatal {
             error: cut_text(error, carried),
         },
-        success @ ResultOutcome::Success { .. } => success,
+        kept @ (ResultOutcome::Success { .. } | ResultOutcome::Suspend { .. }) => kept,
     };
     let mut fitted = TaskResult {
         outcome,

@@ -19,6 +19,9 @@ pub(super) struct Ended {
     error: Option<String>,
     log: Option<String>,
     replayed: u32,
+    /// The attempt its end gave back (a suspension's): the task's count is
+    /// one short of the attempt the execution ran as.
+    given_back: u32,
 }
 
 impl Ended {
@@ -39,6 +42,7 @@ impl Ended {
             error: error.map(|e| text_in(e).into_owned()),
             log: log.map(|l| text_in(l).into_owned()),
             replayed,
+            given_back: u32::from(outcome == AttemptOutcome::Suspended),
         }
     }
 }
@@ -54,12 +58,13 @@ pub(super) async fn record(conn: &mut Connection, ended: Vec<Ended>, now: Millis
     sqlx::query(sql(format!(
         "INSERT INTO attempts (task_id, lease_token, attempt, outcome, error, log, \
          started_at, ended_at, replayed) \
-         SELECT t.id, t.lease_token, t.attempt, a.outcome, a.error, a.log, t.claimed_at, $2, \
-            a.replayed \
+         SELECT t.id, t.lease_token, t.attempt + a.given_back, a.outcome, a.error, a.log, \
+            t.claimed_at, $2, a.replayed \
          FROM (SELECT j.value->>'id' AS attempt_task, CAST(j.value->>'lease' AS BIGINT) AS lease, \
             j.value->>'outcome' AS outcome, \
             j.value->>'error' AS error, j.value->>'log' AS log, \
-            CAST(j.value->>'replayed' AS BIGINT) AS replayed FROM {}) AS a \
+            CAST(j.value->>'replayed' AS BIGINT) AS replayed, \
+            CAST(j.value->>'given_back' AS BIGINT) AS given_back FROM {}) AS a \
          JOIN tasks t ON t.id = a.attempt_task AND t.lease_token = a.lease WHERE TRUE \
          ON CONFLICT (task_id, lease_token) DO NOTHING",
         DIALECT.json_rows

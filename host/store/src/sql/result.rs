@@ -13,7 +13,7 @@ use super::attempt::{self, Ended};
 use super::journal;
 use super::lease::lease_refusal;
 use super::{Connection, DIALECT};
-use crate::names::status::{RUNNING, SUCCESS};
+use crate::names::status::{RUNNING, SUCCESS, SUSPENDED};
 use crate::rows;
 use crate::rules::{Origin, RetryPlan, check_journal_write};
 use crate::support::{batch_json, sql, text_in};
@@ -24,7 +24,8 @@ use crate::{
 
 /// Records a batch of results. Successes and fatal failures end their
 /// tasks in one guarded update; a retriable failure first reads its task's
-/// attempts and its version's backoff; a second result for a task already
+/// attempts and its version's backoff; a suspension is one guarded update
+/// of its own; a second result for a task already
 /// in the batch is judged after the first has ended it. Each answer is in
 /// its result's place.
 ///
@@ -45,14 +46,17 @@ pub(super) async fn set_result_many(
     let Sorted {
         mut finals,
         mut retries,
+        mut suspensions,
         repeats,
     } = sort(params.results);
     let endings = finals
         .iter_mut()
         .map(|f| &mut f.ending)
-        .chain(retries.iter_mut().map(|r| &mut r.ending));
+        .chain(retries.iter_mut().map(|r| &mut r.ending))
+        .chain(suspensions.iter_mut().map(|s| &mut s.ending));
     write_journals(&mut *tx, endings).await?;
     end_finals(&mut *tx, finals, now, &mut batch).await?;
+    suspend(&mut *tx, suspensions, &mut batch).await?;
     let planned = plan_retries(&mut *tx, retries, now, &mut batch).await?;
     apply_retries(&mut *tx, planned, &mut batch).await?;
     attempt::record(&mut *tx, std::mem::take(&mut batch.executions), now).await?;
@@ -89,6 +93,12 @@ struct Retry {
     ending: Ending,
     error: String,
     retry_after: Option<std::time::Duration>,
+}
+
+/// An execution that ended in a wait lasting until `until`.
+struct Suspension {
+    ending: Ending,
+    until: Millis,
 }
 
 /// A retriable failure whose next status is decided, before the update
@@ -185,6 +195,7 @@ struct Succeeded {
 struct Sorted {
     finals: Vec<Final>,
     retries: Vec<Retry>,
+    suspensions: Vec<Suspension>,
     /// Second results for a task, judged after the first.
     repeats: Vec<Ending>,
 }
@@ -193,6 +204,7 @@ fn sort(results: Vec<TaskResult>) -> Sorted {
     let mut sorted = Sorted {
         finals: Vec::new(),
         retries: Vec::new(),
+        suspensions: Vec::new(),
         repeats: Vec::new(),
     };
     let mut seen = HashSet::new();
@@ -229,6 +241,9 @@ fn sort(results: Vec<TaskResult>) -> Sorted {
                 error,
                 retry_after,
             }),
+            ResultOutcome::Suspend { until } => {
+                sorted.suspensions.push(Suspension { ending, until });
+            }
         }
     }
     sorted
@@ -356,6 +371,41 @@ async fn end_finals(
         }
         batch.ended(f.ending, f.outcome, f.error);
         batch.answer(index, Ok(f.status));
+    }
+    Ok(())
+}
+
+/// Suspends the tasks whose executions ended in a wait, each in an update
+/// guarded like the others: the task waits, holding no lease, until its
+/// wait is over (its due time and trigger), and the attempt its execution
+/// took is given back ([`machine`]'s `Suspend`).
+async fn suspend(
+    tx: &mut Connection,
+    suspensions: Vec<Suspension>,
+    batch: &mut Batch,
+) -> Result<()> {
+    for Suspension { ending, until } in suspensions {
+        let suspended: Option<String> = sqlx::query_scalar(sql(format!(
+            "UPDATE tasks SET status = {SUSPENDED}, \
+             attempt = CASE WHEN attempt > 0 THEN attempt - 1 ELSE 0 END, \
+             due_at = $3, next_trigger_at = $3, held = FALSE, log = $4 \
+             WHERE id = $1 AND lease_token = $2 AND (status IN {RUNNING}) IS TRUE \
+             RETURNING id"
+        )))
+        .bind(text_in(&ending.id))
+        .bind(ending.lease)
+        .bind(until)
+        .bind(ending.log.as_deref().map(text_in))
+        .fetch_optional(&mut *tx)
+        .await?;
+        let index = ending.index;
+        if suspended.is_none() {
+            let refusal = lease_refusal(&mut *tx, &ending.id, ending.lease).await?;
+            batch.answer(index, Err(refusal));
+            continue;
+        }
+        batch.ended(ending, AttemptOutcome::Suspended, None);
+        batch.answer(index, Ok(TaskStatus::Suspended));
     }
     Ok(())
 }

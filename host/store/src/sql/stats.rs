@@ -54,7 +54,11 @@ pub(super) async fn lambda_stats(
             let held = count(row.int("held")?)?;
             let due = count(row.int("due")?)?;
             entry.held += held;
-            entry.waiting += n - held - due;
+            if status == TaskStatus::Suspended {
+                entry.suspended += n - held - due;
+            } else {
+                entry.waiting += n - held - due;
+            }
             if let Some(oldest) = row.opt_int("oldest")? {
                 let priority = u8::try_from(row.int("priority")?)
                     .map_err(|_| StoreError::Corrupt("priority".into()))?;

@@ -116,7 +116,8 @@ fn racing_op() -> impl Strategy<Value = Op> {
             prop_oneof![
                 Just(Ending::Success),
                 Just(Ending::Fatal),
-                (0..4_000u64).prop_map(Ending::Retriable)
+                (0..4_000u64).prop_map(Ending::Retriable),
+                (0..4_000u64).prop_map(Ending::Suspend)
             ],
             prop::option::of(journal_change()),
         )

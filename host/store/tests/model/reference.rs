@@ -95,6 +95,8 @@ pub enum Ending {
     Fatal,
     /// Retriable, to be tried again after this many milliseconds.
     Retriable(u64),
+    /// Suspended in a wait that is over this many milliseconds from now.
+    Suspend(u64),
 }
 
 impl Model {
@@ -290,6 +292,11 @@ impl Model {
             Ending::Retriable(after) => {
                 (Operation::Retry, AttemptOutcome::Retriable, after as Millis)
             }
+            Ending::Suspend(after) => (
+                Operation::Suspend,
+                AttemptOutcome::Suspended,
+                after as Millis,
+            ),
         };
         task.attempts
             .push((task.lease_token, task.attempt, outcome, replayed));
@@ -400,7 +407,8 @@ impl Model {
 }
 
 /// Applies one row of the state table to a task at `now`: the state it
-/// ends in, its next trigger (`backoff` after `now` for a retry), and what
+/// ends in, its next trigger (`backoff` after `now` for a retry, and for
+/// a suspension the wait), and what
 /// the row does to the lease and the attempt count. Panics when the row
 /// does not start from the task's state: the model asked for a transition
 /// the table does not have. The due time is the caller's (an insert's run
@@ -428,7 +436,7 @@ fn apply(task: &mut ModelTask, operation: Operation, now: Millis, backoff: Milli
         Trigger::EnqueueTimeout => Some(now + ENQUEUE_TIMEOUT),
         Trigger::ClaimTimeout => Some(now + CLAIM_TIMEOUT),
         Trigger::HeartbeatTimeout => Some(now + HEARTBEAT_TIMEOUT),
-        Trigger::Backoff => {
+        Trigger::Backoff | Trigger::Wake => {
             task.due_at = now + backoff;
             Some(task.due_at)
         }
@@ -456,6 +464,7 @@ fn apply(task: &mut ModelTask, operation: Operation, now: Millis, backoff: Milli
     match row.attempts {
         Attempts::Next => task.attempt += 1,
         Attempts::Reset => task.attempt = 0,
+        Attempts::Back => task.attempt = task.attempt.saturating_sub(1),
         Attempts::Keep => {}
     }
 }

@@ -212,6 +212,9 @@ impl Run<'_> {
                         error: "again".into(),
                         retry_after: Some(Duration::from_millis(*after)),
                     },
+                    Ending::Suspend(after) => ResultOutcome::Suspend {
+                        until: now + *after as i64,
+                    },
                 };
                 let answer = store
                     .task_set_result_many(TaskSetResultMany {

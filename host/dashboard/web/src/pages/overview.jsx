@@ -34,7 +34,7 @@ export function Overview() {
           <thead>
             <tr>
               <th>Lambda</th><th>Gate</th><th>Ready by priority</th><th>Oldest ready</th>
-              <th>Waiting</th><th>Held</th><th>Running</th><th>Succeeded 1h</th>
+              <th>Waiting</th><th>Suspended</th><th>Held</th><th>Running</th><th>Succeeded 1h</th>
               <th>Failed 1h</th><th>Dead</th><th></th>
             </tr>
           </thead>
@@ -62,6 +62,7 @@ export function Overview() {
                   </td>
                   <td>{oldest === undefined ? "" : age(now - oldest)}</td>
                   <td>{num(s.waiting) ?? 0}</td>
+                  <td>{num(s.suspended) ?? 0}</td>
                   <td>{num(s.held) ?? 0}</td>
                   <td>{num(s.running) ?? 0}</td>
                   <td class="ok">{num(s.succeeded) ?? 0}</td>
