@@ -177,6 +177,17 @@ export function fetch(resource, init = {}) {
   return globalThis.fetch(resource, { ...init, headers });
 }
 
+/**
+ * Resolves after `ms` milliseconds, durably: a wait past the executor's
+ * `suspend_after` (1 s by default) suspends the task — its instance
+ * dropped, its slot freed — until the time has come, and the next
+ * execution replays the journal up to here (README, "Durable sleep").
+ * `setTimeout` behaves the same way; this says so where it is called.
+ */
+export function sleep(ms) {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
 /** The component's `handler` export, running `fn` on each task. */
 export function handler(fn) {
   return {

@@ -26,6 +26,7 @@ its message, as `?` is in Rust; use `fatal` for a failure no retry mends.
 """
 
 import json
+import time
 
 from componentize_py_types import Err
 from wit_world import exports
@@ -149,6 +150,15 @@ def schedule(lambda_name, payload=b"", collection=None, priority=None):
 
 
 _execution = {"key": None, "requests": 0}
+
+
+def sleep(seconds):
+    """Waits `seconds`, durably: a wait past the executor's `suspend_after`
+    (1 s by default) suspends the task — its instance dropped, its slot
+    freed — until the time has come, and the next execution replays the
+    journal up to here (README, "Durable sleep"). `time.sleep` behaves the
+    same way; this says so where it is called."""
+    time.sleep(seconds)
 
 
 def _next_idempotency_key():

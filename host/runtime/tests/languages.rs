@@ -288,3 +288,44 @@ async fn python_and_javascript_webhooks_replay_from_their_journals() {
         }
     }
 }
+
+/// `waft.sleep` in Python and JavaScript (`time.sleep`, `setTimeout`)
+/// suspends past `suspend_after`, and the next execution goes on after the
+/// wait without calling the server again.
+#[tokio::test]
+async fn python_and_javascript_sleeps_suspend_and_resume() {
+    for (path, tool) in [
+        (samples::PYTHON_WEBHOOK, "componentize-py"),
+        (samples::JS_WEBHOOK, "componentize-js"),
+    ] {
+        if let Some(lambda) = prepare(path, tool).await {
+            sleep_suspends(&lambda, tool).await;
+        }
+    }
+}
+
+async fn sleep_suspends(lambda: &PreparedLambda, tool: &str) {
+    let server = HttpServer::start(|_| Reply::status(200, "noted")).await;
+    let grants = Grants {
+        outbound: vec![server.url().parse().unwrap()],
+        ..Grants::default()
+    };
+    let sandbox = Sandbox {
+        grants: Arc::new(grants),
+        suspend_after: Some(std::time::Duration::from_millis(300)),
+        ..Sandbox::default()
+    };
+    let call = json!({"url": format!("{}/hook", server.url()), "sleep_ms": 1500}).to_string();
+    let mut journal = Vec::new();
+    let first = run_from(lambda, "01ZZ", call.as_bytes(), &sandbox, &mut journal).await;
+    let Outcome::Suspended { until } = first.outcome else {
+        panic!("{tool}: {:?}; log {:?}", first.outcome, first.log);
+    };
+    assert!(first.duration < std::time::Duration::from_millis(1200), "{tool}");
+    if let Ok(left) = until.duration_since(SystemTime::now()) {
+        tokio::time::sleep(left + std::time::Duration::from_millis(5)).await;
+    }
+    let second = run_from(lambda, "01ZZ", call.as_bytes(), &sandbox, &mut journal).await;
+    assert_eq!(output(&second)["status"], 200, "{tool}");
+    assert_eq!(server.requests().len(), 1, "{tool}: the POST was made once");
+}

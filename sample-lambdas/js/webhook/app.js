@@ -1,8 +1,9 @@
 // waft-world: http-lambda
 // `webhook` in JavaScript: POSTs a JSON document to a URL and judges the
 // answer as the Rust `webhook` sample does. `{"url":
-// "https://hooks.example.com/x", "body": {...}, "timeout_ms": 5000}` (`body`
-// defaults to `{}`).
+// "https://hooks.example.com/x", "body": {...}, "timeout_ms": 5000,
+// "sleep_ms": 0}` (`body` defaults to `{}`; with `sleep_ms`, it sleeps that
+// long after the answer, with `waft.sleep`).
 //
 // 2xx is a success, its output `{"status", "body", "idempotency_key"}`; 429
 // and 5xx are retriable, after the server's `Retry-After` (seconds) when it
@@ -17,7 +18,7 @@
 import * as waft from "../../../sdk/js/waft.js";
 
 export const handler = waft.handler(async (task) => {
-  const { url, body = {}, timeout_ms: timeoutMs } = task.json();
+  const { url, body = {}, timeout_ms: timeoutMs, sleep_ms: sleepMs } = task.json();
   const headers = { "content-type": "application/json" };
   const token = waft.config("WEBHOOK_TOKEN");
   if (token !== undefined) headers.authorization = `Bearer ${token}`;
@@ -33,6 +34,7 @@ export const handler = waft.handler(async (task) => {
   }
   const text = await response.text();
   const status = response.status;
+  if (sleepMs) await waft.sleep(sleepMs);
   if (status >= 200 && status < 300) {
     return waft.success({ status, body: text, idempotency_key: `${task.idempotencyKey()}-0` });
   }

@@ -1,7 +1,8 @@
 # waft-world: http-lambda
 """`webhook` in Python: POSTs a JSON document to a URL and judges the answer
 as the Rust `webhook` sample does. `{"url": "https://hooks.example.com/x",
-"body": {...}, "timeout_ms": 5000}` (`body` defaults to `{}`).
+"body": {...}, "timeout_ms": 5000, "sleep_ms": 0}` (`body` defaults to `{}`;
+with `sleep_ms`, it sleeps that long after the answer, with `waft.sleep`).
 
 2xx is a success, its output `{"status", "body", "idempotency_key"}`; 429
 and 5xx are retriable, after the server's `Retry-After` (seconds) when it
@@ -32,6 +33,8 @@ def call(task):
     except waft_http.HttpError as error:
         return waft.fatal(str(error)) if error.denied else waft.retry(str(error))
     status = response.status
+    if request.get("sleep_ms"):
+        waft.sleep(request["sleep_ms"] / 1000)
     if 200 <= status < 300:
         return waft.success({
             "status": status,
