@@ -27,6 +27,8 @@ mod support;
 mod scenarios;
 #[path = "pipeline/standalone.rs"]
 mod standalone;
+#[path = "pipeline/waits.rs"]
+mod waits;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -89,6 +91,8 @@ fn main() -> ExitCode {
         javascript,
         first_contract,
         durable,
+        durable_sleep,
+        suspended_tasks_hold_no_slot,
     ] {
         for installation in [&dev, &distributed] {
             trials.push(installation.trial(&runtime, name, scenario));

@@ -1802,3 +1802,5 @@ pub async fn durable(cluster: &Cluster) {
         "{shown}"
     );
 }
+
+pub use crate::waits::{durable_sleep, suspended_tasks_hold_no_slot};

@@ -321,7 +321,10 @@ async fn sleep_suspends(lambda: &PreparedLambda, tool: &str) {
     let Outcome::Suspended { until } = first.outcome else {
         panic!("{tool}: {:?}; log {:?}", first.outcome, first.log);
     };
-    assert!(first.duration < std::time::Duration::from_millis(1200), "{tool}");
+    assert!(
+        first.duration < std::time::Duration::from_millis(1200),
+        "{tool}"
+    );
     if let Ok(left) = until.duration_since(SystemTime::now()) {
         tokio::time::sleep(left + std::time::Duration::from_millis(5)).await;
     }

@@ -73,13 +73,13 @@ pub(crate) fn failed(what: &str) -> impl Fn(waft_services::ServiceError) -> Fail
 /// `WAFT_*` settings apply, as they do to `waft dev`), its executor with
 /// `max_tasks` slots.
 pub(crate) async fn start_dev(
-    max_tasks: usize,
+    executor: impl FnOnce(&mut waft_services::ExecutorConfig),
 ) -> Result<(tempfile::TempDir, waft_node::Node), Failure> {
     let data = tempfile::TempDir::new().map_err(|e| Failure::internal(e.to_string()))?;
     let mut config = waft_node::Config::load(None, std::env::vars())
         .map_err(|e| Failure::usage(e.to_string()))?;
     config.listen = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
-    config.executor.max_tasks = max_tasks;
+    executor(&mut config.executor);
     let node = waft_node::start_dev(waft_node::DevOptions {
         data_dir: data.path().to_owned(),
         config,
@@ -122,7 +122,7 @@ pub fn run(args: PipelineBenchArgs) -> Result<std::process::ExitCode, Failure> {
         let (_data, address, node) = match &args.server {
             Some(address) => (None, address.clone(), None),
             None => {
-                let (data, node) = start_dev(args.concurrency as usize).await?;
+                let (data, node) = start_dev(|e| e.max_tasks = args.concurrency as usize).await?;
                 (Some(data), node.addr.to_string(), Some(node))
             }
         };

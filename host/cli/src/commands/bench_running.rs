@@ -55,7 +55,13 @@ struct Sample {
 pub fn run(args: RunningBenchArgs) -> Result<std::process::ExitCode, Failure> {
     let wasm = read_wasm(&args.file)?;
     runtime()?.block_on(async move {
-        let (_data, node) = start_dev(args.tasks).await?;
+        // Tasks held running, as the benchmark means them: none suspended
+        // in its steps' sleeps.
+        let (_data, node) = start_dev(|e| {
+            e.max_tasks = args.tasks;
+            e.suspend_after = Duration::ZERO;
+        })
+        .await?;
         let mut config = LambdaConfig {
             concurrency: u32::try_from(args.tasks).unwrap_or(u32::MAX),
             ..LambdaConfig::default()

@@ -59,7 +59,8 @@ impl Executor {
                     grants: Arc::new(lambda.config.grants),
                     secrets: Arc::default(),
                     on_divergence: lambda.config.on_divergence,
-                    suspend_after: Some(self.config.suspend_after),
+                    suspend_after: Some(self.config.suspend_after)
+                        .filter(|after| !after.is_zero()),
                 },
             }))
         })

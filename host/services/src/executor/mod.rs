@@ -102,7 +102,7 @@ pub struct ExecutorConfig {
     /// than this is suspended: its instance dropped, its slot freed, its
     /// task waiting in the store until the wait is over, then resumed by
     /// replaying its journal (default 1 s). Shorter waits are waited out in
-    /// the instance. Must be under the heartbeat timeout.
+    /// the instance; 0 suspends none. Must be under the heartbeat timeout.
     #[serde(deserialize_with = "waft_core::deserialize_duration")]
     pub suspend_after: Duration,
 }

@@ -1,0 +1,111 @@
+//! Durable waits end to end: a lambda that sleeps is suspended — its task
+//! `suspended` in the store, its slot free — and resumes when the wait is
+//! over, by replay, each outside call made once.
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use waft_core::TaskStatus;
+use waft_sample_artifacts as samples;
+use waft_services::ClientApi;
+use waft_store::AttemptOutcome;
+use waft_testing::http::{HttpServer, Reply};
+
+use crate::support::Cluster;
+
+const WITHIN: Duration = Duration::from_secs(30);
+
+async fn deploy_durable(cluster: &Cluster, server: &HttpServer, concurrency: u32) {
+    let url = server.url();
+    cluster
+        .deploy("durable", samples::DURABLE, |c| {
+            c.grants.outbound = vec![url.parse().unwrap()];
+            c.concurrency = concurrency;
+        })
+        .await;
+}
+
+/// Two posts three seconds apart (`std::thread::sleep`): the task is
+/// suspended between them, shown so by `waft task list`, and ends on its
+/// first attempt soon after the wait, each post made once.
+pub async fn durable_sleep(cluster: &Cluster) {
+    let server = HttpServer::start(|_| Reply::status(200, "ok")).await;
+    deploy_durable(cluster, &server, 8).await;
+    let plan = json!({"url": server.url(), "posts": 2, "step_ms": 3000});
+    let scheduled = Instant::now();
+    let id = cluster.schedule("durable", plan, None).await;
+
+    let suspended = cluster
+        .until(&id, WITHIN, |t| t.status == TaskStatus::Suspended)
+        .await;
+    assert_eq!(suspended.attempt, 0, "a suspension spends no attempt");
+    assert_eq!(server.requests().len(), 1);
+    let listed = cluster.cli(&[
+        "task",
+        "list",
+        "--lambda",
+        "durable",
+        "--status",
+        "suspended",
+    ]);
+    assert!(listed.contains(&id), "{listed}");
+
+    let task = cluster.finished(&id, WITHIN).await;
+    let took = scheduled.elapsed();
+    assert_eq!(
+        (task.status, task.attempt),
+        (TaskStatus::Success, 1),
+        "{task:#?}"
+    );
+    assert!(took >= Duration::from_secs(3), "{took:?}");
+    // The usual delivery latency of a delayed task, with room for a loaded
+    // machine.
+    assert!(took < Duration::from_secs(8), "{took:?}");
+    assert_eq!(server.requests().len(), 2, "each post once");
+    let attempts = cluster.frontend.task_attempts(&id).await.unwrap();
+    let seen: Vec<_> = attempts.iter().map(|a| (a.attempt, a.outcome)).collect();
+    assert_eq!(
+        seen,
+        [(1, AttemptOutcome::Suspended), (1, AttemptOutcome::Success)]
+    );
+}
+
+/// With a concurrency of 2, ten sleeping tasks hold no instance: a task
+/// that does not sleep runs at once beside them, and they all end.
+pub async fn suspended_tasks_hold_no_slot(cluster: &Cluster) {
+    let server = HttpServer::start(|_| Reply::status(200, "ok")).await;
+    deploy_durable(cluster, &server, 2).await;
+    let sleepers: Vec<String> = {
+        let mut ids = Vec::new();
+        for n in 0..10 {
+            let plan = json!({"sleep_ms": 4000, "n": n});
+            ids.push(cluster.schedule("durable", plan, None).await);
+        }
+        ids
+    };
+    for id in &sleepers {
+        cluster
+            .until(id, WITHIN, |t| t.status == TaskStatus::Suspended)
+            .await;
+    }
+    let started = Instant::now();
+    let quick = cluster.schedule("durable", json!({}), None).await;
+    let task = cluster.finished(&quick, WITHIN).await;
+    assert_eq!(task.status, TaskStatus::Success);
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "waited {:?} behind sleeping tasks",
+        started.elapsed()
+    );
+    for id in &sleepers {
+        let task = cluster.frontend.task_get(id).await.unwrap();
+        assert!(
+            task.status == TaskStatus::Suspended || task.status.is_terminal(),
+            "{task:#?}"
+        );
+    }
+    for id in &sleepers {
+        let task = cluster.finished(id, WITHIN).await;
+        assert_eq!((task.status, task.attempt), (TaskStatus::Success, 1));
+    }
+}
