@@ -1,5 +1,6 @@
 //! Durable lambdas under the same faults: tasks of `durable` (the sample)
-//! that POST three times, some hundreds of ms apart, to a real HTTP server
+//! that POST three times, 0.1 to 1.6 s apart (a wait past the executor's
+//! `suspend_after`, 1 s, suspends the task between two posts), to a real HTTP server
 //! on loopback and schedule two children each, among the executor kills,
 //! HSC cuts and Postgres crashes of the soak.
 //!
@@ -19,7 +20,7 @@
 //!   receipt (the attempt that succeeded was answered from the journal);
 //! - each task scheduled exactly its two children, under the ids its
 //!   output names, and they ended;
-//! - no execution diverged.
+//! - no execution diverged, and some were suspended in their waits.
 //!
 //! The soak's own checks (ended, every success ran, no overlap, no stale
 //! result) cover these tasks and their children too.
@@ -32,6 +33,7 @@ use sqlx::{PgPool, Row};
 use waft_core::machine;
 use waft_sample_artifacts as samples;
 use waft_services::{ClientApi, RunAt, TaskRequest};
+use waft_store::AttemptOutcome;
 use waft_testing::http::{HttpServer, Reply};
 
 use crate::support::Cluster;
@@ -115,7 +117,7 @@ impl Durable {
                     "url": url,
                     "posts": POSTS,
                     "children": CHILDREN,
-                    "step_ms": rng.u64(100..500),
+                    "step_ms": rng.u64(100..1_600),
                 })
                 .to_string()
                 .into_bytes(),
@@ -294,6 +296,17 @@ impl Durable {
         .unwrap();
         for id in diverged {
             violations.push(format!("{id}: an execution diverged"));
+        }
+        let suspended: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM attempts a JOIN tasks t ON t.id = a.task_id \
+             WHERE t.lambda = 'durable' AND a.outcome = $1",
+        )
+        .bind(AttemptOutcome::Suspended.as_str())
+        .fetch_one(pool)
+        .await
+        .unwrap();
+        if suspended == 0 {
+            violations.push("no durable task was suspended: every wait was waited in place".into());
         }
         violations
     }
