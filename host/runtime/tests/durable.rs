@@ -9,12 +9,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use support::{apply, output};
+use support::output;
 use waft_core::model::{JournalEntry, JournalWrite};
 use waft_core::{Grants, Limits, OnDivergence};
 use waft_runtime::{
-    Execution, KillSwitch, Outcome, PreparedLambda, RecordingHost, Runtime, RuntimeConfig, Sandbox,
-    TaskInput,
+    Execution, Outcome, PreparedLambda, Runtime, RuntimeConfig, Sandbox, TaskInput,
 };
 use waft_sample_artifacts as samples;
 use waft_testing::http::{HttpServer, Reply};
@@ -46,16 +45,7 @@ async fn attempt(
 ) -> Execution {
     let mut input: TaskInput = support::task("01DURABLE", "durable", plan);
     input.attempt = attempt;
-    input.journal = journal.clone();
-    let host = Arc::new(RecordingHost::default());
-    let execution = lambda
-        .run(input, sandbox, host.clone(), &KillSwitch::new())
-        .await;
-    for write in host.journal_writes() {
-        apply(journal, &write);
-    }
-    apply(journal, &execution.journal);
-    execution
+    support::run_journaled(lambda, input, sandbox, journal).await
 }
 
 fn calls(journal: &[JournalEntry]) -> Vec<&str> {

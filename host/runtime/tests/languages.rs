@@ -13,8 +13,7 @@ use serde_json::{Value, json};
 use waft_core::model::JournalEntry;
 use waft_core::{Grants, Limits};
 use waft_runtime::{
-    Execution, KillSwitch, LogSource, Outcome, PreparedLambda, RecordingHost, Runtime,
-    RuntimeConfig, Sandbox, TaskInput,
+    Execution, LogSource, Outcome, PreparedLambda, Runtime, RuntimeConfig, Sandbox, TaskInput,
 };
 use waft_sample_artifacts as samples;
 use waft_testing::http::{HttpServer, Reply};
@@ -56,17 +55,9 @@ async fn run_from(
         attempt: 2,
         scheduled_at: SystemTime::now(),
         payload: payload.to_vec(),
-        journal: journal.clone(),
+        journal: Vec::new(),
     };
-    let host = Arc::new(RecordingHost::default());
-    let execution = lambda
-        .run(task, sandbox, host.clone(), &KillSwitch::new())
-        .await;
-    for write in host.journal_writes() {
-        support::apply(journal, &write);
-    }
-    support::apply(journal, &execution.journal);
-    execution
+    support::run_journaled(lambda, task, sandbox, journal).await
 }
 
 /// A retry of a webhook that succeeded is answered from its journal: the

@@ -10,11 +10,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::{Value, json};
-use support::{apply, output};
+use support::output;
 use waft_core::model::JournalEntry;
 use waft_runtime::{
-    Execution, KillSwitch, Outcome, PreparedLambda, RecordingHost, Runtime, RuntimeConfig, Sandbox,
-    TaskInput,
+    Execution, Outcome, PreparedLambda, Runtime, RuntimeConfig, Sandbox, TaskInput,
 };
 use waft_sample_artifacts as samples;
 use waft_testing::http::{HttpServer, Reply};
@@ -41,17 +40,8 @@ async fn execute(
     plan: &Value,
     journal: &mut Vec<JournalEntry>,
 ) -> Execution {
-    let mut input: TaskInput = support::task("01WAITS", "durable", plan);
-    input.journal = journal.clone();
-    let host = Arc::new(RecordingHost::default());
-    let execution = lambda
-        .run(input, sandbox, host.clone(), &KillSwitch::new())
-        .await;
-    for write in host.journal_writes() {
-        apply(journal, &write);
-    }
-    apply(journal, &execution.journal);
-    execution
+    let input: TaskInput = support::task("01WAITS", "durable", plan);
+    support::run_journaled(lambda, input, sandbox, journal).await
 }
 
 fn suspended_until(execution: &Execution) -> SystemTime {

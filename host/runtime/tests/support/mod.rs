@@ -3,7 +3,8 @@
 //! - [`on_demand_runtime`]: the runtime the Frontend deploys with;
 //! - [`lambda_around`]: a lambda built around a hand-written core module;
 //! - [`prepare`], [`task`] and [`run`]: a sample prepared and run on one
-//!   task, its host calls recorded;
+//!   task, its host calls recorded; [`run_journaled`] and [`apply`]: run
+//!   from a journal kept as the store keeps it;
 //! - [`output`] and [`refused_on_a_limit`]: what a run answered, and why a
 //!   deploy was refused.
 
@@ -129,6 +130,27 @@ pub fn refused_on_a_limit(prepared: Result<PreparedLambda, LoadError>) -> String
         Err(other) => panic!("expected a refusal on a limit, got: {other}"),
         Ok(_) => panic!("a component over its limits was accepted"),
     }
+}
+
+/// Runs `input` on `lambda` in `sandbox`, answered from `journal` (its
+/// task's journal in the store), and brings `journal` to what the
+/// execution left: its durability points' writes, then its result's.
+pub async fn run_journaled(
+    lambda: &PreparedLambda,
+    mut input: TaskInput,
+    sandbox: &Sandbox,
+    journal: &mut Vec<waft_core::model::JournalEntry>,
+) -> Execution {
+    input.journal = journal.clone();
+    let host = Arc::new(RecordingHost::default());
+    let execution = lambda
+        .run(input, sandbox, host.clone(), &KillSwitch::new())
+        .await;
+    for write in host.journal_writes() {
+        apply(journal, &write);
+    }
+    apply(journal, &execution.journal);
+    execution
 }
 
 /// The store's side of a journal: `write` applied to `journal`.

@@ -8,24 +8,12 @@
 //! unguarded write loses.
 
 use waft_core::TaskStatus;
-use waft_store::{AttemptOutcome, GateSet, GateState, Refusal, TaskInsertMany, TaskStore};
+use waft_store::{AttemptOutcome, GateState, Refusal, TaskInsertMany, TaskStore};
 
 use crate::support::{
-    ENQUEUE_TIMEOUT, T0, claim, deploy, finish, heartbeat, insert, new_task, poll, start, status,
-    success,
+    ENQUEUE_TIMEOUT, T0, claim, deploy, finish, gate, heartbeat, insert, new_task, poll, start,
+    status, success,
 };
-
-async fn gate(store: &dyn TaskStore, lambda: &str, state: GateState, now: i64) -> u64 {
-    store
-        .gate_set(GateSet {
-            lambda: lambda.into(),
-            collection: None,
-            state,
-            now,
-        })
-        .await
-        .unwrap()
-}
 
 /// A task on its queue when its lambda is paused is not claimed: the claim
 /// is refused and the task held, and the resume queues it afresh.

@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use waft_core::{Backoff, ByteSize, LambdaConfig, TaskStatus};
 use waft_store::{
-    Heartbeat, LambdaDeploy, Millis, NewTask, Refusal, ResultOutcome, TaskClaimMany,
-    TaskEnqueueReady, TaskHeartbeatMany, TaskInsertMany, TaskResult, TaskSetResultMany, TaskStore,
+    GateSet, GateState, Heartbeat, LambdaDeploy, Millis, NewTask, Refusal, ResultOutcome,
+    TaskClaimMany, TaskEnqueueReady, TaskHeartbeatMany, TaskInsertMany, TaskResult,
+    TaskSetResultMany, TaskStore,
 };
 
 pub const T0: Millis = 1_800_000_000_000;
@@ -170,4 +171,17 @@ pub fn retriable(error: &str) -> ResultOutcome {
         error: error.into(),
         retry_after: None,
     }
+}
+
+/// Sets the gate of a whole lambda; how many tasks it released.
+pub async fn gate(store: &dyn TaskStore, lambda: &str, state: GateState, now: i64) -> u64 {
+    store
+        .gate_set(GateSet {
+            lambda: lambda.into(),
+            collection: None,
+            state,
+            now,
+        })
+        .await
+        .unwrap()
 }

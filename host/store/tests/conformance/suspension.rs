@@ -4,9 +4,11 @@
 //! overview apply to it.
 
 use waft_core::TaskStatus;
-use waft_store::{AttemptOutcome, GateSet, GateState, Refusal, ResultOutcome, TaskStore};
+use waft_store::{AttemptOutcome, GateState, Refusal, ResultOutcome, TaskStore};
 
-use crate::support::{T0, claim, deploy, finish, insert, new_task, poll, start, status, success};
+use crate::support::{
+    T0, claim, deploy, finish, gate, insert, new_task, poll, start, status, success,
+};
 
 const WAKE: i64 = T0 + 60_000;
 
@@ -140,16 +142,4 @@ pub async fn the_overview_counts_suspended_tasks(store: &dyn TaskStore) {
     assert_eq!(mail.suspended, 0);
     assert_eq!(mail.ready.iter().map(|d| d.count).sum::<u64>(), 1);
     assert_eq!(status(store, &id).await, TaskStatus::Suspended);
-}
-
-async fn gate(store: &dyn TaskStore, lambda: &str, state: GateState, now: i64) -> u64 {
-    store
-        .gate_set(GateSet {
-            lambda: lambda.into(),
-            collection: None,
-            state,
-            now,
-        })
-        .await
-        .unwrap()
 }
