@@ -22,11 +22,11 @@ try {
   await steps([
     ["the overview shows the dead letters and failures", async () => {
       await visit(page, "");
-      await until("mailer shows 3 dead", async () => (await cell("mailer", 9)) === "3");
-      assert.equal(await cell("mailer", 8), "3", "3 failures in the last hour");
+      await until("mailer shows 3 dead", async () => (await cell("mailer", 10)) === "3");
+      assert.equal(await cell("mailer", 9), "3", "3 failures in the last hour");
       assert.equal(await cell("mailer", 1), "open");
       assert.equal(await page.getByText("Loading Waft").count(), 0, "the placeholder is replaced");
-      assert.match(await cell("hello", 7), /^[1-9]/, "hello succeeded");
+      assert.match(await cell("hello", 8), /^[1-9]/, "hello succeeded");
       await shot(page, "overview");
     }],
     ["a failed task's log is readable", async () => {
@@ -42,7 +42,7 @@ try {
       await page.locator('tr[data-lambda="mailer"] button', { hasText: "Pause" }).click();
       await until("the gate reads paused", async () => (await cell("mailer", 1)) === "paused");
       held = waft("task", "schedule", "mailer", "--payload", '{"succeed_on":1}');
-      await until("the overview counts it held", async () => (await cell("mailer", 5)) === "1");
+      await until("the overview counts it held", async () => (await cell("mailer", 6)) === "1");
       const shown = task(held);
       assert.equal(shown.status, "new", "a paused lambda's task is not claimed");
       assert.equal(shown.held, true);
