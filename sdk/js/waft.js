@@ -26,9 +26,9 @@
 // componentize-js finds an import by its full name, version included: these
 // name the `waft:lambda` version of `wit/lambda.wit`, which the runtime's
 // tests/contract.rs checks.
-import { beat } from "waft:lambda/heartbeat@0.2.0";
-import { log as hostLog } from "waft:lambda/log@0.2.0";
-import { schedule as hostSchedule } from "waft:lambda/children@0.2.0";
+import { beat } from "waft:lambda/heartbeat@0.2.1";
+import { log as hostLog } from "waft:lambda/log@0.2.1";
+import { schedule as hostSchedule } from "waft:lambda/children@0.2.1";
 import { get as configGet } from "wasi:config/store@0.2.0-rc.1";
 
 const encoder = new TextEncoder();

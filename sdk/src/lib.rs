@@ -61,7 +61,7 @@ pub use heartbeat::{LeaseLost, heartbeat, heartbeat_with};
 pub use log::{Level, log, log_fields};
 pub use outcome::{IntoOutcome, Outcome};
 pub use task::Task;
-pub use wait::sleep;
+pub use wait::{sleep, wait_signal};
 
 /// Marks the function that handles a lambda's tasks.
 ///

@@ -28,8 +28,8 @@ use waft_services::{
 };
 use waft_store::{
     Artifact, Attempt, Cron, DeadSelector, Gate, GateState, JournalEntry, Lambda, LambdaDeploy,
-    Millis, Overview, SealedSecrets, SecretInfo, SqliteStore, StatusCount, Task, TaskCount,
-    TaskInserted, TaskList, TaskStore, Token, TokenRole,
+    Millis, Overview, SealedSecrets, SecretInfo, SignalSent, SqliteStore, StatusCount, Task,
+    TaskCount, TaskInserted, TaskList, TaskStore, Token, TokenRole,
 };
 
 const T0: i64 = 1_800_000_000_000;
@@ -58,6 +58,7 @@ fn expected(call: Call) -> &'static str {
         Call::TaskList => "sshshs",
         Call::TaskCount => "yynyny",
         Call::TaskCancel => "yynnny",
+        Call::TaskSignal => "yynyny",
         Call::TaskAttempts => "yynyny",
         Call::TaskJournal => "yynyny",
         Call::LambdaStats => "sshshs",
@@ -112,6 +113,7 @@ async fn invoke(api: &dyn FrontendApi, fx: &Fixture, call: Call) -> Answer {
             .map(|tasks| holds_mail(&tasks, |t| &t.lambda)),
         Call::TaskCount => api.task_count(mail_count()).await.map(none),
         Call::TaskCancel => api.task_cancel(&fx.fresh_task().await).await.map(none),
+        Call::TaskSignal => (api.task_signal(task, "approved", b"{}".to_vec()).await).map(none),
         Call::TaskAttempts => api.task_attempts(task).await.map(none),
         Call::TaskJournal => api.task_journal(task).await.map(none),
         Call::LambdaStats => (api.lambda_stats(Duration::from_secs(60)).await)
@@ -414,6 +416,9 @@ impl ClientApi for Probe {
     }
     async fn task_cancel(&self, _: &str) -> ServiceResult<Task> {
         Err(self.saw(Call::TaskCancel))
+    }
+    async fn task_signal(&self, _: &str, _: &str, _: Vec<u8>) -> ServiceResult<SignalSent> {
+        Err(self.saw(Call::TaskSignal))
     }
     async fn task_attempts(&self, _: &str) -> ServiceResult<Vec<Attempt>> {
         Err(self.saw(Call::TaskAttempts))

@@ -63,6 +63,13 @@ impl proto::hsc_server::Hsc for Answering {
     ) -> Result<Response<proto::ReadJournalResponse>, Status> {
         Ok(Response::new(proto::ReadJournalResponse::default()))
     }
+
+    async fn read_signal(
+        &self,
+        _: Request<proto::ReadSignalRequest>,
+    ) -> Result<Response<proto::ReadSignalResponse>, Status> {
+        Ok(Response::new(proto::ReadSignalResponse::default()))
+    }
 }
 
 /// Serves `Answering` with the limits the HSC's server has, over TLS with

@@ -95,6 +95,7 @@ calls! {
     TaskList,
     TaskCount,
     TaskCancel,
+    TaskSignal,
     TaskAttempts,
     TaskJournal,
     LambdaStats,
@@ -125,9 +126,10 @@ calls! {
 impl Call {
     /// What the call needs of its caller: the table of rights.
     pub fn rule(self) -> Rule {
-        use Action::{Manage, Read};
+        use Action::{Manage, Read, Schedule};
         match self {
             Call::TaskSchedule => Rule::Schedule,
+            Call::TaskSignal => Rule::Lambda(Schedule),
             Call::TaskGet | Call::TaskCount | Call::TaskAttempts | Call::TaskJournal => {
                 Rule::Lambda(Read)
             }

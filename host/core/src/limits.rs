@@ -66,6 +66,38 @@ pub const MAX_JOURNAL_ANSWER: usize = MAX_CARRIED.bytes() as usize;
 /// people. A longer one is cut short by [`cut_note`].
 pub const MAX_PROGRESS_NOTE: usize = 4 << 10;
 
+/// The most signals a task keeps (1,000): one more is refused, so that a
+/// client sending in a loop cannot grow a task without bound.
+pub const MAX_SIGNALS: u32 = 1_000;
+
+/// The longest signal name, in bytes (128).
+pub const MAX_SIGNAL_NAME: usize = 128;
+
+/// Refuses a signal name that is empty, longer than [`MAX_SIGNAL_NAME`]
+/// or holds a control character (it is shown in logs and on pages).
+///
+/// ```
+/// use waft_core::limits::check_signal_name;
+/// assert!(check_signal_name("approved").is_ok());
+/// assert!(check_signal_name("").is_err());
+/// assert!(check_signal_name("a\nb").is_err());
+/// ```
+pub fn check_signal_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("a signal needs a name".into());
+    }
+    if name.len() > MAX_SIGNAL_NAME {
+        return Err(format!(
+            "signal name of {} bytes is over the {MAX_SIGNAL_NAME} a name may have",
+            name.len()
+        ));
+    }
+    if name.chars().any(char::is_control) {
+        return Err(format!("signal name {name:?} holds a control character"));
+    }
+    Ok(())
+}
+
 /// Refuses a payload of `len` bytes for `lambda` that no claim could carry
 /// to an executor, whatever the lambda's version allows (one deployed under
 /// an earlier, wider bound): stored, its task could never run.

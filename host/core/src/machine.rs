@@ -43,11 +43,14 @@ pub enum Operation {
     Exhaust,
     /// The execution failed for good.
     Fail,
-    /// The execution ended in a long wait (a durable lambda's sleep): the
-    /// task waits in the store, holding no instance and no lease, its
-    /// attempt given back, until the wait is over; then it is enqueued
-    /// again and resumes by replaying its journal.
+    /// The execution ended in a long wait (a durable lambda's sleep, or its
+    /// wait for a signal): the task waits in the store, holding no instance
+    /// and no lease, its attempt given back, until the wait is over; then
+    /// it is enqueued again and resumes by replaying its journal.
     Suspend,
+    /// A signal the suspended task waits for was sent: it is due at once
+    /// (and resumes to take it).
+    Signal,
     /// The lease timed out (the executor died or lost the store) with
     /// attempts left: the lost attempt is recorded and the task queued again.
     Expire,
@@ -97,7 +100,8 @@ pub enum Trigger {
     HeartbeatTimeout,
     /// After the backoff of its lambda (or the lambda's own `retry_after`).
     Backoff,
-    /// When the wait it is suspended in is over.
+    /// When the wait it is suspended in is over (its timeout, for a
+    /// signal).
     Wake,
     /// Not until a gate opens (the task is held).
     Gate,
@@ -173,7 +177,7 @@ const HELD: StatusSet = StatusSet::of(&[New, RetriableFailure]);
 /// claim, the gates, the attempts left) are the store's; the table says
 /// which states each operation may meet.
 #[rustfmt::skip]
-pub const TRANSITIONS: [Transition; 18] = {
+pub const TRANSITIONS: [Transition; 19] = {
     use Attempts as A;
     use Lease as L;
     use Operation as O;
@@ -182,6 +186,7 @@ pub const TRANSITIONS: [Transition; 18] = {
     const NOTHING: StatusSet = StatusSet::EMPTY;
     const ENQUEUED: StatusSet = StatusSet::of(&[Enqueued]);
     const DEAD: StatusSet = StatusSet::of(&[Dead]);
+    const SUSPENDED: StatusSet = StatusSet::of(&[Suspended]);
     [
         //  operation         from      to                    trigger              lease      attempts
         row(O::Insert,        NOTHING,  To(New),              T::Due,              L::Keep,   A::Reset),
@@ -194,6 +199,7 @@ pub const TRANSITIONS: [Transition; 18] = {
         row(O::Exhaust,       LEASED,   To(Dead),             T::Never,            L::Fenced, A::Keep),
         row(O::Fail,          LEASED,   To(FatalFailure),     T::Never,            L::Fenced, A::Keep),
         row(O::Suspend,       LEASED,   To(Suspended),        T::Wake,             L::Fenced, A::Back),
+        row(O::Signal,        SUSPENDED, Same,                T::Now,              L::Keep,   A::Keep),
         row(O::Expire,        LEASED,   To(Enqueued),         T::EnqueueTimeout,   L::Keep,   A::Keep),
         row(O::Bury,          LEASED,   To(Dead),             T::Never,            L::Keep,   A::Keep),
         row(O::Hold,          OPEN,     NextAttempt,          T::Gate,             L::Keep,   A::Keep),
@@ -343,7 +349,7 @@ pub const fn next_attempt(attempt: u32) -> TaskStatus {
 mod tests {
     use super::*;
 
-    const OPERATIONS: [Operation; 18] = [
+    const OPERATIONS: [Operation; 19] = [
         Operation::Insert,
         Operation::Enqueue,
         Operation::Claim,
@@ -354,6 +360,7 @@ mod tests {
         Operation::Exhaust,
         Operation::Fail,
         Operation::Suspend,
+        Operation::Signal,
         Operation::Expire,
         Operation::Bury,
         Operation::Hold,
@@ -380,6 +387,7 @@ mod tests {
                 | Operation::Exhaust
                 | Operation::Fail
                 | Operation::Suspend
+                | Operation::Signal
                 | Operation::Expire
                 | Operation::Bury
                 | Operation::Hold

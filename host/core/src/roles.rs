@@ -19,7 +19,8 @@ use crate::error::ServiceResult;
 use crate::model::{
     Artifact, Attempt, ClaimedTask, Continuation, Cron, DeadSelector, Gate, GateState, Heartbeat,
     JournalEntry, JournalWrite, Lambda, Millis, Overview, Refusal, SealedSecrets, SecretInfo,
-    StatusCount, Task, TaskCount, TaskInserted, TaskList, TaskResult, Token, TokenRole,
+    SignalSent, StatusCount, Task, TaskCount, TaskInserted, TaskList, TaskResult, TaskSignalRead,
+    Token, TokenRole,
 };
 use crate::{LambdaConfig, TaskStatus};
 
@@ -96,6 +97,15 @@ pub trait ClientApi: Send + Sync {
     async fn lambda_stats(&self, window: Duration) -> ServiceResult<Overview>;
     /// Cancels a task that has not ended.
     async fn task_cancel(&self, id: &str) -> ServiceResult<Task>;
+    /// Sends a task that has not ended a signal: kept until a wait for a
+    /// signal of `name` takes it, and waking the task when it is suspended
+    /// in such a wait. `FailedPrecondition` for an ended task.
+    async fn task_signal(
+        &self,
+        id: &str,
+        name: &str,
+        payload: Vec<u8>,
+    ) -> ServiceResult<SignalSent>;
     /// A task's ended executions, oldest first: how each ended, its error
     /// and its log.
     async fn task_attempts(&self, id: &str) -> ServiceResult<Vec<Attempt>>;
@@ -301,4 +311,12 @@ pub trait HscApi: Send + Sync {
         &self,
         page: JournalPage,
     ) -> ServiceResult<Result<Vec<JournalEntry>, Refusal>>;
+    /// The signal a running execution waits for (the one of `read.name`
+    /// after the `read.taken` its task took), `None` when it has not come;
+    /// refused unless `read.lease_token` is the task's current lease and
+    /// the task is claimed or running.
+    async fn task_signal_read(
+        &self,
+        read: TaskSignalRead,
+    ) -> ServiceResult<Result<Option<Vec<u8>>, Refusal>>;
 }

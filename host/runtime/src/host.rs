@@ -46,6 +46,17 @@ pub struct LeaseLost {
     pub reason: String,
 }
 
+/// Why the signal an execution waits for could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SignalUnread {
+    /// The execution no longer holds its task's lease.
+    #[error("lease lost: {0}")]
+    LeaseLost(String),
+    /// The platform could not be asked now.
+    #[error("signals unavailable: {0}")]
+    Unavailable(String),
+}
+
 /// The platform side of a running task's host calls.
 ///
 /// One value per execution: it knows which task and which lease it speaks
@@ -64,10 +75,16 @@ pub trait TaskHost: Send + Sync {
     /// durability point); `Err` when the lease is gone, and the execution
     /// then stops.
     async fn journal(&self, write: JournalWrite) -> Result<(), LeaseLost>;
+
+    /// The signal named `name` that follows the `taken` of that name the
+    /// task's executions took already, in the order signals were sent;
+    /// `None` while it has not been sent.
+    async fn signal(&self, name: &str, taken: u32) -> Result<Option<Vec<u8>>, SignalUnread>;
 }
 
 /// A [`TaskHost`] with no platform behind it, for `waft invoke` and tests:
-/// heartbeats always succeed, child tasks are recorded, not run.
+/// heartbeats always succeed, child tasks are recorded, not run, and the
+/// signals are those [`RecordingHost::send_signal`] sent.
 ///
 /// It keeps a bounded record whatever the lambda does: of heartbeats, their
 /// count and the last progress note (a lambda may heartbeat in a loop); of
@@ -88,6 +105,7 @@ pub struct RecordingHost {
     heartbeats: Mutex<Heartbeats>,
     children: Mutex<(Vec<ChildRequest>, u64)>,
     journal: Mutex<Vec<JournalWrite>>,
+    signals: Mutex<Vec<(String, Vec<u8>)>>,
 }
 
 #[derive(Debug, Default)]
@@ -125,6 +143,11 @@ impl RecordingHost {
     pub fn children_requested(&self) -> u64 {
         lock(&self.children).1
     }
+
+    /// Sends the task a signal, as a client would.
+    pub fn send_signal(&self, name: &str, payload: impl Into<Vec<u8>>) {
+        lock(&self.signals).push((name.to_owned(), payload.into()));
+    }
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -156,5 +179,13 @@ impl TaskHost for RecordingHost {
     async fn journal(&self, write: JournalWrite) -> Result<(), LeaseLost> {
         lock(&self.journal).push(write);
         Ok(())
+    }
+
+    async fn signal(&self, name: &str, taken: u32) -> Result<Option<Vec<u8>>, SignalUnread> {
+        let signals = lock(&self.signals);
+        let mut named = signals.iter().filter(|(n, _)| n == name);
+        Ok(named
+            .nth(taken as usize)
+            .map(|(_, payload)| payload.clone()))
     }
 }

@@ -2,7 +2,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use waft_core::model::JournalWrite;
+use waft_core::model::{JournalWrite, Wait};
 
 use crate::TaskLog;
 
@@ -65,10 +65,11 @@ pub enum Outcome {
     /// after the mismatch.
     Diverged { message: String },
     /// The lambda waited on nothing but its own timers, the earliest of
-    /// them `until` (by the wall clock) and further away than the
-    /// sandbox's `suspend_after`: the instance was dropped, and its task
-    /// resumes then by replaying its journal, which holds the wait.
-    Suspended { until: SystemTime },
+    /// them `until` (by the wall clock), or for a signal not sent yet until
+    /// then, further away than the sandbox's `suspend_after`: the instance
+    /// was dropped, and its task resumes then (or when the signal it waits
+    /// for is sent) by replaying its journal, which holds the wait.
+    Suspended { until: SystemTime, wait: Wait },
 }
 
 impl Outcome {

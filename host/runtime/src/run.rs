@@ -21,6 +21,7 @@ use wasmtime::{Store, Trap, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
+use crate::capabilities::Taken;
 use crate::contract::current::wit::types as wit_types;
 use crate::durable::{Halt, Journal, MonotonicClock, Waits};
 use crate::lambda::error_chain;
@@ -94,6 +95,8 @@ pub(crate) struct HostState {
     pub(crate) secret_names: BTreeSet<String>,
     /// Children asked for so far, replayed ones included.
     pub(crate) children: u32,
+    /// Signals taken so far, by name, replayed ones included.
+    pub(crate) taken: Taken,
     pub(crate) limiter: StoreLimiter,
     pub(crate) log: LogSink,
     /// The execution's secrets, to keep out of what its host calls carry
@@ -143,6 +146,19 @@ impl HostState {
             return Err(halt.into());
         }
         Ok(())
+    }
+
+    /// A wait of `duration` in the instance, inside a host call; cut
+    /// short when the execution is stopped (the deadline ends the whole
+    /// run).
+    pub(crate) fn pause(&self, duration: Duration) -> impl Future<Output = ()> + Send + 'static {
+        let kill = self.kill.clone();
+        async move {
+            tokio::select! {
+                () = kill.killed() => {}
+                () = tokio::time::sleep(duration) => {}
+            }
+        }
     }
 }
 
@@ -287,8 +303,8 @@ impl PreparedLambda {
             (_, Some(halt)) if !kill.is_killed() => halted(halt),
             (Err(stop), _) => stopped(stop, kill, limits),
             (Ok(Ok(outcome)), _) => answered(outcome, limits),
-            (Ok(Err(_)), _) if let Some(until) = state.waits.suspended() => {
-                Outcome::Suspended { until }
+            (Ok(Err(_)), _) if let Some((until, wait)) = state.waits.suspended() => {
+                Outcome::Suspended { until, wait }
             }
             (Ok(Err(error)), _) => trapped(&error, state, kill, limits),
         };
@@ -389,6 +405,7 @@ pub(crate) fn new_store(
                 .collect(),
             secret_names: sandbox.secrets.iter().map(|(k, _)| k.clone()).collect(),
             children: 0,
+            taken: Taken::default(),
             outbound: Outbound::new(
                 sandbox.grants.clone(),
                 runtime.tls.clone(),

@@ -309,7 +309,7 @@ async fn sleep_suspends(lambda: &PreparedLambda, tool: &str) {
     let call = json!({"url": format!("{}/hook", server.url()), "sleep_ms": 1500}).to_string();
     let mut journal = Vec::new();
     let first = run_from(lambda, "01ZZ", call.as_bytes(), &sandbox, &mut journal).await;
-    let Outcome::Suspended { until } = first.outcome else {
+    let Outcome::Suspended { until, .. } = first.outcome else {
         panic!("{tool}: {:?}; log {:?}", first.outcome, first.log);
     };
     assert!(

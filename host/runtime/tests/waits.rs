@@ -46,7 +46,7 @@ async fn execute(
 
 fn suspended_until(execution: &Execution) -> SystemTime {
     match execution.outcome {
-        Outcome::Suspended { until } => until,
+        Outcome::Suspended { until, .. } => until,
         ref other => panic!("expected a suspension, got {other:?}"),
     }
 }
@@ -118,7 +118,7 @@ async fn std_thread_sleep_suspends_between_outside_calls_and_none_is_made_twice(
     let answer = loop {
         let execution = execute(&lambda, &sandbox, &plan, &mut journal).await;
         match execution.outcome {
-            Outcome::Suspended { until } => {
+            Outcome::Suspended { until, .. } => {
                 suspensions += 1;
                 assert_eq!(server.requests().len(), suspensions, "one POST a wake");
                 sleep_until(until).await;

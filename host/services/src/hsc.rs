@@ -29,7 +29,7 @@ use waft_core::limits::{MAX_BATCH_BYTES, MAX_CARRIED, cut_note};
 use waft_core::{TaskStatus, machine};
 use waft_store::{
     ClaimedTask, Heartbeat, JournalEntry, Refusal, ResultOutcome, TaskClaimMany, TaskHeartbeatMany,
-    TaskJournalRead, TaskJournalWrite, TaskResult, TaskSetResultMany, TaskStore,
+    TaskJournalRead, TaskJournalWrite, TaskResult, TaskSetResultMany, TaskSignalRead, TaskStore,
 };
 
 use crate::batch::{Budget, Filling, WireSize};
@@ -237,6 +237,14 @@ impl HscApi for Hsc {
             })
             .await?;
         Ok(Ok(fit_page(entries)))
+    }
+
+    async fn task_signal_read(
+        &self,
+        read: TaskSignalRead,
+    ) -> ServiceResult<Result<Option<Vec<u8>>, Refusal>> {
+        // The store fences the read by the lease, as a journal read is.
+        Ok(self.store.task_signal_read(read).await?)
     }
 }
 

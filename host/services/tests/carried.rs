@@ -276,6 +276,12 @@ impl HscApi for HeldResults {
     ) -> ServiceResult<Result<Vec<JournalEntry>, Refusal>> {
         self.hsc.task_journal_read(page).await
     }
+    async fn task_signal_read(
+        &self,
+        read: waft_store::TaskSignalRead,
+    ) -> ServiceResult<Result<Option<Vec<u8>>, Refusal>> {
+        self.hsc.task_signal_read(read).await
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

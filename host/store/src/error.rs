@@ -48,6 +48,8 @@ pub enum StoreError {
     TimeOutOfRange { at: i64, now: i64 },
     #[error("task {id} has already ended ({status})")]
     AlreadyEnded { id: String, status: TaskStatus },
+    #[error("task {id} keeps {max} signals already, the most a task may keep")]
+    TooManySignals { id: String, max: u32 },
     #[error("task {id} is not dead (it is {status}); only dead tasks can be redriven")]
     NotDead { id: String, status: TaskStatus },
     #[error("invalid request: {0}")]
@@ -81,7 +83,7 @@ impl From<StoreError> for ServiceError {
             | StoreError::TimeOutOfRange { .. }
             | StoreError::Invalid(_) => ServiceError::InvalidArgument(error.to_string()),
             StoreError::ChildNotAllowed { .. } => ServiceError::PermissionDenied(error.to_string()),
-            StoreError::PayloadTooLarge { .. } => {
+            StoreError::PayloadTooLarge { .. } | StoreError::TooManySignals { .. } => {
                 ServiceError::ResourceExhausted(error.to_string())
             }
             StoreError::AlreadyEnded { .. }

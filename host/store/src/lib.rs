@@ -18,7 +18,7 @@
 //! fence, and pins the task to the lambda version that wrote it.
 //!
 //! The tree: `sql/` holds the SQL, one file per entity (`lambda`, `task`,
-//! `poll`, `lease`, `journal`, `gate`, `cron`, `token`, `secret`, and `stats`
+//! `poll`, `lease`, `journal`, `signal`, `gate`, `cron`, `token`, `secret`, and `stats`
 //! for the dashboard's overview), written once and compiled for
 //! each backend; `dialect.rs` names the few fragments in which SQLite and
 //! Postgres differ; `rules.rs` holds the decisions that need no database
@@ -85,6 +85,15 @@ pub trait TaskStore: Send + Sync {
     async fn lambda_stats(&self, now: Millis, since: Millis) -> Result<Vec<LambdaStats>>;
     /// Cancels a task that has not ended; a running one loses its lease.
     async fn task_cancel(&self, id: &str, now: Millis) -> Result<Task>;
+    /// Keeps a signal for a task that has not ended, and wakes it when it
+    /// is suspended waiting for a signal of that name.
+    async fn task_signal(&self, params: TaskSignal) -> Result<SignalSent>;
+    /// The next signal of a name a running execution has not taken, under
+    /// its lease; `None` when none has come yet.
+    async fn task_signal_read(
+        &self,
+        params: TaskSignalRead,
+    ) -> Result<Result<Option<Vec<u8>>, Refusal>>;
 
     /// The Store Consumer's poll: takes up to `limit` due tasks and, in the
     /// same transaction, marks them enqueued (or held, dropped, dead, as

@@ -33,6 +33,8 @@ mod lifecycle;
 mod pacing;
 #[path = "conformance/secrets.rs"]
 mod secrets;
+#[path = "conformance/signals.rs"]
+mod signals;
 #[path = "conformance/support.rs"]
 mod support;
 #[path = "conformance/suspension.rs"]
@@ -147,6 +149,12 @@ conformance!(
         a_suspended_task_can_be_cancelled,
         gates_hold_and_drop_suspended_tasks,
         the_overview_counts_suspended_tasks,
+    ],
+    signals: [
+        signals_are_kept_and_taken_in_order,
+        a_signal_wakes_the_task_suspended_waiting_for_it,
+        a_signal_sent_before_the_suspension_wakes_it_at_once,
+        signals_to_ended_tasks_and_bad_signals_are_refused,
     ],
     journal_versions: [
         a_journal_pins_its_version,

@@ -3,9 +3,11 @@
 //! heartbeat — and branches on what it sees, for the journal's tests.
 //!
 //! `{"url": "http://…", "posts": 3, "crash_after": 3, "children": 1,
-//! "sleep_ms": 0, "step_ms": 0, "draws": 0}`: reads the wall and monotonic
-//! clocks, draws a coin (and `draws` more numbers, each a journal entry)
-//! from `wasi:random`, reads `REGION`, sleeps, POSTs `posts` times to
+//! "sleep_ms": 0, "step_ms": 0, "draws": 0, "signals": ["approved"],
+//! "signal_ms": 1000}`: reads the wall and monotonic clocks, draws a coin
+//! (and `draws` more numbers, each a journal entry) from `wasi:random`,
+//! reads `REGION`, sleeps, waits for each of `signals` in turn (at most
+//! `signal_ms` each; what came is in the output), POSTs `posts` times to
 //! `url`, `step_ms` apart (`waft_sdk::sleep` for the first sleep,
 //! `std::thread::sleep` between posts: a long one of either suspends the
 //! task) (crashing before post number `crash_after` on the
@@ -37,6 +39,9 @@ struct Plan {
     step_ms: u64,
     /// Random numbers drawn beside the coin.
     draws: u32,
+    /// Signals waited for, in turn, each for at most `signal_ms`.
+    signals: Vec<String>,
+    signal_ms: u64,
 }
 
 #[lambda]
@@ -60,6 +65,14 @@ fn durable(task: Task) -> Result<Outcome, Error> {
     if plan.sleep_ms > 0 {
         waft_sdk::sleep(Duration::from_millis(plan.sleep_ms));
     }
+    let signalled: Vec<Option<String>> = plan
+        .signals
+        .iter()
+        .map(|name| {
+            let timeout = Duration::from_millis(plan.signal_ms);
+            waft_sdk::wait_signal(name, timeout).map(|p| String::from_utf8_lossy(&p).into_owned())
+        })
+        .collect();
     let mut answers = Vec::new();
     for n in 0..plan.posts {
         if plan.crash_after == Some(n) && task.attempt() == 1 {
@@ -95,6 +108,7 @@ fn durable(task: Task) -> Result<Outcome, Error> {
         "side": side,
         "region": region,
         "answers": answers,
+        "signals": signalled,
         "children": ids,
         "floats": floats(coin),
     }))

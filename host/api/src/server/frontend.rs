@@ -211,6 +211,22 @@ impl proto::frontend_server::Frontend for FrontendService {
         }))
     }
 
+    async fn signal_task(
+        &self,
+        request: Request<proto::SignalTaskRequest>,
+    ) -> Result<Response<proto::SignalTaskResponse>, Status> {
+        let role = self.role(&request);
+        let proto::SignalTaskRequest { id, name, payload } = request.into_inner();
+        let sent = role
+            .task_signal(&id, &name, payload)
+            .await
+            .map_err(to_status)?;
+        Ok(Response::new(proto::SignalTaskResponse {
+            seq: sent.seq,
+            woke: sent.woke,
+        }))
+    }
+
     type DeployLambdaStream = Progress<proto::DeployLambdaResponse>;
     type GetArtifactStream = Progress<proto::GetArtifactResponse>;
 

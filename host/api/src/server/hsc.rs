@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use tonic::{Request, Response, Status};
+use waft_core::model::TaskSignalRead;
 use waft_services::{HscApi, JournalCommit, JournalPage};
 
 use waft_client::convert::*;
@@ -136,6 +137,30 @@ impl proto::hsc_server::Hsc for HscService {
             },
             Err(refusal) => proto::ReadJournalResponse {
                 entries: Vec::new(),
+                refused: Some(refusal_to_proto(refusal)),
+            },
+        }))
+    }
+
+    async fn read_signal(
+        &self,
+        request: Request<proto::ReadSignalRequest>,
+    ) -> Result<Response<proto::ReadSignalResponse>, Status> {
+        let request = request.into_inner();
+        let read = TaskSignalRead {
+            id: request.task_id,
+            lease_token: request.lease_token,
+            name: request.name,
+            taken: request.taken,
+        };
+        let answer = self.0.task_signal_read(read).await.map_err(to_status)?;
+        Ok(Response::new(match answer {
+            Ok(payload) => proto::ReadSignalResponse {
+                payload,
+                refused: None,
+            },
+            Err(refusal) => proto::ReadSignalResponse {
+                payload: None,
                 refused: Some(refusal_to_proto(refusal)),
             },
         }))

@@ -11,6 +11,7 @@ use std::time::{Duration, SystemTime};
 
 use clap::Args;
 use serde_json::json;
+use waft_core::model::Wait;
 use waft_core::{ByteSize, Limits, parse_duration};
 use waft_runtime::{
     Execution, KillSwitch, Outcome, PreparedLambda, RecordingHost, Runtime, RuntimeConfig, Sandbox,
@@ -258,8 +259,12 @@ fn report_text(execution: &Execution, host: &RecordingHost) -> String {
         }
         Outcome::LimitExceeded { detail, .. } => format!(": {detail}"),
         Outcome::Killed { reason } => format!(": {reason}"),
-        Outcome::Suspended { until } => {
-            format!(" until {}", humantime::format_rfc3339_millis(*until))
+        Outcome::Suspended { until, wait } => {
+            let until = humantime::format_rfc3339_millis(*until);
+            match wait {
+                Wait::Timer => format!(" until {until}"),
+                Wait::Signal { name, .. } => format!(" until signal {name:?} or {until}"),
+            }
         }
     };
     let _ = writeln!(out, "outcome: {}{detail}", execution.outcome.kind());
@@ -365,8 +370,13 @@ fn report_json(execution: &Execution, host: &RecordingHost) -> serde_json::Value
             json!({ "limit": limit.as_str(), "message": detail })
         }
         Outcome::Killed { reason } => json!({ "message": reason }),
-        Outcome::Suspended { until } => json!({
+        Outcome::Suspended { until, wait } => json!({
             "until_ms": waft_core::model::millis_of(*until),
+            "wait": wait.kind(),
+            "signal": match wait {
+                Wait::Timer => None,
+                Wait::Signal { name, .. } => Some(name),
+            },
         }),
     };
     if let (Some(report), serde_json::Value::Object(fields)) = (report.as_object_mut(), fields) {

@@ -37,6 +37,16 @@ pub enum TaskCommand {
     List(ListArgs),
     /// Cancel a task that has not ended.
     Cancel { id: String },
+    /// Send a task a signal NAME (an approval, another system's answer):
+    /// kept until a wait of the task's lambda for a signal of that name
+    /// takes it; a task suspended in such a wait resumes at once. Refused
+    /// for a task that has ended.
+    Signal {
+        id: String,
+        name: String,
+        #[command(flatten)]
+        payload: PayloadArgs,
+    },
     /// Print what the task's last execution logged.
     Logs { id: String },
     /// Show a task and its descendants (child tasks), with statuses.
@@ -149,6 +159,9 @@ pub fn run(args: TaskArgs) -> Result<ExitCode, Failure> {
             TaskCommand::Get { id } => call.get(id).await?,
             TaskCommand::List(list) => call.list(list).await?,
             TaskCommand::Cancel { id } => call.cancel(&id).await?,
+            TaskCommand::Signal { id, name, payload } => {
+                call.signal(&id, &name, payload.read()?).await?;
+            }
             TaskCommand::Logs { id } => call.logs(&id).await?,
             TaskCommand::Tree { id } => call.tree(&id).await?,
             TaskCommand::Journal { id } => call.journal(&id).await?,
@@ -260,6 +273,32 @@ impl Call<'_> {
             .await
             .map_err(|e| self.client.failure(e))?;
         print_task(&task, self.client.json);
+        Ok(())
+    }
+
+    /// `waft task signal`: says whether the signal woke the task.
+    async fn signal(&self, id: &str, name: &str, payload: Vec<u8>) -> Result<(), Failure> {
+        let sent = self
+            .frontend
+            .task_signal(id, name, payload)
+            .await
+            .map_err(|e| self.client.failure(e))?;
+        if self.client.json {
+            println!(
+                "{}",
+                json!({ "id": id, "name": name, "seq": sent.seq, "woke": sent.woke })
+            );
+        } else if sent.woke {
+            println!(
+                "signal {name:?} sent to task {id} (signal {}): it resumes",
+                sent.seq
+            );
+        } else {
+            println!(
+                "signal {name:?} sent to task {id} (signal {}): kept until the task waits for it",
+                sent.seq
+            );
+        }
         Ok(())
     }
 

@@ -216,6 +216,29 @@ impl ClientApi for FrontendClient {
         task_from_proto(answer(response.into_inner().task, Self::ROLE)?)
     }
 
+    async fn task_signal(
+        &self,
+        id: &str,
+        name: &str,
+        payload: Vec<u8>,
+    ) -> ServiceResult<SignalSent> {
+        let response = self
+            .0
+            .clone()
+            .signal_task(proto::SignalTaskRequest {
+                id: id.to_owned(),
+                name: name.to_owned(),
+                payload,
+            })
+            .await
+            .map_err(Self::error)?
+            .into_inner();
+        Ok(SignalSent {
+            seq: response.seq,
+            woke: response.woke,
+        })
+    }
+
     async fn lambda_deploy(
         &self,
         name: &str,

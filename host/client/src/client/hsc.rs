@@ -175,4 +175,27 @@ impl HscApi for HscClient {
             .map(journal_entry_from_proto)
             .collect()))
     }
+
+    async fn task_signal_read(
+        &self,
+        read: TaskSignalRead,
+    ) -> ServiceResult<Result<Option<Vec<u8>>, Refusal>> {
+        let request = proto::ReadSignalRequest {
+            task_id: read.id,
+            lease_token: read.lease_token,
+            name: read.name,
+            taken: read.taken,
+        };
+        let response = self
+            .0
+            .clone()
+            .read_signal(request)
+            .await
+            .map_err(Self::error)?
+            .into_inner();
+        if let Some(refusal) = response.refused {
+            return Ok(Err(refusal_from_proto(refusal)?));
+        }
+        Ok(Ok(response.payload))
+    }
 }

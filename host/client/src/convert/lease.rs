@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use waft_core::ServiceResult;
-use waft_core::model::{ClaimedTask, Refusal, ResultOutcome, TaskResult};
+use waft_core::model::{ClaimedTask, Refusal, ResultOutcome, TaskResult, Wait};
 
 use super::*;
 use crate::proto;
@@ -79,8 +79,16 @@ pub fn result_to_proto(result: TaskResult) -> proto::Result {
                 error,
                 retry_after_ms: None,
             }),
-            ResultOutcome::Suspend { until } => {
-                Outcome::Suspended(proto::Suspension { until_ms: until })
+            ResultOutcome::Suspend { until, wait } => {
+                let (signal, taken) = match wait {
+                    Wait::Timer => (None, 0),
+                    Wait::Signal { name, taken } => (Some(name), taken),
+                };
+                Outcome::Suspended(proto::Suspension {
+                    until_ms: until,
+                    signal,
+                    taken,
+                })
             }
         }),
         log: result.log,
@@ -105,6 +113,13 @@ pub fn result_from_proto(result: proto::Result) -> ServiceResult<TaskResult> {
             },
             Outcome::Suspended(suspension) => ResultOutcome::Suspend {
                 until: suspension.until_ms,
+                wait: match suspension.signal {
+                    None => Wait::Timer,
+                    Some(name) => Wait::Signal {
+                        name,
+                        taken: suspension.taken,
+                    },
+                },
             },
         },
         id: result.task_id,

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use super::{JournalWrite, Millis};
+use super::{JournalWrite, Millis, Wait};
 use crate::TaskStatus;
 
 /// The Store Consumer's poll.
@@ -151,9 +151,11 @@ pub enum ResultOutcome {
     Fatal {
         error: String,
     },
-    /// The execution ended in a wait that lasts until `until`: the task is
-    /// suspended, its attempt given back, and due again then.
+    /// The execution ended in a wait that lasts until `until` (or until
+    /// the signal it waits for is sent): the task is suspended, its attempt
+    /// given back, and due again then.
     Suspend {
         until: Millis,
+        wait: Wait,
     },
 }

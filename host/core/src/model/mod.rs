@@ -11,6 +11,7 @@ mod journal;
 mod lambda;
 mod lease;
 mod operator;
+mod signal;
 mod task;
 
 pub use access::*;
@@ -18,6 +19,7 @@ pub use journal::*;
 pub use lambda::*;
 pub use lease::*;
 pub use operator::*;
+pub use signal::*;
 pub use task::*;
 
 /// Unix time in milliseconds.

@@ -6,7 +6,9 @@
 //! - [`children`]: child tasks, scheduled through the same;
 //! - outbound HTTP (`wasi:http/outgoing-handler`): the [`outbound`](crate::outbound)
 //!   module, behind the lambda's allow-list;
-//! - [`config`] (`wasi:config/store`): the lambda's variables and secrets.
+//! - [`config`] (`wasi:config/store`): the lambda's variables and secrets;
+//! - [`signals`]: waits for what clients send the task, through the same
+//!   [`TaskHost`](crate::TaskHost).
 //!
 //! Every call of a stopped execution fails, and so traps the guest: nothing
 //! a lambda asks for happens after its kill switch is thrown.
@@ -15,6 +17,9 @@ mod children;
 mod config;
 mod heartbeat;
 mod log;
+mod signals;
+
+pub(crate) use signals::Taken;
 
 use crate::contract::current::wit::types;
 use crate::run::HostState;

@@ -203,7 +203,7 @@ fn far_future() -> tokio::time::Instant {
 }
 
 /// Unix ms as RFC 3339, for summaries.
-fn rfc3339(at_ms: i64) -> String {
+pub(crate) fn rfc3339(at_ms: i64) -> String {
     let after = Duration::from_millis(u64::try_from(at_ms).unwrap_or(0));
     UNIX_EPOCH.checked_add(after).map_or_else(
         || format!("{at_ms}ms"),

@@ -209,6 +209,13 @@ impl Journal {
                 .any(|slot| matches!(slot, Slot::InFlight(_)))
     }
 
+    /// Whether the next call is made live: the recorded journal holds
+    /// nothing at its place (or a hole).
+    pub(crate) fn live_next(&self) -> bool {
+        let state = self.lock();
+        state.replaying_run.is_none() && state.recorded.get(state.next as usize).is_none_or(is_hole)
+    }
+
     /// Takes the place of a call named `call` whose arguments digest to
     /// `digest`: answered from the journal, or to be made live.
     pub(crate) fn call(&self, call: &'static str, digest: &Digest) -> Result<Step, Halt> {
@@ -838,6 +845,9 @@ mod tests {
             self.writes.lock().unwrap().push(write);
             self.gate.acquire().await.unwrap().forget();
             Ok(())
+        }
+        async fn signal(&self, _: &str, _: u32) -> Result<Option<Vec<u8>>, crate::SignalUnread> {
+            Ok(None)
         }
     }
 

@@ -45,7 +45,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 pub(crate) use self::answer::{digest, encode};
-pub(crate) use self::clocks::MonotonicClock;
+pub(crate) use self::clocks::{MonotonicClock, rfc3339};
 pub(crate) use self::journal::{Journal, Outside, Reserved, Ticket};
 pub(crate) use self::waits::Waits;
 

@@ -20,6 +20,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use waft_core::model::Wait;
 use wasmtime::component::Resource;
 use wasmtime_wasi::p2::DynPollable;
 use wasmtime_wasi::p2::bindings::io::poll;
@@ -31,8 +32,9 @@ pub(crate) struct Waits {
     suspend_after: Option<Duration>,
     /// Waits not over when made, by their pollable's handle.
     pending: HashMap<u32, Wake>,
-    /// When the wait the execution was suspended in ends (Unix ms).
-    suspended: Option<i64>,
+    /// When the wait the execution was suspended in ends (Unix ms), and
+    /// what else ends it.
+    suspended: Option<(i64, Wait)>,
 }
 
 /// When a wait ends: by the wall clock (Unix ms, what the store wakes the
@@ -63,11 +65,17 @@ impl Waits {
         self.pending.insert(pollable.rep(), Wake { at_ms, at });
     }
 
-    /// When the wait the execution was suspended in ends.
-    pub(crate) fn suspended(&self) -> Option<SystemTime> {
-        let at_ms = self.suspended?;
+    /// When the wait the execution was suspended in ends, and what else
+    /// ends it.
+    pub(crate) fn suspended(&self) -> Option<(SystemTime, Wait)> {
+        let (at_ms, wait) = self.suspended.clone()?;
         let after = Duration::from_millis(u64::try_from(at_ms).unwrap_or(0));
-        Some(UNIX_EPOCH.checked_add(after).unwrap_or(UNIX_EPOCH))
+        Some((UNIX_EPOCH.checked_add(after).unwrap_or(UNIX_EPOCH), wait))
+    }
+
+    /// Whether a wait of `left` is long enough to be suspended in.
+    pub(crate) fn would_suspend(&self, left: Duration) -> bool {
+        self.suspend_after.is_some_and(|after| left > after)
     }
 
     /// The wait a block on `pollables` would suspend in: the earliest, when
@@ -114,8 +122,14 @@ impl HostState {
             // An outside call still in flight would be lost: wait here.
             return Ok(());
         }
-        self.waits.suspended = Some(wake.at_ms);
-        Err(wasmtime::Error::new(Suspend))
+        Err(self.suspend(wake.at_ms, Wait::Timer))
+    }
+
+    /// Stops the execution to suspend it until `until_ms` (Unix ms), or
+    /// until what `wait` names; the caller found the execution quiet.
+    pub(crate) fn suspend(&mut self, until_ms: i64, wait: Wait) -> wasmtime::Error {
+        self.waits.suspended = Some((until_ms, wait));
+        wasmtime::Error::new(Suspend)
     }
 }
 

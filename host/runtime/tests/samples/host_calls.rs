@@ -69,6 +69,9 @@ impl TaskHost for RefusingHost {
     async fn journal(&self, _: waft_core::model::JournalWrite) -> Result<(), LeaseLost> {
         Ok(())
     }
+    async fn signal(&self, _: &str, _: u32) -> Result<Option<Vec<u8>>, waft_runtime::SignalUnread> {
+        Ok(None)
+    }
 }
 
 #[tokio::test]
@@ -109,6 +112,9 @@ impl TaskHost for LosingHost {
     }
     async fn journal(&self, _: waft_core::model::JournalWrite) -> Result<(), LeaseLost> {
         Ok(())
+    }
+    async fn signal(&self, _: &str, _: u32) -> Result<Option<Vec<u8>>, waft_runtime::SignalUnread> {
+        Ok(None)
     }
 }
 

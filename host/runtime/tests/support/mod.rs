@@ -137,12 +137,23 @@ pub fn refused_on_a_limit(prepared: Result<PreparedLambda, LoadError>) -> String
 /// execution left: its durability points' writes, then its result's.
 pub async fn run_journaled(
     lambda: &PreparedLambda,
-    mut input: TaskInput,
+    input: TaskInput,
     sandbox: &Sandbox,
     journal: &mut Vec<waft_core::model::JournalEntry>,
 ) -> Execution {
-    input.journal = journal.clone();
     let host = Arc::new(RecordingHost::default());
+    run_journaled_on(lambda, input, sandbox, journal, host).await
+}
+
+/// [`run_journaled`] with `host` as the platform (the signals it was sent).
+pub async fn run_journaled_on(
+    lambda: &PreparedLambda,
+    mut input: TaskInput,
+    sandbox: &Sandbox,
+    journal: &mut Vec<waft_core::model::JournalEntry>,
+    host: Arc<RecordingHost>,
+) -> Execution {
+    input.journal = journal.clone();
     let execution = lambda
         .run(input, sandbox, host.clone(), &KillSwitch::new())
         .await;

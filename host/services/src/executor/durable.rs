@@ -311,6 +311,12 @@ pub(super) mod tests {
             let to = (from + self.page.min(page.limit as usize)).min(journal.len());
             Ok(Ok(journal[from..to].to_vec()))
         }
+        async fn task_signal_read(
+            &self,
+            _: waft_store::TaskSignalRead,
+        ) -> ServiceResult<Result<Option<Vec<u8>>, Refusal>> {
+            unreachable!("journals only")
+        }
     }
 
     fn claimed(journal_len: u32) -> ClaimedTask {

@@ -230,6 +230,12 @@ mod tests {
         ) -> ServiceResult<Result<Vec<waft_store::JournalEntry>, Refusal>> {
             unreachable!("heartbeats only")
         }
+        async fn task_signal_read(
+            &self,
+            _: waft_store::TaskSignalRead,
+        ) -> ServiceResult<Result<Option<Vec<u8>>, Refusal>> {
+            unreachable!("heartbeats only")
+        }
     }
 
     async fn beat_all(sink: &Arc<BatchedHeartbeats>, ids: Vec<String>) -> Vec<Answer> {
@@ -330,6 +336,12 @@ mod tests {
             &self,
             _: crate::JournalPage,
         ) -> ServiceResult<Result<Vec<waft_store::JournalEntry>, Refusal>> {
+            unreachable!("heartbeats only")
+        }
+        async fn task_signal_read(
+            &self,
+            _: waft_store::TaskSignalRead,
+        ) -> ServiceResult<Result<Option<Vec<u8>>, Refusal>> {
             unreachable!("heartbeats only")
         }
     }

@@ -2,8 +2,9 @@
 //! note (carried by the watchdog's next heartbeat), the children it
 //! schedules through the Frontend, up to the executor's `max_children` (a
 //! lambda scheduling in a loop would otherwise fill the shared store at the
-//! speed of its loop), and its task's journal, written through the HSC at
-//! each durability point (`durable.rs`).
+//! speed of its loop), its task's journal, written through the HSC at
+//! each durability point (`durable.rs`), and the signals it waits for, read
+//! through the HSC.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -11,8 +12,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use waft_core::limits::MAX_BATCH_BYTES;
-use waft_runtime::{ChildRequest, KillSwitch, LeaseLost, ScheduleRejection, TaskHost};
-use waft_store::{JournalWrite, TaskResult};
+use waft_runtime::{
+    ChildRequest, KillSwitch, LeaseLost, ScheduleRejection, SignalUnread, TaskHost,
+};
+use waft_store::{JournalWrite, TaskResult, TaskSignalRead};
 
 use super::durable::{JournalFailure, JournalLink};
 use crate::batch::WireSize;
@@ -181,6 +184,26 @@ impl TaskHost for ExecutionHost {
         self.commit(write).await.map_err(|failure| LeaseLost {
             reason: failure.message().to_owned(),
         })
+    }
+
+    async fn signal(&self, name: &str, taken: u32) -> Result<Option<Vec<u8>>, SignalUnread> {
+        if let Some(reason) = self.kill.reason() {
+            return Err(SignalUnread::LeaseLost(reason.to_owned()));
+        }
+        let read = TaskSignalRead {
+            id: self.task_id.clone(),
+            lease_token: self.lease_token,
+            name: name.to_owned(),
+            taken,
+        };
+        match self.hsc.task_signal_read(read).await {
+            Ok(Ok(payload)) => Ok(payload),
+            Ok(Err(refusal)) => Err(SignalUnread::LeaseLost(format!(
+                "task {} refused the read of its signals: {refusal:?}",
+                self.task_id
+            ))),
+            Err(error) => Err(SignalUnread::Unavailable(error.to_string())),
+        }
     }
 }
 

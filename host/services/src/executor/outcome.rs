@@ -47,8 +47,9 @@ pub fn reported(outcome: Outcome) -> Option<ResultOutcome> {
             retry_after: None,
         },
         Outcome::Diverged { message } => ResultOutcome::Fatal { error: message },
-        Outcome::Suspended { until } => ResultOutcome::Suspend {
+        Outcome::Suspended { until, wait } => ResultOutcome::Suspend {
             until: waft_core::model::millis_of(until),
+            wait,
         },
         Outcome::Killed { .. } => return None,
     })

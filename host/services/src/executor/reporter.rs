@@ -250,6 +250,12 @@ mod tests {
         {
             unreachable!("results only")
         }
+        async fn task_signal_read(
+            &self,
+            _: waft_store::TaskSignalRead,
+        ) -> crate::ServiceResult<Result<Option<Vec<u8>>, waft_store::Refusal>> {
+            unreachable!("results only")
+        }
     }
 
     #[tokio::test]

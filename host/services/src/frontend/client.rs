@@ -14,8 +14,8 @@ use waft_core::{CronSchedule, LambdaConfig};
 use waft_runtime::Digest;
 use waft_store::{
     Attempt, Cron, DeadRedrive, DeadSelector, Gate, GateSet, GateState, JournalEntry, Lambda,
-    LambdaDeploy, LambdaRollback, Millis, NewTask, Overview, StatusCount, Task, TaskCount,
-    TaskInsertMany, TaskInserted, TaskJournalRead, TaskList,
+    LambdaDeploy, LambdaRollback, Millis, NewTask, Overview, SignalSent, StatusCount, Task,
+    TaskCount, TaskInsertMany, TaskInserted, TaskJournalRead, TaskList, TaskSignal,
 };
 
 use super::{Frontend, MAX_COMPONENT_BYTES, MAX_TASKS_PER_REQUEST};
@@ -103,6 +103,22 @@ impl ClientApi for Frontend {
     async fn task_cancel(&self, id: &str) -> ServiceResult<Task> {
         self.allow_task(Call::TaskCancel, id).await?;
         Ok(self.store.task_cancel(id, self.clock.now()).await?)
+    }
+
+    async fn task_signal(
+        &self,
+        id: &str,
+        name: &str,
+        payload: Vec<u8>,
+    ) -> ServiceResult<SignalSent> {
+        self.allow_task(Call::TaskSignal, id).await?;
+        let signal = TaskSignal {
+            id: id.to_owned(),
+            name: name.to_owned(),
+            payload,
+            now: self.clock.now(),
+        };
+        Ok(self.store.task_signal(signal).await?)
     }
 
     async fn task_attempts(&self, id: &str) -> ServiceResult<Vec<Attempt>> {

@@ -12,7 +12,8 @@
 //! tasks), `task` (read, cancel, redrive), `poll` (the Store Consumer's
 //! poll, gates' holds and drops), `pace` (quotas), `lease` (claims, heartbeats and
 //! their refusals), `result` (results, continuations), `attempt` (ended
-//! executions), `journal` (the host calls of durable tasks), `gate`,
+//! executions), `journal` (the host calls of durable tasks), `signal` (what clients
+//! send waiting tasks), `gate`,
 //! `token`, `secret`, `cron`, and `stats` (the dashboard's overview). The decisions that need no database (admitting
 //! a task, planning a retry, what a gate does) live in
 //! [`crate::rules`], with unit tests; status names come from
@@ -42,6 +43,7 @@ mod pace;
 mod poll;
 mod result;
 mod secret;
+mod signal;
 mod stats;
 mod task;
 mod token;
@@ -54,9 +56,9 @@ use crate::{
     Artifact, Attempt, Backlog, ClaimedTask, Cron, CronMaterialize, DeadRedrive, EnqueueReport,
     Gate, GateSet, GcReport, JournalEntry, Lambda, LambdaDeploy, LambdaGc, LambdaRollback,
     LambdaStats, Materialized, Millis, Refusal, Result, SealedSecrets, SecretInfo, SecretSet,
-    StatusCount, Task, TaskClaimMany, TaskCount, TaskEnqueueReady, TaskHeartbeatMany,
+    SignalSent, StatusCount, Task, TaskClaimMany, TaskCount, TaskEnqueueReady, TaskHeartbeatMany,
     TaskInsertMany, TaskInserted, TaskJournalRead, TaskJournalWrite, TaskList, TaskSetResultMany,
-    TaskStore, Token, TokenCreate,
+    TaskSignal, TaskSignalRead, TaskStore, Token, TokenCreate,
 };
 
 /// Runs a dialect's lock statement, if it has one.
@@ -141,6 +143,16 @@ impl TaskStore for Store {
         let id = id.to_owned();
         self.write(move |tx| Box::pin(async move { task::cancel(tx, &id, now).await }))
             .await
+    }
+    async fn task_signal(&self, params: TaskSignal) -> Result<SignalSent> {
+        self.write(move |tx| Box::pin(signal::send(tx, params)))
+            .await
+    }
+    async fn task_signal_read(
+        &self,
+        params: TaskSignalRead,
+    ) -> Result<Result<Option<Vec<u8>>, Refusal>> {
+        signal::read(self, params).await
     }
 
     async fn task_enqueue_ready(&self, params: TaskEnqueueReady) -> Result<EnqueueReport> {

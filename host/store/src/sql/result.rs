@@ -12,6 +12,7 @@ use waft_core::machine;
 use super::attempt::{self, Ended};
 use super::journal;
 use super::lease::lease_refusal;
+use super::signal;
 use super::{Connection, DIALECT};
 use crate::names::status::{RUNNING, SUCCESS, SUSPENDED};
 use crate::rows;
@@ -19,7 +20,7 @@ use crate::rules::{Origin, RetryPlan, check_journal_write};
 use crate::support::{batch_json, sql, text_in};
 use crate::{
     AttemptOutcome, JournalWrite, Millis, NewTask, Refusal, Result, ResultOutcome, StoreError,
-    TaskResult, TaskSetResultMany,
+    TaskResult, TaskSetResultMany, Wait,
 };
 
 /// Records a batch of results. Successes and fatal failures end their
@@ -56,7 +57,7 @@ pub(super) async fn set_result_many(
         .chain(suspensions.iter_mut().map(|s| &mut s.ending));
     write_journals(&mut *tx, endings).await?;
     end_finals(&mut *tx, finals, now, &mut batch).await?;
-    suspend(&mut *tx, suspensions, &mut batch).await?;
+    suspend(&mut *tx, suspensions, now, &mut batch).await?;
     let planned = plan_retries(&mut *tx, retries, now, &mut batch).await?;
     apply_retries(&mut *tx, planned, &mut batch).await?;
     attempt::record(&mut *tx, std::mem::take(&mut batch.executions), now).await?;
@@ -95,10 +96,12 @@ struct Retry {
     retry_after: Option<std::time::Duration>,
 }
 
-/// An execution that ended in a wait lasting until `until`.
+/// An execution that ended in a wait lasting until `until`, or until the
+/// signal it waits for.
 struct Suspension {
     ending: Ending,
     until: Millis,
+    wait: Wait,
 }
 
 /// A retriable failure whose next status is decided, before the update
@@ -241,8 +244,12 @@ fn sort(results: Vec<TaskResult>) -> Sorted {
                 error,
                 retry_after,
             }),
-            ResultOutcome::Suspend { until } => {
-                sorted.suspensions.push(Suspension { ending, until });
+            ResultOutcome::Suspend { until, wait } => {
+                sorted.suspensions.push(Suspension {
+                    ending,
+                    until,
+                    wait,
+                });
             }
         }
     }
@@ -382,13 +389,24 @@ async fn end_finals(
 async fn suspend(
     tx: &mut Connection,
     suspensions: Vec<Suspension>,
+    now: Millis,
     batch: &mut Batch,
 ) -> Result<()> {
-    for Suspension { ending, until } in suspensions {
+    for Suspension {
+        ending,
+        until,
+        wait,
+    } in suspensions
+    {
+        let signal = match &wait {
+            Wait::Timer => None,
+            Wait::Signal { name, .. } => Some(text_in(name)),
+        };
         let suspended: Option<String> = sqlx::query_scalar(sql(format!(
             "UPDATE tasks SET status = {SUSPENDED}, \
              attempt = CASE WHEN attempt > 0 THEN attempt - 1 ELSE 0 END, \
-             due_at = $3, next_trigger_at = $3, held = FALSE, log = $4 \
+             due_at = $3, next_trigger_at = $3, held = FALSE, log = $4, \
+             wait_kind = $5, wait_signal = $6 \
              WHERE id = $1 AND lease_token = $2 AND (status IN {RUNNING}) IS TRUE \
              RETURNING id"
         )))
@@ -396,6 +414,8 @@ async fn suspend(
         .bind(ending.lease)
         .bind(until)
         .bind(ending.log.as_deref().map(text_in))
+        .bind(wait.kind())
+        .bind(signal)
         .fetch_optional(&mut *tx)
         .await?;
         let index = ending.index;
@@ -403,6 +423,11 @@ async fn suspend(
             let refusal = lease_refusal(&mut *tx, &ending.id, ending.lease).await?;
             batch.answer(index, Err(refusal));
             continue;
+        }
+        // A signal sent while the execution ran, after its last look: the
+        // row lock the update took orders this against every send.
+        if let Wait::Signal { name, taken } = &wait {
+            signal::woken_by_a_kept_signal(&mut *tx, &ending.id, name, *taken, now).await?;
         }
         batch.ended(ending, AttemptOutcome::Suspended, None);
         batch.answer(index, Ok(TaskStatus::Suspended));

@@ -4,7 +4,7 @@
 //! overview apply to it.
 
 use waft_core::TaskStatus;
-use waft_store::{AttemptOutcome, GateState, Refusal, ResultOutcome, TaskStore};
+use waft_store::{AttemptOutcome, GateState, Refusal, ResultOutcome, TaskStore, Wait};
 
 use crate::support::{
     T0, claim, deploy, finish, gate, insert, new_task, poll, start, status, success,
@@ -13,7 +13,10 @@ use crate::support::{
 const WAKE: i64 = T0 + 60_000;
 
 fn suspend_until(until: i64) -> ResultOutcome {
-    ResultOutcome::Suspend { until }
+    ResultOutcome::Suspend {
+        until,
+        wait: Wait::Timer,
+    }
 }
 
 /// Starts a task and suspends its execution until [`WAKE`].

@@ -13,7 +13,7 @@ use waft_store::{
     Cron, CronMaterialize, DeadRedrive, DeadSelector, GateSet, Heartbeat, JournalEntry,
     JournalWrite, LambdaDeploy, Materialized, Millis, NewTask, Refusal, ResultOutcome, StoreError,
     TaskClaimMany, TaskEnqueueReady, TaskHeartbeatMany, TaskInsertMany, TaskJournalWrite,
-    TaskResult, TaskSetResultMany, TaskStore,
+    TaskResult, TaskSetResultMany, TaskStore, Wait,
 };
 
 use crate::OPERATIONS;
@@ -214,6 +214,7 @@ impl Run<'_> {
                     },
                     Ending::Suspend(after) => ResultOutcome::Suspend {
                         until: now + *after as i64,
+                        wait: Wait::Timer,
                     },
                 };
                 let answer = store

@@ -1,0 +1,22 @@
+-- Signals: what clients send a task by name (SignalTask), kept until the
+-- task ends so that one sent before the task waits for it is delivered when
+-- it does. A task's signals are numbered from 0 in the order they arrived;
+-- an execution takes the next one of a name it has not yet taken (the
+-- journal says which it took). tests/schema.rs holds this file and the
+-- other backend's 0017 to one schema.
+CREATE TABLE signals (
+    task_id TEXT NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,
+    seq     INTEGER NOT NULL,
+    name    TEXT NOT NULL,
+    payload BLOB NOT NULL,
+    sent_at INTEGER NOT NULL,
+    PRIMARY KEY (task_id, seq)
+) STRICT;
+
+-- What a suspended task waits for besides its time: a timer alone, a
+-- signal (its name in `wait_signal`; a signal of that name wakes it), or
+-- its children (the fan-in's, checked for now so that it will need no
+-- rebuild of `tasks` in SQLite). NULL while the task is not suspended.
+ALTER TABLE tasks ADD COLUMN wait_kind TEXT
+    CHECK (wait_kind IN ('timer', 'signal', 'children'));
+ALTER TABLE tasks ADD COLUMN wait_signal TEXT;

@@ -1,0 +1,158 @@
+//! Signals: sent to a task by a client, kept with it, and taken by its
+//! executions in order (see `waft_core::model::TaskSignal`).
+//!
+//! Sending locks the task's row before it looks: a suspension committing
+//! meanwhile either comes first (and the signal then finds the task waiting
+//! for it, and wakes it) or waits, and then finds the signal itself
+//! ([`woken_by_a_kept_signal`], which `result.rs` runs after the update
+//! that suspends). No signal is missed between an execution's last look and
+//! its suspension.
+
+use super::{Connection, DIALECT, Store};
+use crate::names::status::SUSPENDED;
+use crate::rows;
+use crate::support::{sql, text_in};
+use crate::{Millis, Refusal, Result, SignalSent, StoreError, TaskSignal, TaskSignalRead};
+use waft_core::limits::{MAX_SIGNALS, check_signal_name};
+
+/// Keeps a signal for task `params.id`, and wakes the task when it is
+/// suspended waiting for a signal of that name.
+pub(super) async fn send(tx: &mut Connection, params: TaskSignal) -> Result<SignalSent> {
+    let TaskSignal {
+        id,
+        name,
+        payload,
+        now,
+    } = params;
+    check_signal_name(&name).map_err(StoreError::Invalid)?;
+    let task: Option<(String, String, Option<String>, Option<String>)> =
+        sqlx::query_as(sql(format!(
+            "SELECT status, lambda, wait_kind, wait_signal FROM tasks WHERE id = $1 {}",
+            DIALECT.row_lock
+        )))
+        .bind(text_in(&id))
+        .fetch_optional(&mut *tx)
+        .await?;
+    let Some((status, lambda, wait_kind, wait_signal)) = task else {
+        return Err(StoreError::TaskNotFound(id));
+    };
+    let status = rows::task_status(status)?;
+    if status.is_terminal() {
+        return Err(StoreError::AlreadyEnded { id, status });
+    }
+    let max: Option<i64> = sqlx::query_scalar(
+        "SELECT v.max_payload FROM lambdas l \
+         JOIN lambda_versions v ON v.lambda = l.name AND v.version = l.current_version \
+         WHERE l.name = $1",
+    )
+    .bind(&lambda)
+    .fetch_optional(&mut *tx)
+    .await?;
+    let max = u64::try_from(max.unwrap_or(0)).unwrap_or(0);
+    if payload.len() as u64 > max {
+        return Err(StoreError::PayloadTooLarge {
+            lambda,
+            size: payload.len(),
+            max,
+        });
+    }
+    let kept: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM signals WHERE task_id = $1")
+        .bind(text_in(&id))
+        .fetch_one(&mut *tx)
+        .await?;
+    let seq = u32::try_from(kept).map_err(|_| StoreError::Corrupt("signal count".into()))?;
+    if seq >= MAX_SIGNALS {
+        return Err(StoreError::TooManySignals {
+            id,
+            max: MAX_SIGNALS,
+        });
+    }
+    sqlx::query(
+        "INSERT INTO signals (task_id, seq, name, payload, sent_at) VALUES ($1, $2, $3, $4, $5)",
+    )
+    .bind(text_in(&id))
+    .bind(i64::from(seq))
+    .bind(text_in(&name))
+    .bind(&payload)
+    .bind(now)
+    .execute(&mut *tx)
+    .await?;
+    let waiting = status == waft_core::TaskStatus::Suspended
+        && wait_kind.as_deref() == Some("signal")
+        && wait_signal.as_deref() == Some(&*text_in(&name));
+    if waiting {
+        wake(tx, &id, now).await?;
+    }
+    Ok(SignalSent { seq, woke: waiting })
+}
+
+/// The signal of `params.name` after the `taken` the execution's task took,
+/// for the execution holding its lease; `None` when none has come yet.
+pub(super) async fn read(
+    store: &Store,
+    params: TaskSignalRead,
+) -> Result<Result<Option<Vec<u8>>, Refusal>> {
+    let fence: Option<(String, i64)> =
+        sqlx::query_as("SELECT status, lease_token FROM tasks WHERE id = $1")
+            .bind(text_in(&params.id))
+            .fetch_optional(&store.pool)
+            .await?;
+    let Some((status, lease_token)) = fence else {
+        return Ok(Err(Refusal::NotFound));
+    };
+    if lease_token != params.lease_token {
+        return Ok(Err(Refusal::StaleLease {
+            current: lease_token,
+        }));
+    }
+    let status = rows::task_status(status)?;
+    if !waft_core::machine::RUNNING.contains(status) {
+        return Ok(Err(Refusal::WrongState(status)));
+    }
+    let payload: Option<Vec<u8>> = sqlx::query_scalar(
+        "SELECT payload FROM signals WHERE task_id = $1 AND name = $2 \
+         ORDER BY seq LIMIT 1 OFFSET $3",
+    )
+    .bind(text_in(&params.id))
+    .bind(text_in(&params.name))
+    .bind(i64::from(params.taken))
+    .fetch_optional(&store.pool)
+    .await?;
+    Ok(Ok(payload))
+}
+
+/// After task `id` was suspended waiting for the signal of `name` after
+/// the `taken` it took: when that signal is kept already (it came while the
+/// execution ran), the task is woken at once.
+pub(super) async fn woken_by_a_kept_signal(
+    tx: &mut Connection,
+    id: &str,
+    name: &str,
+    taken: u32,
+    now: Millis,
+) -> Result<bool> {
+    let kept: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM signals WHERE task_id = $1 AND name = $2")
+            .bind(text_in(id))
+            .bind(text_in(name))
+            .fetch_one(&mut *tx)
+            .await?;
+    if kept <= i64::from(taken) {
+        return Ok(false);
+    }
+    wake(tx, id, now).await?;
+    Ok(true)
+}
+
+/// The state table's `Signal`: the suspended task is looked at at once,
+/// its due time (the wait's timeout) kept.
+async fn wake(tx: &mut Connection, id: &str, now: Millis) -> Result<()> {
+    sqlx::query(sql(format!(
+        "UPDATE tasks SET next_trigger_at = $2 WHERE id = $1 AND status = {SUSPENDED}"
+    )))
+    .bind(text_in(id))
+    .bind(now)
+    .execute(&mut *tx)
+    .await?;
+    Ok(())
+}
