@@ -29,6 +29,7 @@
 import { beat } from "waft:lambda/heartbeat@0.2.1";
 import { log as hostLog } from "waft:lambda/log@0.2.1";
 import { schedule as hostSchedule } from "waft:lambda/children@0.2.1";
+import { wait as hostWaitSignal } from "waft:lambda/signals@0.2.1";
 import { get as configGet } from "wasi:config/store@0.2.0-rc.1";
 
 const encoder = new TextEncoder();
@@ -186,6 +187,18 @@ export function fetch(resource, init = {}) {
  */
 export function sleep(ms) {
   return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/**
+ * Resolves with the payload (a `Uint8Array`) of the signal `name` sent to
+ * this task (`waft task signal`), or `null` when `timeoutMs` passed first.
+ * A signal sent before the wait is kept and taken here, one a wait, in the
+ * order they came. A long wait suspends the task as `sleep` does; what it
+ * returned is journaled (README, "Signals").
+ */
+export async function waitSignal(name, timeoutMs) {
+  const payload = hostWaitSignal(name, BigInt(Math.max(0, Math.round(timeoutMs))));
+  return payload ?? null;
 }
 
 /** The component's `handler` export, running `fn` on each task. */

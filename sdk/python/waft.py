@@ -30,7 +30,7 @@ import time
 
 from componentize_py_types import Err
 from wit_world import exports
-from wit_world.imports import children, heartbeat as _heartbeat, log as _log, store
+from wit_world.imports import children, heartbeat as _heartbeat, log as _log, signals as _signals, store
 
 try:
     from wit_world.imports import types
@@ -159,6 +159,15 @@ def sleep(seconds):
     journal up to here (README, "Durable sleep"). `time.sleep` behaves the
     same way; this says so where it is called."""
     time.sleep(seconds)
+
+
+def wait_signal(name, timeout_seconds):
+    """Waits for the signal `name` sent to this task (`waft task signal`),
+    at most `timeout_seconds`; returns its payload (bytes), or None when the
+    time passed first. A signal sent before the wait is kept and taken here,
+    one a wait, in the order they came. A long wait suspends the task as
+    `sleep` does; what it returned is journaled (README, "Signals")."""
+    return _signals.wait(name, max(0, int(timeout_seconds * 1000)))
 
 
 def _next_idempotency_key():

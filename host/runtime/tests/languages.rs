@@ -10,10 +10,11 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use serde_json::{Value, json};
-use waft_core::model::JournalEntry;
+use waft_core::model::{JournalEntry, Wait};
 use waft_core::{Grants, Limits};
 use waft_runtime::{
-    Execution, LogSource, Outcome, PreparedLambda, Runtime, RuntimeConfig, Sandbox, TaskInput,
+    Execution, LogSource, Outcome, PreparedLambda, RecordingHost, Runtime, RuntimeConfig, Sandbox,
+    TaskInput,
 };
 use waft_sample_artifacts as samples;
 use waft_testing::http::{HttpServer, Reply};
@@ -47,6 +48,19 @@ async fn run_from(
     sandbox: &Sandbox,
     journal: &mut Vec<JournalEntry>,
 ) -> Execution {
+    let host = Arc::new(RecordingHost::default());
+    run_on(lambda, id, payload, sandbox, journal, &host).await
+}
+
+/// [`run_from`] with `host` as the platform (the signals it was sent).
+async fn run_on(
+    lambda: &PreparedLambda,
+    id: &str,
+    payload: &[u8],
+    sandbox: &Sandbox,
+    journal: &mut Vec<JournalEntry>,
+    host: &Arc<RecordingHost>,
+) -> Execution {
     let task = TaskInput {
         id: id.into(),
         lambda: "sample".into(),
@@ -57,7 +71,7 @@ async fn run_from(
         payload: payload.to_vec(),
         journal: Vec::new(),
     };
-    support::run_journaled(lambda, task, sandbox, journal).await
+    support::run_journaled_on(lambda, task, sandbox, journal, host.clone()).await
 }
 
 /// A retry of a webhook that succeeded is answered from its journal: the
@@ -322,4 +336,82 @@ async fn sleep_suspends(lambda: &PreparedLambda, tool: &str) {
     let second = run_from(lambda, "01ZZ", call.as_bytes(), &sandbox, &mut journal).await;
     assert_eq!(output(&second)["status"], 200, "{tool}");
     assert_eq!(server.requests().len(), 1, "{tool}: the POST was made once");
+}
+
+/// A Python or JavaScript lambda waiting for a signal is suspended until it
+/// is sent, then takes its payload; a replay returns the same.
+#[tokio::test]
+async fn python_and_javascript_wait_for_signals() {
+    for (path, tool) in [
+        (samples::PYTHON_WEBHOOK, "componentize-py"),
+        (samples::JS_WEBHOOK, "componentize-js"),
+    ] {
+        if let Some(lambda) = prepare(path, tool).await {
+            signal_suspends(&lambda, tool).await;
+        }
+    }
+}
+
+async fn signal_suspends(lambda: &PreparedLambda, tool: &str) {
+    let server = HttpServer::start(|_| Reply::status(200, "noted")).await;
+    let grants = Grants {
+        outbound: vec![server.url().parse().unwrap()],
+        ..Grants::default()
+    };
+    let sandbox = Sandbox {
+        grants: Arc::new(grants),
+        suspend_after: Some(std::time::Duration::from_millis(300)),
+        ..Sandbox::default()
+    };
+    let call = json!({
+        "url": format!("{}/hook", server.url()),
+        "signal": "approved",
+        "signal_ms": 600_000,
+    })
+    .to_string();
+    let host = Arc::new(RecordingHost::default());
+    let mut journal = Vec::new();
+    let first = run_on(
+        lambda,
+        "01SIG",
+        call.as_bytes(),
+        &sandbox,
+        &mut journal,
+        &host,
+    )
+    .await;
+    let Outcome::Suspended { wait, .. } = &first.outcome else {
+        panic!("{tool}: {:?}; log {:?}", first.outcome, first.log);
+    };
+    assert_eq!(
+        wait,
+        &Wait::Signal {
+            name: "approved".into(),
+            taken: 0
+        },
+        "{tool}"
+    );
+    host.send_signal("approved", "by Ada");
+    let second = run_on(
+        lambda,
+        "01SIG",
+        call.as_bytes(),
+        &sandbox,
+        &mut journal,
+        &host,
+    )
+    .await;
+    assert_eq!(output(&second)["signal"], "by Ada", "{tool}");
+    assert_eq!(server.requests().len(), 1, "{tool}: the POST was made once");
+    let forgetful = Arc::new(RecordingHost::default());
+    let replayed = run_on(
+        lambda,
+        "01SIG",
+        call.as_bytes(),
+        &sandbox,
+        &mut journal,
+        &forgetful,
+    )
+    .await;
+    assert_eq!(output(&replayed)["signal"], "by Ada", "{tool}");
 }

@@ -1,8 +1,10 @@
 # waft-world: http-lambda
 """`webhook` in Python: POSTs a JSON document to a URL and judges the answer
 as the Rust `webhook` sample does. `{"url": "https://hooks.example.com/x",
-"body": {...}, "timeout_ms": 5000, "sleep_ms": 0}` (`body` defaults to `{}`;
-with `sleep_ms`, it sleeps that long after the answer, with `waft.sleep`).
+"body": {...}, "timeout_ms": 5000, "sleep_ms": 0, "signal": "approved",
+"signal_ms": 1000}` (`body` defaults to `{}`; with `sleep_ms`, it sleeps that
+long after the answer, with `waft.sleep`; with `signal`, it then waits that
+long for that signal, whose payload is the output's `signal`).
 
 2xx is a success, its output `{"status", "body", "idempotency_key"}`; 429
 and 5xx are retriable, after the server's `Retry-After` (seconds) when it
@@ -35,11 +37,16 @@ def call(task):
     status = response.status
     if request.get("sleep_ms"):
         waft.sleep(request["sleep_ms"] / 1000)
+    signal = None
+    if request.get("signal"):
+        payload = waft.wait_signal(request["signal"], request.get("signal_ms", 0) / 1000)
+        signal = None if payload is None else payload.decode("utf-8", "replace")
     if 200 <= status < 300:
         return waft.success({
             "status": status,
             "body": response.text(),
             "idempotency_key": f"{task.idempotency_key()}-0",
+            "signal": signal,
         })
     if status == 429 or status >= 500:
         retry_after = response.headers.get("retry-after", "").strip()
