@@ -93,6 +93,7 @@ fn main() -> ExitCode {
         durable,
         durable_sleep,
         suspended_tasks_hold_no_slot,
+        signals,
     ] {
         for installation in [&dev, &distributed] {
             trials.push(installation.trial(&runtime, name, scenario));

@@ -1,13 +1,14 @@
 //! Durable waits end to end: a lambda that sleeps is suspended — its task
 //! `suspended` in the store, its slot free — and resumes when the wait is
-//! over, by replay, each outside call made once.
+//! over (or the signal it waits for is sent), by replay, each outside call
+//! made once.
 
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 use waft_core::TaskStatus;
 use waft_sample_artifacts as samples;
-use waft_services::ClientApi;
+use waft_services::{ClientApi, ServiceError};
 use waft_store::AttemptOutcome;
 use waft_testing::http::{HttpServer, Reply};
 
@@ -108,4 +109,70 @@ pub async fn suspended_tasks_hold_no_slot(cluster: &Cluster) {
         let task = cluster.finished(id, WITHIN).await;
         assert_eq!((task.status, task.attempt), (TaskStatus::Success, 1));
     }
+}
+
+/// A task waiting for a signal is suspended until `waft task signal` sends
+/// it, then resumes at once and takes its payload; a signal sent before
+/// the wait is kept for it; one to an ended task is refused.
+pub async fn signals(cluster: &Cluster) {
+    let server = HttpServer::start(|_| Reply::status(200, "ok")).await;
+    deploy_durable(cluster, &server, 8).await;
+
+    // Sent after the task is suspended in its wait.
+    let plan =
+        json!({"signals": ["approved"], "signal_ms": 600_000, "url": server.url(), "posts": 1});
+    let id = cluster.schedule("durable", plan, None).await;
+    let suspended = cluster
+        .until(&id, WITHIN, |t| t.status == TaskStatus::Suspended)
+        .await;
+    assert_eq!(suspended.attempt, 0);
+    let sent = Instant::now();
+    let said = cluster.cli(&[
+        "task",
+        "signal",
+        &id,
+        "approved",
+        "--payload",
+        r#"{"by":"Ada"}"#,
+    ]);
+    assert!(said.contains("it resumes"), "{said}");
+    let task = cluster.finished(&id, WITHIN).await;
+    assert!(
+        sent.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        sent.elapsed()
+    );
+    assert_eq!(
+        (task.status, task.attempt),
+        (TaskStatus::Success, 1),
+        "{task:#?}"
+    );
+    let output: serde_json::Value = serde_json::from_slice(&task.output.unwrap()).unwrap();
+    assert_eq!(output["signals"], json!([r#"{"by":"Ada"}"#]));
+    assert_eq!(server.requests().len(), 1, "the post once, after the wait");
+
+    // Sent before the task reaches its wait: kept, and taken by it.
+    let plan = json!({"signals": ["go"], "signal_ms": 600_000, "sleep_ms": 1500});
+    let id = cluster.schedule("durable", plan, None).await;
+    let sent = cluster
+        .frontend
+        .task_signal(&id, "go", b"early".to_vec())
+        .await
+        .unwrap();
+    assert!(!sent.woke, "the task was not waiting yet");
+    let task = cluster.finished(&id, WITHIN).await;
+    assert_eq!(task.status, TaskStatus::Success, "{task:#?}");
+    let output: serde_json::Value = serde_json::from_slice(&task.output.unwrap()).unwrap();
+    assert_eq!(output["signals"], json!(["early"]));
+
+    // An ended task takes no signal: FAILED_PRECONDITION, and the CLI says
+    // so with a non-zero exit.
+    let refused = cluster.frontend.task_signal(&id, "go", Vec::new()).await;
+    assert!(
+        matches!(refused, Err(ServiceError::FailedPrecondition(_))),
+        "{refused:?}"
+    );
+    let (code, stderr) = cluster.cli_failing(&["task", "signal", &id, "go"]);
+    assert_ne!(code, 0);
+    assert!(stderr.contains("has already ended"), "{stderr}");
 }

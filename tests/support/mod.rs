@@ -518,8 +518,8 @@ impl Cluster {
         response
     }
 
-    /// Runs a client command against this cluster; its standard output.
-    pub fn cli(&self, args: &[&str]) -> String {
+    /// `waft ARGS`, pointed at this cluster.
+    fn command(&self, args: &[&str]) -> Command {
         let mut command = Command::new(env!("CARGO_BIN_EXE_waft"));
         command.args(args).env("WAFT_SERVER", &self.frontend_addr);
         if let Some(token) = &self.token {
@@ -528,13 +528,27 @@ impl Cluster {
         if let Some((_, file)) = &self.ca {
             command.env("WAFT_CA", file);
         }
-        let output = command.output().expect("waft runs");
+        command
+    }
+
+    /// Runs a client command against this cluster; its standard output.
+    pub fn cli(&self, args: &[&str]) -> String {
+        let output = self.command(args).output().expect("waft runs");
         assert!(
             output.status.success(),
             "waft {args:?}: {}",
             String::from_utf8_lossy(&output.stderr)
         );
         String::from_utf8(output.stdout).unwrap()
+    }
+
+    /// Runs `waft ARGS` against the cluster, expecting it to fail: its exit
+    /// code and what it wrote to stderr.
+    pub fn cli_failing(&self, args: &[&str]) -> (i32, String) {
+        let output = self.command(args).output().expect("waft runs");
+        assert!(!output.status.success(), "waft {args:?} succeeded");
+        let code = output.status.code().unwrap_or(-1);
+        (code, String::from_utf8_lossy(&output.stderr).into_owned())
     }
 
     /// Waits until a task ends.
