@@ -59,8 +59,15 @@ fn run(browser: &waft_testing::Browser, script: &str, cluster: &Cluster, extra: 
 }
 
 /// `mailer` fails its one attempt: three dead letters. `hello` and a
-/// finished `chain` parent with two children give the other pages data.
+/// finished `chain` parent with two children give the other pages data;
+/// `approval` (the durable sample) waits for signals.
 async fn incident(cluster: &Cluster) {
+    cluster
+        .deploy("approval", samples::DURABLE, |c| {
+            // It calls out only when its payload names a URL; none does here.
+            c.grants.outbound = vec!["http://127.0.0.1:9".parse().unwrap()];
+        })
+        .await;
     cluster
         .deploy("mailer", samples::FLAKY, |c| c.max_attempts = 1)
         .await;

@@ -49,7 +49,7 @@ fn json<T: serde::de::DeserializeOwned>(what: &str, json: &str) -> Result<T, Sto
 pub(crate) const TASK_COLUMNS: &str = "id, lambda, collection, priority, payload, status, attempt, \
     max_attempts, scheduled_at, next_trigger_at, held, enqueue_token, lease_token, created_at, \
     enqueued_at, claimed_at, heartbeat_at, finished_at, progress, last_error, log, output, parent_id, \
-    idempotency_key, cron_id, version, continuation";
+    idempotency_key, cron_id, version, continuation, wait_signal";
 
 /// A row of `tasks`, as [`TASK_COLUMNS`] selects it.
 #[derive(FromRow)]
@@ -81,6 +81,7 @@ pub(crate) struct TaskRow {
     cron_id: Option<String>,
     version: Option<i64>,
     continuation: Option<String>,
+    wait_signal: Option<String>,
 }
 
 impl TryFrom<TaskRow> for Task {
@@ -88,13 +89,14 @@ impl TryFrom<TaskRow> for Task {
 
     fn try_from(row: TaskRow) -> Result<Self, StoreError> {
         let free_text = |text: Option<String>| text.map(crate::support::text_out);
+        let status: TaskStatus = parse("status", row.status)?;
         Ok(Task {
             id: row.id,
             lambda: row.lambda,
             collection: row.collection,
             priority: small(row.priority, "priority")?,
             payload: row.payload,
-            status: parse("status", row.status)?,
+            status,
             attempt: small(row.attempt, "attempt")?,
             max_attempts: small(row.max_attempts, "max_attempts")?,
             scheduled_at: row.scheduled_at,
@@ -119,6 +121,12 @@ impl TryFrom<TaskRow> for Task {
                 .continuation
                 .map(|text| json("continuation", &text))
                 .transpose()?,
+            // Kept from the task's last suspension: a task that left it
+            // waits for nothing.
+            waiting_for_signal: (status == TaskStatus::Suspended)
+                .then_some(row.wait_signal)
+                .flatten()
+                .map(crate::support::text_out),
         })
     }
 }

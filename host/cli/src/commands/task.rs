@@ -490,6 +490,7 @@ pub(crate) fn task_json(task: &Task) -> serde_json::Value {
         "parent_id": task.parent_id,
         "idempotency_key": task.idempotency_key,
         "version": task.version,
+        "waiting_for_signal": task.waiting_for_signal,
         "then": task.continuation.as_ref().map(|then| json!({
             "lambda": then.lambda,
             "collection": then.collection,
@@ -529,6 +530,13 @@ fn print_task(task: &Task, as_json: bool) {
             .filter_map(|(k, v)| v.map(|v| (k, time(v)))),
     );
     let optional = [
+        (
+            "waiting for",
+            task.waiting_for_signal.as_ref().map(|name| {
+                let until = task.next_trigger_at.map(time).unwrap_or_default();
+                format!("signal {name:?} (or until {until})")
+            }),
+        ),
         ("progress", task.progress.clone()),
         ("last error", task.last_error.clone()),
         ("parent", task.parent_id.clone()),

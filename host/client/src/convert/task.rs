@@ -62,6 +62,7 @@ pub fn task_to_proto(task: Task) -> proto::Task {
         log: task.log,
         version: task.version,
         then: task.continuation.map(continuation_to_proto),
+        waiting_for_signal: task.waiting_for_signal,
     }
 }
 
@@ -95,6 +96,7 @@ pub fn task_from_proto(task: proto::Task) -> ServiceResult<Task> {
         cron_id: task.schedule_id,
         version: task.version,
         continuation: task.then.map(continuation_from_proto).transpose()?,
+        waiting_for_signal: task.waiting_for_signal,
     })
 }
 

@@ -45,6 +45,10 @@ pub struct Task {
     pub version: Option<u32>,
     /// The task created with this one's output when it succeeds.
     pub continuation: Option<Continuation>,
+    /// The signal a suspended task waits for (its wait's end is
+    /// `next_trigger_at`); `None` for any other task, and for one suspended
+    /// in a sleep.
+    pub waiting_for_signal: Option<String>,
 }
 
 /// On a task's success, a task of `lambda` with the output as its payload,

@@ -27,7 +27,9 @@ function page({ path, query }) {
   switch (first) {
     case "": return <Overview />;
     case "tasks": return <Tasks query={query} />;
-    case "task": return <TaskPage id={decodeURIComponent(rest)} />;
+    // Keyed by the task: another task's page starts afresh (no message left
+    // from an action on the last one).
+    case "task": return <TaskPage key={rest} id={decodeURIComponent(rest)} />;
     case "dead": return <DeadLetters query={query} />;
     case "gates": return <Gates />;
     case "cron": return <Crons />;

@@ -4,10 +4,12 @@
 // and redrives the dead letters in bulk (the CLI confirms they ran). Then
 // every other page: tasks, a task's children, schedule and cron forms with
 // the server's refusals next to their fields, versions and rollback, a
-// selected dead letter redriven onto a chosen version, and cancel.
+// selected dead letter redriven onto a chosen version, cancel, and a task
+// waiting for a signal approved from its page.
 //
 // The harness (tests/dashboard.rs) has deployed `mailer` (failing, one
-// attempt: three tasks dead), `hello`, and `chain` with a finished parent.
+// attempt: three tasks dead), `hello`, `chain` with a finished parent, and
+// `approval`, which waits for the signals its payload names.
 import assert from "node:assert/strict";
 import { env, open, shot, steps, task, until, visit, waft, waftStatus } from "./browser.mjs";
 
@@ -189,6 +191,23 @@ try {
       await page.getByText("Cancelled.").waitFor();
       assert.equal(task(waiting).status, "cancelled");
       waft("gate", "resume", "hello");
+    }],
+    ["a task waiting for a signal is approved from its page", async () => {
+      const waiting = waft("task", "schedule", "approval", "--payload",
+        '{"signals": ["approved"], "signal_ms": 600000}');
+      await until("the task is suspended", async () => task(waiting).status === "suspended");
+      assert.equal(task(waiting).waiting_for_signal, "approved");
+      await visit(page, `#/task/${waiting}`);
+      await page.getByText("Waiting for signal approved").waitFor();
+      assert.equal(await page.getByText("Cancelled.").count(), 0, "the last task's message is gone");
+      assert.equal(await page.locator('input[name="signal"]').inputValue(), "approved");
+      await page.locator('input[name="signal-payload"]').fill('{"by": "Ada"}');
+      await shot(page, "task-signal");
+      await page.getByRole("button", { name: "Send signal" }).click();
+      await page.getByText("Signal approved sent: the task resumes.").waitFor();
+      assert.equal(waftStatus("task", "wait", waiting, "--timeout", "20s"), 0, "it resumed and ended");
+      const output = JSON.parse(task(waiting).output);
+      assert.deepEqual(output.signals, ['{"by": "Ada"}']);
     }],
   ]);
   assert.deepEqual(problems, [], "no script error on any page");

@@ -1,10 +1,11 @@
 // One task whole: payload and output, its timestamps as a timeline, every
 // ended attempt with its outcome, error and log, its journal (the host calls
 // its executions made, each made live by one attempt and replayed by later
-// ones), its children as a tree, and cancel (or redrive, when dead).
+// ones), its children as a tree, cancel (or redrive, when dead), and a
+// signal to send it (an approval) while it has not ended.
 import { useState } from "preact/hooks";
-import { ENDED, bytesText, call, enumName, num, time } from "../api.js";
-import { Done, Empty, Failure, Status, useAction, useData } from "../ui.jsx";
+import { ENDED, bytesText, call, enumName, num, time, utf8 } from "../api.js";
+import { Done, Empty, Failure, Field, Status, useAction, useData } from "../ui.jsx";
 
 const TIMELINE = [
   ["createdAtMs", "created"],
@@ -51,6 +52,11 @@ export function TaskPage({ id }) {
       </p>
       <Failure error={error ?? action.error} />
       <Done message={action.done} />
+      {task.waitingForSignal !== undefined
+        ? <p class="waiting">Waiting for signal <b class="mono">{task.waitingForSignal}</b>
+          {task.nextTriggerAtMs !== undefined ? <> until {time(task.nextTriggerAtMs)}</> : null}.</p>
+        : null}
+      {!ended ? <SignalForm id={id} name={task.waitingForSignal} sent={reload} /> : null}
       {task.progress ? <p>Progress: {task.progress}</p> : null}
       {task.lastError ? <><h2>Last error</h2><pre class="error-text">{task.lastError}</pre></> : null}
       <div class="columns">
@@ -88,6 +94,39 @@ export function TaskPage({ id }) {
       <h2>Children</h2>
       <Children parent={id} depth={0} />
     </>
+  );
+}
+
+/** Sends the task a signal (`waft task signal ID NAME --payload JSON`): the
+ * name it waits for, when it waits, is filled in. */
+function SignalForm({ id, name, sent }) {
+  const [form, setForm] = useState({ name: undefined, payload: "" });
+  const action = useAction();
+  const signalName = form.name ?? name ?? "";
+  const submit = (e) => {
+    e.preventDefault();
+    action.run(
+      () => call("signalTask", { id, name: signalName, payload: utf8(form.payload) }),
+      (answer) => answer.woke ? `Signal ${signalName} sent: the task resumes.`
+        : `Signal ${signalName} sent: kept until the task waits for it.`,
+    ).then(sent);
+  };
+  return (
+    <form class="card signal-form" onSubmit={submit}>
+      <div class="grid">
+        <Field label="Signal" name="signal">
+          <input name="signal" value={signalName} placeholder="approved"
+            onInput={(e) => setForm({ ...form, name: e.currentTarget.value })} />
+        </Field>
+        <Field label="Payload" name="signal-payload">
+          <input name="signal-payload" class="mono" value={form.payload} placeholder='{"by": "Ada"}'
+            onInput={(e) => setForm({ ...form, payload: e.currentTarget.value })} />
+        </Field>
+      </div>
+      <p class="actions"><button type="submit" disabled={action.busy || !signalName}>Send signal</button></p>
+      <Failure error={action.error} />
+      <Done message={action.done} />
+    </form>
   );
 }
 
