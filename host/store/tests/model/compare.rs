@@ -35,7 +35,11 @@ impl Run<'_> {
                 task.attempt,
                 task.enqueue_token,
                 task.lease_token,
+                task.waiting_for_signal.clone(),
             );
+            let waiting = (expected.status == waft_core::TaskStatus::Suspended)
+                .then(|| expected.waiting_for.clone())
+                .flatten();
             let wanted = (
                 expected.status,
                 expected.held,
@@ -43,6 +47,7 @@ impl Run<'_> {
                 expected.attempt,
                 expected.enqueue_token,
                 expected.lease_token,
+                waiting,
             );
             if seen != wanted {
                 return Some(format!("task {id}: {seen:?}, the model {wanted:?}"));

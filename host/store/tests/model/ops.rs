@@ -13,6 +13,7 @@ use crate::reference::Ending;
 pub const T0: Millis = 1_800_000_000_000;
 pub const LAMBDAS: [&str; 2] = ["a", "b"];
 pub const COLLECTIONS: [&str; 2] = ["default", "c"];
+pub const SIGNALS: [&str; 2] = ["go", "stop"];
 pub const CRON_PERIOD: Millis = 4_000;
 /// Tasks a sequence makes at most.
 pub const MAX_TASKS: usize = 8;
@@ -64,6 +65,12 @@ pub enum Op {
     /// A result, carrying the execution's last journal write or none.
     Result(usize, Token, Ending, Option<JournalChange>),
     Cancel(usize),
+    /// A client sends a task signal `SIGNALS[name]`; with no name, a task
+    /// suspended waiting for a signal, if one is, that signal.
+    Signal {
+        task: usize,
+        name: Option<usize>,
+    },
     Gate {
         lambda: usize,
         collection: Option<usize>,
@@ -117,12 +124,16 @@ fn racing_op() -> impl Strategy<Value = Op> {
                 Just(Ending::Success),
                 Just(Ending::Fatal),
                 (0..4_000u64).prop_map(Ending::Retriable),
-                (0..4_000u64).prop_map(Ending::Suspend)
+                (0..4_000u64).prop_map(Ending::Suspend),
+                (0..4_000u64, 0..2usize, 0..2u32)
+                    .prop_map(|(after, name, taken)| Ending::AwaitSignal { after, name, taken })
             ],
             prop::option::of(journal_change()),
         )
             .prop_map(|(t, k, e, change)| Op::Result(t, k, e, change)),
         1 => task.clone().prop_map(Op::Cancel),
+        2 => (task.clone(), prop::option::of(0..2usize))
+            .prop_map(|(task, name)| Op::Signal { task, name }),
         2 => (
             0..2usize,
             prop::option::of(0..2usize),

@@ -16,6 +16,8 @@ use waft_core::TaskStatus;
 use waft_core::machine::{self, Attempts, Lease, Operation, Target, Trigger};
 use waft_store::{AttemptOutcome, GateState, JournalEntry, JournalWrite, Millis, Refusal};
 
+use crate::ops::SIGNALS;
+
 pub const ENQUEUE_TIMEOUT: Millis = 5_000;
 pub const CLAIM_TIMEOUT: Millis = 3_000;
 pub const HEARTBEAT_TIMEOUT: Millis = 2_000;
@@ -41,6 +43,11 @@ pub struct ModelTask {
     pub journal_version: Option<u32>,
     /// The version the latest claim handed out.
     pub claimed_version: Option<u32>,
+    /// The names of the signals sent to it, in order.
+    pub signals: Vec<String>,
+    /// The signal its last suspension waits for (meaningful while it is
+    /// suspended).
+    pub waiting_for: Option<String>,
 }
 
 /// The whole model: tasks by id, gates by `(lambda, collection or "")`,
@@ -97,6 +104,21 @@ pub enum Ending {
     Retriable(u64),
     /// Suspended in a wait that is over this many milliseconds from now.
     Suspend(u64),
+    /// Suspended waiting for the signal `SIGNALS[name]` after the `taken`
+    /// of that name, for at most `after` milliseconds.
+    AwaitSignal {
+        after: u64,
+        name: usize,
+        taken: u32,
+    },
+}
+
+/// How a signal was answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SignalAnswer {
+    Sent { seq: u32, woke: bool },
+    NotFound,
+    AlreadyEnded(TaskStatus),
 }
 
 impl Model {
@@ -130,16 +152,25 @@ impl Model {
             journal: Vec::new(),
             journal_version: None,
             claimed_version: None,
+            signals: Vec::new(),
+            waiting_for: None,
         };
         apply(&mut task, Operation::Insert, run_at, 0);
         self.tasks.insert(id, task);
     }
 
     pub fn poll(&mut self, now: Millis) -> PollAnswer {
+        self.poll_skipping(now, &[])
+    }
+
+    /// A poll that leaves tasks `skip` alone, as one racing operations
+    /// that hold their rows does.
+    pub fn poll_skipping(&mut self, now: Millis, skip: &[String]) -> PollAnswer {
         let mut answer = PollAnswer::default();
         let due: Vec<String> = self
             .tasks
             .iter()
+            .filter(|(id, _)| !skip.contains(id))
             .filter(|(_, t)| t.next_trigger_at.is_some_and(|at| at <= now))
             .map(|(id, _)| id.clone())
             .collect();
@@ -292,7 +323,7 @@ impl Model {
             Ending::Retriable(after) => {
                 (Operation::Retry, AttemptOutcome::Retriable, after as Millis)
             }
-            Ending::Suspend(after) => (
+            Ending::Suspend(after) | Ending::AwaitSignal { after, .. } => (
                 Operation::Suspend,
                 AttemptOutcome::Suspended,
                 after as Millis,
@@ -301,7 +332,38 @@ impl Model {
         task.attempts
             .push((task.lease_token, task.attempt, outcome, replayed));
         apply(task, operation, now, backoff);
+        if operation == Operation::Suspend {
+            task.waiting_for = None;
+        }
+        if let Ending::AwaitSignal { name, taken, .. } = ending {
+            let name = SIGNALS[name];
+            task.waiting_for = Some(name.to_owned());
+            // One sent while the execution ran, after it last looked.
+            let kept = task.signals.iter().filter(|n| *n == name).count();
+            if kept > taken as usize {
+                apply(task, Operation::Signal, now, 0);
+            }
+        }
         task.status
+    }
+
+    /// Keeps a signal for a task that has not ended; wakes it when it is
+    /// suspended waiting for one of that name.
+    pub fn signal(&mut self, id: &str, name: &str, now: Millis) -> SignalAnswer {
+        let Some(task) = self.tasks.get_mut(id) else {
+            return SignalAnswer::NotFound;
+        };
+        if task.status.is_terminal() {
+            return SignalAnswer::AlreadyEnded(task.status);
+        }
+        let seq = task.signals.len() as u32;
+        task.signals.push(name.to_owned());
+        let woke =
+            task.status == TaskStatus::Suspended && task.waiting_for.as_deref() == Some(name);
+        if woke {
+            apply(task, Operation::Signal, now, 0);
+        }
+        SignalAnswer::Sent { seq, woke }
     }
 
     pub fn cancel(&mut self, id: &str, now: Millis) -> CancelAnswer {

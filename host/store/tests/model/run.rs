@@ -13,17 +13,17 @@ use waft_store::{
     Cron, CronMaterialize, DeadRedrive, DeadSelector, GateSet, Heartbeat, JournalEntry,
     JournalWrite, LambdaDeploy, Materialized, Millis, NewTask, Refusal, ResultOutcome, StoreError,
     TaskClaimMany, TaskEnqueueReady, TaskHeartbeatMany, TaskInsertMany, TaskJournalWrite,
-    TaskResult, TaskSetResultMany, TaskStore, Wait,
+    TaskResult, TaskSetResultMany, TaskSignal, TaskStore, Wait,
 };
 
 use crate::OPERATIONS;
 use crate::ops::{
-    COLLECTIONS, CRON_PERIOD, JournalChange, LAMBDAS, MAX_TASKS, Op, Step, T0, Token,
+    COLLECTIONS, CRON_PERIOD, JournalChange, LAMBDAS, MAX_TASKS, Op, SIGNALS, Step, T0, Token,
 };
 use crate::race::run_race;
 use crate::reference::{
     CLAIM_TIMEOUT, CancelAnswer, ClaimAnswer, ENQUEUE_TIMEOUT, Ending, HEARTBEAT_TIMEOUT, Hole,
-    MAX_ATTEMPTS, Model, PollAnswer, RedriveAnswer,
+    MAX_ATTEMPTS, Model, PollAnswer, RedriveAnswer, SignalAnswer,
 };
 
 /// An answer of any operation, comparable with the model's.
@@ -37,6 +37,7 @@ pub enum Answer {
     Journal(Result<Result<(), Refusal>, Hole>),
     Result(Result<Result<TaskStatus, Refusal>, Hole>),
     Cancel(CancelAnswer),
+    Signal(SignalAnswer),
     Gate(u64),
     Redrive(RedriveAnswer),
     Deployed(u32),
@@ -216,6 +217,13 @@ impl Run<'_> {
                         until: now + *after as i64,
                         wait: Wait::Timer,
                     },
+                    Ending::AwaitSignal { after, name, taken } => ResultOutcome::Suspend {
+                        until: now + *after as i64,
+                        wait: Wait::Signal {
+                            name: SIGNALS[*name].into(),
+                            taken: *taken,
+                        },
+                    },
                 };
                 let answer = store
                     .task_set_result_many(TaskSetResultMany {
@@ -247,6 +255,25 @@ impl Run<'_> {
                         CancelAnswer::AlreadyEnded(status)
                     }
                     Err(other) => panic!("cancel failed: {other}"),
+                })
+            }
+            (Op::Signal { .. }, Input::Signal(id, name)) => {
+                let signal = TaskSignal {
+                    id: id.clone(),
+                    name: (*name).into(),
+                    payload: name.as_bytes().to_vec(),
+                    now,
+                };
+                Answer::Signal(match store.task_signal(signal).await {
+                    Ok(sent) => SignalAnswer::Sent {
+                        seq: sent.seq,
+                        woke: sent.woke,
+                    },
+                    Err(StoreError::TaskNotFound(_)) => SignalAnswer::NotFound,
+                    Err(StoreError::AlreadyEnded { status, .. }) => {
+                        SignalAnswer::AlreadyEnded(status)
+                    }
+                    Err(other) => panic!("signal failed: {other}"),
                 })
             }
             (
@@ -381,6 +408,7 @@ impl Run<'_> {
                 }
                 None => Input::Nothing,
             },
+            Op::Signal { task, name } => self.signal_input(*task, *name),
             Op::Cancel(task) | Op::Redrive { task, .. } => match self.task(*task) {
                 Some(id) => Input::Task(id, 0),
                 None => Input::Nothing,
@@ -390,6 +418,27 @@ impl Run<'_> {
                 Input::Cron(if *stale { next - CRON_PERIOD } else { next })
             }
             Op::Advance(_) | Op::Poll | Op::Gate { .. } | Op::Deploy(_) => Input::Other,
+        }
+    }
+
+    /// A signal's task and name: with no name, a task suspended waiting
+    /// for a signal and that signal (else task `task` and the first name),
+    /// so that sequences wake waiting tasks often enough to matter.
+    fn signal_input(&self, task: usize, name: Option<usize>) -> Input {
+        if let Some(name) = name {
+            return match self.task(task) {
+                Some(id) => Input::Signal(id, SIGNALS[name]),
+                None => Input::Nothing,
+            };
+        }
+        let waiting = self.model.tasks.iter().find_map(|(id, t)| {
+            let name = t.waiting_for.as_deref()?;
+            let name = SIGNALS.into_iter().find(|s| *s == name)?;
+            (t.status == TaskStatus::Suspended).then(|| (id.clone(), name))
+        });
+        match waiting {
+            Some((id, name)) => Input::Signal(id, name),
+            None => self.signal_input(task, Some(0)),
         }
     }
 
@@ -415,6 +464,7 @@ impl Run<'_> {
                 Answer::Inserted
             }
             (Op::Advance(_), _) => Answer::Advanced,
+            (Op::Poll, Input::PollSkipping(skip)) => Answer::Poll(model.poll_skipping(now, skip)),
             (Op::Poll, _) => Answer::Poll(model.poll(now)),
             (Op::Claim(..), Input::Task(id, token)) => Answer::Claim(model.claim(id, *token, now)),
             (Op::Heartbeat(..), Input::Task(id, lease)) => {
@@ -441,6 +491,9 @@ impl Run<'_> {
                 Answer::Result(model.result(id, *lease, *ending, journal.as_ref(), *replayed, now))
             }
             (Op::Cancel(_), Input::Task(id, _)) => Answer::Cancel(model.cancel(id, now)),
+            (Op::Signal { .. }, Input::Signal(id, name)) => {
+                Answer::Signal(model.signal(id, name, now))
+            }
             (
                 Op::Gate {
                     lambda,
@@ -497,6 +550,11 @@ pub enum Input {
         journal: Option<JournalWrite>,
         replayed: u32,
     },
+    /// A signal's task and name.
+    Signal(String, &'static str),
+    /// A poll racing signals or journal writes, which leaves their tasks
+    /// alone (see `race.rs`).
+    PollSkipping(Vec<String>),
     /// A schedule's expected next occurrence.
     Cron(Millis),
     Other,
