@@ -155,6 +155,7 @@ conformance!(
         a_signal_wakes_the_task_suspended_waiting_for_it,
         a_signal_sent_before_the_suspension_wakes_it_at_once,
         signals_to_ended_tasks_and_bad_signals_are_refused,
+        the_overview_counts_tasks_waiting_for_signals,
     ],
     journal_versions: [
         a_journal_pins_its_version,

@@ -17,8 +17,11 @@ pub struct LambdaStats {
     pub waiting: u64,
     /// Held back by a paused gate.
     pub held: u64,
-    /// Suspended in a wait of their own (a durable sleep) not yet over.
+    /// Suspended in a wait of their own (a durable sleep, a wait for a
+    /// signal) not yet over.
     pub suspended: u64,
+    /// Of those, the ones waiting for a signal.
+    pub waiting_for_signal: u64,
     /// Claimed or running.
     pub running: u64,
     pub dead: u64,

@@ -200,6 +200,11 @@ try {
       await visit(page, `#/task/${waiting}`);
       await page.getByText("Waiting for signal approved").waitFor();
       assert.equal(await page.getByText("Cancelled.").count(), 0, "the last task's message is gone");
+      await visit(page, "");
+      await until("the overview counts it waiting for a signal",
+        async () => (await cell("approval", 5)) === "1 (1 on signals)");
+      await visit(page, `#/task/${waiting}`);
+      await page.getByText("Waiting for signal approved").waitFor();
       assert.equal(await page.locator('input[name="signal"]').inputValue(), "approved");
       await page.locator('input[name="signal-payload"]').fill('{"by": "Ada"}');
       await shot(page, "task-signal");

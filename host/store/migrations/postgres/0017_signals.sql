@@ -21,3 +21,8 @@ CREATE TABLE signals (
 ALTER TABLE tasks ADD COLUMN wait_kind TEXT
     CHECK (wait_kind IN ('timer', 'signal', 'children'));
 ALTER TABLE tasks ADD COLUMN wait_signal TEXT;
+
+-- The overview counts the suspended tasks that wait for a signal apart
+-- from those asleep: an index of just those, by lambda.
+CREATE INDEX tasks_waiting_for_signal ON tasks (lambda, due_at)
+    WHERE (status = 'suspended') AND (wait_kind = 'signal');

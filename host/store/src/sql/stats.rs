@@ -11,7 +11,7 @@ use waft_core::machine::{self, StatusSet};
 
 use super::{DIALECT, Store};
 use crate::names::outcome;
-use crate::names::status::LIVE;
+use crate::names::status::{LIVE, SUSPENDED};
 use crate::rows::{self, RowExt};
 use crate::support::sql;
 use crate::{Depth, LambdaStats, Millis, Result, StoreError};
@@ -67,6 +67,20 @@ pub(super) async fn lambda_stats(
         } else if status == TaskStatus::Dead {
             entry.dead += n;
         }
+    }
+    // Of the suspended tasks (not yet due, as above), those waiting for a
+    // signal, from an index of just those (migration 0017).
+    let rows = sqlx::query(sql(format!(
+        "SELECT lambda, COUNT(*) AS n FROM tasks \
+         WHERE status = {SUSPENDED} AND wait_kind = 'signal' AND due_at > $1 \
+         GROUP BY lambda"
+    )))
+    .bind(now)
+    .fetch_all(&store.pool)
+    .await?;
+    for row in &rows {
+        let entry = of_lambda(&mut stats, row.text("lambda")?);
+        entry.waiting_for_signal += count(row.int("n")?)?;
     }
     let rows = sqlx::query(sql(format!(
         "SELECT t.lambda, a.outcome = {success} AS ok, COUNT(*) AS n \

@@ -214,3 +214,36 @@ pub async fn signals_to_ended_tasks_and_bad_signals_are_refused(store: &dyn Task
     assert_eq!(read(store, &id, lease, "big", 0).await, Ok(None));
     assert_eq!(read(store, &id, lease, "", 0).await, Ok(None));
 }
+
+/// The overview counts the suspended tasks that wait for a signal apart
+/// from those asleep; one woken by its signal is neither.
+pub async fn the_overview_counts_tasks_waiting_for_signals(store: &dyn TaskStore) {
+    deploy(store, "mail").await;
+    let asleep = insert(store, new_task("mail"), T0).await;
+    let lease = start(store, &asleep, T0 + 1).await;
+    let sleep = ResultOutcome::Suspend {
+        until: TIMEOUT,
+        wait: Wait::Timer,
+    };
+    finish(store, &asleep, lease, sleep, T0 + 2).await.unwrap();
+    let mut waiting = Vec::new();
+    for n in 0..2 {
+        let id = insert(store, new_task("mail"), T0).await;
+        let lease = start(store, &id, T0 + 3 + n).await;
+        finish(store, &id, lease, waiting_for("approved", 0), T0 + 5)
+            .await
+            .unwrap();
+        waiting.push(id);
+    }
+    let mail = |stats: Vec<waft_store::LambdaStats>| {
+        let mail = stats.into_iter().find(|s| s.lambda == "mail").unwrap();
+        (mail.suspended, mail.waiting_for_signal)
+    };
+    assert_eq!(mail(store.lambda_stats(T0 + 6, T0).await.unwrap()), (3, 2));
+    store
+        .task_signal(signal(&waiting[0], "approved", b"", T0 + 7))
+        .await
+        .unwrap();
+    poll(store, T0 + 8).await;
+    assert_eq!(mail(store.lambda_stats(T0 + 9, T0).await.unwrap()), (2, 1));
+}

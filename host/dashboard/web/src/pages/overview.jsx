@@ -62,7 +62,11 @@ export function Overview() {
                   </td>
                   <td>{oldest === undefined ? "" : age(now - oldest)}</td>
                   <td>{num(s.waiting) ?? 0}</td>
-                  <td>{num(s.suspended) ?? 0}</td>
+                  <td>{num(s.suspended) ?? 0}
+                    {num(s.waitingForSignal)
+                      ? <span class="muted" title="waiting for a signal; the rest are asleep">
+                        {" "}({num(s.waitingForSignal)} on signals)</span>
+                      : null}</td>
                   <td>{num(s.held) ?? 0}</td>
                   <td>{num(s.running) ?? 0}</td>
                   <td class="ok">{num(s.succeeded) ?? 0}</td>
