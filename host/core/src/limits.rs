@@ -70,6 +70,11 @@ pub const MAX_PROGRESS_NOTE: usize = 4 << 10;
 /// client sending in a loop cannot grow a task without bound.
 pub const MAX_SIGNALS: u32 = 1_000;
 
+/// The largest signal payload whatever the lambda's `max_payload`: a
+/// wait's answer is journaled, and one entry's answer holds at most
+/// [`MAX_JOURNAL_ANSWER`] with its framing.
+pub const MAX_SIGNAL_PAYLOAD: usize = MAX_JOURNAL_ANSWER - 64;
+
 /// The longest signal name, in bytes (128).
 pub const MAX_SIGNAL_NAME: usize = 128;
 

@@ -156,3 +156,27 @@ async fn with_nowhere_to_resume_a_wait_stays_in_the_instance_and_sees_a_signal_s
     assert_eq!(output(&execution)["signals"], json!(["late"]));
     assert!(started.elapsed() < Duration::from_secs(10));
 }
+
+#[tokio::test]
+async fn a_wait_without_end_is_a_century_and_a_bad_name_stops_the_lambda() {
+    let lambda = durable().await;
+    let host = Arc::new(RecordingHost::default());
+    let plan = json!({"signals": ["approved"], "signal_ms": u64::MAX});
+    let mut journal = Vec::new();
+    let execution = execute(&lambda, &suspending(), &plan, &mut journal, &host).await;
+    let Outcome::Suspended { until, .. } = execution.outcome else {
+        panic!("expected a suspension, got {:?}", execution.outcome);
+    };
+    let years = until.duration_since(SystemTime::now()).unwrap().as_secs() / (365 * 24 * 3600);
+    assert!((99..=101).contains(&years), "{years} years");
+
+    let plan = json!({"signals": [""], "signal_ms": 10});
+    let mut journal = Vec::new();
+    let execution = execute(&lambda, &suspending(), &plan, &mut journal, &host).await;
+    match &execution.outcome {
+        Outcome::Trapped { message } => {
+            assert!(message.contains("a signal needs a name"), "{message}");
+        }
+        other => panic!("expected the lambda stopped, got {other:?}"),
+    }
+}

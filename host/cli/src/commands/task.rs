@@ -532,10 +532,10 @@ fn print_task(task: &Task, as_json: bool) {
     let optional = [
         (
             "waiting for",
-            task.waiting_for_signal.as_ref().map(|name| {
-                let until = task.next_trigger_at.map(time).unwrap_or_default();
-                format!("signal {name:?} (or until {until})")
-            }),
+            // Until its next trigger: the wait's end, or now once woken.
+            task.waiting_for_signal
+                .as_ref()
+                .map(|name| format!("signal {name:?}")),
         ),
         ("progress", task.progress.clone()),
         ("last error", task.last_error.clone()),

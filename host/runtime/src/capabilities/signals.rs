@@ -23,6 +23,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime};
 
+use waft_core::limits::check_signal_name;
 use waft_core::model::Wait;
 
 use crate::SignalUnread;
@@ -36,13 +37,21 @@ const TAKE: &str = "waft:lambda/signals.take";
 /// How often a wait that is not suspended asks for its signal.
 const ASK_EVERY: Duration = Duration::from_millis(200);
 
+/// The longest wait: a hundred years (a lambda asking for `u64::MAX`
+/// milliseconds waits this long).
+const LONGEST_MS: u64 = 100 * 366 * 24 * 3600 * 1000;
+
 /// The signals of each name the task's executions took so far.
 pub(crate) type Taken = HashMap<String, u32>;
 
 impl signals::Host for HostState {
     async fn wait(&mut self, name: String, timeout_ms: u64) -> wasmtime::Result<Option<Vec<u8>>> {
         self.ensure_running()?;
-        let timeout = i64::try_from(timeout_ms).unwrap_or(i64::MAX);
+        if let Err(why) = check_signal_name(&name) {
+            // A wait no signal could ever answer: the lambda's bug, told.
+            return Err(wasmtime::Error::msg(format!("wait_signal: {why}")));
+        }
+        let timeout = i64::try_from(timeout_ms.min(LONGEST_MS)).unwrap_or(i64::MAX);
         let (until_ms, _) = self.journal.answer(
             WAIT,
             &digest(WAIT, &(&name, timeout_ms)),

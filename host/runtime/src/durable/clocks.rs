@@ -204,11 +204,14 @@ fn far_future() -> tokio::time::Instant {
 
 /// Unix ms as RFC 3339, for summaries.
 pub(crate) fn rfc3339(at_ms: i64) -> String {
+    use std::fmt::Write as _;
     let after = Duration::from_millis(u64::try_from(at_ms).unwrap_or(0));
-    UNIX_EPOCH.checked_add(after).map_or_else(
-        || format!("{at_ms}ms"),
-        |at| humantime::format_rfc3339_millis(at).to_string(),
-    )
+    let mut text = String::new();
+    // RFC 3339 ends with the year 9999: a later time is written in ms.
+    match UNIX_EPOCH.checked_add(after) {
+        Some(at) if write!(text, "{}", humantime::format_rfc3339_millis(at)).is_ok() => text,
+        _ => format!("{at_ms}ms"),
+    }
 }
 
 /// When a wait is over.
@@ -232,5 +235,14 @@ impl Pollable for Deadline {
             Deadline::At(at) => tokio::time::sleep_until(*at).await,
             Deadline::Never => std::future::pending().await,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_time_past_the_year_9999_reads_in_milliseconds() {
+        assert_eq!(super::rfc3339(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(super::rfc3339(i64::MAX), format!("{}ms", i64::MAX));
     }
 }

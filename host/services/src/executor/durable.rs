@@ -119,8 +119,9 @@ impl JournalLink<'_> {
     }
 
     /// `call`'s answer, asked again while the HSC is unreachable, until
-    /// `give_up_at` or until the execution is stopped.
-    async fn retrying<T, F>(
+    /// `give_up_at` or until the execution is stopped. (A signal's read
+    /// goes through here too: see `host.rs`.)
+    pub(super) async fn retrying<T, F>(
         &self,
         give_up_at: Instant,
         mut call: impl FnMut() -> F,
@@ -144,17 +145,17 @@ impl JournalLink<'_> {
                 }
                 Ok(Err(error)) => {
                     return Err(JournalFailure::Failed(format!(
-                        "the HSC refused the journal: {error}"
+                        "the HSC refused the call: {error}"
                     )));
                 }
                 Err(_) => ServiceError::Unavailable("no answer in time".into()),
             };
             if Instant::now() + pause >= give_up_at {
                 return Err(JournalFailure::Failed(format!(
-                    "cannot reach the HSC for the journal: {error}"
+                    "cannot reach the HSC: {error}"
                 )));
             }
-            tracing::warn!(%error, "journal call failed; retrying");
+            tracing::warn!(%error, "call to the HSC failed; retrying");
             tokio::select! {
                 () = tokio::time::sleep(pause) => {}
                 () = self.kill.killed() => {}

@@ -196,13 +196,25 @@ impl TaskHost for ExecutionHost {
             name: name.to_owned(),
             taken,
         };
-        match self.hsc.task_signal_read(read).await {
+        // An unreachable HSC is asked again, as for a journal write: a
+        // blip must not cost the task an attempt.
+        let link = JournalLink {
+            hsc: self.hsc.as_ref(),
+            kill: &self.kill,
+            patience: self.journal_patience,
+        };
+        let give_up_at = tokio::time::Instant::now() + self.journal_patience;
+        let answer = link
+            .retrying(give_up_at, || self.hsc.task_signal_read(read.clone()))
+            .await;
+        match answer {
             Ok(Ok(payload)) => Ok(payload),
             Ok(Err(refusal)) => Err(SignalUnread::LeaseLost(format!(
-                "task {} refused the read of its signals: {refusal:?}",
+                "the HSC refused task {}'s signals ({refusal:?}): the lease is lost",
                 self.task_id
             ))),
-            Err(error) => Err(SignalUnread::Unavailable(error.to_string())),
+            Err(JournalFailure::LeaseLost(reason)) => Err(SignalUnread::LeaseLost(reason)),
+            Err(JournalFailure::Failed(reason)) => Err(SignalUnread::Unavailable(reason)),
         }
     }
 }

@@ -112,13 +112,19 @@ impl ClientApi for Frontend {
         payload: Vec<u8>,
     ) -> ServiceResult<SignalSent> {
         self.allow_task(Call::TaskSignal, id).await?;
+        let now = self.clock.now();
         let signal = TaskSignal {
             id: id.to_owned(),
             name: name.to_owned(),
             payload,
-            now: self.clock.now(),
+            now,
         };
-        Ok(self.store.task_signal(signal).await?)
+        let sent = self.store.task_signal(signal).await?;
+        if sent.woke {
+            // Due at once: the Store Consumer need not wait for its next poll.
+            self.due.due(now).await;
+        }
+        Ok(sent)
     }
 
     async fn task_attempts(&self, id: &str) -> ServiceResult<Vec<Attempt>> {

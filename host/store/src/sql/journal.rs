@@ -223,20 +223,24 @@ pub(super) async fn read(store: &Store, params: TaskJournalRead) -> Result<Vec<J
     rows.iter().map(rows::journal_entry).collect()
 }
 
-/// Deletes the journals of tasks `ids`, as the database keeps them (a
-/// redrive that starts them afresh; the statement that redrives them
+/// Deletes the journals of tasks `ids`, as the database keeps them, and
+/// the signals they were sent (whose takes the journals counted): a
+/// redrive that starts them afresh (the statement that redrives them
 /// empties `journal_len` and `journal_version`).
 pub(super) async fn discard(conn: &mut Connection, ids: &[String]) -> Result<()> {
     if ids.is_empty() {
         return Ok(());
     }
     let ids: Vec<_> = ids.iter().map(|id| Discarded { id }).collect();
-    sqlx::query(sql(format!(
-        "DELETE FROM journal WHERE task_id IN (SELECT j.value->>'id' FROM {})",
-        DIALECT.json_rows
-    )))
-    .bind(batch_json(&ids)?)
-    .execute(&mut *conn)
-    .await?;
+    let ids = batch_json(&ids)?;
+    for table in ["journal", "signals"] {
+        sqlx::query(sql(format!(
+            "DELETE FROM {table} WHERE task_id IN (SELECT j.value->>'id' FROM {})",
+            DIALECT.json_rows
+        )))
+        .bind(&ids)
+        .execute(&mut *conn)
+        .await?;
+    }
     Ok(())
 }

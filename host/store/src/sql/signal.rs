@@ -13,7 +13,7 @@ use crate::names::status::SUSPENDED;
 use crate::rows;
 use crate::support::{sql, text_in};
 use crate::{Millis, Refusal, Result, SignalSent, StoreError, TaskSignal, TaskSignalRead};
-use waft_core::limits::{MAX_SIGNALS, check_signal_name};
+use waft_core::limits::{MAX_SIGNAL_PAYLOAD, MAX_SIGNALS, check_signal_name};
 
 /// Keeps a signal for task `params.id`, and wakes the task when it is
 /// suspended waiting for a signal of that name.
@@ -40,15 +40,20 @@ pub(super) async fn send(tx: &mut Connection, params: TaskSignal) -> Result<Sign
     if status.is_terminal() {
         return Err(StoreError::AlreadyEnded { id, status });
     }
+    // The version the task runs: its journal's, else the pinned one, else
+    // the current one.
     let max: Option<i64> = sqlx::query_scalar(
-        "SELECT v.max_payload FROM lambdas l \
-         JOIN lambda_versions v ON v.lambda = l.name AND v.version = l.current_version \
-         WHERE l.name = $1",
+        "SELECT v.max_payload FROM tasks t JOIN lambdas l ON l.name = t.lambda \
+         JOIN lambda_versions v ON v.lambda = l.name \
+            AND v.version = COALESCE(t.journal_version, t.version, l.current_version) \
+         WHERE t.id = $1",
     )
-    .bind(&lambda)
+    .bind(text_in(&id))
     .fetch_optional(&mut *tx)
     .await?;
-    let max = u64::try_from(max.unwrap_or(0)).unwrap_or(0);
+    let max = u64::try_from(max.unwrap_or(0))
+        .unwrap_or(0)
+        .min(MAX_SIGNAL_PAYLOAD as u64);
     if payload.len() as u64 > max {
         return Err(StoreError::PayloadTooLarge {
             lambda,

@@ -433,6 +433,7 @@ impl Model {
         if fresh {
             task.journal.clear();
             task.journal_version = None;
+            task.signals.clear();
         }
         RedriveAnswer::Redriven
     }

@@ -54,7 +54,7 @@ export function TaskPage({ id }) {
       <Done message={action.done} />
       {task.waitingForSignal !== undefined
         ? <p class="waiting">Waiting for signal <b class="mono">{task.waitingForSignal}</b>
-          {task.nextTriggerAtMs !== undefined ? <> until {time(task.nextTriggerAtMs)}</> : null}.</p>
+          {" "}(or its time: see “next look”).</p>
         : null}
       {!ended ? <SignalForm id={id} name={task.waitingForSignal} sent={reload} /> : null}
       {task.progress ? <p>Progress: {task.progress}</p> : null}
