@@ -282,12 +282,28 @@ async fn a_javascript_webhook_fetches_what_it_is_granted_with_its_secret() {
     .await;
 }
 
+/// The webhook sample in each language, with the tool that builds it.
+const WEBHOOKS: [(Option<&str>, &str); 2] = [
+    (samples::PYTHON_WEBHOOK, "componentize-py"),
+    (samples::JS_WEBHOOK, "componentize-js"),
+];
+
+/// A sandbox granted `server`, suspending waits past 300 ms.
+fn suspending_to(server: &HttpServer) -> Sandbox {
+    let grants = Grants {
+        outbound: vec![server.url().parse().unwrap()],
+        ..Grants::default()
+    };
+    Sandbox {
+        grants: Arc::new(grants),
+        suspend_after: Some(std::time::Duration::from_millis(300)),
+        ..Sandbox::default()
+    }
+}
+
 #[tokio::test]
 async fn python_and_javascript_webhooks_replay_from_their_journals() {
-    for (path, tool) in [
-        (samples::PYTHON_WEBHOOK, "componentize-py"),
-        (samples::JS_WEBHOOK, "componentize-js"),
-    ] {
+    for (path, tool) in WEBHOOKS {
         if let Some(lambda) = prepare(path, tool).await {
             webhook_replays(&lambda).await;
         }
@@ -299,10 +315,7 @@ async fn python_and_javascript_webhooks_replay_from_their_journals() {
 /// wait without calling the server again.
 #[tokio::test]
 async fn python_and_javascript_sleeps_suspend_and_resume() {
-    for (path, tool) in [
-        (samples::PYTHON_WEBHOOK, "componentize-py"),
-        (samples::JS_WEBHOOK, "componentize-js"),
-    ] {
+    for (path, tool) in WEBHOOKS {
         if let Some(lambda) = prepare(path, tool).await {
             sleep_suspends(&lambda, tool).await;
         }
@@ -311,15 +324,7 @@ async fn python_and_javascript_sleeps_suspend_and_resume() {
 
 async fn sleep_suspends(lambda: &PreparedLambda, tool: &str) {
     let server = HttpServer::start(|_| Reply::status(200, "noted")).await;
-    let grants = Grants {
-        outbound: vec![server.url().parse().unwrap()],
-        ..Grants::default()
-    };
-    let sandbox = Sandbox {
-        grants: Arc::new(grants),
-        suspend_after: Some(std::time::Duration::from_millis(300)),
-        ..Sandbox::default()
-    };
+    let sandbox = suspending_to(&server);
     let call = json!({"url": format!("{}/hook", server.url()), "sleep_ms": 1500}).to_string();
     let mut journal = Vec::new();
     let first = run_from(lambda, "01ZZ", call.as_bytes(), &sandbox, &mut journal).await;
@@ -342,10 +347,7 @@ async fn sleep_suspends(lambda: &PreparedLambda, tool: &str) {
 /// is sent, then takes its payload; a replay returns the same.
 #[tokio::test]
 async fn python_and_javascript_wait_for_signals() {
-    for (path, tool) in [
-        (samples::PYTHON_WEBHOOK, "componentize-py"),
-        (samples::JS_WEBHOOK, "componentize-js"),
-    ] {
+    for (path, tool) in WEBHOOKS {
         if let Some(lambda) = prepare(path, tool).await {
             signal_suspends(&lambda, tool).await;
         }
@@ -354,15 +356,7 @@ async fn python_and_javascript_wait_for_signals() {
 
 async fn signal_suspends(lambda: &PreparedLambda, tool: &str) {
     let server = HttpServer::start(|_| Reply::status(200, "noted")).await;
-    let grants = Grants {
-        outbound: vec![server.url().parse().unwrap()],
-        ..Grants::default()
-    };
-    let sandbox = Sandbox {
-        grants: Arc::new(grants),
-        suspend_after: Some(std::time::Duration::from_millis(300)),
-        ..Sandbox::default()
-    };
+    let sandbox = suspending_to(&server);
     let call = json!({
         "url": format!("{}/hook", server.url()),
         "signal": "approved",

@@ -30,7 +30,10 @@ impl WireSize for TaskResult {
         let outcome = match &self.outcome {
             ResultOutcome::Success { output } => output.as_ref().map_or(0, Vec::len),
             ResultOutcome::Retriable { error, .. } | ResultOutcome::Fatal { error } => error.len(),
-            ResultOutcome::Suspend { .. } => 0,
+            ResultOutcome::Suspend { wait, .. } => match wait {
+                waft_store::Wait::Timer => 0,
+                waft_store::Wait::Signal { name, .. } => name.len(),
+            },
         };
         let journal = self.journal.as_ref().map_or(0, |write| {
             write

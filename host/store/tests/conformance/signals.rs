@@ -5,12 +5,12 @@
 //! holding the lease reads them.
 
 use waft_core::TaskStatus;
-use waft_core::limits::MAX_SIGNALS;
+use waft_core::limits::{MAX_SIGNAL_PAYLOAD, MAX_SIGNALS};
 use waft_store::{
     Refusal, ResultOutcome, SignalSent, StoreError, TaskSignal, TaskSignalRead, TaskStore, Wait,
 };
 
-use crate::support::{T0, deploy, finish, insert, new_task, poll, start, success};
+use crate::support::{T0, deploy, deploy_with, finish, insert, new_task, poll, start, success};
 
 const TIMEOUT: i64 = T0 + 3 * 24 * 3_600_000;
 
@@ -197,6 +197,25 @@ pub async fn signals_to_ended_tasks_and_bad_signals_are_refused(store: &dyn Task
         matches!(too_large, Err(StoreError::PayloadTooLarge { .. })),
         "{too_large:?}"
     );
+    // Whatever the lambda's `max_payload`, a payload must fit in the
+    // journal entry of the wait that takes it.
+    let mut roomy = crate::support::config();
+    roomy.max_payload = waft_core::LambdaConfig::MAX_PAYLOAD;
+    deploy_with(store, "roomy", roomy).await;
+    let roomy = insert(store, new_task("roomy"), T0).await;
+    let over = vec![b'x'; MAX_SIGNAL_PAYLOAD + 1];
+    let refused = store
+        .task_signal(signal(&roomy, "big", &over, T0 + 3))
+        .await;
+    assert!(
+        matches!(refused, Err(StoreError::PayloadTooLarge { .. })),
+        "{refused:?}"
+    );
+    let at_the_bound = &over[..MAX_SIGNAL_PAYLOAD];
+    store
+        .task_signal(signal(&roomy, "big", at_the_bound, T0 + 3))
+        .await
+        .unwrap();
     // And a task keeps at most MAX_SIGNALS.
     for n in 0..MAX_SIGNALS {
         store
