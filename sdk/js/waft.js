@@ -26,10 +26,10 @@
 // componentize-js finds an import by its full name, version included: these
 // name the `waft:lambda` version of `wit/lambda.wit`, which the runtime's
 // tests/contract.rs checks.
-import { beat } from "waft:lambda/heartbeat@0.2.1";
-import { log as hostLog } from "waft:lambda/log@0.2.1";
-import { schedule as hostSchedule } from "waft:lambda/children@0.2.1";
-import { wait as hostWaitSignal } from "waft:lambda/signals@0.2.1";
+import { beat } from "waft:lambda/heartbeat@0.2.2";
+import { log as hostLog } from "waft:lambda/log@0.2.2";
+import { schedule as hostSchedule, waitAll as hostWaitAll } from "waft:lambda/children@0.2.2";
+import { wait as hostWaitSignal } from "waft:lambda/signals@0.2.2";
 import { get as configGet } from "wasi:config/store@0.2.0-rc.1";
 
 const encoder = new TextEncoder();
@@ -199,6 +199,25 @@ export function sleep(ms) {
 export async function waitSignal(name, timeoutMs) {
   const payload = hostWaitSignal(name, BigInt(Math.max(0, Math.round(timeoutMs))));
   return payload ?? null;
+}
+
+/**
+ * Resolves when every task of `ids` — children this task scheduled — has
+ * ended, with each one's end, in the order of `ids` (a fan-in): `{ id,
+ * status, output, error, succeeded }`, `status` one of "success",
+ * "fatal_failure", "dead", "dropped", "cancelled", `output` a `Uint8Array`
+ * or `null`, `error` a string or `null`. A wait that does not end within
+ * the executor's `suspend_after` suspends the task as `sleep` does, until
+ * the last child ends; what it returned is journaled (README, "Fan-in").
+ */
+export async function waitAll(ids) {
+  return hostWaitAll([...ids]).map((end) => ({
+    id: end.id,
+    status: end.status.replaceAll("-", "_"),
+    output: end.output ?? null,
+    error: end.error ?? null,
+    succeeded: end.status === "success",
+  }));
 }
 
 /** The component's `handler` export, running `fn` on each task. */

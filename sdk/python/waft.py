@@ -149,6 +149,38 @@ def schedule(lambda_name, payload=b"", collection=None, priority=None):
         raise ScheduleError(str(rejection.value), retriable) from None
 
 
+class ChildEnd:
+    """How a child ended, as `wait_all` returns it: `id`; `status`, one of
+    "success", "fatal_failure", "dead", "dropped", "cancelled"; `output`
+    (bytes, or None) and `error` (str, or None)."""
+
+    def __init__(self, end):
+        self.id = end.id
+        self.status = end.status.name.lower()
+        self.output = end.output
+        self.error = end.error
+
+    @property
+    def succeeded(self):
+        return self.status == "success"
+
+    def json(self):
+        """The child's output, decoded from JSON."""
+        return json.loads(self.output or b"null")
+
+    def __repr__(self):
+        return f"ChildEnd({self.id!r}, {self.status!r})"
+
+
+def wait_all(ids):
+    """Waits until every task of `ids` — children this task scheduled — has
+    ended; returns each one's `ChildEnd`, in the order of `ids` (a fan-in).
+    A wait that does not end within the executor's `suspend_after` suspends
+    the task as `sleep` does, until the last child ends; what it returned
+    is journaled (README, "Fan-in")."""
+    return [ChildEnd(end) for end in children.wait_all(list(ids))]
+
+
 _execution = {"key": None, "requests": 0}
 
 

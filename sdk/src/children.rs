@@ -183,3 +183,86 @@ pub fn schedule(child: Child) -> Result<TaskId, ScheduleError> {
         raw::ScheduleError::Unavailable(why) => ScheduleError::Unavailable(why),
     })
 }
+
+/// How a child ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ChildStatus {
+    /// It returned its output.
+    Success,
+    /// It failed for good.
+    FatalFailure,
+    /// Its attempts ran out: a dead letter.
+    Dead,
+    /// A drop gate ended it.
+    Dropped,
+    /// A client cancelled it.
+    Cancelled,
+}
+
+/// A child's end, as [`wait_all`] returns it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChildEnd {
+    /// The child.
+    pub id: TaskId,
+    /// How it ended.
+    pub status: ChildStatus,
+    /// What it returned, when it succeeded with an output.
+    pub output: Option<Vec<u8>>,
+    /// Why it failed, when it did.
+    pub error: Option<String>,
+}
+
+impl ChildEnd {
+    /// Whether the child succeeded.
+    pub fn succeeded(&self) -> bool {
+        self.status == ChildStatus::Success
+    }
+
+    /// The child's output as JSON.
+    pub fn json<T: serde::de::DeserializeOwned>(&self) -> Result<T, Error> {
+        let output = self.output.as_deref().unwrap_or_default();
+        serde_json::from_slice(output)
+            .map_err(|e| Error::fatal(format!("the output of child {}: {e}", self.id)))
+    }
+}
+
+/// Waits until every task of `ids` — children this task [`schedule`]d —
+/// has ended, and returns each one's end, in the order of `ids` (a
+/// fan-in).
+///
+/// Durable: a wait that does not end within the executor's `suspend_after`
+/// (one second by default) **suspends** the task, as [`sleep`](crate::sleep)
+/// does: no instance, lease or executor slot is held until the last child
+/// ends; then the task resumes by replaying its journal, and this call
+/// returns. What it returned is journaled, so a retry gets the same ends.
+/// A dead letter counts as ended (its status says so). An id that is not a
+/// child of this task stops the lambda with why.
+///
+/// ```no_run
+/// use waft_sdk::{Child, children};
+/// let ids = (0..100)
+///     .map(|n| waft_sdk::schedule(Child::new("resize").payload(vec![n])))
+///     .collect::<Result<Vec<_>, _>>()?;
+/// let ends = children::wait_all(&ids);
+/// let failed = ends.iter().filter(|end| !end.succeeded()).count();
+/// waft_sdk::info!("{failed} of {} failed", ends.len());
+/// # Ok::<(), waft_sdk::ScheduleError>(())
+/// ```
+pub fn wait_all(ids: &[TaskId]) -> Vec<ChildEnd> {
+    let ids: Vec<String> = ids.iter().map(|id| id.0.clone()).collect();
+    raw::wait_all(&ids)
+        .into_iter()
+        .map(|end| ChildEnd {
+            id: TaskId(end.id),
+            status: match end.status {
+                raw::ChildStatus::Success => ChildStatus::Success,
+                raw::ChildStatus::FatalFailure => ChildStatus::FatalFailure,
+                raw::ChildStatus::Dead => ChildStatus::Dead,
+                raw::ChildStatus::Dropped => ChildStatus::Dropped,
+                raw::ChildStatus::Cancelled => ChildStatus::Cancelled,
+            },
+            output: end.output,
+            error: end.error,
+        })
+        .collect()
+}

@@ -34,7 +34,8 @@
 //! The generated WebAssembly glue stays inside this crate: lambda code only
 //! sees the types below. Inside a lambda, [`heartbeat`] reports liveness and
 //! progress, the [logging macros](info) append to the task's log,
-//! [`schedule`] starts child tasks, [`http`] calls the destinations the
+//! [`schedule`] starts child tasks and [`children::wait_all`] waits for
+//! them to end, [`http`] calls the destinations the
 //! lambda was granted, [`config`] reads its variables and secrets, and
 //! [`sleep`] waits without holding a worker.
 
@@ -45,7 +46,7 @@ extern crate self as waft_sdk;
 
 #[doc(hidden)]
 pub mod bindings;
-mod children;
+pub mod children;
 pub mod config;
 mod error;
 mod heartbeat;
@@ -55,7 +56,7 @@ mod outcome;
 mod task;
 mod wait;
 
-pub use children::{Child, ScheduleError, TaskId, schedule};
+pub use children::{Child, ChildEnd, ChildStatus, ScheduleError, TaskId, schedule};
 pub use error::Error;
 pub use heartbeat::{LeaseLost, heartbeat, heartbeat_with};
 pub use log::{Level, log, log_fields};

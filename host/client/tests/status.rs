@@ -70,6 +70,12 @@ impl proto::hsc_server::Hsc for Answering {
     ) -> Result<Response<proto::ReadSignalResponse>, Status> {
         Ok(Response::new(proto::ReadSignalResponse::default()))
     }
+    async fn read_children(
+        &self,
+        _: Request<proto::ReadChildrenRequest>,
+    ) -> Result<Response<proto::ReadChildrenResponse>, Status> {
+        Ok(Response::new(proto::ReadChildrenResponse::default()))
+    }
 }
 
 /// Serves `Answering` with the limits the HSC's server has, over TLS with

@@ -75,6 +75,10 @@ pub const MAX_SIGNALS: u32 = 1_000;
 /// [`MAX_JOURNAL_ANSWER`] with its framing.
 pub const MAX_SIGNAL_PAYLOAD: usize = MAX_JOURNAL_ANSWER - 64;
 
+/// The most children one fan-in waits for (10,000): the ids travel in one
+/// suspension and one journal entry.
+pub const MAX_AWAITED: usize = 10_000;
+
 /// The longest signal name, in bytes (128).
 pub const MAX_SIGNAL_NAME: usize = 128;
 

@@ -51,6 +51,9 @@ pub enum Operation {
     /// A signal the suspended task waits for was sent: it is due at once
     /// (and resumes to take it).
     Signal,
+    /// The last of the children the suspended task waits for ended (a
+    /// fan-in): it is due at once (and resumes to gather their ends).
+    Gather,
     /// The lease timed out (the executor died or lost the store) with
     /// attempts left: the lost attempt is recorded and the task queued again.
     Expire,
@@ -101,7 +104,7 @@ pub enum Trigger {
     /// After the backoff of its lambda (or the lambda's own `retry_after`).
     Backoff,
     /// When the wait it is suspended in is over (its timeout, for a
-    /// signal).
+    /// signal; a century, for children).
     Wake,
     /// Not until a gate opens (the task is held).
     Gate,
@@ -177,7 +180,7 @@ const HELD: StatusSet = StatusSet::of(&[New, RetriableFailure]);
 /// claim, the gates, the attempts left) are the store's; the table says
 /// which states each operation may meet.
 #[rustfmt::skip]
-pub const TRANSITIONS: [Transition; 19] = {
+pub const TRANSITIONS: [Transition; 20] = {
     use Attempts as A;
     use Lease as L;
     use Operation as O;
@@ -200,6 +203,7 @@ pub const TRANSITIONS: [Transition; 19] = {
         row(O::Fail,          LEASED,   To(FatalFailure),     T::Never,            L::Fenced, A::Keep),
         row(O::Suspend,       LEASED,   To(Suspended),        T::Wake,             L::Fenced, A::Back),
         row(O::Signal,        SUSPENDED, Same,                T::Now,              L::Keep,   A::Keep),
+        row(O::Gather,        SUSPENDED, Same,                T::Now,              L::Keep,   A::Keep),
         row(O::Expire,        LEASED,   To(Enqueued),         T::EnqueueTimeout,   L::Keep,   A::Keep),
         row(O::Bury,          LEASED,   To(Dead),             T::Never,            L::Keep,   A::Keep),
         row(O::Hold,          OPEN,     NextAttempt,          T::Gate,             L::Keep,   A::Keep),
@@ -349,7 +353,7 @@ pub const fn next_attempt(attempt: u32) -> TaskStatus {
 mod tests {
     use super::*;
 
-    const OPERATIONS: [Operation; 19] = [
+    const OPERATIONS: [Operation; 20] = [
         Operation::Insert,
         Operation::Enqueue,
         Operation::Claim,
@@ -361,6 +365,7 @@ mod tests {
         Operation::Fail,
         Operation::Suspend,
         Operation::Signal,
+        Operation::Gather,
         Operation::Expire,
         Operation::Bury,
         Operation::Hold,
@@ -388,6 +393,7 @@ mod tests {
                 | Operation::Fail
                 | Operation::Suspend
                 | Operation::Signal
+                | Operation::Gather
                 | Operation::Expire
                 | Operation::Bury
                 | Operation::Hold

@@ -17,10 +17,10 @@ use async_trait::async_trait;
 
 use crate::error::ServiceResult;
 use crate::model::{
-    Artifact, Attempt, ClaimedTask, Continuation, Cron, DeadSelector, Gate, GateState, Heartbeat,
-    JournalEntry, JournalWrite, Lambda, Millis, Overview, Refusal, SealedSecrets, SecretInfo,
-    SignalSent, StatusCount, Task, TaskCount, TaskInserted, TaskList, TaskResult, TaskSignalRead,
-    Token, TokenRole,
+    Artifact, Attempt, ChildrenState, ClaimedTask, Continuation, Cron, DeadSelector, Gate,
+    GateState, Heartbeat, JournalEntry, JournalWrite, Lambda, Millis, Overview, Refusal,
+    SealedSecrets, SecretInfo, SignalSent, StatusCount, Task, TaskChildrenRead, TaskCount,
+    TaskInserted, TaskList, TaskResult, TaskSignalRead, Token, TokenRole,
 };
 use crate::{LambdaConfig, TaskStatus};
 
@@ -319,4 +319,13 @@ pub trait HscApi: Send + Sync {
         &self,
         read: TaskSignalRead,
     ) -> ServiceResult<Result<Option<Vec<u8>>, Refusal>>;
+    /// How the children a running execution waits for stand (a fan-in):
+    /// how many are live, or how each ended once none is; refused unless
+    /// `read.lease_token` is the task's current lease and the task is
+    /// claimed or running. `InvalidArgument` for an id that is not a child
+    /// of the task.
+    async fn task_children_read(
+        &self,
+        read: TaskChildrenRead,
+    ) -> ServiceResult<Result<ChildrenState, Refusal>>;
 }

@@ -5,7 +5,7 @@
 use std::sync::Mutex;
 use std::time::SystemTime;
 
-use waft_core::model::JournalWrite;
+use waft_core::model::{ChildEnd, ChildrenState, JournalWrite};
 
 /// A child task a lambda asked for (chaining).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,14 +46,19 @@ pub struct LeaseLost {
     pub reason: String,
 }
 
-/// Why the signal an execution waits for could not be read.
+/// Why what an execution waits for (a signal, its children's ends) could
+/// not be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SignalUnread {
+pub enum Unread {
     /// The execution no longer holds its task's lease.
     #[error("lease lost: {0}")]
     LeaseLost(String),
+    /// The lambda asked for what it cannot wait for (a task that is not
+    /// its child).
+    #[error("{0}")]
+    Invalid(String),
     /// The platform could not be asked now.
-    #[error("signals unavailable: {0}")]
+    #[error("unavailable: {0}")]
     Unavailable(String),
 }
 
@@ -79,12 +84,17 @@ pub trait TaskHost: Send + Sync {
     /// The signal named `name` that follows the `taken` of that name the
     /// task's executions took already, in the order signals were sent;
     /// `None` while it has not been sent.
-    async fn signal(&self, name: &str, taken: u32) -> Result<Option<Vec<u8>>, SignalUnread>;
+    async fn signal(&self, name: &str, taken: u32) -> Result<Option<Vec<u8>>, Unread>;
+
+    /// How the task's children `ids` stand: how many have not ended, or
+    /// how each ended once none is live (a fan-in).
+    async fn children(&self, ids: &[String]) -> Result<ChildrenState, Unread>;
 }
 
 /// A [`TaskHost`] with no platform behind it, for `waft invoke` and tests:
 /// heartbeats always succeed, child tasks are recorded, not run, and the
-/// signals are those [`RecordingHost::send_signal`] sent.
+/// signals are those [`RecordingHost::send_signal`] sent. A child it
+/// recorded ends as [`RecordingHost::end_child`] says, and is live until.
 ///
 /// It keeps a bounded record whatever the lambda does: of heartbeats, their
 /// count and the last progress note (a lambda may heartbeat in a loop); of
@@ -106,6 +116,7 @@ pub struct RecordingHost {
     children: Mutex<(Vec<ChildRequest>, u64)>,
     journal: Mutex<Vec<JournalWrite>>,
     signals: Mutex<Vec<(String, Vec<u8>)>>,
+    ended: Mutex<Vec<ChildEnd>>,
 }
 
 #[derive(Debug, Default)]
@@ -148,6 +159,12 @@ impl RecordingHost {
     pub fn send_signal(&self, name: &str, payload: impl Into<Vec<u8>>) {
         lock(&self.signals).push((name.to_owned(), payload.into()));
     }
+
+    /// Ends a child the lambda scheduled (its id is `end.id`), as its own
+    /// execution would.
+    pub fn end_child(&self, end: ChildEnd) {
+        lock(&self.ended).push(end);
+    }
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -181,11 +198,37 @@ impl TaskHost for RecordingHost {
         Ok(())
     }
 
-    async fn signal(&self, name: &str, taken: u32) -> Result<Option<Vec<u8>>, SignalUnread> {
+    async fn signal(&self, name: &str, taken: u32) -> Result<Option<Vec<u8>>, Unread> {
         let signals = lock(&self.signals);
         let mut named = signals.iter().filter(|(n, _)| n == name);
         Ok(named
             .nth(taken as usize)
             .map(|(_, payload)| payload.clone()))
+    }
+
+    async fn children(&self, ids: &[String]) -> Result<ChildrenState, Unread> {
+        let scheduled = lock(&self.children).1;
+        let ended = lock(&self.ended);
+        let mut ends = Vec::with_capacity(ids.len());
+        let mut live = 0;
+        for id in ids {
+            let child = id
+                .strip_prefix("local-child-")
+                .and_then(|n| n.parse::<u64>().ok())
+                .filter(|n| (1..=scheduled).contains(n));
+            if child.is_none() {
+                return Err(Unread::Invalid(format!(
+                    "task {id:?} is not a child of this task"
+                )));
+            }
+            match ended.iter().rev().find(|end| end.id == *id) {
+                Some(end) => ends.push(end.clone()),
+                None => live += 1,
+            }
+        }
+        if live > 0 {
+            return Ok(ChildrenState::Waiting { live });
+        }
+        Ok(ChildrenState::Ended(ends))
     }
 }

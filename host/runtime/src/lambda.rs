@@ -177,7 +177,7 @@ impl Runtime {
         let engine = &self.inner.engine;
         let component_type = component.component_type();
         // By a semver-compatible match, as the linker matches imports: a
-        // handler of 0.2.0 is found by the name of 0.2.1, and the other way.
+        // handler of 0.2.0 is found by the name of 0.2.2, and the other way.
         let Some(export) = HANDLER_EXPORTS
             .into_iter()
             .find(|export| component.get_export_index(None, export).is_some())

@@ -52,7 +52,7 @@ pub use artifact::ArtifactKey;
 pub use contract::HANDLER_EXPORTS;
 pub use engine::{Allocator, Runtime, RuntimeConfig};
 pub use error::{LoadError, RuntimeError};
-pub use host::{ChildRequest, LeaseLost, RecordingHost, ScheduleRejection, SignalUnread, TaskHost};
+pub use host::{ChildRequest, LeaseLost, RecordingHost, ScheduleRejection, TaskHost, Unread};
 pub use kill::KillSwitch;
 pub use lambda::{Digest, PreparedLambda};
 pub use log::{Level, LogRecord, LogSource, TaskLog};

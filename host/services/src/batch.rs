@@ -33,6 +33,8 @@ impl WireSize for TaskResult {
             ResultOutcome::Suspend { wait, .. } => match wait {
                 waft_store::Wait::Timer => 0,
                 waft_store::Wait::Signal { name, .. } => name.len(),
+                // Each id with its field's framing.
+                waft_store::Wait::Children { ids } => ids.iter().map(|id| id.len() + 2).sum(),
             },
         };
         let journal = self.journal.as_ref().map_or(0, |write| {

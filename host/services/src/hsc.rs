@@ -28,8 +28,9 @@ use async_trait::async_trait;
 use waft_core::limits::{MAX_BATCH_BYTES, MAX_CARRIED, cut_note};
 use waft_core::{TaskStatus, machine};
 use waft_store::{
-    ClaimedTask, Heartbeat, JournalEntry, Refusal, ResultOutcome, TaskClaimMany, TaskHeartbeatMany,
-    TaskJournalRead, TaskJournalWrite, TaskResult, TaskSetResultMany, TaskSignalRead, TaskStore,
+    ChildrenState, ClaimedTask, Heartbeat, JournalEntry, Refusal, ResultOutcome, TaskChildrenRead,
+    TaskClaimMany, TaskHeartbeatMany, TaskJournalRead, TaskJournalWrite, TaskResult,
+    TaskSetResultMany, TaskSignalRead, TaskStore,
 };
 
 use crate::batch::{Budget, Filling, WireSize};
@@ -245,6 +246,13 @@ impl HscApi for Hsc {
     ) -> ServiceResult<Result<Option<Vec<u8>>, Refusal>> {
         // The store fences the read by the lease, as a journal read is.
         Ok(self.store.task_signal_read(read).await?)
+    }
+
+    async fn task_children_read(
+        &self,
+        read: TaskChildrenRead,
+    ) -> ServiceResult<Result<ChildrenState, Refusal>> {
+        Ok(self.store.task_children_read(read).await?)
     }
 }
 

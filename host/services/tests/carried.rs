@@ -282,6 +282,12 @@ impl HscApi for HeldResults {
     ) -> ServiceResult<Result<Option<Vec<u8>>, Refusal>> {
         self.hsc.task_signal_read(read).await
     }
+    async fn task_children_read(
+        &self,
+        read: waft_store::TaskChildrenRead,
+    ) -> ServiceResult<Result<waft_store::ChildrenState, Refusal>> {
+        self.hsc.task_children_read(read).await
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -18,6 +18,10 @@ pub(crate) struct Dialect {
     /// The rows of the JSON array bound as `$1`, as a table `j` with a
     /// column `value` holding each element.
     pub json_rows: &'static str,
+    /// Appended to a SELECT of rows of `tasks` (as `t`) that another
+    /// transaction may be ending: Postgres's `FOR SHARE OF t`, which waits
+    /// for such a transaction to commit, so the next statement reads its end.
+    pub share_lock: &'static str,
     /// Decodes hex text (`{}`) into bytes; see [`Dialect::unhex`].
     unhex: &'static str,
     /// A statement run first by every transaction that reads gates to act
@@ -44,6 +48,7 @@ impl Dialect {
         poll_lock: "",
         row_lock: "",
         json_rows: "json_each($1) AS j",
+        share_lock: "",
         unhex: "unhex({})",
         gate_read_lock: "",
         gate_write_lock: "",
@@ -59,6 +64,7 @@ impl Dialect {
         poll_lock: "FOR UPDATE OF t SKIP LOCKED",
         row_lock: "FOR UPDATE",
         json_rows: "jsonb_array_elements(CAST($1 AS jsonb)) AS j(value)",
+        share_lock: "FOR SHARE OF t",
         unhex: "decode({}, 'hex')",
         gate_read_lock: "SELECT pg_advisory_xact_lock_shared(7239)",
         gate_write_lock: "SELECT pg_advisory_xact_lock(7239)",

@@ -94,6 +94,13 @@ pub trait TaskStore: Send + Sync {
         &self,
         params: TaskSignalRead,
     ) -> Result<Result<Option<Vec<u8>>, Refusal>>;
+    /// How the children a running execution waits for stand (a fan-in),
+    /// under its lease: how many are live, or how each ended once none is.
+    /// An id that is not a child of the task is refused as invalid.
+    async fn task_children_read(
+        &self,
+        params: TaskChildrenRead,
+    ) -> Result<Result<ChildrenState, Refusal>>;
 
     /// The Store Consumer's poll: takes up to `limit` due tasks and, in the
     /// same transaction, marks them enqueued (or held, dropped, dead, as

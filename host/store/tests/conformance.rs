@@ -15,6 +15,8 @@ mod artifacts;
 mod children;
 #[path = "conformance/cron.rs"]
 mod cron;
+#[path = "conformance/fan_in.rs"]
+mod fan_in;
 #[path = "conformance/gate_guarantees.rs"]
 mod gate_guarantees;
 #[path = "conformance/gates.rs"]
@@ -156,6 +158,12 @@ conformance!(
         a_signal_sent_before_the_suspension_wakes_it_at_once,
         signals_to_ended_tasks_and_bad_signals_are_refused,
         the_overview_counts_tasks_waiting_for_signals,
+    ],
+    fan_in: [
+        a_fan_in_wakes_when_its_last_child_ends,
+        children_ended_before_the_suspension_wake_it_at_once,
+        reads_of_children_are_fenced_and_their_own,
+        children_ending_during_the_suspension_never_leave_it_asleep,
     ],
     journal_versions: [
         a_journal_pins_its_version,

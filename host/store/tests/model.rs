@@ -145,7 +145,7 @@ fn postgres_follows_the_model_and_races_linearize() {
             admin
                 .execute(
                     "TRUNCATE artifacts, components, lambdas, lambda_versions, lambda_pace, tasks, \
-                     attempts, journal, signals, gates, crons, tokens, secrets",
+                     attempts, journal, signals, awaits, gates, crons, tokens, secrets",
                 )
                 .await
                 .unwrap();

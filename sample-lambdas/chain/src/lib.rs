@@ -1,29 +1,67 @@
-//! `chain`: schedules child tasks. `{"lambda": "hello", "names": ["a", "b"]}`
-//! schedules one `hello` task per name and outputs the children's ids.
+//! `chain`: schedules child tasks, and may wait for them (a fan-in).
+//!
+//! `{"lambda": "hello", "names": ["a", "b"]}` schedules one `hello` task per
+//! name; `{"children": [{"lambda": "fatal", "payload": {...}}, ...]}` one
+//! task per entry. The output is the children's ids, `{"children": [...]}`;
+//! with `"wait": true` the task then waits for them all to end
+//! (`children::wait_all`), and the output also holds each one's end,
+//! `"ends": [{"id", "status", "output", "error"}]` (the output as text).
 
 use serde::Deserialize;
-use waft_sdk::{Child, Error, Outcome, ScheduleError, Task, lambda};
+use waft_sdk::{Child, Error, Outcome, ScheduleError, Task, children, lambda};
 
 #[derive(Deserialize)]
 struct Input {
+    #[serde(default)]
     lambda: String,
+    #[serde(default)]
     names: Vec<String>,
+    #[serde(default)]
+    children: Vec<Spec>,
+    #[serde(default)]
+    wait: bool,
+}
+
+#[derive(Deserialize)]
+struct Spec {
+    lambda: String,
+    #[serde(default)]
+    payload: serde_json::Value,
 }
 
 #[lambda]
 fn chain(task: Task) -> Result<Outcome, Error> {
     let input: Input = task.json()?;
-    let mut children = Vec::with_capacity(input.names.len());
-    for name in &input.names {
-        let child = Child::new(&input.lambda)
-            .json(&serde_json::json!({ "name": name }))?
+    let named = input.names.iter().map(|name| Spec {
+        lambda: input.lambda.clone(),
+        payload: serde_json::json!({ "name": name }),
+    });
+    let mut ids = Vec::with_capacity(input.names.len() + input.children.len());
+    for spec in named.chain(input.children) {
+        let child = Child::new(&spec.lambda)
+            .json(&spec.payload)?
             .collection(task.collection());
         match waft_sdk::schedule(child) {
-            Ok(id) => children.push(id.0),
+            Ok(id) => ids.push(id),
             Err(ScheduleError::Invalid(why)) => return Err(Error::fatal(why)),
             Err(other) => return Err(Error::retriable(other.to_string())),
         }
     }
-    waft_sdk::info!("scheduled {} children", children.len());
-    Outcome::json(&serde_json::json!({ "children": children }))
+    waft_sdk::info!("scheduled {} children", ids.len());
+    let names: Vec<&str> = ids.iter().map(|id| id.0.as_str()).collect();
+    if !input.wait {
+        return Outcome::json(&serde_json::json!({ "children": names }));
+    }
+    let ends: Vec<_> = children::wait_all(&ids)
+        .into_iter()
+        .map(|end| {
+            serde_json::json!({
+                "id": end.id.0,
+                "status": format!("{:?}", end.status),
+                "output": end.output.map(|o| String::from_utf8_lossy(&o).into_owned()),
+                "error": end.error,
+            })
+        })
+        .collect();
+    Outcome::json(&serde_json::json!({ "children": names, "ends": ends }))
 }

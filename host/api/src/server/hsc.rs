@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use tonic::{Request, Response, Status};
-use waft_core::model::TaskSignalRead;
+use waft_core::model::{ChildrenState, TaskChildrenRead, TaskSignalRead};
 use waft_services::{HscApi, JournalCommit, JournalPage};
 
 use waft_client::convert::*;
@@ -162,6 +162,41 @@ impl proto::hsc_server::Hsc for HscService {
             Err(refusal) => proto::ReadSignalResponse {
                 payload: None,
                 refused: Some(refusal_to_proto(refusal)),
+            },
+        }))
+    }
+
+    async fn read_children(
+        &self,
+        request: Request<proto::ReadChildrenRequest>,
+    ) -> Result<Response<proto::ReadChildrenResponse>, Status> {
+        let request = request.into_inner();
+        let read = TaskChildrenRead {
+            id: request.task_id,
+            lease_token: request.lease_token,
+            children: request.children,
+        };
+        let answer = self.0.task_children_read(read).await.map_err(to_status)?;
+        Ok(Response::new(match answer {
+            Ok(ChildrenState::Waiting { live }) => proto::ReadChildrenResponse {
+                live,
+                ..Default::default()
+            },
+            Ok(ChildrenState::Ended(ends)) => proto::ReadChildrenResponse {
+                ends: ends
+                    .into_iter()
+                    .map(|end| proto::ChildEnd {
+                        id: end.id,
+                        status: status_to_proto(end.status).into(),
+                        output: end.output,
+                        error: end.error,
+                    })
+                    .collect(),
+                ..Default::default()
+            },
+            Err(refusal) => proto::ReadChildrenResponse {
+                refused: Some(refusal_to_proto(refusal)),
+                ..Default::default()
             },
         }))
     }

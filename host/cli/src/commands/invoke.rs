@@ -264,6 +264,7 @@ fn report_text(execution: &Execution, host: &RecordingHost) -> String {
             match wait {
                 Wait::Timer => format!(" until {until}"),
                 Wait::Signal { name, .. } => format!(" until signal {name:?} or {until}"),
+                Wait::Children { ids } => format!(" until its {} children end", ids.len()),
             }
         }
     };
@@ -374,8 +375,12 @@ fn report_json(execution: &Execution, host: &RecordingHost) -> serde_json::Value
             "until_ms": waft_core::model::millis_of(*until),
             "wait": wait.kind(),
             "signal": match wait {
-                Wait::Timer => None,
+                Wait::Timer | Wait::Children { .. } => None,
                 Wait::Signal { name, .. } => Some(name),
+            },
+            "children": match wait {
+                Wait::Children { ids } => Some(ids),
+                Wait::Timer | Wait::Signal { .. } => None,
             },
         }),
     };

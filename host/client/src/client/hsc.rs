@@ -198,4 +198,43 @@ impl HscApi for HscClient {
         }
         Ok(Ok(response.payload))
     }
+
+    async fn task_children_read(
+        &self,
+        read: TaskChildrenRead,
+    ) -> ServiceResult<Result<ChildrenState, Refusal>> {
+        let request = proto::ReadChildrenRequest {
+            task_id: read.id,
+            lease_token: read.lease_token,
+            children: read.children,
+        };
+        let response = self
+            .0
+            .clone()
+            .read_children(request)
+            .await
+            .map_err(Self::error)?
+            .into_inner();
+        if let Some(refusal) = response.refused {
+            return Ok(Err(refusal_from_proto(refusal)?));
+        }
+        if response.live > 0 {
+            return Ok(Ok(ChildrenState::Waiting {
+                live: response.live,
+            }));
+        }
+        let ends = response
+            .ends
+            .into_iter()
+            .map(|end| {
+                Ok(ChildEnd {
+                    id: end.id,
+                    status: status_from_proto(end.status)?,
+                    output: end.output,
+                    error: end.error,
+                })
+            })
+            .collect::<ServiceResult<_>>()?;
+        Ok(Ok(ChildrenState::Ended(ends)))
+    }
 }

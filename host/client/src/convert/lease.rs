@@ -80,14 +80,16 @@ pub fn result_to_proto(result: TaskResult) -> proto::Result {
                 retry_after_ms: None,
             }),
             ResultOutcome::Suspend { until, wait } => {
-                let (signal, taken) = match wait {
-                    Wait::Timer => (None, 0),
-                    Wait::Signal { name, taken } => (Some(name), taken),
+                let (signal, taken, children) = match wait {
+                    Wait::Timer => (None, 0, Vec::new()),
+                    Wait::Signal { name, taken } => (Some(name), taken, Vec::new()),
+                    Wait::Children { ids } => (None, 0, ids),
                 };
                 Outcome::Suspended(proto::Suspension {
                     until_ms: until,
                     signal,
                     taken,
+                    children,
                 })
             }
         }),
@@ -113,12 +115,13 @@ pub fn result_from_proto(result: proto::Result) -> ServiceResult<TaskResult> {
             },
             Outcome::Suspended(suspension) => ResultOutcome::Suspend {
                 until: suspension.until_ms,
-                wait: match suspension.signal {
-                    None => Wait::Timer,
-                    Some(name) => Wait::Signal {
+                wait: match (suspension.signal, suspension.children) {
+                    (Some(name), _) => Wait::Signal {
                         name,
                         taken: suspension.taken,
                     },
+                    (None, ids) if !ids.is_empty() => Wait::Children { ids },
+                    (None, _) => Wait::Timer,
                 },
             },
         },

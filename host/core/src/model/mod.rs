@@ -7,6 +7,7 @@
 //! what "now" is.
 
 mod access;
+mod fan_in;
 mod journal;
 mod lambda;
 mod lease;
@@ -15,6 +16,7 @@ mod signal;
 mod task;
 
 pub use access::*;
+pub use fan_in::*;
 pub use journal::*;
 pub use lambda::*;
 pub use lease::*;

@@ -48,6 +48,9 @@ pub enum Wait {
     /// A signal of `name`, the one after the `taken` its executions took:
     /// its sending wakes the task; its time is the wait's timeout.
     Signal { name: String, taken: u32 },
+    /// Its children of these ids, every one to end (a fan-in): the end of
+    /// the last wakes the task. Not timed: its due time is a century away.
+    Children { ids: Vec<String> },
 }
 
 impl Wait {
@@ -56,6 +59,7 @@ impl Wait {
         match self {
             Wait::Timer => "timer",
             Wait::Signal { .. } => "signal",
+            Wait::Children { .. } => "children",
         }
     }
 }

@@ -92,6 +92,10 @@ impl children::Host for HostState {
         }
         Ok(answer.map_err(Refused::into_wit))
     }
+
+    async fn wait_all(&mut self, ids: Vec<String>) -> wasmtime::Result<Vec<children::ChildEnd>> {
+        HostState::wait_all(self, ids).await
+    }
 }
 
 /// A refusal for now failed; any other answer answered.

@@ -3,7 +3,8 @@
 //!
 //! - [`log`]: records in the task's log;
 //! - [`heartbeat`]: liveness, answered by the platform's [`TaskHost`](crate::TaskHost);
-//! - [`children`]: child tasks, scheduled through the same;
+//! - [`children`]: child tasks, scheduled through the same, and [`fan_in`]:
+//!   waits for them to end;
 //! - outbound HTTP (`wasi:http/outgoing-handler`): the [`outbound`](crate::outbound)
 //!   module, behind the lambda's allow-list;
 //! - [`config`] (`wasi:config/store`): the lambda's variables and secrets;
@@ -15,6 +16,7 @@
 
 mod children;
 mod config;
+mod fan_in;
 mod heartbeat;
 mod log;
 mod signals;

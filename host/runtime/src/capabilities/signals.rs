@@ -26,7 +26,7 @@ use std::time::{Duration, SystemTime};
 use waft_core::limits::check_signal_name;
 use waft_core::model::Wait;
 
-use crate::SignalUnread;
+use crate::Unread;
 use crate::contract::current::wit::signals;
 use crate::durable::{digest, rfc3339, unix_millis};
 use crate::run::HostState;
@@ -99,12 +99,15 @@ impl HostState {
             match host.signal(name, taken).await {
                 Ok(Some(payload)) => return Ok(Some(payload)),
                 Ok(None) => {}
-                Err(SignalUnread::LeaseLost(reason)) => {
+                Err(Unread::LeaseLost(reason)) => {
                     return Err(wasmtime::Error::msg(format!(
                         "execution stopped: lease lost: {reason}"
                     )));
                 }
-                Err(SignalUnread::Unavailable(why)) => {
+                Err(Unread::Invalid(why)) => {
+                    return Err(wasmtime::Error::msg(format!("wait_signal: {why}")));
+                }
+                Err(Unread::Unavailable(why)) => {
                     return Err(wasmtime::Error::msg(format!(
                         "the task's signals could not be read: {why}"
                     )));

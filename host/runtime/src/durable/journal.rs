@@ -846,8 +846,14 @@ mod tests {
             self.gate.acquire().await.unwrap().forget();
             Ok(())
         }
-        async fn signal(&self, _: &str, _: u32) -> Result<Option<Vec<u8>>, crate::SignalUnread> {
+        async fn signal(&self, _: &str, _: u32) -> Result<Option<Vec<u8>>, crate::Unread> {
             Ok(None)
+        }
+        async fn children(
+            &self,
+            _: &[String],
+        ) -> Result<waft_core::model::ChildrenState, crate::Unread> {
+            Ok(waft_core::model::ChildrenState::Waiting { live: 1 })
         }
     }
 

@@ -78,6 +78,12 @@ impl Waits {
         self.suspend_after.is_some_and(|after| left > after)
     }
 
+    /// Whether a wait with no end of its own that has lasted `waited` is
+    /// to be suspended now.
+    pub(crate) fn waited_enough(&self, waited: Duration) -> bool {
+        self.suspend_after.is_some_and(|after| waited >= after)
+    }
+
     /// The wait a block on `pollables` would suspend in: the earliest, when
     /// all of them are timer waits and it is further away than
     /// `suspend_after`.

@@ -69,8 +69,14 @@ impl TaskHost for RefusingHost {
     async fn journal(&self, _: waft_core::model::JournalWrite) -> Result<(), LeaseLost> {
         Ok(())
     }
-    async fn signal(&self, _: &str, _: u32) -> Result<Option<Vec<u8>>, waft_runtime::SignalUnread> {
+    async fn signal(&self, _: &str, _: u32) -> Result<Option<Vec<u8>>, waft_runtime::Unread> {
         Ok(None)
+    }
+    async fn children(
+        &self,
+        _: &[String],
+    ) -> Result<waft_core::model::ChildrenState, waft_runtime::Unread> {
+        Ok(waft_core::model::ChildrenState::Waiting { live: 1 })
     }
 }
 
@@ -113,8 +119,14 @@ impl TaskHost for LosingHost {
     async fn journal(&self, _: waft_core::model::JournalWrite) -> Result<(), LeaseLost> {
         Ok(())
     }
-    async fn signal(&self, _: &str, _: u32) -> Result<Option<Vec<u8>>, waft_runtime::SignalUnread> {
+    async fn signal(&self, _: &str, _: u32) -> Result<Option<Vec<u8>>, waft_runtime::Unread> {
         Ok(None)
+    }
+    async fn children(
+        &self,
+        _: &[String],
+    ) -> Result<waft_core::model::ChildrenState, waft_runtime::Unread> {
+        Ok(waft_core::model::ChildrenState::Waiting { live: 1 })
     }
 }
 

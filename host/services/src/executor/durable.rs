@@ -318,6 +318,12 @@ pub(super) mod tests {
         ) -> ServiceResult<Result<Option<Vec<u8>>, Refusal>> {
             unreachable!("journals only")
         }
+        async fn task_children_read(
+            &self,
+            _: waft_store::TaskChildrenRead,
+        ) -> ServiceResult<Result<waft_store::ChildrenState, Refusal>> {
+            unreachable!("journals only")
+        }
     }
 
     fn claimed(journal_len: u32) -> ClaimedTask {

@@ -236,6 +236,12 @@ mod tests {
         ) -> ServiceResult<Result<Option<Vec<u8>>, Refusal>> {
             unreachable!("heartbeats only")
         }
+        async fn task_children_read(
+            &self,
+            _: waft_store::TaskChildrenRead,
+        ) -> ServiceResult<Result<waft_store::ChildrenState, Refusal>> {
+            unreachable!("heartbeats only")
+        }
     }
 
     async fn beat_all(sink: &Arc<BatchedHeartbeats>, ids: Vec<String>) -> Vec<Answer> {
@@ -342,6 +348,12 @@ mod tests {
             &self,
             _: waft_store::TaskSignalRead,
         ) -> ServiceResult<Result<Option<Vec<u8>>, Refusal>> {
+            unreachable!("heartbeats only")
+        }
+        async fn task_children_read(
+            &self,
+            _: waft_store::TaskChildrenRead,
+        ) -> ServiceResult<Result<waft_store::ChildrenState, Refusal>> {
             unreachable!("heartbeats only")
         }
     }

@@ -12,14 +12,14 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use waft_core::limits::MAX_BATCH_BYTES;
-use waft_runtime::{
-    ChildRequest, KillSwitch, LeaseLost, ScheduleRejection, SignalUnread, TaskHost,
+use waft_runtime::{ChildRequest, KillSwitch, LeaseLost, ScheduleRejection, TaskHost, Unread};
+use waft_store::{
+    ChildrenState, JournalWrite, Refusal, TaskChildrenRead, TaskResult, TaskSignalRead,
 };
-use waft_store::{JournalWrite, TaskResult, TaskSignalRead};
 
 use super::durable::{JournalFailure, JournalLink};
 use crate::batch::WireSize;
-use crate::{FrontendApi, HscApi, RunAt, ServiceError, TaskRequest, lock};
+use crate::{FrontendApi, HscApi, RunAt, ServiceError, ServiceResult, TaskRequest, lock};
 
 /// What a running lambda's host calls reach.
 ///
@@ -186,35 +186,53 @@ impl TaskHost for ExecutionHost {
         })
     }
 
-    async fn signal(&self, name: &str, taken: u32) -> Result<Option<Vec<u8>>, SignalUnread> {
-        if let Some(reason) = self.kill.reason() {
-            return Err(SignalUnread::LeaseLost(reason.to_owned()));
-        }
+    async fn signal(&self, name: &str, taken: u32) -> Result<Option<Vec<u8>>, Unread> {
         let read = TaskSignalRead {
             id: self.task_id.clone(),
             lease_token: self.lease_token,
             name: name.to_owned(),
             taken,
         };
-        // An unreachable HSC is asked again, as for a journal write: a
-        // blip must not cost the task an attempt.
+        self.read("signals", || self.hsc.task_signal_read(read.clone()))
+            .await
+    }
+
+    async fn children(&self, ids: &[String]) -> Result<ChildrenState, Unread> {
+        let read = TaskChildrenRead {
+            id: self.task_id.clone(),
+            lease_token: self.lease_token,
+            children: ids.to_vec(),
+        };
+        self.read("children", || self.hsc.task_children_read(read.clone()))
+            .await
+    }
+}
+
+impl ExecutionHost {
+    /// What the execution waits for (its task's `what`), read from the
+    /// HSC under its lease. An unreachable HSC is asked again, as for a
+    /// journal write: a blip must not cost the task an attempt.
+    async fn read<T, F>(&self, what: &str, call: impl FnMut() -> F) -> Result<T, Unread>
+    where
+        F: Future<Output = ServiceResult<Result<T, Refusal>>>,
+    {
+        if let Some(reason) = self.kill.reason() {
+            return Err(Unread::LeaseLost(reason.to_owned()));
+        }
         let link = JournalLink {
             hsc: self.hsc.as_ref(),
             kill: &self.kill,
             patience: self.journal_patience,
         };
         let give_up_at = tokio::time::Instant::now() + self.journal_patience;
-        let answer = link
-            .retrying(give_up_at, || self.hsc.task_signal_read(read.clone()))
-            .await;
-        match answer {
-            Ok(Ok(payload)) => Ok(payload),
-            Ok(Err(refusal)) => Err(SignalUnread::LeaseLost(format!(
-                "the HSC refused task {}'s signals ({refusal:?}): the lease is lost",
+        match link.retrying(give_up_at, call).await {
+            Ok(Ok(answer)) => Ok(answer),
+            Ok(Err(refusal)) => Err(Unread::LeaseLost(format!(
+                "the HSC refused task {}'s {what} ({refusal:?}): the lease is lost",
                 self.task_id
             ))),
-            Err(JournalFailure::LeaseLost(reason)) => Err(SignalUnread::LeaseLost(reason)),
-            Err(JournalFailure::Failed(reason)) => Err(SignalUnread::Unavailable(reason)),
+            Err(JournalFailure::LeaseLost(reason)) => Err(Unread::LeaseLost(reason)),
+            Err(JournalFailure::Failed(reason)) => Err(Unread::Unavailable(reason)),
         }
     }
 }

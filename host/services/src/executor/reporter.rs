@@ -256,6 +256,12 @@ mod tests {
         ) -> crate::ServiceResult<Result<Option<Vec<u8>>, waft_store::Refusal>> {
             unreachable!("results only")
         }
+        async fn task_children_read(
+            &self,
+            _: waft_store::TaskChildrenRead,
+        ) -> crate::ServiceResult<Result<waft_store::ChildrenState, waft_store::Refusal>> {
+            unreachable!("results only")
+        }
     }
 
     #[tokio::test]

@@ -34,6 +34,7 @@
 
 mod attempt;
 mod cron;
+mod fan_in;
 mod gate;
 mod insert;
 mod journal;
@@ -53,12 +54,13 @@ use async_trait::async_trait;
 use super::{Connection, DIALECT, Row, Store};
 use crate::names::GATE_OF_TASK;
 use crate::{
-    Artifact, Attempt, Backlog, ClaimedTask, Cron, CronMaterialize, DeadRedrive, EnqueueReport,
-    Gate, GateSet, GcReport, JournalEntry, Lambda, LambdaDeploy, LambdaGc, LambdaRollback,
-    LambdaStats, Materialized, Millis, Refusal, Result, SealedSecrets, SecretInfo, SecretSet,
-    SignalSent, StatusCount, Task, TaskClaimMany, TaskCount, TaskEnqueueReady, TaskHeartbeatMany,
-    TaskInsertMany, TaskInserted, TaskJournalRead, TaskJournalWrite, TaskList, TaskSetResultMany,
-    TaskSignal, TaskSignalRead, TaskStore, Token, TokenCreate,
+    Artifact, Attempt, Backlog, ChildrenState, ClaimedTask, Cron, CronMaterialize, DeadRedrive,
+    EnqueueReport, Gate, GateSet, GcReport, JournalEntry, Lambda, LambdaDeploy, LambdaGc,
+    LambdaRollback, LambdaStats, Materialized, Millis, Refusal, Result, SealedSecrets, SecretInfo,
+    SecretSet, SignalSent, StatusCount, Task, TaskChildrenRead, TaskClaimMany, TaskCount,
+    TaskEnqueueReady, TaskHeartbeatMany, TaskInsertMany, TaskInserted, TaskJournalRead,
+    TaskJournalWrite, TaskList, TaskSetResultMany, TaskSignal, TaskSignalRead, TaskStore, Token,
+    TokenCreate,
 };
 
 /// Runs a dialect's lock statement, if it has one.
@@ -153,6 +155,12 @@ impl TaskStore for Store {
         params: TaskSignalRead,
     ) -> Result<Result<Option<Vec<u8>>, Refusal>> {
         signal::read(self, params).await
+    }
+    async fn task_children_read(
+        &self,
+        params: TaskChildrenRead,
+    ) -> Result<Result<ChildrenState, Refusal>> {
+        fan_in::read(self, params).await
     }
 
     async fn task_enqueue_ready(&self, params: TaskEnqueueReady) -> Result<EnqueueReport> {

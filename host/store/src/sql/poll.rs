@@ -10,6 +10,7 @@ use sqlx::FromRow;
 use waft_core::{TaskStatus, machine};
 
 use super::attempt::{self, Ended};
+use super::fan_in;
 use super::pace::{self, Due, Now};
 use super::{Connection, DIALECT, GATE_OF_TASK, lock_gates};
 use crate::names::status::{DEAD, DROPPED, ENQUEUED, NEXT_ATTEMPT};
@@ -143,15 +144,16 @@ async fn triage(
             0,
         ));
         if last && gate != GateEffect::Drop {
-            sqlx::query(sql(format!(
+            let parent: Option<String> = sqlx::query_scalar(sql(format!(
                 "UPDATE tasks SET status = {DEAD}, next_trigger_at = NULL, held = FALSE, \
-                 finished_at = $2, last_error = $3 WHERE id = $1"
+                 finished_at = $2, last_error = $3 WHERE id = $1 RETURNING parent_id"
             )))
             .bind(&row.id)
             .bind(now)
             .bind(text_in(&error))
-            .execute(&mut *tx)
+            .fetch_one(&mut *tx)
             .await?;
+            fan_in::ended(&mut *tx, child_of(&row.id, parent), now).await?;
             report.dead += 1;
             return Ok(None);
         }
@@ -262,13 +264,24 @@ pub(super) async fn drop_task(
     now: Millis,
     guard: &str,
 ) -> Result<()> {
-    sqlx::query(sql(format!(
+    let dropped: Option<Option<String>> = sqlx::query_scalar(sql(format!(
         "UPDATE tasks SET status = {DROPPED}, next_trigger_at = NULL, held = FALSE, \
-         finished_at = $2 WHERE id = $1 {guard}"
+         finished_at = $2 WHERE id = $1 {guard} RETURNING parent_id"
     )))
     .bind(id)
     .bind(now)
-    .execute(&mut *conn)
+    .fetch_optional(&mut *conn)
     .await?;
+    if let Some(parent) = dropped {
+        fan_in::ended(&mut *conn, child_of(id, parent), now).await?;
+    }
     Ok(())
+}
+
+/// Task `id` as [`fan_in::ended`] takes it: with its parent, or nothing.
+pub(super) fn child_of(id: &str, parent: Option<String>) -> Vec<(String, String)> {
+    parent
+        .map(|parent| (id.to_owned(), parent))
+        .into_iter()
+        .collect()
 }

@@ -12,8 +12,8 @@ use waft_core::machine;
 use super::attempt::{self, Ended};
 use super::journal;
 use super::lease::lease_refusal;
-use super::signal;
 use super::{Connection, DIALECT};
+use super::{fan_in, signal};
 use crate::names::status::{RUNNING, SUCCESS, SUSPENDED};
 use crate::rows;
 use crate::rules::{Origin, RetryPlan, check_journal_write};
@@ -59,7 +59,7 @@ pub(super) async fn set_result_many(
     end_finals(&mut *tx, finals, now, &mut batch).await?;
     suspend(&mut *tx, suspensions, now, &mut batch).await?;
     let planned = plan_retries(&mut *tx, retries, now, &mut batch).await?;
-    apply_retries(&mut *tx, planned, &mut batch).await?;
+    apply_retries(&mut *tx, planned, now, &mut batch).await?;
     attempt::record(&mut *tx, std::mem::take(&mut batch.executions), now).await?;
     for repeat in repeats {
         let refusal = lease_refusal(&mut *tx, &repeat.id, repeat.lease).await?;
@@ -170,6 +170,7 @@ impl<'a> RetryRow<'a> {
 #[derive(sqlx::FromRow)]
 struct EndedTask {
     id: String,
+    parent_id: Option<String>,
     continuation: Option<String>,
     next_payload: Option<Vec<u8>>,
 }
@@ -346,7 +347,8 @@ async fn end_finals(
             FROM {rows}) AS r \
          WHERE tasks.id = r.result_id AND tasks.lease_token = r.result_lease \
          AND (tasks.status IN {RUNNING}) IS TRUE \
-         RETURNING id, CASE WHEN status = {SUCCESS} THEN continuation END AS continuation, \
+         RETURNING id, parent_id, \
+         CASE WHEN status = {SUCCESS} THEN continuation END AS continuation, \
          CASE WHEN status = {SUCCESS} AND continuation IS NOT NULL THEN output END AS next_payload",
         output = DIALECT.unhex("r.result_output"),
         rows = DIALECT.json_rows,
@@ -357,8 +359,12 @@ async fn end_finals(
     .await?;
     let mut continued = Vec::new();
     let mut ended = HashSet::with_capacity(rows.len());
+    let mut children = Vec::new();
     for row in &rows {
         let row = EndedTask::from_row(row)?;
+        if let Some(parent) = row.parent_id {
+            children.push((row.id.clone(), parent));
+        }
         if let Some(continuation) = row.continuation {
             continued.push(Succeeded {
                 id: row.id.clone(),
@@ -369,6 +375,7 @@ async fn end_finals(
         ended.insert(row.id);
     }
     continue_successes(&mut *tx, continued, now).await?;
+    fan_in::ended(&mut *tx, children, now).await?;
     for f in finals {
         let index = f.ending.index;
         if !ended.contains(&f.ending.id) {
@@ -399,7 +406,7 @@ async fn suspend(
     } in suspensions
     {
         let signal = match &wait {
-            Wait::Timer => None,
+            Wait::Timer | Wait::Children { .. } => None,
             Wait::Signal { name, .. } => Some(text_in(name)),
         };
         let suspended: Option<String> = sqlx::query_scalar(sql(format!(
@@ -426,8 +433,16 @@ async fn suspend(
         }
         // A signal sent while the execution ran, after its last look: the
         // row lock the update took orders this against every send.
-        if let Wait::Signal { name, taken } = &wait {
-            signal::woken_by_a_kept_signal(&mut *tx, &ending.id, name, *taken, now).await?;
+        match &wait {
+            Wait::Timer => {}
+            Wait::Signal { name, taken } => {
+                signal::woken_by_a_kept_signal(&mut *tx, &ending.id, name, *taken, now).await?;
+            }
+            // Children that ended while the execution ran, after its last
+            // look, are not awaited (and wake it when none is left).
+            Wait::Children { ids } => {
+                fan_in::await_children(&mut *tx, &ending.id, ids, now).await?;
+            }
         }
         batch.ended(ending, AttemptOutcome::Suspended, None);
         batch.answer(index, Ok(TaskStatus::Suspended));
@@ -496,13 +511,14 @@ async fn plan_retries(
 async fn apply_retries(
     tx: &mut Connection,
     planned: Vec<Planned>,
+    now: Millis,
     batch: &mut Batch,
 ) -> Result<()> {
     if planned.is_empty() {
         return Ok(());
     }
     let updates: Vec<_> = planned.iter().map(RetryRow::new).collect();
-    let updated: HashSet<String> = sqlx::query_scalar(sql(format!(
+    let updated: Vec<(String, String, Option<String>)> = sqlx::query_as(sql(format!(
         "UPDATE tasks SET status = r.result_status, last_error = r.result_error, \
          log = r.result_log, next_trigger_at = r.result_next, due_at = COALESCE(r.result_next, due_at), \
          held = FALSE, finished_at = r.result_finished \
@@ -512,14 +528,20 @@ async fn apply_retries(
             j.value->>'log' AS result_log, CAST(j.value->>'next' AS BIGINT) AS result_next, \
             CAST(j.value->>'finished' AS BIGINT) AS result_finished FROM {}) AS r \
          WHERE tasks.id = r.result_id AND tasks.lease_token = r.result_lease \
-         AND (tasks.status IN {RUNNING}) IS TRUE RETURNING id",
+         AND (tasks.status IN {RUNNING}) IS TRUE RETURNING id, status, parent_id",
         DIALECT.json_rows,
     )))
     .bind(batch_json(&updates)?)
     .fetch_all(&mut *tx)
-    .await?
-    .into_iter()
-    .collect();
+    .await?;
+    // Those that ended (dead letters) and have a parent.
+    let children = updated
+        .iter()
+        .filter(|(_, status, parent)| parent.is_some() && status == TaskStatus::Dead.as_str())
+        .map(|(id, _, parent)| (id.clone(), parent.clone().unwrap_or_default()))
+        .collect();
+    fan_in::ended(&mut *tx, children, now).await?;
+    let updated: HashSet<String> = updated.into_iter().map(|(id, ..)| id).collect();
     for p in planned {
         let index = p.ending.index;
         if !updated.contains(&p.ending.id) {

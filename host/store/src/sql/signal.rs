@@ -97,22 +97,8 @@ pub(super) async fn read(
     store: &Store,
     params: TaskSignalRead,
 ) -> Result<Result<Option<Vec<u8>>, Refusal>> {
-    let fence: Option<(String, i64)> =
-        sqlx::query_as("SELECT status, lease_token FROM tasks WHERE id = $1")
-            .bind(text_in(&params.id))
-            .fetch_optional(&store.pool)
-            .await?;
-    let Some((status, lease_token)) = fence else {
-        return Ok(Err(Refusal::NotFound));
-    };
-    if lease_token != params.lease_token {
-        return Ok(Err(Refusal::StaleLease {
-            current: lease_token,
-        }));
-    }
-    let status = rows::task_status(status)?;
-    if !waft_core::machine::RUNNING.contains(status) {
-        return Ok(Err(Refusal::WrongState(status)));
+    if let Err(refusal) = fence(store, &params.id, params.lease_token).await? {
+        return Ok(Err(refusal));
     }
     let payload: Option<Vec<u8>> = sqlx::query_scalar(
         "SELECT payload FROM signals WHERE task_id = $1 AND name = $2 \
@@ -124,6 +110,31 @@ pub(super) async fn read(
     .fetch_optional(&store.pool)
     .await?;
     Ok(Ok(payload))
+}
+
+/// Refuses a read by an execution that no longer holds task `id`'s lease
+/// `lease_token`, or whose task is not running.
+pub(super) async fn fence(
+    store: &Store,
+    id: &str,
+    lease_token: i64,
+) -> Result<Result<(), Refusal>> {
+    let found: Option<(String, i64)> =
+        sqlx::query_as("SELECT status, lease_token FROM tasks WHERE id = $1")
+            .bind(text_in(id))
+            .fetch_optional(&store.pool)
+            .await?;
+    let Some((status, current)) = found else {
+        return Ok(Err(Refusal::NotFound));
+    };
+    if current != lease_token {
+        return Ok(Err(Refusal::StaleLease { current }));
+    }
+    let status = rows::task_status(status)?;
+    if !waft_core::machine::RUNNING.contains(status) {
+        return Ok(Err(Refusal::WrongState(status)));
+    }
+    Ok(Ok(()))
 }
 
 /// After task `id` was suspended waiting for the signal of `name` after
@@ -149,9 +160,9 @@ pub(super) async fn woken_by_a_kept_signal(
     Ok(true)
 }
 
-/// The state table's `Signal`: the suspended task is looked at at once,
-/// its due time (the wait's timeout) kept.
-async fn wake(tx: &mut Connection, id: &str, now: Millis) -> Result<()> {
+/// The state table's `Signal` (and `Gather`): the suspended task is looked
+/// at at once, its due time (the wait's timeout) kept.
+pub(super) async fn wake(tx: &mut Connection, id: &str, now: Millis) -> Result<()> {
     sqlx::query(sql(format!(
         "UPDATE tasks SET next_trigger_at = $2 WHERE id = $1 AND status = {SUSPENDED}"
     )))

@@ -158,6 +158,8 @@ pub(super) async fn cancel(tx: &mut Connection, id: &str, now: Millis) -> Result
     .await?
     .ok_or_else(|| StoreError::Corrupt(format!("task {id} ended under a row lock")))?;
     let task = rows::task(&row)?;
+    let child = super::poll::child_of(&task.id, task.parent_id.clone());
+    super::fan_in::ended(&mut *tx, child, now).await?;
     Ok(task)
 }
 
