@@ -94,6 +94,7 @@ fn main() -> ExitCode {
         durable_sleep,
         suspended_tasks_hold_no_slot,
         signals,
+        fan_in,
     ] {
         for installation in [&dev, &distributed] {
             trials.push(installation.trial(&runtime, name, scenario));

@@ -1803,4 +1803,4 @@ pub async fn durable(cluster: &Cluster) {
     );
 }
 
-pub use crate::waits::{durable_sleep, signals, suspended_tasks_hold_no_slot};
+pub use crate::waits::{durable_sleep, fan_in, signals, suspended_tasks_hold_no_slot};

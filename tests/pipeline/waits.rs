@@ -176,3 +176,62 @@ pub async fn signals(cluster: &Cluster) {
     assert_ne!(code, 0);
     assert!(stderr.contains("has already ended"), "{stderr}");
 }
+
+/// A task that schedules 100 children, some of which fail, and waits for
+/// them all is suspended until the last ends, then resumes on its first
+/// attempt with each child's end, each child scheduled once.
+pub async fn fan_in(cluster: &Cluster) {
+    cluster.deploy("hello", samples::HELLO, |_| {}).await;
+    cluster.deploy("fatal", samples::FATAL, |_| {}).await;
+    cluster
+        .deploy("gather", samples::CHAIN, |c| {
+            c.allowed_children = vec!["hello".into(), "fatal".into()];
+        })
+        .await;
+    let children: Vec<_> = (0..100)
+        .map(|n| {
+            let lambda = if n % 10 == 3 { "fatal" } else { "hello" };
+            json!({"lambda": lambda, "payload": {"name": format!("child {n}")}})
+        })
+        .collect();
+    let plan = json!({"children": children, "wait": true});
+    let id = cluster.schedule("gather", plan, None).await;
+    let task = cluster.finished(&id, Duration::from_secs(120)).await;
+    assert_eq!(
+        (task.status, task.attempt),
+        (TaskStatus::Success, 1),
+        "{task:#?}"
+    );
+    let output: serde_json::Value = serde_json::from_slice(&task.output.unwrap()).unwrap();
+    let ends = output["ends"].as_array().unwrap();
+    assert_eq!(ends.len(), 100);
+    assert_eq!(
+        ends[..].iter().map(|e| &e["id"]).collect::<Vec<_>>(),
+        output["children"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .collect::<Vec<_>>()
+    );
+    let failed = ends
+        .iter()
+        .filter(|e| e["status"] == "FatalFailure")
+        .count();
+    let succeeded = ends.iter().filter(|e| e["status"] == "Success").count();
+    assert_eq!((succeeded, failed), (90, 10), "{ends:#?}");
+    assert!(
+        ends[0]["output"].as_str().unwrap().contains("child 0"),
+        "{}",
+        ends[0]
+    );
+    let listed = cluster
+        .frontend
+        .task_list(waft_core::model::TaskList {
+            parent_id: Some(id.clone()),
+            limit: 1000,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(listed.len(), 100, "each child scheduled once");
+}

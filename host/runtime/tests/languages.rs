@@ -7,11 +7,11 @@
 mod support;
 
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use serde_json::{Value, json};
-use waft_core::model::{JournalEntry, Wait};
-use waft_core::{Grants, Limits};
+use waft_core::model::{ChildEnd, JournalEntry, Wait};
+use waft_core::{Grants, Limits, TaskStatus};
 use waft_runtime::{
     Execution, LogSource, Outcome, PreparedLambda, RecordingHost, Runtime, RuntimeConfig, Sandbox,
     TaskInput,
@@ -408,4 +408,74 @@ async fn signal_suspends(lambda: &PreparedLambda, tool: &str) {
     )
     .await;
     assert_eq!(output(&replayed)["signal"], "by Ada", "{tool}");
+}
+
+#[tokio::test]
+async fn python_and_javascript_gather_their_children() {
+    let hellos = [
+        (samples::PYTHON_HELLO, "componentize-py"),
+        (samples::JS_HELLO, "componentize-js"),
+    ];
+    for (path, tool) in hellos {
+        if let Some(lambda) = prepare(path, tool).await {
+            gather(&lambda, tool).await;
+        }
+    }
+}
+
+async fn gather(lambda: &PreparedLambda, tool: &str) {
+    let sandbox = Sandbox {
+        suspend_after: Some(Duration::from_millis(300)),
+        ..Sandbox::default()
+    };
+    let call = json!({"children": [{"lambda": "hello"}, {"lambda": "fatal"}]}).to_string();
+    let host = Arc::new(RecordingHost::default());
+    let mut journal = Vec::new();
+    let first = run_on(
+        lambda,
+        "01FAN",
+        call.as_bytes(),
+        &sandbox,
+        &mut journal,
+        &host,
+    )
+    .await;
+    let ids = vec!["local-child-1".to_owned(), "local-child-2".to_owned()];
+    assert!(
+        matches!(&first.outcome, Outcome::Suspended { wait: Wait::Children { ids: waited }, .. } if *waited == ids),
+        "{tool}: {:?}; log {:?}",
+        first.outcome,
+        first.log
+    );
+    host.end_child(ChildEnd {
+        id: ids[0].clone(),
+        status: TaskStatus::Success,
+        output: Some(b"hi".to_vec()),
+        error: None,
+    });
+    host.end_child(ChildEnd {
+        id: ids[1].clone(),
+        status: TaskStatus::FatalFailure,
+        output: None,
+        error: Some("no".into()),
+    });
+    let second = run_on(
+        lambda,
+        "01FAN",
+        call.as_bytes(),
+        &sandbox,
+        &mut journal,
+        &host,
+    )
+    .await;
+    assert_eq!(
+        output(&second)["ends"],
+        json!([
+            {"id": ids[0], "status": "success", "output": "hi"},
+            {"id": ids[1], "status": "fatal_failure", "output": ""},
+        ]),
+        "{tool}: log {:?}",
+        second.log
+    );
+    assert_eq!(host.children_requested(), 2, "{tool}: scheduled once each");
 }

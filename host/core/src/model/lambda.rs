@@ -22,6 +22,8 @@ pub struct LambdaStats {
     pub suspended: u64,
     /// Of those, the ones waiting for a signal.
     pub waiting_for_signal: u64,
+    /// Of the suspended, those waiting for their children (a fan-in).
+    pub waiting_for_children: u64,
     /// Claimed or running.
     pub running: u64,
     pub dead: u64,

@@ -69,18 +69,25 @@ pub(super) async fn lambda_stats(
         }
     }
     // Of the suspended tasks (not yet due, as above), those waiting for a
-    // signal, from an index of just those (migration 0017).
-    let rows = sqlx::query(sql(format!(
-        "SELECT lambda, COUNT(*) AS n FROM tasks \
-         WHERE status = {SUSPENDED} AND wait_kind = 'signal' AND due_at > $1 \
-         GROUP BY lambda"
-    )))
-    .bind(now)
-    .fetch_all(&store.pool)
-    .await?;
-    for row in &rows {
-        let entry = of_lambda(&mut stats, row.text("lambda")?);
-        entry.waiting_for_signal += count(row.int("n")?)?;
+    // signal and those waiting for their children, each from an index of
+    // just those (migrations 0017 and 0018).
+    for kind in ["signal", "children"] {
+        let rows = sqlx::query(sql(format!(
+            "SELECT lambda, COUNT(*) AS n FROM tasks \
+             WHERE status = {SUSPENDED} AND wait_kind = '{kind}' AND due_at > $1 \
+             GROUP BY lambda"
+        )))
+        .bind(now)
+        .fetch_all(&store.pool)
+        .await?;
+        for row in &rows {
+            let entry = of_lambda(&mut stats, row.text("lambda")?);
+            let n = count(row.int("n")?)?;
+            match kind {
+                "signal" => entry.waiting_for_signal += n,
+                _ => entry.waiting_for_children += n,
+            }
+        }
     }
     let rows = sqlx::query(sql(format!(
         "SELECT t.lambda, a.outcome = {success} AS ok, COUNT(*) AS n \

@@ -111,6 +111,16 @@ pub async fn a_fan_in_wakes_when_its_last_child_ends(store: &dyn TaskStore) {
     );
     let century = Some(T0 + 100 * 366 * 86_400_000);
     assert_eq!(due(store, &parent).await, century);
+    let stats = store.lambda_stats(T0 + 3, T0).await.unwrap();
+    let mail = stats.into_iter().find(|s| s.lambda == "mail").unwrap();
+    assert_eq!(
+        (
+            mail.suspended,
+            mail.waiting_for_children,
+            mail.waiting_for_signal
+        ),
+        (1, 1, 0)
+    );
 
     // Each end but the last leaves it asleep.
     let fatal = ResultOutcome::Fatal {

@@ -315,6 +315,7 @@ pub async fn lambda_stats_follow_the_tasks(store: &dyn TaskStore) {
         held: 0,
         suspended: 0,
         waiting_for_signal: 0,
+        waiting_for_children: 0,
         running: 1,
         dead: 1,
         succeeded: 1,

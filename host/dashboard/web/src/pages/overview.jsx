@@ -66,6 +66,10 @@ export function Overview() {
                     {num(s.waitingForSignal)
                       ? <span class="muted" title="waiting for a signal; the rest are asleep">
                         {" "}({num(s.waitingForSignal)} on signals)</span>
+                      : null}
+                    {num(s.waitingForChildren)
+                      ? <span class="muted" title="waiting for their children to end">
+                        {" "}({num(s.waitingForChildren)} on children)</span>
                       : null}</td>
                   <td>{num(s.held) ?? 0}</td>
                   <td>{num(s.running) ?? 0}</td>
