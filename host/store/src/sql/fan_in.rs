@@ -22,6 +22,9 @@ use crate::support::{batch_json, sql, text_in, text_out};
 use crate::{ChildEnd, ChildrenState, Millis, Refusal, Result, StoreError, TaskChildrenRead};
 use waft_core::limits::{MAX_AWAITED, MAX_JOURNAL_ANSWER};
 
+/// A child's id, status, output and last error.
+type EndRow = (String, String, Option<Vec<u8>>, Option<String>);
+
 /// A task id as the statements below read a list of them.
 #[derive(serde::Serialize)]
 struct Id<'a> {
@@ -97,15 +100,14 @@ pub(super) async fn read(
             seen.len()
         )));
     }
-    let rows: Vec<(String, String, Option<Vec<u8>>, Option<String>)> =
-        sqlx::query_as(sql(format!(
-            "SELECT t.id, t.status, t.output, t.last_error FROM {} \
+    let rows: Vec<EndRow> = sqlx::query_as(sql(format!(
+        "SELECT t.id, t.status, t.output, t.last_error FROM {} \
          JOIN tasks t ON t.id = j.value->>'id'",
-            DIALECT.json_rows
-        )))
-        .bind(&json)
-        .fetch_all(&store.pool)
-        .await?;
+        DIALECT.json_rows
+    )))
+    .bind(&json)
+    .fetch_all(&store.pool)
+    .await?;
     let mut by_id = std::collections::HashMap::with_capacity(rows.len());
     for (id, status, output, error) in rows {
         let status = rows::task_status(status)?;
