@@ -91,6 +91,7 @@ fn main() -> ExitCode {
         javascript,
         first_contract,
         durable,
+        replay_locally,
         durable_sleep,
         suspended_tasks_hold_no_slot,
         signals,

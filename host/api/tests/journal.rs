@@ -237,13 +237,26 @@ async fn a_journal_round_trips_every_byte_under_its_lease() {
         .token_create("o", TokenRole::Owner, vec!["pay".into()]);
     let owner = owner.await.unwrap().1;
     for token in [&admin, &owner] {
-        let shown = served.frontend(token).task_journal(&task.id).await.unwrap();
+        let shown = served
+            .frontend(token)
+            .task_journal(&task.id, false)
+            .await
+            .unwrap();
         assert_eq!(shown, without_answers(&entries));
+        // Asked for (a local replay), by the same right: every byte.
+        let whole = served
+            .frontend(token)
+            .task_journal(&task.id, true)
+            .await
+            .unwrap();
+        assert_eq!(whole, entries);
     }
-    // On the wire, too: the answer field is empty.
+    // On the wire, too: the answer field is empty unless asked for (an
+    // older client does not know to ask).
     let mut raw = RawFrontend::new(served.channel(&admin));
     let request = proto::GetJournalRequest {
         id: task.id.clone(),
+        answers: false,
     };
     let wire = raw.get_journal(request).await.unwrap().into_inner();
     assert_eq!(wire.entries.len(), 3);
@@ -278,7 +291,10 @@ async fn a_stale_lease_neither_writes_nor_reads() {
     let read = hsc.task_journal_read(unknown).await.unwrap();
     assert_eq!(read, Err(Refusal::NotFound));
     // Nothing the stale lease sent was kept.
-    let kept = served.frontend(CLUSTER).task_journal(&stale.id).await;
+    let kept = served
+        .frontend(CLUSTER)
+        .task_journal(&stale.id, false)
+        .await;
     assert_eq!(kept.unwrap().len(), 1);
 }
 
@@ -328,7 +344,7 @@ async fn bad_requests_get_precise_codes() {
     // A person asking for an unknown task's journal.
     let unknown = served
         .frontend(CLUSTER)
-        .task_journal("01NOSUCHTASK0000000000000")
+        .task_journal("01NOSUCHTASK0000000000000", false)
         .await;
     assert!(
         matches!(&unknown, Err(ServiceError::NotFound(_))),
@@ -337,6 +353,7 @@ async fn bad_requests_get_precise_codes() {
     let mut raw = RawFrontend::new(served.channel(CLUSTER));
     let request = proto::GetJournalRequest {
         id: "01NOSUCHTASK0000000000000".into(),
+        answers: true,
     };
     let status = raw.get_journal(request).await.unwrap_err();
     assert_eq!(status.code(), Code::NotFound, "{status:?}");
@@ -392,7 +409,7 @@ async fn a_result_carries_its_journal_and_what_it_replayed() {
     let attempts = frontend.task_attempts(&task.id).await.unwrap();
     let replayed: Vec<u32> = attempts.iter().map(|a| a.replayed).collect();
     assert_eq!(replayed, [0, 3]);
-    let journal = frontend.task_journal(&task.id).await.unwrap();
+    let journal = frontend.task_journal(&task.id, false).await.unwrap();
     let attempts: Vec<u32> = journal.iter().map(|e| e.attempt).collect();
     assert_eq!(attempts, [1, 1, 1, 2]);
 }
@@ -428,12 +445,12 @@ async fn a_fresh_redrive_discards_the_journal() {
     let kept = dead(&served).await;
     let ids = DeadSelector::Ids(vec![kept.clone()]);
     assert_eq!(frontend.dead_redrive(ids, None, false).await.unwrap(), 1);
-    assert_eq!(frontend.task_journal(&kept).await.unwrap().len(), 1);
+    assert_eq!(frontend.task_journal(&kept, false).await.unwrap().len(), 1);
     assert_eq!(served.claim(&kept).await.journal_len, 1);
 
     let discarded = dead(&served).await;
     let ids = DeadSelector::Ids(vec![discarded.clone()]);
     assert_eq!(frontend.dead_redrive(ids, None, true).await.unwrap(), 1);
-    assert_eq!(frontend.task_journal(&discarded).await.unwrap(), []);
+    assert_eq!(frontend.task_journal(&discarded, false).await.unwrap(), []);
     assert_eq!(served.claim(&discarded).await.journal_len, 0);
 }

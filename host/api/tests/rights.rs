@@ -115,7 +115,7 @@ async fn invoke(api: &dyn FrontendApi, fx: &Fixture, call: Call) -> Answer {
         Call::TaskCancel => api.task_cancel(&fx.fresh_task().await).await.map(none),
         Call::TaskSignal => (api.task_signal(task, "approved", b"{}".to_vec()).await).map(none),
         Call::TaskAttempts => api.task_attempts(task).await.map(none),
-        Call::TaskJournal => api.task_journal(task).await.map(none),
+        Call::TaskJournal => api.task_journal(task, false).await.map(none),
         Call::LambdaStats => (api.lambda_stats(Duration::from_secs(60)).await)
             .map(|overview| holds_mail(&overview.lambdas, |s| &s.lambda)),
         Call::LambdaDeploy => (api
@@ -423,7 +423,7 @@ impl ClientApi for Probe {
     async fn task_attempts(&self, _: &str) -> ServiceResult<Vec<Attempt>> {
         Err(self.saw(Call::TaskAttempts))
     }
-    async fn task_journal(&self, _: &str) -> ServiceResult<Vec<JournalEntry>> {
+    async fn task_journal(&self, _: &str, _: bool) -> ServiceResult<Vec<JournalEntry>> {
         Err(self.saw(Call::TaskJournal))
     }
     async fn lambda_deploy(&self, _: &str, _: Vec<u8>, _: LambdaConfig) -> ServiceResult<Lambda> {

@@ -112,9 +112,11 @@ pub trait ClientApi: Send + Sync {
     /// A task's journal, in order: each host call its executions made,
     /// with its summary, attempt, time and duration, but **without its
     /// answer** (an answer may hold an HTTP response's body; a person reads
-    /// the summary). Whether an attempt replayed an entry is in its
+    /// the summary) unless `answers` (for a local replay): then with each
+    /// answer as the runtime encodes it, the values of the lambda's secrets
+    /// masked in it. Whether an attempt replayed an entry is in its
     /// [`Attempt::replayed`]. `NotFound` for an unknown task.
-    async fn task_journal(&self, id: &str) -> ServiceResult<Vec<JournalEntry>>;
+    async fn task_journal(&self, id: &str, answers: bool) -> ServiceResult<Vec<JournalEntry>>;
     /// Checks a component and its config, and deploys them as the lambda's
     /// next version.
     async fn lambda_deploy(

@@ -122,6 +122,9 @@ pub struct Execution {
     pub journal: JournalWrite,
     /// Journal entries it was answered from before it ran live.
     pub replayed: u32,
+    /// Where a [`Sandbox::replay_only`](crate::Sandbox::replay_only)
+    /// execution stopped: the entry and call its journal did not answer.
+    pub journal_end: Option<(u32, String)>,
 }
 
 impl Execution {
@@ -139,6 +142,7 @@ impl Execution {
             outbound: Vec::new(),
             journal: JournalWrite::default(),
             replayed: 0,
+            journal_end: None,
         }
     }
 }

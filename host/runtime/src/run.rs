@@ -64,6 +64,12 @@ pub struct Sandbox {
     /// away than this, is suspended ([`Outcome::Suspended`]); `None`: every
     /// wait is waited out in the instance (no store to resume from).
     pub suspend_after: Option<Duration>,
+    /// Stop the execution at the first call its journal does not answer
+    /// (past its end, or a call that never answered) instead of making it
+    /// live: [`Outcome::Killed`], with where in
+    /// [`Execution::journal_end`]. For replaying a task's journal locally,
+    /// as it happened and no further.
+    pub replay_only: bool,
 }
 
 impl From<Limits> for Sandbox {
@@ -209,6 +215,9 @@ impl PreparedLambda {
         ));
         let recorded = std::mem::take(&mut task.journal);
         let journal = Journal::new(host.clone(), task.attempt, recorded, redactor.clone());
+        if sandbox.replay_only {
+            journal.stop_at_end();
+        }
         let deadline = started + sandbox.limits.timeout;
         let first = self
             .run_once(task.clone(), sandbox, kill, &journal, deadline, None)
@@ -320,6 +329,10 @@ impl PreparedLambda {
         let ended_at = SystemTime::now();
         // A lambda that gave up asks for its last outside call again.
         let cut = matches!(outcome, Outcome::Retriable { .. } | Outcome::Fatal { .. });
+        let journal_end = match journal.halt() {
+            Some(Halt::Ended { seq, call }) => Some((seq, call)),
+            _ => None,
+        };
         Execution {
             outcome,
             log: log.finish(),
@@ -330,6 +343,7 @@ impl PreparedLambda {
             outbound,
             journal: journal.finish(cut),
             replayed: journal.replayed(),
+            journal_end,
         }
     }
 }
@@ -338,6 +352,9 @@ impl PreparedLambda {
 fn halted(halt: Halt) -> Outcome {
     match halt {
         Halt::Diverged(message) => Outcome::Diverged { message },
+        halt @ Halt::Ended { .. } => Outcome::Killed {
+            reason: halt.to_string(),
+        },
         Halt::Full(detail) => Outcome::LimitExceeded {
             limit: Limit::Journal,
             detail,

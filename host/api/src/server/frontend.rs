@@ -426,8 +426,11 @@ impl proto::frontend_server::Frontend for FrontendService {
         request: Request<proto::GetJournalRequest>,
     ) -> Result<Response<proto::GetJournalResponse>, Status> {
         let role = self.role(&request);
-        let id = request.into_inner().id;
-        let entries = role.task_journal(&id).await.map_err(to_status)?;
+        let request = request.into_inner();
+        let entries = role
+            .task_journal(&request.id, request.answers)
+            .await
+            .map_err(to_status)?;
         Ok(Response::new(proto::GetJournalResponse {
             entries: entries.into_iter().map(journal_entry_to_proto).collect(),
         }))

@@ -3,11 +3,17 @@
 //! Runs the lambda exactly as an executor would (same runtime, same limits,
 //! a fresh sandboxed instance) with a local host: heartbeats succeed and
 //! child tasks are listed instead of scheduled.
+//!
+//! With `--replay J` (a document of `waft task journal ID --json`), the
+//! lambda runs against that task's journal: each call it makes is answered
+//! from the journal while it matches, as the task's next attempt would be;
+//! where the journal ends it stops there (`--then stop`) or goes on live
+//! (`--then live`). A production failure, reproduced on a laptop.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::Args;
 use serde_json::json;
@@ -18,6 +24,7 @@ use waft_runtime::{
     TaskInput,
 };
 
+use crate::commands::journal_file::{self, Exported};
 use crate::commands::lambda::GrantArgs;
 use crate::exit::{self, Failure};
 
@@ -47,24 +54,49 @@ pub struct InvokeArgs {
     /// A CA certificate (PEM) outbound HTTPS trusts besides the system's.
     #[arg(long, value_name = "FILE")]
     pub outbound_ca: Option<PathBuf>,
-    /// The attempt number the lambda sees (1 = first run).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
-    pub attempt: u32,
-    /// The lambda name the task carries (default: the file's stem).
+    /// The attempt number the lambda sees (1 = first run; with `--replay`,
+    /// the task's last attempt).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub attempt: Option<u32>,
+    /// The lambda name the task carries (default: the file's stem; with
+    /// `--replay`, the task's).
     #[arg(long)]
     pub lambda: Option<String>,
-    /// The collection the task carries.
-    #[arg(long, default_value = "default")]
-    pub collection: String,
-    /// The priority the task carries.
-    #[arg(long, default_value_t = 0)]
-    pub priority: u8,
+    /// The collection the task carries (default: `default`; with
+    /// `--replay`, the task's).
+    #[arg(long)]
+    pub collection: Option<String>,
+    /// The priority the task carries (default: 0; with `--replay`, the
+    /// task's).
+    #[arg(long)]
+    pub priority: Option<u8>,
+    /// Run against a task's journal, as exported by `waft task journal ID
+    /// --json > J`: its calls answered from there while they match (no
+    /// request sent), with the task's id and payload (`--payload` and
+    /// `--payload-file` override it). A call that does not match is
+    /// reported with its entry: what the journal has, what the lambda did.
+    #[arg(long, value_name = "J")]
+    pub replay: Option<PathBuf>,
+    /// What happens where the journal ends: `stop` the lambda at the first
+    /// call it does not answer (and say which), or go on `live`, as a plain
+    /// `waft invoke` would, with its grants.
+    #[arg(long, value_enum, default_value_t = Then::Stop, requires = "replay")]
+    pub then: Then,
     /// Cache compiled components in this directory.
     #[arg(long, env = "WAFT_CACHE_DIR", value_name = "DIR")]
     pub cache_dir: Option<PathBuf>,
     /// Print one JSON object instead of text.
     #[arg(long)]
     pub json: bool,
+}
+
+/// What `waft invoke --replay` does where the journal ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Then {
+    /// Stop at the first call the journal does not answer.
+    Stop,
+    /// Make that call and the rest live.
+    Live,
 }
 
 /// The limits of one lambda, as flags (shared by `invoke` and `bench`).
@@ -116,13 +148,35 @@ pub(crate) fn parse_duration_arg(text: &str) -> Result<Duration, String> {
 
 /// Runs `waft invoke`.
 pub fn run(args: InvokeArgs) -> Result<ExitCode, Failure> {
+    let replay = match &args.replay {
+        Some(path) => Some(read_replay(path)?),
+        None => None,
+    };
+    let replay_only = replay.is_some() && args.then == Then::Stop;
+    let mut grants = args.grants.grants()?;
+    if let Some(exported) = replay.as_ref().filter(|_| replay_only) {
+        // Where the journal's requests went: admitted as they were, and
+        // answered from the journal (a replay that stops sends nothing).
+        for origin in journal_file::destinations(&exported.entries) {
+            if let Ok(pattern) = origin.parse() {
+                grants.outbound.push(pattern);
+            }
+        }
+    }
     let sandbox = Sandbox {
         limits: args.limits.limits()?,
-        grants: Arc::new(args.grants.grants()?),
+        grants: Arc::new(grants),
         secrets: Arc::default(),
+        replay_only,
         ..Sandbox::default()
     };
-    let payload = read_payload(&args)?;
+    let payload = match (
+        &replay,
+        args.payload.is_some() || args.payload_file.is_some(),
+    ) {
+        (Some(exported), false) => exported.task.payload.clone(),
+        _ => read_payload(&args)?,
+    };
     let wasm = read_wasm(&args.file)?;
     let tokio = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -136,15 +190,38 @@ pub fn run(args: InvokeArgs) -> Result<ExitCode, Failure> {
             args.outbound_ca.clone(),
         )
         .await?;
-        let task = TaskInput {
-            id: "local".into(),
-            lambda: args.lambda.clone().unwrap_or_else(|| file_stem(&args.file)),
-            collection: args.collection.clone(),
-            priority: args.priority,
-            attempt: args.attempt,
-            scheduled_at: SystemTime::now(),
-            payload,
-            journal: Vec::new(),
+        let task = match &replay {
+            // The task as it ran: its id, name and time take part in what
+            // the lambda does (an idempotency key is made of the id).
+            Some(exported) => TaskInput {
+                id: exported.task.id.clone(),
+                lambda: args
+                    .lambda
+                    .clone()
+                    .unwrap_or_else(|| exported.task.lambda.clone()),
+                collection: args
+                    .collection
+                    .clone()
+                    .unwrap_or_else(|| exported.task.collection.clone()),
+                priority: args.priority.unwrap_or(exported.task.priority),
+                attempt: args.attempt.unwrap_or(exported.task.attempts.max(1)),
+                scheduled_at: UNIX_EPOCH
+                    + Duration::from_millis(
+                        u64::try_from(exported.task.scheduled_at_ms).unwrap_or(0),
+                    ),
+                payload,
+                journal: exported.entries.clone(),
+            },
+            None => TaskInput {
+                id: "local".into(),
+                lambda: args.lambda.clone().unwrap_or_else(|| file_stem(&args.file)),
+                collection: args.collection.clone().unwrap_or_else(|| "default".into()),
+                priority: args.priority.unwrap_or(0),
+                attempt: args.attempt.unwrap_or(1),
+                scheduled_at: SystemTime::now(),
+                payload,
+                journal: Vec::new(),
+            },
         };
         let host = Arc::new(RecordingHost::default());
         let kill = KillSwitch::new();
@@ -155,13 +232,134 @@ pub fn run(args: InvokeArgs) -> Result<ExitCode, Failure> {
             }
         });
         let execution = lambda.run(task, &sandbox, host.clone(), &kill).await;
+        let replayed = replay.as_ref().map(|exported| Replayed {
+            file: args.replay.clone().unwrap_or_default(),
+            task: exported.task.id.clone(),
+            lambda: exported.task.lambda.clone(),
+            version: exported.task.version,
+            entries: exported.entries.len(),
+            then: args.then,
+            execution: &execution,
+        });
         if args.json {
-            println!("{}", report_json(&execution, &host));
+            let mut report = report_json(&execution, &host);
+            if let (Some(replayed), Some(object)) = (&replayed, report.as_object_mut()) {
+                object.insert("replay".into(), replayed.json());
+            }
+            println!("{report}");
         } else {
+            if let Some(replayed) = &replayed {
+                print!("{}", replayed.text());
+            }
             print!("{}", report_text(&execution, &host));
+        }
+        // Stopped where the journal ends, as asked: the replay went well.
+        if execution.journal_end.is_some() {
+            return Ok(ExitCode::SUCCESS);
         }
         Ok(ExitCode::from(exit::for_outcome(&execution.outcome)))
     })
+}
+
+/// A journal document, read and checked, or a usage error that says what
+/// is wrong with it.
+fn read_replay(path: &Path) -> Result<Exported, Failure> {
+    let bytes = read_limited(path, MAX_REPLAY_FILE)?;
+    if bytes.len() as u64 > MAX_REPLAY_FILE {
+        return Err(Failure::usage(format!(
+            "--replay {}: over {} bytes, more than a journal holds",
+            path.display(),
+            MAX_REPLAY_FILE
+        )));
+    }
+    let text = String::from_utf8(bytes).map_err(|_| {
+        Failure::usage(format!(
+            "--replay {}: not text (UTF-8); export a journal with `waft task journal ID --json > FILE`",
+            path.display()
+        ))
+    })?;
+    journal_file::import(&text)
+        .map_err(|e| Failure::usage(format!("--replay {}: {e}", path.display())))
+}
+
+/// The largest `--replay` document read: a journal at its bound (64 MiB of
+/// entries) in base64, with room for its JSON.
+const MAX_REPLAY_FILE: u64 = 128 << 20;
+
+/// What a replay did with its journal, for the report.
+struct Replayed<'a> {
+    file: PathBuf,
+    task: String,
+    lambda: String,
+    version: Option<u32>,
+    entries: usize,
+    then: Then,
+    execution: &'a Execution,
+}
+
+impl Replayed<'_> {
+    /// Where the replay stopped answering from the journal, and why.
+    fn verdict(&self) -> String {
+        let execution = self.execution;
+        let replayed = execution.replayed;
+        if let Some((seq, call)) = &execution.journal_end {
+            return format!(
+                "the journal ends at entry {seq}: the lambda's next call, {call}, is not in it;                  stopped there (--then live goes on)"
+            );
+        }
+        if let Outcome::Diverged { message } = &execution.outcome {
+            return format!("{message} (the journal's entries before it matched)");
+        }
+        if replayed as usize >= self.entries {
+            match self.then {
+                Then::Live => "the whole journal matched, then the lambda went on live".into(),
+                Then::Stop => "the whole journal matched and the lambda needed no more".into(),
+            }
+        } else {
+            format!(
+                "the lambda ended with {} of the journal's {} entries replayed",
+                replayed, self.entries
+            )
+        }
+    }
+
+    fn text(&self) -> String {
+        let version = self
+            .version
+            .map_or_else(String::new, |v| format!(" version {v}"));
+        format!(
+            "replay: {} of {} journal entries replayed from {} (task {}, lambda {}{version})\n\
+             journal: {}\n",
+            self.execution.replayed,
+            self.entries,
+            self.file.display(),
+            self.task,
+            self.lambda,
+            self.verdict()
+        )
+    }
+
+    fn json(&self) -> serde_json::Value {
+        let execution = self.execution;
+        json!({
+            "file": self.file.display().to_string(),
+            "task": self.task,
+            "lambda": self.lambda,
+            "version": self.version,
+            "entries": self.entries,
+            "replayed": execution.replayed,
+            "then": match self.then { Then::Stop => "stop", Then::Live => "live" },
+            "ended_at": execution.journal_end.as_ref().map(|(seq, call)| json!({
+                "seq": seq,
+                "call": call,
+            })),
+            "diverged": match &execution.outcome {
+                Outcome::Diverged { message } => Some(message),
+                _ => None,
+            },
+            "verdict": self.verdict(),
+        })
+    }
 }
 
 /// Builds a runtime for local use and prepares `wasm` in it.

@@ -3,11 +3,11 @@
 //! replayed it, when, and how long it took.
 //!
 //! The Frontend answers the entries without their answers (they may hold
-//! response bodies) and the attempts with how many entries each replayed;
+//! response bodies; `--json` asks for them, see `journal_file`) and the
+//! attempts with how many entries each replayed;
 //! an entry was made live by its `attempt`, and attempt `a` replayed it
 //! when `a.replayed > entry.seq`.
 
-use serde_json::json;
 use waft_store::{Attempt, JournalEntry};
 
 use crate::commands::client::time;
@@ -44,26 +44,6 @@ impl Use {
         }
         text
     }
-}
-
-/// The journal as JSON: one object an entry.
-pub(crate) fn to_json(entries: &[JournalEntry], attempts: &[Attempt]) -> serde_json::Value {
-    entries
-        .iter()
-        .map(|entry| {
-            let used = Use::of(entry, attempts);
-            json!({
-                "seq": entry.seq,
-                "call": entry.call,
-                "summary": entry.summary,
-                "outside": entry.outside,
-                "live_attempt": used.live,
-                "replayed_by": used.replayed,
-                "at": time(entry.at),
-                "took_us": entry.took_us,
-            })
-        })
-        .collect()
 }
 
 /// The widest a summary is shown in the table; `--json` has it whole.
@@ -219,11 +199,6 @@ mod tests {
                 },
             ]
         );
-        let json = to_json(&entries, &attempts);
-        assert_eq!(json[3]["live_attempt"], 2);
-        assert_eq!(json[3]["replayed_by"], json!([3]));
-        assert_eq!(json[1]["outside"], true);
-        assert_eq!(json[1]["summary"], "POST https://pay.example/charge → 201");
     }
 
     #[test]

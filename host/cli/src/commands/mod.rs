@@ -8,6 +8,7 @@ pub mod cron;
 pub mod gate;
 pub mod invoke;
 pub mod journal;
+pub mod journal_file;
 pub mod lambda;
 pub mod secret;
 pub mod serve;

@@ -15,7 +15,7 @@ use crate::commands::client::{
     ClientArgs, PayloadArgs, block_on, json_bytes, parse_time, show_bytes, time,
 };
 use crate::commands::invoke::parse_duration_arg;
-use crate::commands::journal;
+use crate::commands::{journal, journal_file};
 use crate::exit::{self, Failure};
 
 /// Arguments of `waft task`.
@@ -54,8 +54,9 @@ pub enum TaskCommand {
     /// Show a task's journal: every host call its executions made (clocks,
     /// randomness, configuration, outbound HTTP, children), in order, with
     /// the attempt that made it live and those that replayed it, when, and
-    /// how long it took. Answers are not shown: `--json` has each entry's
-    /// summary.
+    /// how long it took. Answers are not shown; `--json` prints one
+    /// document with the task and every entry with its answer (bytes in
+    /// base64, secrets masked): what `waft invoke FILE --replay J` replays.
     Journal { id: String },
     /// Wait until a task ends; the exit code says how it ended (0 success,
     /// 20 fatal failure, 21 dead, 22 dropped, 23 cancelled, 7 timed out).
@@ -330,14 +331,24 @@ impl Call<'_> {
     /// `waft task journal`: the task's journal, with how each entry was
     /// used (from the attempts' `replayed`).
     async fn journal(&self, id: &str) -> Result<(), Failure> {
+        if self.client.json {
+            // Everything a local replay needs: the task, and each entry
+            // with its answer.
+            let (task, entries, attempts) = tokio::try_join!(
+                self.frontend.task_get(id),
+                self.frontend.task_journal(id, true),
+                self.frontend.task_attempts(id)
+            )
+            .map_err(|e| self.client.failure(e))?;
+            println!("{}", journal_file::export(&task, &entries, &attempts));
+            return Ok(());
+        }
         let (entries, attempts) = tokio::try_join!(
-            self.frontend.task_journal(id),
+            self.frontend.task_journal(id, false),
             self.frontend.task_attempts(id)
         )
         .map_err(|e| self.client.failure(e))?;
-        if self.client.json {
-            println!("{}", journal::to_json(&entries, &attempts));
-        } else if entries.is_empty() {
+        if entries.is_empty() {
             println!("task {id} has no journal: its executions made no host call to record");
         } else {
             print!("{}", journal::table(&entries, &attempts));

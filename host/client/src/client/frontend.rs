@@ -388,11 +388,14 @@ impl ClientApi for FrontendClient {
             .collect()
     }
 
-    async fn task_journal(&self, id: &str) -> ServiceResult<Vec<JournalEntry>> {
+    async fn task_journal(&self, id: &str, answers: bool) -> ServiceResult<Vec<JournalEntry>> {
         let response = self
             .0
             .clone()
-            .get_journal(proto::GetJournalRequest { id: id.to_owned() })
+            .get_journal(proto::GetJournalRequest {
+                id: id.to_owned(),
+                answers,
+            })
             .await
             .map_err(Self::error)?;
         Ok(response

@@ -75,6 +75,9 @@ struct Inner {
     /// Whether calls are still answered from the journal (the log marks
     /// what the lambda logs meanwhile).
     replaying: Arc<AtomicBool>,
+    /// Whether a call the journal does not answer stops the execution
+    /// instead of running live (see [`Journal::stop_at_end`]).
+    stop_at_end: AtomicBool,
 }
 
 /// A place not yet in the store as it should be.
@@ -133,6 +136,7 @@ impl Journal {
                 attempt,
                 redactor,
                 replaying: Arc::new(AtomicBool::new(len > 0)),
+                stop_at_end: AtomicBool::new(false),
                 writing: tokio::sync::Mutex::new(()),
                 resolved: Notify::new(),
                 state: Mutex::new(State {
@@ -164,6 +168,13 @@ impl Journal {
         );
         fresh.lock().written = 0;
         fresh
+    }
+
+    /// Makes the first call the journal does not answer (past its end, or
+    /// a hole) stop the execution with [`Halt::Ended`] instead of running
+    /// live: a replay that shows an attempt as it happened and nothing more.
+    pub(crate) fn stop_at_end(&self) {
+        self.inner.stop_at_end.store(true, Ordering::Relaxed);
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -391,6 +402,13 @@ impl Journal {
             Some(entry) => Some(entry.clone()),
             None => None,
         };
+        if expected.is_none() && self.inner.stop_at_end.load(Ordering::Relaxed) {
+            drop(state);
+            return Err(self.stop(Halt::Ended {
+                seq,
+                call: call.to_owned(),
+            }));
+        }
         if expected.is_none() {
             state.unwritten.insert(seq, Slot::InFlight(call));
             state.live.insert(seq);
@@ -993,6 +1011,28 @@ mod tests {
             "a live place cannot mismatch: nothing to wait for"
         );
         drop(writing);
+    }
+
+    #[test]
+    fn a_journal_stopping_at_its_end_stops_at_the_first_call_it_does_not_answer() {
+        let (first, _) = journal(Vec::new());
+        live(&first, CLOCK, 0, Outside::No);
+        let (again, _) = journal(first.finish(false).entries);
+        again.stop_at_end();
+        assert!(matches!(
+            again.call(CLOCK, &digest(CLOCK, &0u8)),
+            Ok(Step::Replay { seq: 0, .. })
+        ));
+        let ended = Halt::Ended {
+            seq: 1,
+            call: HTTP.to_owned(),
+        };
+        assert_eq!(
+            again.call(HTTP, &digest(HTTP, &1u8)).err(),
+            Some(ended.clone())
+        );
+        assert_eq!(again.halt(), Some(ended));
+        assert_eq!(again.replayed(), 1);
     }
 
     fn journal_with_answered_then_clock() -> (Journal, Arc<RecordingHost>) {

@@ -56,6 +56,9 @@ pub(crate) enum Halt {
     Diverged(String),
     /// The journal would outgrow its bounds.
     Full(String),
+    /// A replay that stops where its journal does ([`Journal::stop_at_end`])
+    /// reached call `call` at entry `seq`, which the journal does not answer.
+    Ended { seq: u32, call: String },
 }
 
 impl std::error::Error for Halt {}
@@ -64,6 +67,10 @@ impl std::fmt::Display for Halt {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Halt::Diverged(message) | Halt::Full(message) => f.write_str(message),
+            Halt::Ended { seq, call } => write!(
+                f,
+                "stopped where the journal ends: entry {seq}, a call of {call}, is not in it"
+            ),
         }
     }
 }

@@ -61,6 +61,8 @@ impl Executor {
                     on_divergence: lambda.config.on_divergence,
                     suspend_after: Some(self.config.suspend_after)
                         .filter(|after| !after.is_zero()),
+                    // A task's attempt goes on live where its journal ends.
+                    replay_only: false,
                 },
             }))
         })

@@ -136,11 +136,17 @@ impl ClientApi for Frontend {
         Ok(attempts)
     }
 
-    async fn task_journal(&self, id: &str) -> ServiceResult<Vec<JournalEntry>> {
+    async fn task_journal(&self, id: &str, answers: bool) -> ServiceResult<Vec<JournalEntry>> {
         self.allow_task(Call::TaskJournal, id).await?;
         // Without answers, a journal at its bound is a few megabytes: read
-        // in pages, each one query.
+        // in pages, each one query. With them, at most its bound in bytes
+        // (64 MiB), under what a Frontend answer may carry.
         const PAGE: u32 = 10_000;
+        let masks = if answers {
+            self.secret_values(id).await?
+        } else {
+            Vec::new()
+        };
         let mut entries = Vec::new();
         loop {
             let from = u32::try_from(entries.len()).unwrap_or(u32::MAX);
@@ -150,14 +156,18 @@ impl ClientApi for Frontend {
                     id: id.to_owned(),
                     from,
                     limit: PAGE,
-                    without_answers: true,
+                    without_answers: !answers,
                 })
                 .await?;
             let full = page.len() == PAGE as usize;
             entries.extend(page.into_iter().map(|entry| JournalEntry {
-                // Kept out whatever the store answers: it may hold a
-                // response's body.
-                answer: Vec::new(),
+                // Kept out unless asked for, whatever the store answers: it
+                // may hold a response's body.
+                answer: if answers {
+                    masked(entry.answer, &masks)
+                } else {
+                    Vec::new()
+                },
                 ..entry
             }));
             if !full || entries.len() >= MAX_JOURNAL_ENTRIES as usize {
@@ -467,5 +477,76 @@ fn count_scheduled(lambdas: &[String], inserted: &[TaskInserted]) {
         scheduled
             .get_or_create(&metrics::lambda(lambda))
             .inc_by(count);
+    }
+}
+
+impl Frontend {
+    /// The values of the secrets of task `id`'s lambda, to mask in its
+    /// journal's answers: the runtime keeps a secret's name where it reads
+    /// one, but a server may echo a value the lambda sent it.
+    async fn secret_values(&self, id: &str) -> ServiceResult<Vec<String>> {
+        let Some(task) = self.store.task_get(id).await? else {
+            return Err(ServiceError::NotFound(format!("no task {id}")));
+        };
+        let sealed = self.store.secret_sealed(&task.lambda).await?;
+        if sealed.secrets.is_empty() {
+            return Ok(Vec::new());
+        }
+        let Some(key) = &self.secrets else {
+            return Err(ServiceError::FailedPrecondition(format!(
+                "lambda {} has secrets and this Frontend has no secrets key to keep them out \
+                 of the journal's answers (secrets.key_file)",
+                task.lambda
+            )));
+        };
+        sealed
+            .secrets
+            .iter()
+            .map(|(name, value)| {
+                key.open(&task.lambda, name, value).map_err(|e| {
+                    ServiceError::Internal(format!("secret {name} of lambda {}: {e}", task.lambda))
+                })
+            })
+            .collect()
+    }
+}
+
+/// `answer` with each of `values` in it (4 bytes or more, as the runtime
+/// redacts) overwritten with as many `*`: the same length, so the
+/// encoding around it (length prefixes) still reads, and the text around
+/// it stays UTF-8 (a whole UTF-8 value replaced by ASCII).
+fn masked(mut answer: Vec<u8>, values: &[String]) -> Vec<u8> {
+    for value in values {
+        let value = value.as_bytes();
+        if value.len() < 4 {
+            continue;
+        }
+        let mut at = 0;
+        while let Some(found) = answer[at..].windows(value.len()).position(|w| w == value) {
+            let start = at + found;
+            answer[start..start + value.len()].fill(b'*');
+            at = start + value.len();
+        }
+    }
+    answer
+}
+
+#[cfg(test)]
+mod masking {
+    use super::masked;
+
+    #[test]
+    fn secret_values_are_masked_in_place_at_their_length() {
+        let mut answer = vec![3, 0xff];
+        answer.extend_from_slice("Bearer tök-5be2 and tök-5be2".as_bytes());
+        let out = masked(answer.clone(), &["tök-5be2".to_owned(), "abc".to_owned()]);
+        assert_eq!(out.len(), answer.len());
+        assert_eq!(&out[..2], &[3, 0xff]);
+        let stars = "*".repeat("tök-5be2".len());
+        assert_eq!(
+            std::str::from_utf8(&out[2..]).unwrap(),
+            format!("Bearer {stars} and {stars}")
+        );
+        assert_eq!(masked(b"abcabc".to_vec(), &["abc".to_owned()]), b"abcabc");
     }
 }
