@@ -125,6 +125,25 @@ fn main() -> ExitCode {
         },
     ));
 
+    let on = runtime.clone();
+    trials.push(Trial::test(
+        "a_small_executor_holds_a_thousand_sleepers_and_runs_new_tasks_at_once",
+        move || {
+            on.block_on(
+                waits::a_small_executor_holds_a_thousand_sleepers_and_runs_new_tasks_at_once(),
+            );
+            Ok(())
+        },
+    ));
+    let on = runtime.clone();
+    trials.push(Trial::test(
+        "a_kill_while_tasks_are_suspended_changes_nothing",
+        move || {
+            on.block_on(waits::a_kill_while_tasks_are_suspended_changes_nothing());
+            Ok(())
+        },
+    ));
+
     let conclusion = libtest_mimic::run(&args, trials);
     // Stops every process the installations started.
     runtime.block_on(async {

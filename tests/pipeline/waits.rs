@@ -235,3 +235,86 @@ pub async fn fan_in(cluster: &Cluster) {
         .unwrap();
     assert_eq!(listed.len(), 100, "each child scheduled once");
 }
+
+/// How many of `lambda`'s tasks are `status`.
+async fn counted(cluster: &Cluster, lambda: &str, status: TaskStatus) -> u64 {
+    let filter = waft_core::model::TaskCount {
+        lambda: lambda.into(),
+        ..Default::default()
+    };
+    let counts = cluster.frontend.task_count(filter).await.unwrap();
+    counts
+        .iter()
+        .find(|c| c.status == status)
+        .map_or(0, |c| c.count)
+}
+
+/// An executor of four slots holds a thousand sleeping tasks — all
+/// suspended, none holding a slot — and still runs a new task at once.
+pub async fn a_small_executor_holds_a_thousand_sleepers_and_runs_new_tasks_at_once() {
+    let mut cluster = Cluster::dev().await;
+    cluster
+        .process("dev")
+        .restart_with("WAFT_EXECUTOR_MAX_TASKS", "4");
+    cluster.ready().await;
+    let server = HttpServer::start(|_| Reply::status(200, "ok")).await;
+    deploy_durable(&cluster, &server, 4).await;
+    for n in 0..1000 {
+        let plan = json!({"sleep_ms": 600_000, "n": n});
+        cluster.schedule("durable", plan, None).await;
+    }
+    let deadline = Instant::now() + Duration::from_secs(180);
+    while counted(&cluster, "durable", TaskStatus::Suspended).await < 1000 {
+        assert!(
+            Instant::now() < deadline,
+            "not all suspended in time: {}",
+            counted(&cluster, "durable", TaskStatus::Suspended).await
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let started = Instant::now();
+    let quick = cluster.schedule("durable", json!({}), None).await;
+    let task = cluster.finished(&quick, WITHIN).await;
+    assert_eq!(task.status, TaskStatus::Success, "{task:#?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "waited {:?} behind a thousand sleeping tasks",
+        started.elapsed()
+    );
+    assert_eq!(
+        counted(&cluster, "durable", TaskStatus::Suspended).await,
+        1000
+    );
+}
+
+/// Killing the only process while tasks are suspended changes nothing:
+/// restarted, they resume when due, on their first attempt, each outside
+/// call made once.
+pub async fn a_kill_while_tasks_are_suspended_changes_nothing() {
+    let mut cluster = Cluster::dev().await;
+    let server = HttpServer::start(|_| Reply::status(200, "ok")).await;
+    deploy_durable(&cluster, &server, 8).await;
+    let mut ids = Vec::new();
+    for n in 0..3 {
+        let plan = json!({"url": server.url(), "posts": 2, "step_ms": 4000, "n": n});
+        ids.push(cluster.schedule("durable", plan, None).await);
+    }
+    for id in &ids {
+        cluster
+            .until(id, WITHIN, |t| t.status == TaskStatus::Suspended)
+            .await;
+    }
+    cluster.process("dev").kill();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    cluster.process("dev").restart();
+    cluster.ready().await;
+    for id in &ids {
+        let task = cluster.finished(id, WITHIN).await;
+        assert_eq!(
+            (task.status, task.attempt),
+            (TaskStatus::Success, 1),
+            "{task:#?}"
+        );
+    }
+    assert_eq!(server.requests().len(), 6, "each post once");
+}
