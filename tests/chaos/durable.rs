@@ -19,7 +19,8 @@
 //! - every request was made, and each task's output shows its key's last
 //!   receipt (the attempt that succeeded was answered from the journal);
 //! - each task scheduled exactly its two children, under the ids its
-//!   output names, and they ended;
+//!   output names, and they ended; it waited for them (a fan-in) and its
+//!   output shows both succeeded;
 //! - no execution diverged, and some were suspended in their waits.
 //!
 //! The soak's own checks (ended, every success ran, no overlap, no stale
@@ -117,6 +118,7 @@ impl Durable {
                     "url": url,
                     "posts": POSTS,
                     "children": CHILDREN,
+                    "gather": true,
                     "step_ms": rng.u64(100..1_600),
                 })
                 .to_string()
@@ -283,6 +285,12 @@ impl Durable {
             if children.len() != CHILDREN || children != named_sorted {
                 violations.push(format!(
                     "{id}: children {children:?} in the store, {named:?} in its output"
+                ));
+            }
+            if output["gathered"] != serde_json::Value::from(vec!["Success"; CHILDREN]) {
+                violations.push(format!(
+                    "{id}: gathered {} from its children, not {CHILDREN} successes",
+                    output["gathered"]
                 ));
             }
         }

@@ -13,7 +13,8 @@
 //! task) (crashing before post number `crash_after` on the
 //! first attempt), gives up (`retriable`) at the end of the first attempt
 //! with `give_up`, schedules `children` children of itself (with
-//! `{"posts": 0}`), works with floats (NaNs included), heartbeats, and
+//! `{"posts": 0}`; with `"gather": true` it waits for them to end, and
+//! their statuses are the output's `gathered`), works with floats (NaNs included), heartbeats, and
 //! answers everything it saw.
 //! Replayed from its journal, a later attempt answers the same but for
 //! `attempt`.
@@ -34,6 +35,8 @@ struct Plan {
     /// Give up (retriable) at the end of the first attempt.
     give_up: bool,
     children: u32,
+    /// Wait for the children to end.
+    gather: bool,
     sleep_ms: u64,
     /// Between posts.
     step_ms: u64,
@@ -93,8 +96,17 @@ fn durable(task: Task) -> Result<Outcome, Error> {
     for n in 0..plan.children {
         let child = Child::new("durable").json(&json!({"posts": 0, "n": n}))?;
         let id = schedule(child).map_err(|e| Error::retriable(e.to_string()))?;
-        ids.push(id.0);
+        ids.push(id);
     }
+    let gathered: Vec<String> = if plan.gather {
+        waft_sdk::children::wait_all(&ids)
+            .iter()
+            .map(|end| format!("{:?}", end.status))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let ids: Vec<String> = ids.into_iter().map(|id| id.0).collect();
     let _ = heartbeat_with("all done");
     if plan.give_up && task.attempt() == 1 {
         return Ok(Outcome::retry("giving up, as planned"));
@@ -110,6 +122,7 @@ fn durable(task: Task) -> Result<Outcome, Error> {
         "answers": answers,
         "signals": signalled,
         "children": ids,
+        "gathered": gathered,
         "floats": floats(coin),
     }))
 }
