@@ -126,6 +126,9 @@ pub async fn signals(cluster: &Cluster) {
         .until(&id, WITHIN, |t| t.status == TaskStatus::Suspended)
         .await;
     assert_eq!(suspended.attempt, 0);
+    // Its version is shown as needed by it.
+    let versions = cluster.cli(&["lambda", "versions", "durable"]);
+    assert!(versions.contains("of them suspended"), "{versions}");
     let sent = Instant::now();
     let said = cluster.cli(&[
         "task",

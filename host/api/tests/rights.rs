@@ -438,7 +438,10 @@ impl ClientApi for Probe {
     async fn lambda_rollback(&self, _: &str, _: Option<u32>) -> ServiceResult<Lambda> {
         Err(self.saw(Call::LambdaRollback))
     }
-    async fn lambda_versions(&self, _: &str) -> ServiceResult<Vec<Lambda>> {
+    async fn lambda_versions(
+        &self,
+        _: &str,
+    ) -> ServiceResult<Vec<waft_core::model::LambdaVersion>> {
         Err(self.saw(Call::LambdaVersions))
     }
     async fn gate_set(&self, _: &str, _: Option<&str>, _: GateState) -> ServiceResult<u64> {

@@ -18,8 +18,8 @@ use async_trait::async_trait;
 use crate::error::ServiceResult;
 use crate::model::{
     Artifact, Attempt, ChildrenState, ClaimedTask, Continuation, Cron, DeadSelector, Gate,
-    GateState, Heartbeat, JournalEntry, JournalWrite, Lambda, Millis, Overview, Refusal,
-    SealedSecrets, SecretInfo, SignalSent, StatusCount, Task, TaskChildrenRead, TaskCount,
+    GateState, Heartbeat, JournalEntry, JournalWrite, Lambda, LambdaVersion, Millis, Overview,
+    Refusal, SealedSecrets, SecretInfo, SignalSent, StatusCount, Task, TaskChildrenRead, TaskCount,
     TaskInserted, TaskList, TaskResult, TaskSignalRead, Token, TokenRole,
 };
 use crate::{LambdaConfig, TaskStatus};
@@ -133,7 +133,7 @@ pub trait ClientApi: Send + Sync {
     /// again, as a new version with its component and configuration.
     async fn lambda_rollback(&self, name: &str, to: Option<u32>) -> ServiceResult<Lambda>;
     /// Every kept version of a lambda, oldest first.
-    async fn lambda_versions(&self, name: &str) -> ServiceResult<Vec<Lambda>>;
+    async fn lambda_versions(&self, name: &str) -> ServiceResult<Vec<LambdaVersion>>;
     /// Sets a lambda's (or one collection's) gate; answers how many held
     /// tasks opening it released.
     async fn gate_set(

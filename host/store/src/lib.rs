@@ -62,7 +62,7 @@ pub trait TaskStore: Send + Sync {
     /// Every lambda at its current version, by name.
     async fn lambda_list(&self) -> Result<Vec<Lambda>>;
     /// Every version of a lambda, oldest first.
-    async fn lambda_versions(&self, name: &str) -> Result<Vec<Lambda>>;
+    async fn lambda_versions(&self, name: &str) -> Result<Vec<LambdaVersion>>;
     /// Makes an earlier version current again, as a new version; returns it.
     async fn lambda_rollback(&self, params: LambdaRollback) -> Result<Lambda>;
     /// Deletes a lambda's old versions and the components nothing uses.

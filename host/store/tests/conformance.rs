@@ -170,6 +170,7 @@ conformance!(
         gc_keeps_the_versions_journals_need,
         redrives_keep_or_discard_journals,
         on_divergence_is_kept_per_version,
+        versions_show_and_keep_what_suspended_tasks_need,
     ],
     gates: [paused_tasks_wait_and_resume_in_order, gates_on_a_collection_and_drops],
     pacing: [

@@ -305,8 +305,19 @@ impl proto::frontend_server::Frontend for FrontendService {
         let role = self.role(&request);
         let name = request.into_inner().name;
         let versions = role.lambda_versions(&name).await.map_err(to_status)?;
+        let uses = versions
+            .iter()
+            .map(|v| proto::VersionUse {
+                suspended: v.suspended,
+                live: v.live,
+            })
+            .collect();
         Ok(Response::new(proto::ListVersionsResponse {
-            versions: versions.into_iter().map(lambda_to_proto).collect(),
+            versions: versions
+                .into_iter()
+                .map(|v| lambda_to_proto(v.lambda))
+                .collect(),
+            uses,
         }))
     }
 

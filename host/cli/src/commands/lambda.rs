@@ -13,7 +13,7 @@ use waft_core::{
     Backoff, ByteSize, Grants, LambdaConfig, OnDivergence, OutboundLimits, OutboundPattern,
 };
 use waft_services::ClientApi;
-use waft_store::Lambda;
+use waft_store::{Lambda, LambdaVersion};
 
 use crate::commands::client::{ClientArgs, block_on, time};
 use crate::commands::invoke::{LimitArgs, parse_duration_arg, parse_size, read_wasm};
@@ -39,7 +39,9 @@ pub enum LambdaCommand {
     /// VERSION is given), as a new version with its component and
     /// configuration.
     Rollback { name: String, version: Option<u32> },
-    /// Every kept version of a lambda, oldest first.
+    /// Every kept version of a lambda, oldest first, with the live tasks that
+    /// still need it (pinned to it, or resuming on it: their journal's
+    /// version), and how many of them are suspended.
     Versions { name: String },
     /// One lambda and its configuration.
     Get {
@@ -243,7 +245,7 @@ pub fn run(args: LambdaArgs) -> Result<ExitCode, Failure> {
                     .lambda_versions(&name)
                     .await
                     .map_err(|e| client.failure(e))?;
-                print_lambdas(&versions, client.json, false);
+                print_versions(&versions, client.json);
             }
             LambdaCommand::Get { name, version } => {
                 let lambda = frontend
@@ -317,6 +319,40 @@ fn print_lambdas(lambdas: &[Lambda], as_json: bool, named: bool) {
         };
         println!(
             "{name}v{:<4} {}  deployed {}",
+            lambda.version,
+            &lambda.digest[..12.min(lambda.digest.len())],
+            time(lambda.created_at)
+        );
+    }
+}
+
+/// `waft lambda versions`: each version, and the tasks that still need it
+/// (which keep it from garbage collection).
+fn print_versions(versions: &[LambdaVersion], as_json: bool) {
+    if as_json {
+        let list: Vec<_> = versions
+            .iter()
+            .map(|v| {
+                let mut shown = lambda_json(&v.lambda);
+                shown["suspended_tasks"] = json!(v.suspended);
+                shown["live_tasks"] = json!(v.live);
+                shown
+            })
+            .collect();
+        println!("{}", serde_json::Value::Array(list));
+        return;
+    }
+    for v in versions {
+        let lambda = &v.lambda;
+        let needed = match (v.suspended, v.live) {
+            (0, 0) => String::new(),
+            (0, live) => format!("  needed by {live} live tasks"),
+            (suspended, live) => {
+                format!("  needed by {live} live tasks, {suspended} of them suspended")
+            }
+        };
+        println!(
+            "v{:<4} {}  deployed {}{needed}",
             lambda.version,
             &lambda.digest[..12.min(lambda.digest.len())],
             time(lambda.created_at)

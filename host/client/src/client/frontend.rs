@@ -276,7 +276,7 @@ impl ClientApi for FrontendClient {
         lambda_from_proto(answer(response.into_inner().lambda, Self::ROLE)?)
     }
 
-    async fn lambda_versions(&self, name: &str) -> ServiceResult<Vec<Lambda>> {
+    async fn lambda_versions(&self, name: &str) -> ServiceResult<Vec<LambdaVersion>> {
         let response = self
             .0
             .clone()
@@ -284,12 +284,21 @@ impl ClientApi for FrontendClient {
                 name: name.to_owned(),
             })
             .await
-            .map_err(Self::error)?;
+            .map_err(Self::error)?
+            .into_inner();
+        // An older Frontend sends no uses: none known.
+        let mut uses = response.uses.into_iter();
         response
-            .into_inner()
             .versions
             .into_iter()
-            .map(lambda_from_proto)
+            .map(|lambda| {
+                let used = uses.next().unwrap_or_default();
+                Ok(LambdaVersion {
+                    lambda: lambda_from_proto(lambda)?,
+                    suspended: used.suspended,
+                    live: used.live,
+                })
+            })
             .collect()
     }
 

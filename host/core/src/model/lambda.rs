@@ -59,6 +59,20 @@ pub struct Lambda {
     pub created_at: Millis,
 }
 
+/// A version of a lambda, with the tasks that still need it: its garbage
+/// collection (`keep_versions`) keeps a version any such task needs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LambdaVersion {
+    pub lambda: Lambda,
+    /// Suspended tasks that resume on this version (their journal's, or
+    /// the one they are pinned to): a task that sleeps for a week across
+    /// a deploy resumes on the version that wrote its journal.
+    pub suspended: u64,
+    /// Tasks not in a final state that need this version (the suspended
+    /// among them; a dead letter may be redriven).
+    pub live: u64,
+}
+
 /// Deploys a new version of a lambda (creating the lambda if new).
 #[derive(Debug, Clone, PartialEq)]
 pub struct LambdaDeploy {

@@ -14,8 +14,9 @@ use waft_core::{CronSchedule, LambdaConfig};
 use waft_runtime::Digest;
 use waft_store::{
     Attempt, Cron, DeadRedrive, DeadSelector, Gate, GateSet, GateState, JournalEntry, Lambda,
-    LambdaDeploy, LambdaRollback, Millis, NewTask, Overview, SignalSent, StatusCount, Task,
-    TaskCount, TaskInsertMany, TaskInserted, TaskJournalRead, TaskList, TaskSignal,
+    LambdaDeploy, LambdaRollback, LambdaVersion, Millis, NewTask, Overview, SignalSent,
+    StatusCount, Task, TaskCount, TaskInsertMany, TaskInserted, TaskJournalRead, TaskList,
+    TaskSignal,
 };
 
 use super::{Frontend, MAX_COMPONENT_BYTES, MAX_TASKS_PER_REQUEST};
@@ -252,7 +253,7 @@ impl ClientApi for Frontend {
         Ok(lambda)
     }
 
-    async fn lambda_versions(&self, name: &str) -> ServiceResult<Vec<Lambda>> {
+    async fn lambda_versions(&self, name: &str) -> ServiceResult<Vec<LambdaVersion>> {
         self.allow(Call::LambdaVersions, Some(name))?;
         Ok(self.store.lambda_versions(name).await?)
     }

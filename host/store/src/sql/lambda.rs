@@ -12,8 +12,10 @@ use crate::names::status::{FINAL, RUNNING};
 use crate::rows::{self, LAMBDA_COLUMNS};
 use crate::support::{millis, sql, text_in};
 use crate::{
-    Artifact, GcReport, Lambda, LambdaDeploy, LambdaGc, LambdaRollback, Result, StoreError,
+    Artifact, GcReport, Lambda, LambdaDeploy, LambdaGc, LambdaRollback, LambdaVersion, Result,
+    StoreError,
 };
+use waft_core::TaskStatus;
 
 pub(super) async fn lambda_current(conn: &mut Connection, name: &str) -> Result<Option<Lambda>> {
     let row = sqlx::query(sql(format!(
@@ -190,7 +192,7 @@ pub(super) async fn list(store: &Store) -> Result<Vec<Lambda>> {
     rows.iter().map(rows::lambda).collect()
 }
 
-pub(super) async fn versions(store: &Store, name: &str) -> Result<Vec<Lambda>> {
+pub(super) async fn versions(store: &Store, name: &str) -> Result<Vec<LambdaVersion>> {
     let rows = sqlx::query(sql(format!(
         "SELECT {LAMBDA_COLUMNS} FROM lambdas l JOIN lambda_versions v \
          ON v.lambda = l.name WHERE l.name = $1 ORDER BY v.version"
@@ -201,7 +203,37 @@ pub(super) async fn versions(store: &Store, name: &str) -> Result<Vec<Lambda>> {
     if rows.is_empty() {
         return Err(StoreError::UnknownLambda(name.to_owned()));
     }
-    rows.iter().map(rows::lambda).collect()
+    // The version a live task needs: its journal's, else the one it is
+    // pinned to (what `gc` keeps).
+    let needed: Vec<(i64, String, i64)> = sqlx::query_as(sql(format!(
+        "SELECT COALESCE(journal_version, version) AS needs, status, COUNT(*) FROM tasks \
+         WHERE lambda = $1 AND status NOT IN {FINAL} \
+         AND COALESCE(journal_version, version) IS NOT NULL \
+         GROUP BY COALESCE(journal_version, version), status"
+    )))
+    .bind(text_in(name))
+    .fetch_all(&store.pool)
+    .await?;
+    rows.iter()
+        .map(|row| {
+            let lambda = rows::lambda(row)?;
+            let of = |suspended_only: bool| {
+                needed
+                    .iter()
+                    .filter(|(version, status, _)| {
+                        *version == i64::from(lambda.version)
+                            && (!suspended_only || status == TaskStatus::Suspended.as_str())
+                    })
+                    .map(|(_, _, n)| u64::try_from(*n).unwrap_or(0))
+                    .sum()
+            };
+            Ok(LambdaVersion {
+                suspended: of(true),
+                live: of(false),
+                lambda,
+            })
+        })
+        .collect()
 }
 
 pub(super) async fn rollback(tx: &mut Connection, params: LambdaRollback) -> Result<Lambda> {

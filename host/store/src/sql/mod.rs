@@ -56,11 +56,11 @@ use crate::names::GATE_OF_TASK;
 use crate::{
     Artifact, Attempt, Backlog, ChildrenState, ClaimedTask, Cron, CronMaterialize, DeadRedrive,
     EnqueueReport, Gate, GateSet, GcReport, JournalEntry, Lambda, LambdaDeploy, LambdaGc,
-    LambdaRollback, LambdaStats, Materialized, Millis, Refusal, Result, SealedSecrets, SecretInfo,
-    SecretSet, SignalSent, StatusCount, Task, TaskChildrenRead, TaskClaimMany, TaskCount,
-    TaskEnqueueReady, TaskHeartbeatMany, TaskInsertMany, TaskInserted, TaskJournalRead,
-    TaskJournalWrite, TaskList, TaskSetResultMany, TaskSignal, TaskSignalRead, TaskStore, Token,
-    TokenCreate,
+    LambdaRollback, LambdaStats, LambdaVersion, Materialized, Millis, Refusal, Result,
+    SealedSecrets, SecretInfo, SecretSet, SignalSent, StatusCount, Task, TaskChildrenRead,
+    TaskClaimMany, TaskCount, TaskEnqueueReady, TaskHeartbeatMany, TaskInsertMany, TaskInserted,
+    TaskJournalRead, TaskJournalWrite, TaskList, TaskSetResultMany, TaskSignal, TaskSignalRead,
+    TaskStore, Token, TokenCreate,
 };
 
 /// Runs a dialect's lock statement, if it has one.
@@ -108,7 +108,7 @@ impl TaskStore for Store {
     async fn lambda_list(&self) -> Result<Vec<Lambda>> {
         lambda::list(self).await
     }
-    async fn lambda_versions(&self, name: &str) -> Result<Vec<Lambda>> {
+    async fn lambda_versions(&self, name: &str) -> Result<Vec<LambdaVersion>> {
         lambda::versions(self, name).await
     }
     async fn lambda_rollback(&self, params: LambdaRollback) -> Result<Lambda> {

@@ -98,8 +98,8 @@ pub async fn a_journal_pins_its_version(store: &dyn TaskStore) {
     assert_eq!((fresh.lambda_version, fresh.journal_len), (3, 0));
 }
 
-fn versions_left(versions: Vec<waft_store::Lambda>) -> Vec<u32> {
-    versions.iter().map(|l| l.version).collect()
+fn versions_left(versions: Vec<waft_store::LambdaVersion>) -> Vec<u32> {
+    versions.iter().map(|v| v.lambda.version).collect()
 }
 
 /// Garbage collection keeps the version a live task's journal needs, and
@@ -261,7 +261,7 @@ pub async fn on_divergence_is_kept_per_version(store: &dyn TaskStore) {
         .await
         .unwrap()
         .iter()
-        .map(|l| l.config.on_divergence)
+        .map(|v| v.lambda.config.on_divergence)
         .collect();
     assert_eq!(all, [OnDivergence::Fail, OnDivergence::Restart]);
     for (to, expected) in [(1, OnDivergence::Fail), (2, OnDivergence::Restart)] {
@@ -275,4 +275,46 @@ pub async fn on_divergence_is_kept_per_version(store: &dyn TaskStore) {
             .unwrap();
         assert_eq!(back.config.on_divergence, expected, "a copy of {to}");
     }
+}
+
+/// A task suspended across deploys needs the version that wrote its
+/// journal: the versions' listing says so, and garbage collection keeps
+/// it, however few versions it keeps.
+pub async fn versions_show_and_keep_what_suspended_tasks_need(store: &dyn TaskStore) {
+    deploy(store, "mail").await;
+    let asleep = insert(store, new_task("mail"), T0).await;
+    let run = claim_due(store, &asleep, T0).await;
+    let sleep = ResultOutcome::Suspend {
+        until: T0 + 7 * 86_400_000,
+        wait: waft_store::Wait::Timer,
+    };
+    let journal = JournalWrite {
+        from: 0,
+        entries: entries(0, 1, "asleep"),
+    };
+    let suspended = finish_with(
+        store,
+        &asleep,
+        run.lease_token,
+        sleep,
+        Some(journal),
+        0,
+        T0 + 1,
+    );
+    assert_eq!(suspended.await.unwrap(), Ok(TaskStatus::Suspended));
+    deploy(store, "mail").await;
+    deploy(store, "mail").await;
+    let gc = LambdaGc {
+        lambda: "mail".into(),
+        keep: 1,
+    };
+    assert_eq!(store.lambda_gc(gc).await.unwrap().versions, 1);
+    let uses: Vec<_> = store
+        .lambda_versions("mail")
+        .await
+        .unwrap()
+        .iter()
+        .map(|v| (v.lambda.version, v.suspended, v.live))
+        .collect();
+    assert_eq!(uses, [(1, 1, 1), (3, 0, 0)]);
 }

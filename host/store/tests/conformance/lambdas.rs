@@ -171,7 +171,7 @@ pub async fn versions_pin_roll_back_and_are_collected(store: &dyn TaskStore) {
         .await
         .unwrap()
         .iter()
-        .map(|l| l.version)
+        .map(|v| v.lambda.version)
         .collect();
     assert_eq!(left, [1, 4, 5]);
     assert!(store.component_get("digest-2").await.unwrap().is_none());
