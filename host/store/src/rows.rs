@@ -49,7 +49,7 @@ fn json<T: serde::de::DeserializeOwned>(what: &str, json: &str) -> Result<T, Sto
 pub(crate) const TASK_COLUMNS: &str = "id, lambda, collection, priority, payload, status, attempt, \
     max_attempts, scheduled_at, next_trigger_at, held, enqueue_token, lease_token, created_at, \
     enqueued_at, claimed_at, heartbeat_at, finished_at, progress, last_error, log, output, parent_id, \
-    idempotency_key, cron_id, version, continuation, wait_signal";
+    idempotency_key, cron_id, version, continuation, wait_kind, wait_signal";
 
 /// A row of `tasks`, as [`TASK_COLUMNS`] selects it.
 #[derive(FromRow)]
@@ -81,6 +81,7 @@ pub(crate) struct TaskRow {
     cron_id: Option<String>,
     version: Option<i64>,
     continuation: Option<String>,
+    wait_kind: Option<String>,
     wait_signal: Option<String>,
 }
 
@@ -127,6 +128,8 @@ impl TryFrom<TaskRow> for Task {
                 .then_some(row.wait_signal)
                 .flatten()
                 .map(crate::support::text_out),
+            waiting_for_children: status == TaskStatus::Suspended
+                && row.wait_kind.as_deref() == Some("children"),
         })
     }
 }

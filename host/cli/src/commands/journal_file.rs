@@ -231,6 +231,7 @@ mod tests {
             version: Some(4),
             continuation: None,
             waiting_for_signal: None,
+            waiting_for_children: false,
         }
     }
 

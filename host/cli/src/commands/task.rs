@@ -253,8 +253,9 @@ impl Call<'_> {
             return Ok(());
         }
         for task in &tasks {
+            let waiting = waiting_for(task).map_or(String::new(), |w| format!("  waiting for {w}"));
             println!(
-                "{}  {:<17}  {}  attempt {}/{}  created {}",
+                "{}  {:<17}  {}  attempt {}/{}  created {}{waiting}",
                 task.id,
                 task.status.as_str(),
                 task.lambda,
@@ -476,6 +477,16 @@ async fn descendants(
     }
 }
 
+/// What a suspended task waits for besides its time: a signal, or its
+/// children; `None` for a sleep, and for a task not suspended.
+fn waiting_for(task: &Task) -> Option<String> {
+    match (&task.waiting_for_signal, task.waiting_for_children) {
+        (Some(name), _) => Some(format!("signal {name:?}")),
+        (None, true) => Some("its children to end".to_owned()),
+        (None, false) => (task.status == TaskStatus::Suspended).then(|| "its time".to_owned()),
+    }
+}
+
 pub(crate) fn task_json(task: &Task) -> serde_json::Value {
     json!({
         "id": task.id,
@@ -502,6 +513,7 @@ pub(crate) fn task_json(task: &Task) -> serde_json::Value {
         "idempotency_key": task.idempotency_key,
         "version": task.version,
         "waiting_for_signal": task.waiting_for_signal,
+        "waiting_for_children": task.waiting_for_children,
         "then": task.continuation.as_ref().map(|then| json!({
             "lambda": then.lambda,
             "collection": then.collection,
@@ -544,9 +556,7 @@ fn print_task(task: &Task, as_json: bool) {
         (
             "waiting for",
             // Until its next trigger: the wait's end, or now once woken.
-            task.waiting_for_signal
-                .as_ref()
-                .map(|name| format!("signal {name:?}")),
+            waiting_for(task),
         ),
         ("progress", task.progress.clone()),
         ("last error", task.last_error.clone()),

@@ -63,6 +63,7 @@ pub fn task_to_proto(task: Task) -> proto::Task {
         version: task.version,
         then: task.continuation.map(continuation_to_proto),
         waiting_for_signal: task.waiting_for_signal,
+        waiting_for_children: task.waiting_for_children,
     }
 }
 
@@ -97,6 +98,7 @@ pub fn task_from_proto(task: proto::Task) -> ServiceResult<Task> {
         version: task.version,
         continuation: task.then.map(continuation_from_proto).transpose()?,
         waiting_for_signal: task.waiting_for_signal,
+        waiting_for_children: task.waiting_for_children,
     })
 }
 

@@ -49,6 +49,8 @@ pub struct Task {
     /// `next_trigger_at`); `None` for any other task, and for one suspended
     /// in a sleep.
     pub waiting_for_signal: Option<String>,
+    /// Whether a suspended task waits for its children to end (a fan-in).
+    pub waiting_for_children: bool,
 }
 
 /// On a task's success, a task of `lambda` with the output as its payload,

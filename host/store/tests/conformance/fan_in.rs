@@ -111,6 +111,8 @@ pub async fn a_fan_in_wakes_when_its_last_child_ends(store: &dyn TaskStore) {
     );
     let century = Some(T0 + 100 * 366 * 86_400_000);
     assert_eq!(due(store, &parent).await, century);
+    let waiting = store.task_get(&parent).await.unwrap().unwrap();
+    assert!(waiting.waiting_for_children && waiting.waiting_for_signal.is_none());
     let stats = store.lambda_stats(T0 + 3, T0).await.unwrap();
     let mail = stats.into_iter().find(|s| s.lambda == "mail").unwrap();
     assert_eq!(
@@ -146,6 +148,14 @@ pub async fn a_fan_in_wakes_when_its_last_child_ends(store: &dyn TaskStore) {
     assert_eq!(report.dead, 1, "{report:?}");
     assert_eq!(due(store, &parent).await, Some(lapsed));
     let lease = start(store, &parent, lapsed).await;
+    assert!(
+        !store
+            .task_get(&parent)
+            .await
+            .unwrap()
+            .unwrap()
+            .waiting_for_children
+    );
     let Ok(ChildrenState::Ended(ends)) = read(store, &parent, lease, &ids).await.unwrap() else {
         panic!("every child has ended");
     };

@@ -56,6 +56,9 @@ export function TaskPage({ id }) {
         ? <p class="waiting">Waiting for signal <b class="mono">{task.waitingForSignal}</b>
           {" "}(or its time: see “next look”).</p>
         : null}
+      {task.waitingForChildren
+        ? <p class="waiting">Waiting for its children to end (see “Children” below).</p>
+        : null}
       {!ended ? <SignalForm id={id} name={task.waitingForSignal} sent={reload} /> : null}
       {task.progress ? <p>Progress: {task.progress}</p> : null}
       {task.lastError ? <><h2>Last error</h2><pre class="error-text">{task.lastError}</pre></> : null}
