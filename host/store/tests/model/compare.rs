@@ -36,10 +36,10 @@ impl Run<'_> {
                 task.enqueue_token,
                 task.lease_token,
                 task.waiting_for_signal.clone(),
+                task.waiting_for_children,
             );
-            let waiting = (expected.status == waft_core::TaskStatus::Suspended)
-                .then(|| expected.waiting_for.clone())
-                .flatten();
+            let suspended = expected.status == waft_core::TaskStatus::Suspended;
+            let waiting = suspended.then(|| expected.waiting_for.clone()).flatten();
             let wanted = (
                 expected.status,
                 expected.held,
@@ -48,6 +48,7 @@ impl Run<'_> {
                 expected.enqueue_token,
                 expected.lease_token,
                 waiting,
+                suspended && expected.waiting_for_children,
             );
             if seen != wanted {
                 return Some(format!("task {id}: {seen:?}, the model {wanted:?}"));

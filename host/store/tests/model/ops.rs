@@ -54,6 +54,8 @@ pub enum Op {
         lambda: usize,
         collection: usize,
         delay: Millis,
+        /// The task it is a child of.
+        parent: Option<usize>,
     },
     Advance(Millis),
     Poll,
@@ -96,8 +98,18 @@ fn token() -> impl Strategy<Value = Token> {
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        3 => (0..2usize, 0..2usize, prop_oneof![Just(0), 0..3_000i64])
-            .prop_map(|(lambda, collection, delay)| Op::Insert { lambda, collection, delay }),
+        3 => (
+            0..2usize,
+            0..2usize,
+            prop_oneof![Just(0), 0..3_000i64],
+            prop::option::weighted(0.5, 0..MAX_TASKS),
+        )
+            .prop_map(|(lambda, collection, delay, parent)| Op::Insert {
+                lambda,
+                collection,
+                delay,
+                parent,
+            }),
         3 => prop_oneof![1..500i64, 1_000..6_000i64].prop_map(Op::Advance),
         1 => (0..2usize, any::<bool>()).prop_map(|(lambda, stale)| Op::Materialize { lambda, stale }),
         1 => (0..2usize).prop_map(Op::Deploy),
@@ -121,12 +133,13 @@ fn racing_op() -> impl Strategy<Value = Op> {
             task.clone(),
             token(),
             prop_oneof![
-                Just(Ending::Success),
-                Just(Ending::Fatal),
-                (0..4_000u64).prop_map(Ending::Retriable),
-                (0..4_000u64).prop_map(Ending::Suspend),
-                (0..4_000u64, 0..2usize, 0..2u32)
-                    .prop_map(|(after, name, taken)| Ending::AwaitSignal { after, name, taken })
+                2 => Just(Ending::Success),
+                2 => Just(Ending::Fatal),
+                2 => (0..4_000u64).prop_map(Ending::Retriable),
+                2 => (0..4_000u64).prop_map(Ending::Suspend),
+                2 => (0..4_000u64, 0..2usize, 0..2u32)
+                    .prop_map(|(after, name, taken)| Ending::AwaitSignal { after, name, taken }),
+                3 => Just(Ending::AwaitChildren),
             ],
             prop::option::of(journal_change()),
         )

@@ -111,6 +111,8 @@ fn linearize_polls_as_one(
 /// waits for it, a journal write as it writes), and a poll skips locked
 /// rows (`SKIP LOCKED`), leaving the task to the next poll. (Other writers
 /// make the task not due, or end it, so a poll after them skips it too.)
+/// So do the rows fan-ins lock: an ending task's parent, a waiting task's
+/// children.
 fn linearize_polls_skipping_locked(
     model: &Model,
     now: Millis,
@@ -119,11 +121,20 @@ fn linearize_polls_skipping_locked(
     answers: &[Answer],
     made: &[String],
 ) -> Vec<Model> {
+    let parent = |id: &str| model.tasks.get(id).and_then(|t| t.parent.clone());
     let locked: Vec<String> = inputs
         .iter()
-        .filter_map(|input| match input {
-            Input::Signal(id, _) | Input::Journal { id, .. } => Some(id.clone()),
-            _ => None,
+        .flat_map(|input| match input {
+            Input::Signal(id, _) | Input::Journal { id, .. } => vec![id.clone()],
+            // A result's end (a claim's drop, a cancel) locks the task's
+            // parent while it looks whether it waits for its children; a
+            // wait for children locks them.
+            Input::Result { id, children, .. } => parent(id)
+                .into_iter()
+                .chain(children.iter().cloned())
+                .collect(),
+            Input::Task(id, _) => parent(id).into_iter().collect(),
+            _ => Vec::new(),
         })
         .collect();
     if locked.is_empty() || !ops.iter().any(|op| matches!(op, Op::Poll)) {

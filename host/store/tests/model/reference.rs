@@ -48,6 +48,12 @@ pub struct ModelTask {
     /// The signal its last suspension waits for (meaningful while it is
     /// suspended).
     pub waiting_for: Option<String>,
+    /// The task it is a child of.
+    pub parent: Option<String>,
+    /// Whether its last suspension waits for its children (a fan-in), and
+    /// those of them not ended yet: the end of the last wakes it.
+    pub waiting_for_children: bool,
+    pub awaiting: Vec<String>,
 }
 
 /// The whole model: tasks by id, gates by `(lambda, collection or "")`,
@@ -111,7 +117,12 @@ pub enum Ending {
         name: usize,
         taken: u32,
     },
+    /// Suspended until every child it has ends ([`CENTURY`] at most).
+    AwaitChildren,
 }
+
+/// How long a wait for children lasts at most: it never comes due by time.
+pub const CENTURY: Millis = 100 * 366 * 86_400_000;
 
 /// How a signal was answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -137,7 +148,14 @@ impl Model {
         effect
     }
 
-    pub fn insert(&mut self, id: String, lambda: &str, collection: &str, run_at: Millis) {
+    pub fn insert(
+        &mut self,
+        id: String,
+        lambda: &str,
+        collection: &str,
+        run_at: Millis,
+        parent: Option<String>,
+    ) {
         let mut task = ModelTask {
             lambda: lambda.into(),
             collection: collection.into(),
@@ -154,6 +172,9 @@ impl Model {
             claimed_version: None,
             signals: Vec::new(),
             waiting_for: None,
+            parent,
+            waiting_for_children: false,
+            awaiting: Vec::new(),
         };
         apply(&mut task, Operation::Insert, run_at, 0);
         self.tasks.insert(id, task);
@@ -198,6 +219,7 @@ impl Model {
             }
         }
         answer.enqueued.sort();
+        self.gather(now);
         answer
     }
 
@@ -231,7 +253,9 @@ impl Model {
             }
             GateState::Dropped => {
                 apply(task, Operation::Drop, now, 0);
-                Err(Refusal::WrongState(task.status))
+                let status = task.status;
+                self.gather(now);
+                Err(Refusal::WrongState(status))
             }
             GateState::Open => Err(Refusal::StaleEnqueueToken {
                 current: task.enqueue_token,
@@ -328,12 +352,14 @@ impl Model {
                 AttemptOutcome::Suspended,
                 after as Millis,
             ),
+            Ending::AwaitChildren => (Operation::Suspend, AttemptOutcome::Suspended, CENTURY),
         };
         task.attempts
             .push((task.lease_token, task.attempt, outcome, replayed));
         apply(task, operation, now, backoff);
         if operation == Operation::Suspend {
             task.waiting_for = None;
+            task.waiting_for_children = false;
         }
         if let Ending::AwaitSignal { name, taken, .. } = ending {
             let name = SIGNALS[name];
@@ -344,7 +370,54 @@ impl Model {
                 apply(task, Operation::Signal, now, 0);
             }
         }
-        task.status
+        if ending == Ending::AwaitChildren {
+            // Those that ended while the execution ran are not awaited;
+            // with none left, it is due at once.
+            let awaiting: Vec<String> = self
+                .children(id)
+                .into_iter()
+                .filter(|child| !self.tasks[child].status.is_terminal())
+                .collect();
+            let task = self.tasks.get_mut(id).unwrap();
+            task.waiting_for_children = true;
+            if awaiting.is_empty() {
+                apply(task, Operation::Gather, now, 0);
+            }
+            task.awaiting = awaiting;
+        }
+        self.gather(now);
+        self.tasks[id].status
+    }
+
+    /// The ids of task `id`'s children.
+    pub fn children(&self, id: &str) -> Vec<String> {
+        self.tasks
+            .iter()
+            .filter(|(_, t)| t.parent.as_deref() == Some(id))
+            .map(|(child, _)| child.clone())
+            .collect()
+    }
+
+    /// After an operation that may have ended tasks: each task suspended
+    /// waiting for its children forgets those that ended, and is woken by
+    /// the end of the last it waited for.
+    fn gather(&mut self, now: Millis) {
+        let ended: Vec<String> = self
+            .tasks
+            .iter()
+            .filter(|(_, t)| t.status.is_terminal())
+            .map(|(id, _)| id.clone())
+            .collect();
+        for task in self.tasks.values_mut() {
+            if task.status != TaskStatus::Suspended || !task.waiting_for_children {
+                continue;
+            }
+            let before = task.awaiting.len();
+            task.awaiting.retain(|child| !ended.contains(child));
+            if task.awaiting.len() < before && task.awaiting.is_empty() {
+                apply(task, Operation::Gather, now, 0);
+            }
+        }
     }
 
     /// Keeps a signal for a task that has not ended; wakes it when it is
@@ -377,6 +450,7 @@ impl Model {
             return CancelAnswer::AlreadyEnded(task.status);
         }
         apply(task, Operation::Cancel, now, 0);
+        self.gather(now);
         CancelAnswer::Cancelled
     }
 
@@ -463,7 +537,7 @@ impl Model {
         }
         *next = expected + period;
         if let Some(id) = created {
-            self.insert(id, lambda, "default", expected);
+            self.insert(id, lambda, "default", expected, None);
         }
         true
     }

@@ -22,8 +22,8 @@ use crate::ops::{
 };
 use crate::race::run_race;
 use crate::reference::{
-    CLAIM_TIMEOUT, CancelAnswer, ClaimAnswer, ENQUEUE_TIMEOUT, Ending, HEARTBEAT_TIMEOUT, Hole,
-    MAX_ATTEMPTS, Model, PollAnswer, RedriveAnswer, SignalAnswer,
+    CENTURY, CLAIM_TIMEOUT, CancelAnswer, ClaimAnswer, ENQUEUE_TIMEOUT, Ending, HEARTBEAT_TIMEOUT,
+    Hole, MAX_ATTEMPTS, Model, PollAnswer, RedriveAnswer, SignalAnswer,
 };
 
 /// An answer of any operation, comparable with the model's.
@@ -200,6 +200,7 @@ impl Run<'_> {
                     lease,
                     journal,
                     replayed,
+                    children,
                 },
             ) => {
                 let outcome = match ending {
@@ -222,6 +223,12 @@ impl Run<'_> {
                         wait: Wait::Signal {
                             name: SIGNALS[*name].into(),
                             taken: *taken,
+                        },
+                    },
+                    Ending::AwaitChildren => ResultOutcome::Suspend {
+                        until: now + CENTURY,
+                        wait: Wait::Children {
+                            ids: children.clone(),
                         },
                     },
                 };
@@ -349,6 +356,7 @@ impl Run<'_> {
                 lambda,
                 collection,
                 delay,
+                parent,
             } => {
                 if self.ids.len() >= MAX_TASKS {
                     return Input::Nothing;
@@ -358,6 +366,7 @@ impl Run<'_> {
                     collection: Some(COLLECTIONS[*collection].into()),
                     payload: b"\0".to_vec(),
                     run_at: Some(self.now + delay),
+                    parent_id: parent.and_then(|parent| self.task(parent)),
                     ..NewTask::default()
                 })
             }
@@ -399,11 +408,13 @@ impl Run<'_> {
                     let lease = self.token(&id, *which, false);
                     let journal = change.map(|change| self.journal_write(&id, lease, change));
                     let replayed = self.model.tasks[&id].journal.len() as u32;
+                    let children = self.model.children(&id);
                     Input::Result {
                         id,
                         lease,
                         journal,
                         replayed,
+                        children,
                     }
                 }
                 None => Input::Nothing,
@@ -460,6 +471,7 @@ impl Run<'_> {
                     &task.lambda,
                     task.collection.as_deref().unwrap(),
                     task.run_at.unwrap(),
+                    task.parent_id.clone(),
                 );
                 Answer::Inserted
             }
@@ -486,6 +498,7 @@ impl Run<'_> {
                     lease,
                     journal,
                     replayed,
+                    ..
                 },
             ) => {
                 Answer::Result(model.result(id, *lease, *ending, journal.as_ref(), *replayed, now))
@@ -549,6 +562,8 @@ pub enum Input {
         lease: i64,
         journal: Option<JournalWrite>,
         replayed: u32,
+        /// The task's children, which a wait for them lists.
+        children: Vec<String>,
     },
     /// A signal's task and name.
     Signal(String, &'static str),
