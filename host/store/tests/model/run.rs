@@ -8,6 +8,7 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use waft_core::machine;
 use waft_core::{LambdaConfig, TaskStatus};
 use waft_store::{
     Cron, CronMaterialize, DeadRedrive, DeadSelector, GateSet, Heartbeat, JournalEntry,
@@ -56,6 +57,21 @@ pub struct Run<'a> {
 impl Run<'_> {
     fn task(&self, index: usize) -> Option<String> {
         (!self.ids.is_empty()).then(|| self.ids[index % self.ids.len()].clone())
+    }
+
+    /// Task `index`; for an even index, the first task from it on in one of
+    /// `statuses` if one is, so that claims and results meet the tasks they
+    /// can change often enough to matter (odd ones still meet any).
+    fn task_in(&self, index: usize, statuses: machine::StatusSet) -> Option<String> {
+        let n = self.ids.len();
+        if index % 2 == 1 || n == 0 {
+            return self.task(index);
+        }
+        (0..n)
+            .map(|k| &self.ids[(index + k) % n])
+            .find(|id| statuses.contains(self.model.tasks[*id].status))
+            .cloned()
+            .or_else(|| self.task(index))
     }
 
     /// The token or lease an operation carries, read off the model (which
@@ -370,13 +386,15 @@ impl Run<'_> {
                     ..NewTask::default()
                 })
             }
-            Op::Claim(task, which) => match self.task(*task) {
-                Some(id) => {
-                    let token = self.token(&id, *which, true);
-                    Input::Task(id, token)
+            Op::Claim(task, which) => {
+                match self.task_in(*task, machine::StatusSet::of(&[TaskStatus::Enqueued])) {
+                    Some(id) => {
+                        let token = self.token(&id, *which, true);
+                        Input::Task(id, token)
+                    }
+                    None => Input::Nothing,
                 }
-                None => Input::Nothing,
-            },
+            }
             Op::Heartbeat(task, which) => match self.task(*task) {
                 Some(id) => {
                     let lease = self.token(&id, *which, false);
@@ -403,7 +421,7 @@ impl Run<'_> {
                 }
                 None => Input::Nothing,
             },
-            Op::Result(task, which, _, change) => match self.task(*task) {
+            Op::Result(task, which, _, change) => match self.task_in(*task, machine::RUNNING) {
                 Some(id) => {
                     let lease = self.token(&id, *which, false);
                     let journal = change.map(|change| self.journal_write(&id, lease, change));
