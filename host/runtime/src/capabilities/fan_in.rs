@@ -22,7 +22,6 @@ use waft_core::TaskStatus;
 use waft_core::limits::MAX_AWAITED;
 use waft_core::model::{ChildEnd, ChildrenState, Wait};
 
-use crate::Unread;
 use crate::contract::current::wit::children;
 use crate::durable::{digest, unix_millis};
 use crate::run::HostState;
@@ -102,18 +101,12 @@ impl HostState {
                     return ends.into_iter().map(End::new).collect();
                 }
                 Ok(ChildrenState::Waiting { .. }) => {}
-                Err(Unread::LeaseLost(reason)) => {
-                    return Err(wasmtime::Error::msg(format!(
-                        "execution stopped: lease lost: {reason}"
-                    )));
-                }
-                Err(Unread::Invalid(why)) => {
-                    return Err(wasmtime::Error::msg(format!("children::wait_all: {why}")));
-                }
-                Err(Unread::Unavailable(why)) => {
-                    return Err(wasmtime::Error::msg(format!(
-                        "the children's ends could not be read: {why}"
-                    )));
+                Err(unread) => {
+                    return Err(super::stopped(
+                        unread,
+                        "children::wait_all",
+                        "children's ends",
+                    ));
                 }
             }
             if self.waits.waited_enough(started.elapsed()) && self.journal.quiet() {

@@ -23,7 +23,18 @@ mod signals;
 
 pub(crate) use signals::Taken;
 
+use crate::Unread;
 use crate::contract::current::wit::types;
 use crate::run::HostState;
+
+/// Why an execution waiting in `call` for its task's `what` stops, when
+/// the platform would not tell it.
+fn stopped(unread: Unread, call: &str, what: &str) -> wasmtime::Error {
+    wasmtime::Error::msg(match unread {
+        Unread::LeaseLost(reason) => format!("execution stopped: lease lost: {reason}"),
+        Unread::Invalid(why) => format!("{call}: {why}"),
+        Unread::Unavailable(why) => format!("the task's {what} could not be read: {why}"),
+    })
+}
 
 impl types::Host for HostState {}

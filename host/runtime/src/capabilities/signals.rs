@@ -26,7 +26,6 @@ use std::time::{Duration, SystemTime};
 use waft_core::limits::check_signal_name;
 use waft_core::model::Wait;
 
-use crate::Unread;
 use crate::contract::current::wit::signals;
 use crate::durable::{digest, rfc3339, unix_millis};
 use crate::run::HostState;
@@ -99,19 +98,7 @@ impl HostState {
             match host.signal(name, taken).await {
                 Ok(Some(payload)) => return Ok(Some(payload)),
                 Ok(None) => {}
-                Err(Unread::LeaseLost(reason)) => {
-                    return Err(wasmtime::Error::msg(format!(
-                        "execution stopped: lease lost: {reason}"
-                    )));
-                }
-                Err(Unread::Invalid(why)) => {
-                    return Err(wasmtime::Error::msg(format!("wait_signal: {why}")));
-                }
-                Err(Unread::Unavailable(why)) => {
-                    return Err(wasmtime::Error::msg(format!(
-                        "the task's signals could not be read: {why}"
-                    )));
-                }
+                Err(unread) => return Err(super::stopped(unread, "wait_signal", "signals")),
             }
             let left = until_ms.saturating_sub(unix_millis(SystemTime::now()));
             let Ok(left) = u64::try_from(left) else {
