@@ -1638,7 +1638,11 @@ async fn hello_and_webhook(cluster: &Cluster, suffix: &str, hello: &str, webhook
     // The first task of each compiles its 12–18 MB component on its executor.
     const COMPILING: Duration = Duration::from_secs(120);
     let hello_name = format!("hello-{suffix}");
-    cluster.deploy(&hello_name, hello, |_| {}).await;
+    cluster
+        .deploy(&hello_name, hello, |c| {
+            c.allowed_children = vec![hello_name.clone()];
+        })
+        .await;
     let id = cluster
         .schedule(&hello_name, json!({"name": "Grace"}), None)
         .await;
@@ -1648,6 +1652,33 @@ async fn hello_and_webhook(cluster: &Cluster, suffix: &str, hello: &str, webhook
         serde_json::from_slice(task.output.as_deref().unwrap()).unwrap();
     assert_eq!(output, json!({"greeting": "Hello, Grace!"}));
     assert!(task.log.unwrap().contains("greeted on attempt 1"));
+
+    // A fan-in: two children of its own, gathered.
+    let children = json!([
+        {"lambda": hello_name, "payload": {"name": "Ada"}},
+        {"lambda": hello_name, "payload": {"name": "Lin"}},
+    ]);
+    let id = cluster
+        .schedule(&hello_name, json!({"children": children}), None)
+        .await;
+    let task = cluster.finished(&id, COMPILING).await;
+    assert_eq!(
+        (task.status, task.attempt),
+        (TaskStatus::Success, 1),
+        "{task:#?}"
+    );
+    let output: serde_json::Value =
+        serde_json::from_slice(task.output.as_deref().unwrap()).unwrap();
+    let ends = output["ends"].as_array().unwrap();
+    assert_eq!(ends.len(), 2, "{output}");
+    assert!(
+        ends.iter().all(|end| end["status"] == "success"),
+        "{output}"
+    );
+    assert!(
+        ends[1]["output"].as_str().unwrap().contains("Hello, Lin!"),
+        "{output}"
+    );
 
     let server = HttpServer::start(|request| {
         Reply::status(200, request.header("authorization").unwrap_or("none"))
