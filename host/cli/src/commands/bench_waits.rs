@@ -32,7 +32,7 @@ use clap::Args;
 use waft_client::FrontendClient;
 use waft_core::{LambdaConfig, TaskStatus};
 use waft_services::{ClientApi, TaskRequest};
-use waft_store::TaskCount;
+use waft_store::{GateState, TaskCount};
 
 use crate::commands::bench_pipeline::{deploy, failed, list_all, runtime, start_dev};
 use crate::commands::bench_running::resident_kib;
@@ -53,6 +53,11 @@ pub struct WaitsBenchArgs {
     /// stage is always `--suspended`).
     #[arg(long, value_delimiter = ',', default_value = "1000,10000,50000")]
     pub checkpoints: Vec<usize>,
+    /// A control for the suspended part: the same tasks held in the store
+    /// by a paused gate on their collection, never run (what the store and
+    /// the rest of the node cost them without the executor).
+    #[arg(long)]
+    pub held: bool,
     /// How long the suspended tasks sleep.
     #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
     pub sleep: Duration,
@@ -96,7 +101,7 @@ pub fn run(args: WaitsBenchArgs) -> Result<std::process::ExitCode, Failure> {
             ..LambdaConfig::default()
         };
         let (frontend, lambda) = deploy(&node.addr.to_string(), wasm, config).await?;
-        let executor = &node_config_line(args.max_tasks);
+        let executor = &node_config_line(args.max_tasks)?;
         println!(
             "waft bench waits: {} of an in-process waft dev (SQLite, durable); {executor}; {}",
             args.file.display(),
@@ -133,12 +138,16 @@ pub fn run(args: WaitsBenchArgs) -> Result<std::process::ExitCode, Failure> {
     })
 }
 
-fn node_config_line(max_tasks: usize) -> String {
-    let defaults = waft_services::ExecutorConfig::default();
-    format!(
-        "executor max_tasks {max_tasks}, suspend_after {:?}; lambda concurrency {max_tasks}",
-        defaults.suspend_after
-    )
+/// The settings the node runs with that bear on the figures, as `waft dev`
+/// reads them (`WAFT_*` included).
+fn node_config_line(max_tasks: usize) -> Result<String, Failure> {
+    let config = waft_node::Config::load(None, std::env::vars())
+        .map_err(|e| Failure::usage(e.to_string()))?;
+    Ok(format!(
+        "executor max_tasks {max_tasks}, suspend_after {:?}; lambda concurrency {max_tasks}; \
+         consumer batch {}, poll_interval {:?}",
+        config.executor.suspend_after, config.consumer.batch, config.consumer.poll_interval
+    ))
 }
 
 struct Bench<'a> {
@@ -161,9 +170,21 @@ impl Bench<'_> {
         stages.push(args.suspended);
         stages.dedup();
         let payload = serde_json::json!({ "sleep_ms": args.sleep.as_millis() as u64 }).to_string();
+        if args.held {
+            self.frontend
+                .gate_set(self.lambda, Some("sleeping"), GateState::Paused)
+                .await
+                .map_err(failed("pause"))?;
+        }
         println!(
-            "\nsuspended: {} tasks sleeping {:?} each, in stages to {stages:?}",
-            args.suspended, args.sleep
+            "\nsuspended: {} tasks sleeping {:?} each, in stages to {stages:?}{}",
+            args.suspended,
+            args.sleep,
+            if args.held {
+                "; HELD by a paused gate, never run (the control)"
+            } else {
+                ""
+            }
         );
         println!(
             "{:>9} {:>10} {:>12} {:>9} {:>10} {:>13} {:>15} {:>9}",
@@ -194,7 +215,11 @@ impl Bench<'_> {
             let started = Instant::now();
             self.schedule(count, args.batch, |_| payload.clone(), "sleeping")
                 .await?;
-            self.until_suspended("sleeping", stage as u64, None).await?;
+            if args.held {
+                self.until_stored("sleeping", stage as u64).await?;
+            } else {
+                self.until_suspended("sleeping", stage as u64, None).await?;
+            }
             let took = started.elapsed();
             let running = self.running("sleeping").await?;
             let (db, wal) = self.store_sizes();
@@ -427,6 +452,22 @@ impl Bench<'_> {
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+    }
+
+    /// Waits until `count` tasks of the collection are in the store, ended
+    /// or not.
+    async fn until_stored(&self, collection: &str, count: u64) -> Result<(), Failure> {
+        while self
+            .counts(collection)
+            .await?
+            .iter()
+            .map(|(_, n)| n)
+            .sum::<u64>()
+            < count
+        {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        Ok(())
     }
 
     async fn running(&self, collection: &str) -> Result<u64, Failure> {
