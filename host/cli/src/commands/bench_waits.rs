@@ -12,6 +12,8 @@
 //!   store's file sizes (`waft.db` and its write-ahead log) and how fast the
 //!   stage was suspended. What it answers: whether the executor holds
 //!   anything per suspended task, and what a waiting task costs the store.
+//!   With `--held`, the control: the same tasks held by a paused gate,
+//!   never run.
 //! - **due**: `--due` tasks whose sleeps all end at one wall-clock instant
 //!   T, `--lead` ahead: each batch is scheduled with `sleep_ms` = T − now
 //!   and the next one only once it is suspended (so a task's wait starts
@@ -67,7 +69,7 @@ pub struct WaitsBenchArgs {
     pub due: usize,
     /// How far ahead of the start of the due part their common instant is:
     /// every one of them must be suspended before it.
-    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "120s", value_parser = humantime::parse_duration)]
     pub lead: Duration,
     /// Tasks per schedule request of the suspended part.
     #[arg(long, default_value_t = 250)]
@@ -75,7 +77,7 @@ pub struct WaitsBenchArgs {
     /// Tasks per schedule request of the due part (the smaller, the closer
     /// their due instants: a batch's last task starts its wait later than
     /// its first).
-    #[arg(long, default_value_t = 50)]
+    #[arg(long, default_value_t = 100)]
     pub due_batch: usize,
     /// The executor's slots (`max_tasks`) and the lambda's concurrency.
     #[arg(long, default_value_t = 256)]
