@@ -85,6 +85,10 @@ pub struct WaitsBenchArgs {
     /// How often counts by status are read while the due tasks resume.
     #[arg(long, default_value_t = 250)]
     pub sample_ms: u64,
+    /// Keep the node's data directory (its `waft.db`) when done, and say
+    /// where it is: to look into the store after (e.g. its tables' sizes).
+    #[arg(long)]
+    pub keep: bool,
     /// Grants the lambda is deployed with: the `durable` sample imports
     /// outbound HTTP, so it needs one (`--allow-outbound http://127.0.0.1:9`:
     /// with no `posts` in its payload it calls nothing).
@@ -136,6 +140,9 @@ pub fn run(args: WaitsBenchArgs) -> Result<std::process::ExitCode, Failure> {
             mib(wal),
             (db + wal) as f64 / tasks.max(1) as f64
         );
+        if args.keep {
+            println!("data directory kept: {}", data.keep().display());
+        }
         Ok(std::process::ExitCode::SUCCESS)
     })
 }
