@@ -40,6 +40,9 @@ pub enum BenchTarget {
     /// Many long tasks at once on one executor: heartbeat calls, CPU and
     /// memory while they run.
     Running(crate::commands::bench_running::RunningBenchArgs),
+    /// Durable waits at scale: memory and store per suspended task, and how
+    /// late many sleeps ending at one instant resume.
+    Waits(crate::commands::bench_waits::WaitsBenchArgs),
 }
 
 #[derive(Debug, Args)]
@@ -84,6 +87,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode, Failure> {
         BenchTarget::Invoke(args) => invoke(args),
         BenchTarget::Pipeline(args) => crate::commands::bench_pipeline::run(args),
         BenchTarget::Running(args) => crate::commands::bench_running::run(args),
+        BenchTarget::Waits(args) => crate::commands::bench_waits::run(args),
     }
 }
 

@@ -219,7 +219,7 @@ fn process_cpu(ticks: f64) -> Duration {
 }
 
 /// This process's resident memory in KiB.
-fn resident_kib() -> u64 {
+pub(crate) fn resident_kib() -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .unwrap_or_default()
         .lines()
