@@ -61,6 +61,7 @@ fn expected(call: Call) -> &'static str {
         Call::TaskSignal => "yynyny",
         Call::TaskAttempts => "yynyny",
         Call::TaskJournal => "yynyny",
+        Call::TaskJournalAnswers => "yynnny",
         Call::LambdaStats => "sshshs",
         Call::LambdaDeploy => "yynnny",
         Call::LambdaGet => "yynyny",
@@ -116,6 +117,7 @@ async fn invoke(api: &dyn FrontendApi, fx: &Fixture, call: Call) -> Answer {
         Call::TaskSignal => (api.task_signal(task, "approved", b"{}".to_vec()).await).map(none),
         Call::TaskAttempts => api.task_attempts(task).await.map(none),
         Call::TaskJournal => api.task_journal(task, false).await.map(none),
+        Call::TaskJournalAnswers => api.task_journal(task, true).await.map(none),
         Call::LambdaStats => (api.lambda_stats(Duration::from_secs(60)).await)
             .map(|overview| holds_mail(&overview.lambdas, |s| &s.lambda)),
         Call::LambdaDeploy => (api
@@ -423,8 +425,12 @@ impl ClientApi for Probe {
     async fn task_attempts(&self, _: &str) -> ServiceResult<Vec<Attempt>> {
         Err(self.saw(Call::TaskAttempts))
     }
-    async fn task_journal(&self, _: &str, _: bool) -> ServiceResult<Vec<JournalEntry>> {
-        Err(self.saw(Call::TaskJournal))
+    async fn task_journal(&self, _: &str, answers: bool) -> ServiceResult<Vec<JournalEntry>> {
+        Err(self.saw(if answers {
+            Call::TaskJournalAnswers
+        } else {
+            Call::TaskJournal
+        }))
     }
     async fn lambda_deploy(&self, _: &str, _: Vec<u8>, _: LambdaConfig) -> ServiceResult<Lambda> {
         Err(self.saw(Call::LambdaDeploy))

@@ -98,6 +98,9 @@ calls! {
     TaskSignal,
     TaskAttempts,
     TaskJournal,
+    /// A task's journal with its answers (response bodies, children's
+    /// outputs, signals' payloads): what the lambda saw, for its owner.
+    TaskJournalAnswers,
     LambdaStats,
     LambdaDeploy,
     LambdaGet,
@@ -134,7 +137,7 @@ impl Call {
                 Rule::Lambda(Read)
             }
             Call::TaskList | Call::LambdaStats | Call::LambdaList => Rule::Scoped(Read),
-            Call::TaskCancel | Call::DeadRedrive => Rule::Lambda(Manage),
+            Call::TaskCancel | Call::DeadRedrive | Call::TaskJournalAnswers => Rule::Lambda(Manage),
             Call::LambdaDeploy | Call::LambdaRollback | Call::GateSet => Rule::Lambda(Manage),
             Call::LambdaGet | Call::LambdaVersions => Rule::Lambda(Read),
             Call::GateList | Call::CronList => Rule::Scoped(Read),

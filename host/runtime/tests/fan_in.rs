@@ -143,3 +143,32 @@ async fn a_wait_for_no_children_returns_at_once() {
     let execution = execute(&lambda, &plan, &mut journal, &host).await;
     assert_eq!(output(&execution)["ends"], json!([]));
 }
+
+#[tokio::test]
+async fn a_replay_only_run_stops_at_a_wait_its_journal_does_not_answer() {
+    let lambda = chain().await;
+    let plan = json!({"lambda": "hello", "names": ["a"], "wait": true});
+    let host = Arc::new(RecordingHost::default());
+    let mut journal = Vec::new();
+    let first = execute(&lambda, &plan, &mut journal, &host).await;
+    assert!(
+        matches!(first.outcome, Outcome::Suspended { .. }),
+        "{:?}",
+        first.outcome
+    );
+    // A laptop's replay of that journal: nothing asked, stopped at the wait.
+    let sandbox = Sandbox {
+        replay_only: true,
+        ..suspending()
+    };
+    let input = support::task("01FANIN", "chain", &plan);
+    let forgetful = Arc::new(RecordingHost::default());
+    let mut copy = journal.clone();
+    let replayed = support::run_journaled_on(&lambda, input, &sandbox, &mut copy, forgetful).await;
+    assert_eq!(
+        replayed.journal_end,
+        Some((1, "waft:lambda/children.wait-all".to_owned())),
+        "{:?}",
+        replayed.outcome
+    );
+}

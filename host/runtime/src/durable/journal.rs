@@ -221,10 +221,14 @@ impl Journal {
     }
 
     /// Whether the next call is made live: the recorded journal holds
-    /// nothing at its place (or a hole).
+    /// nothing at its place (or a hole), and the execution does not stop
+    /// there instead ([`Journal::stop_at_end`]: a wait then asks nothing,
+    /// and its call stops the execution).
     pub(crate) fn live_next(&self) -> bool {
         let state = self.lock();
-        state.replaying_run.is_none() && state.recorded.get(state.next as usize).is_none_or(is_hole)
+        state.replaying_run.is_none()
+            && state.recorded.get(state.next as usize).is_none_or(is_hole)
+            && !self.inner.stop_at_end.load(Ordering::Relaxed)
     }
 
     /// Takes the place of a call named `call` whose arguments digest to

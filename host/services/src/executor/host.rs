@@ -208,6 +208,13 @@ impl TaskHost for ExecutionHost {
     }
 }
 
+/// What a read of what an execution waits for came to.
+enum Read<T> {
+    Answered(T),
+    Refused(Refusal),
+    Invalid(String),
+}
+
 impl ExecutionHost {
     /// What the execution waits for (its task's `what`), read from the
     /// HSC under its lease. An unreachable HSC is asked again, as for a
@@ -225,12 +232,27 @@ impl ExecutionHost {
             patience: self.journal_patience,
         };
         let give_up_at = tokio::time::Instant::now() + self.journal_patience;
-        match link.retrying(give_up_at, call).await {
-            Ok(Ok(answer)) => Ok(answer),
-            Ok(Err(refusal)) => Err(Unread::LeaseLost(format!(
+        let mut call = call;
+        // A request the store finds wrong (a task that is not a child) is
+        // the lambda's to hear, not one to ask again.
+        let asked = link.retrying(give_up_at, || {
+            let answer = call();
+            async move {
+                match answer.await {
+                    Ok(Ok(answer)) => Ok(Read::Answered(answer)),
+                    Ok(Err(refusal)) => Ok(Read::Refused(refusal)),
+                    Err(ServiceError::InvalidArgument(why)) => Ok(Read::Invalid(why)),
+                    Err(error) => Err(error),
+                }
+            }
+        });
+        match asked.await {
+            Ok(Read::Answered(answer)) => Ok(answer),
+            Ok(Read::Refused(refusal)) => Err(Unread::LeaseLost(format!(
                 "the HSC refused task {}'s {what} ({refusal:?}): the lease is lost",
                 self.task_id
             ))),
+            Ok(Read::Invalid(why)) => Err(Unread::Invalid(why)),
             Err(JournalFailure::LeaseLost(reason)) => Err(Unread::LeaseLost(reason)),
             Err(JournalFailure::Failed(reason)) => Err(Unread::Unavailable(reason)),
         }

@@ -138,7 +138,12 @@ impl ClientApi for Frontend {
     }
 
     async fn task_journal(&self, id: &str, answers: bool) -> ServiceResult<Vec<JournalEntry>> {
-        self.allow_task(Call::TaskJournal, id).await?;
+        let call = if answers {
+            Call::TaskJournalAnswers
+        } else {
+            Call::TaskJournal
+        };
+        self.allow_task(call, id).await?;
         // Without answers, a journal at its bound is a few megabytes: read
         // in pages, each one query. With them, at most its bound in bytes
         // (64 MiB), under what a Frontend answer may carry.

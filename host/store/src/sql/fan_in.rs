@@ -58,7 +58,9 @@ pub(super) async fn read(
     }
     let json = ids_json(params.children.iter().map(String::as_str))?;
     let found: Vec<(String, String, Option<String>, Option<i64>)> = sqlx::query_as(sql(format!(
-        "SELECT t.id, t.status, t.parent_id, CAST(LENGTH(t.output) AS BIGINT) FROM {} \
+        "SELECT t.id, t.status, t.parent_id, \
+         CAST(COALESCE(OCTET_LENGTH(t.output), 0) + COALESCE(OCTET_LENGTH(t.last_error), 0) AS BIGINT) \
+         FROM {} \
          JOIN tasks t ON t.id = j.value->>'id'",
         DIALECT.json_rows
     )))
@@ -69,17 +71,19 @@ pub(super) async fn read(
     let mut live = 0u32;
     let mut bytes = 0usize;
     let mut seen = std::collections::HashSet::with_capacity(found.len());
-    for (id, status, parent, output) in &found {
+    for (id, status, parent, size) in &found {
         if parent.as_deref() != Some(&*own) {
             return Err(not_a_child(id, &params.id));
         }
+        // What the answer holds of each id listed, a repeated one again.
+        let size = usize::try_from(size.unwrap_or(0)).unwrap_or(usize::MAX);
+        bytes = bytes.saturating_add(size).saturating_add(id.len());
         if !seen.insert(id.as_str()) {
             continue;
         }
         if waft_core::machine::UNFINISHED.contains(rows::task_status(status.clone())?) {
             live += 1;
         }
-        bytes += usize::try_from(output.unwrap_or(0)).unwrap_or(usize::MAX);
     }
     if let Some(missing) = params
         .children
@@ -91,13 +95,13 @@ pub(super) async fn read(
     if live > 0 {
         return Ok(Ok(ChildrenState::Waiting { live }));
     }
-    // Every output once, with what framing each end adds.
-    let framing = seen.len() * 128;
+    // With what framing each end adds.
+    let framing = found.len() * 128;
     if bytes.saturating_add(framing) > MAX_JOURNAL_ANSWER {
         return Err(StoreError::Invalid(format!(
-            "the outputs of these {} children are {bytes} bytes together, more than one wait \
-             may return ({MAX_JOURNAL_ANSWER} bytes): wait for fewer at once",
-            seen.len()
+            "the ends of these {} children (outputs and errors) are {bytes} bytes together, more \
+             than one wait may return ({MAX_JOURNAL_ANSWER} bytes): wait for fewer at once",
+            found.len()
         )));
     }
     let rows: Vec<EndRow> = sqlx::query_as(sql(format!(

@@ -240,6 +240,24 @@ pub async fn reads_of_children_are_fenced_and_their_own(store: &dyn TaskStore) {
         read(store, &parent, lease, &twice).await.unwrap(),
         Ok(ChildrenState::Waiting { live: 1 })
     );
+    // Ends that one wait could not return, an output counted as often as
+    // it is listed.
+    let child_lease = start_all(store, &ids, T0 + 1).await[0];
+    let large = ResultOutcome::Success {
+        output: Some(vec![7; 8 << 20]),
+    };
+    finish(store, &ids[0], child_lease, large, T0 + 2)
+        .await
+        .unwrap();
+    assert!(matches!(
+        read(store, &parent, lease, &ids).await.unwrap(),
+        Ok(ChildrenState::Ended(_))
+    ));
+    let refused = read(store, &parent, lease, &twice).await;
+    assert!(
+        matches!(&refused, Err(StoreError::Invalid(why)) if why.contains("wait for fewer")),
+        "{refused:?}"
+    );
 }
 
 /// Children ending in transactions of their own while the parent's
