@@ -14,6 +14,14 @@
 //! children, locking that row: a suspension not yet committed is not seen
 //! (and will see the child ended, as above); one committed is, and the
 //! child's row is then in `awaits`. SQLite has one writer: nothing races.
+//!
+//! A batch of results locks the waiting parents of the children it ended
+//! last, once, in id order, after every row of its own. Two transactions
+//! can still wait on each other in Postgres — a cancel (the child, then its
+//! parent) beside a batch that ended a sibling (the parent) and then
+//! writes that child; two suspensions each ending the other's child — and
+//! Postgres then fails one of them: an executor sends its results again, a
+//! client retries its call. Rare, and never a lost or doubled change.
 
 use super::{Connection, DIALECT, Store};
 use crate::names::status::{SUSPENDED, UNFINISHED};
@@ -198,7 +206,7 @@ pub(super) async fn ended(
     }
     children.sort_by(|a, b| (&a.1, &a.0).cmp(&(&b.1, &b.0)));
     let parents = ids_json(children.iter().map(|(_, parent)| parent.as_str()))?;
-    // In id order, so two transactions lock shared parents alike.
+    // In id order, so two transactions lock the parents they share alike.
     let waiting: Vec<String> = sqlx::query_scalar(sql(format!(
         "SELECT t.id FROM tasks t WHERE t.id IN (SELECT j.value->>'id' FROM {}) \
          AND t.status = {SUSPENDED} AND t.wait_kind = 'children' ORDER BY t.id {}",

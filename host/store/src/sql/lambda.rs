@@ -8,14 +8,13 @@ use waft_core::task::check_lambda_name;
 
 use super::pace;
 use super::{Connection, Store};
-use crate::names::status::{FINAL, RUNNING};
+use crate::names::status::{FINAL, RUNNING, SUSPENDED};
 use crate::rows::{self, LAMBDA_COLUMNS};
 use crate::support::{millis, sql, text_in};
 use crate::{
     Artifact, GcReport, Lambda, LambdaDeploy, LambdaGc, LambdaRollback, LambdaVersion, Result,
     StoreError,
 };
-use waft_core::TaskStatus;
 
 pub(super) async fn lambda_current(conn: &mut Connection, name: &str) -> Result<Option<Lambda>> {
     let row = sqlx::query(sql(format!(
@@ -203,13 +202,16 @@ pub(super) async fn versions(store: &Store, name: &str) -> Result<Vec<LambdaVers
     if rows.is_empty() {
         return Err(StoreError::UnknownLambda(name.to_owned()));
     }
-    // The version a live task needs: its journal's, else the one it is
-    // pinned to (what `gc` keeps).
-    let needed: Vec<(i64, String, i64)> = sqlx::query_as(sql(format!(
-        "SELECT COALESCE(journal_version, version) AS needs, status, COUNT(*) FROM tasks \
-         WHERE lambda = $1 AND status NOT IN {FINAL} \
-         AND COALESCE(journal_version, version) IS NOT NULL \
-         GROUP BY COALESCE(journal_version, version), status"
+    // The tasks that need each version, as `gc` counts them.
+    let needed: Vec<(i64, i64, i64)> = sqlx::query_as(sql(format!(
+        "SELECT v.version, \
+         (SELECT COUNT(*) FROM tasks t WHERE t.lambda = v.lambda AND t.status = {SUSPENDED} \
+            AND (t.version = v.version OR t.journal_version = v.version)), \
+         (SELECT COUNT(*) FROM tasks t WHERE t.lambda = v.lambda \
+            AND ((t.status NOT IN {FINAL} \
+                AND (t.version = v.version OR t.journal_version = v.version)) \
+            OR (t.status IN {RUNNING} AND t.claimed_version = v.version))) \
+         FROM lambda_versions v WHERE v.lambda = $1"
     )))
     .bind(text_in(name))
     .fetch_all(&store.pool)
@@ -217,19 +219,13 @@ pub(super) async fn versions(store: &Store, name: &str) -> Result<Vec<LambdaVers
     rows.iter()
         .map(|row| {
             let lambda = rows::lambda(row)?;
-            let of = |suspended_only: bool| {
-                needed
-                    .iter()
-                    .filter(|(version, status, _)| {
-                        *version == i64::from(lambda.version)
-                            && (!suspended_only || status == TaskStatus::Suspended.as_str())
-                    })
-                    .map(|(_, _, n)| u64::try_from(*n).unwrap_or(0))
-                    .sum()
-            };
+            let (suspended, live) = needed
+                .iter()
+                .find(|(version, ..)| *version == i64::from(lambda.version))
+                .map_or((0, 0), |(_, suspended, live)| (*suspended, *live));
             Ok(LambdaVersion {
-                suspended: of(true),
-                live: of(false),
+                suspended: u64::try_from(suspended).unwrap_or(0),
+                live: u64::try_from(live).unwrap_or(0),
                 lambda,
             })
         })

@@ -59,8 +59,12 @@ pub(super) async fn set_result_many(
     end_finals(&mut *tx, finals, now, &mut batch).await?;
     suspend(&mut *tx, suspensions, now, &mut batch).await?;
     let planned = plan_retries(&mut *tx, retries, now, &mut batch).await?;
-    apply_retries(&mut *tx, planned, now, &mut batch).await?;
+    apply_retries(&mut *tx, planned, &mut batch).await?;
     attempt::record(&mut *tx, std::mem::take(&mut batch.executions), now).await?;
+    // Last, and once: the parents waiting for children this batch ended
+    // are locked after every row of the batch, in one order (see
+    // `fan_in`).
+    fan_in::ended(&mut *tx, std::mem::take(&mut batch.children), now).await?;
     for repeat in repeats {
         let refusal = lease_refusal(&mut *tx, &repeat.id, repeat.lease).await?;
         batch.answer(repeat.index, Err(refusal));
@@ -262,6 +266,8 @@ fn sort(results: Vec<TaskResult>) -> Sorted {
 struct Batch {
     answers: Vec<Option<Result<TaskStatus, Refusal>>>,
     executions: Vec<Ended>,
+    /// `(task, parent)` of the tasks the batch ended that have a parent.
+    children: Vec<(String, String)>,
 }
 
 impl Batch {
@@ -269,6 +275,7 @@ impl Batch {
         Self {
             answers: vec![None; results],
             executions: Vec::new(),
+            children: Vec::new(),
         }
     }
 
@@ -359,11 +366,10 @@ async fn end_finals(
     .await?;
     let mut continued = Vec::new();
     let mut ended = HashSet::with_capacity(rows.len());
-    let mut children = Vec::new();
     for row in &rows {
         let row = EndedTask::from_row(row)?;
         if let Some(parent) = row.parent_id {
-            children.push((row.id.clone(), parent));
+            batch.children.push((row.id.clone(), parent));
         }
         if let Some(continuation) = row.continuation {
             continued.push(Succeeded {
@@ -375,7 +381,6 @@ async fn end_finals(
         ended.insert(row.id);
     }
     continue_successes(&mut *tx, continued, now).await?;
-    fan_in::ended(&mut *tx, children, now).await?;
     for f in finals {
         let index = f.ending.index;
         if !ended.contains(&f.ending.id) {
@@ -511,7 +516,6 @@ async fn plan_retries(
 async fn apply_retries(
     tx: &mut Connection,
     planned: Vec<Planned>,
-    now: Millis,
     batch: &mut Batch,
 ) -> Result<()> {
     if planned.is_empty() {
@@ -535,12 +539,12 @@ async fn apply_retries(
     .fetch_all(&mut *tx)
     .await?;
     // Those that ended (dead letters) and have a parent.
-    let children = updated
+    let dead: Vec<_> = updated
         .iter()
         .filter(|(_, status, parent)| parent.is_some() && status == TaskStatus::Dead.as_str())
         .map(|(id, _, parent)| (id.clone(), parent.clone().unwrap_or_default()))
         .collect();
-    fan_in::ended(&mut *tx, children, now).await?;
+    batch.children.extend(dead);
     let updated: HashSet<String> = updated.into_iter().map(|(id, ..)| id).collect();
     for p in planned {
         let index = p.ending.index;
