@@ -102,7 +102,7 @@ try {
       // The chain parent scheduled two children: each is a journal entry,
       // made live by its first attempt.
       const [parent] = JSON.parse(waft("task", "list", "--lambda", "chain", "--json"));
-      const journal = JSON.parse(waft("task", "journal", parent.id, "--json"));
+      const { entries: journal } = JSON.parse(waft("task", "journal", parent.id, "--json"));
       const children = journal.filter((e) => e.call === "waft:lambda/children.schedule");
       assert.equal(children.length, 2, "two children in the journal");
       await visit(page, `#/task/${parent.id}`);
