@@ -148,7 +148,7 @@ fn report(samples: &[Sample], tasks: u64) {
 }
 
 async fn sample(frontend: &FrontendClient, lambda: &str, ticks: f64) -> Result<Sample, Failure> {
-    let counts = count(frontend, lambda).await?;
+    let counts = count(frontend, lambda, "running").await?;
     let running = counts
         .iter()
         .filter(|(status, _)| matches!(status, TaskStatus::Claimed | TaskStatus::Processing))
@@ -165,11 +165,16 @@ async fn sample(frontend: &FrontendClient, lambda: &str, ticks: f64) -> Result<S
     })
 }
 
-async fn count(frontend: &FrontendClient, lambda: &str) -> Result<Vec<(TaskStatus, u64)>, Failure> {
+/// How many of `lambda`'s tasks in `collection` are in each status.
+pub(crate) async fn count(
+    frontend: &FrontendClient,
+    lambda: &str,
+    collection: &str,
+) -> Result<Vec<(TaskStatus, u64)>, Failure> {
     Ok(frontend
         .task_count(TaskCount {
             lambda: lambda.to_owned(),
-            collection: Some("running".into()),
+            collection: Some(collection.to_owned()),
             parent_id: None,
         })
         .await
@@ -180,7 +185,7 @@ async fn count(frontend: &FrontendClient, lambda: &str) -> Result<Vec<(TaskStatu
 }
 
 async fn ended(frontend: &FrontendClient, lambda: &str) -> Result<u64, Failure> {
-    Ok(count(frontend, lambda)
+    Ok(count(frontend, lambda, "running")
         .await?
         .iter()
         .filter(|(status, _)| status.is_terminal())

@@ -34,7 +34,7 @@ use clap::Args;
 use waft_client::FrontendClient;
 use waft_core::{LambdaConfig, TaskStatus};
 use waft_services::{ClientApi, TaskRequest};
-use waft_store::{GateState, TaskCount};
+use waft_store::GateState;
 
 use crate::commands::bench_pipeline::{deploy, failed, list_all, runtime, start_dev};
 use crate::commands::bench_running::resident_kib;
@@ -490,18 +490,7 @@ impl Bench<'_> {
     }
 
     async fn counts(&self, collection: &str) -> Result<Vec<(TaskStatus, u64)>, Failure> {
-        Ok(self
-            .frontend
-            .task_count(TaskCount {
-                lambda: self.lambda.to_owned(),
-                collection: Some(collection.to_owned()),
-                parent_id: None,
-            })
-            .await
-            .map_err(failed("count"))?
-            .into_iter()
-            .map(|c| (c.status, c.count))
-            .collect())
+        super::bench_running::count(self.frontend, self.lambda, collection).await
     }
 
     /// The sizes of `waft.db` and its write-ahead log, in bytes.
