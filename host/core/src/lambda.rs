@@ -37,6 +37,9 @@ pub struct LambdaConfig {
     /// What an attempt does when the lambda no longer makes the calls its
     /// task's journal recorded (default: it ends fatal).
     pub on_divergence: OnDivergence,
+    /// How long its ended tasks are kept, where it differs from the
+    /// installation's (none by default).
+    pub retention: crate::retention::Retention,
 }
 
 /// What an attempt does when its lambda's calls stop matching its task's
@@ -84,6 +87,7 @@ impl Default for LambdaConfig {
             allowed_children: Vec::new(),
             grants: Grants::default(),
             on_divergence: OnDivergence::Fail,
+            retention: crate::retention::Retention::default(),
         }
     }
 }

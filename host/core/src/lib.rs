@@ -17,6 +17,7 @@ pub mod lambda;
 pub mod limits;
 pub mod machine;
 pub mod model;
+pub mod retention;
 pub mod roles;
 pub mod task;
 pub mod units;

@@ -13,7 +13,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use serde::Deserialize;
-use waft_services::{ConsumerConfig, ControllerConfig, ExecutorConfig, HeartbeatConfig};
+use waft_services::{
+    ConsumerConfig, ControllerConfig, ExecutorConfig, HeartbeatConfig, RetentionConfig,
+};
 
 use crate::backends::{QueueSection, one_process_store, sqlite_path};
 
@@ -65,6 +67,8 @@ pub struct Config {
     /// Heartbeat timing: the HSC's and the executors' must agree.
     pub heartbeat: HeartbeatConfig,
     pub consumer: ConsumerConfig,
+    /// How long ended tasks are kept; the consumers' pruner applies it.
+    pub retention: RetentionConfig,
     pub controller: ControllerConfig,
     pub executor: ExecutorConfig,
     pub runtime: RuntimeSection,
@@ -84,6 +88,7 @@ impl Default for Config {
             peers: PeersSection::default(),
             heartbeat: HeartbeatConfig::default(),
             consumer: ConsumerConfig::default(),
+            retention: RetentionConfig::default(),
             controller: ControllerConfig::default(),
             executor: ExecutorConfig::default(),
             runtime: RuntimeSection::default(),
@@ -326,6 +331,9 @@ impl Config {
         }
         .validate()
         .map_err(|e| ConfigError::new("executor", e))?;
+        self.retention
+            .validate()
+            .map_err(|e| ConfigError::new("retention", e))?;
         self.validate_consumer()
     }
 

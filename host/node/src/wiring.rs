@@ -20,7 +20,7 @@ use waft_services::auth::Authenticator;
 use waft_services::secrets::SecretKey;
 use waft_services::{
     Clock, Controller, ControllerApi, DueSignal, Executor, ExecutorConfig, Frontend, FrontendApi,
-    Hsc, HscApi, StoreClock, StoreConsumer, Wake,
+    Hsc, HscApi, Pruner, StoreClock, StoreConsumer, Wake,
 };
 use waft_store::{PostgresStore, SqliteStore, TaskStore};
 
@@ -244,8 +244,8 @@ fn secret_key(mode: &Mode, config: &Config) -> Result<Option<Arc<SecretKey>>, Co
         .map_err(|e| ConfigError::new("secrets.key_file", e.to_string()))
 }
 
-/// Starts the Store Consumer when it runs here; its wake is what the
-/// Frontend's signals reach.
+/// Starts the Store Consumer, and its pruner, when it runs here; its wake
+/// is what the Frontend's signals reach.
 fn spawn_consumer(
     mode: &Mode,
     config: &Config,
@@ -263,6 +263,13 @@ fn spawn_consumer(
         stored.clock.clone(),
         config.consumer.clone(),
     );
+    let pruner = Pruner::new(
+        stored.store.clone(),
+        stored.clock.clone(),
+        config.retention.clone(),
+    );
+    let stopped = stop.clone();
+    tasks.spawn(async move { pruner.run(stopped).await });
     let wake = consumer.waker();
     let stopped = stop.clone();
     tasks.spawn(async move { consumer.run(stopped.cancelled_owned()).await });

@@ -22,6 +22,7 @@ pub mod hsc;
 pub mod journal;
 pub mod metrics;
 pub mod periodic;
+pub mod pruner;
 pub mod quota;
 pub mod secrets;
 pub mod watchdog;
@@ -34,6 +35,7 @@ pub use frontend::{DueSignal, Frontend};
 pub use hsc::Hsc;
 pub use journal::{ExecutionJournal, JournalEvent, JournalRecord, read_journal};
 pub use periodic::{Periodic, PeriodicReport};
+pub use pruner::{Pruner, RetentionConfig};
 pub use waft_core::error::{self, ServiceError, ServiceResult};
 pub use waft_core::roles::{
     self as api, AdminApi, ClientApi, ClusterApi, ControllerApi, CronRequest, FrontendApi, HscApi,

@@ -82,6 +82,8 @@ pub struct Metrics {
     pub scheduled: Family<LambdaLabels, Counter>,
     pub refused_by_quota: Family<LambdaLabels, Counter>,
     pub enqueued: Family<QueueLabels, Counter>,
+    pub pruned: Counter,
+    pub purged: Counter,
     pub started: Family<LambdaLabels, Counter>,
     pub ended: Family<OutcomeLabels, Counter>,
     pub limit_breaches: Family<LimitLabels, Counter>,
@@ -120,6 +122,8 @@ impl Metrics {
             scheduled: Family::default(),
             refused_by_quota: Family::default(),
             enqueued: Family::default(),
+            pruned: Counter::default(),
+            purged: Counter::default(),
             started: Family::default(),
             ended: Family::default(),
             limit_breaches: Family::default(),
@@ -145,7 +149,8 @@ impl Metrics {
         metrics
     }
 
-    /// Tasks the Frontend stores or refuses and the Store Consumer enqueues.
+    /// Tasks the Frontend stores or refuses, the Store Consumer enqueues, and
+    /// the pruner and operators delete.
     fn register_tasks(&mut self) {
         let r = &mut self.registry;
         r.register(
@@ -162,6 +167,16 @@ impl Metrics {
             "tasks_enqueued",
             "Tasks the Store Consumer sent to their queue",
             self.enqueued.clone(),
+        );
+        r.register(
+            "tasks_pruned",
+            "Ended tasks the pruner deleted past their retention",
+            self.pruned.clone(),
+        );
+        r.register(
+            "tasks_purged",
+            "Dead letters an operator deleted",
+            self.purged.clone(),
         );
     }
 

@@ -143,6 +143,13 @@ pub trait TaskStore: Send + Sync {
 
     /// Redrives dead tasks; returns how many.
     async fn dead_redrive(&self, params: DeadRedrive) -> Result<u64>;
+    /// Deletes dead letters for good ([`DeadPurge`]).
+    async fn dead_purge(&self, params: DeadPurge) -> Result<Pruned>;
+
+    /// Deletes a batch of tasks past their retention ([`TaskPrune`]).
+    async fn task_prune(&self, params: TaskPrune) -> Result<Pruned>;
+    /// Takes or renews a duty one process holds at a time ([`DutyTake`]).
+    async fn duty_take(&self, params: DutyTake) -> Result<bool>;
 
     /// Stores a token by the hash of its secret.
     async fn token_create(&self, params: TokenCreate) -> Result<()>;

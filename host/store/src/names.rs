@@ -42,6 +42,13 @@ pub(crate) mod status {
         }
     }
 
+    impl One {
+        /// Any status.
+        pub const fn of(status: TaskStatus) -> One {
+            One(status)
+        }
+    }
+
     pub const NEW: One = One(TaskStatus::New);
     pub const ENQUEUED: One = One(TaskStatus::Enqueued);
     pub const CLAIMED: One = One(TaskStatus::Claimed);

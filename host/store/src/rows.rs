@@ -8,6 +8,7 @@
 
 use std::time::Duration;
 
+use waft_core::retention::Retention;
 use waft_core::{Backoff, ByteSize, LambdaConfig, Limits, OnDivergence, TaskStatus};
 
 use sqlx::FromRow;
@@ -164,7 +165,7 @@ pub(crate) fn backoff_of(base_ms: i64, factor: f64, max_ms: i64) -> Result<Backo
 pub(crate) const LAMBDA_COLUMNS: &str = "l.name, v.version, v.digest, v.max_memory, v.timeout_ms, \
     v.fuel, v.max_output, v.max_log, v.max_attempts, v.backoff_base_ms, v.backoff_factor, \
     v.backoff_max_ms, v.priorities, v.default_priority, v.max_payload, v.concurrency, \
-    v.quota_per_sec, v.allowed_children, v.grants, v.on_divergence, v.created_at";
+    v.quota_per_sec, v.allowed_children, v.grants, v.on_divergence, v.retention, v.created_at";
 
 /// A lambda at a version, as [`LAMBDA_COLUMNS`] selects it.
 #[derive(FromRow)]
@@ -189,6 +190,7 @@ pub(crate) struct LambdaRow {
     allowed_children: String,
     grants: String,
     on_divergence: String,
+    retention: Option<String>,
     created_at: Millis,
 }
 
@@ -223,6 +225,13 @@ impl TryFrom<LambdaRow> for Lambda {
                 on_divergence: OnDivergence::parse(&row.on_divergence).ok_or_else(|| {
                     StoreError::Corrupt(format!("on_divergence {:?}", row.on_divergence))
                 })?,
+                retention: row
+                    .retention
+                    .as_deref()
+                    .map(Retention::from_json)
+                    .transpose()
+                    .map_err(StoreError::Corrupt)?
+                    .unwrap_or_default(),
             },
             created_at: row.created_at,
         })

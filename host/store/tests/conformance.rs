@@ -3,7 +3,7 @@
 //! The checks live in `conformance/`, one file per area as the store's SQL
 //! is split (lambdas and their artifacts, the state table, tasks as clients
 //! write them, as they read them and the tasks they make, journals and the
-//! versions they pin, suspended tasks, gates, pacing, cron, tokens) and one for the guarantees on paths a crash soak never
+//! versions they pin, suspended tasks, gates, pacing, cron, tokens, retention) and one for the guarantees on paths a crash soak never
 //! takes; this file runs each one on a fresh store of each backend: a SQLite
 //! file, and a database of its own on a throwaway PostgreSQL cluster the
 //! tests start (see `waft-testing`; under `CI=true` the Postgres tests fail
@@ -33,6 +33,8 @@ mod lambdas;
 mod lifecycle;
 #[path = "conformance/pacing.rs"]
 mod pacing;
+#[path = "conformance/retention.rs"]
+mod retention;
 #[path = "conformance/secrets.rs"]
 mod secrets;
 #[path = "conformance/signals.rs"]
@@ -126,6 +128,14 @@ conformance!(
         bad_input_is_refused_and_nothing_is_half_written,
         idempotency_keys_deduplicate,
         concurrent_inserts_with_one_key_make_one_task,
+    ],
+    retention: [
+        ended_tasks_go_after_their_retention_with_all_kept_of_them,
+        batches_are_bounded_and_take_the_oldest_first,
+        a_lambdas_own_retention_speaks_over_the_installations,
+        a_task_stays_while_its_parent_or_a_child_is_live,
+        dead_letters_stay_until_purged,
+        one_holder_at_a_time_takes_a_duty,
     ],
     task_lists: [
         lists_filter_and_page,

@@ -9,6 +9,7 @@ use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 use waft_client::FrontendClient;
+use waft_core::retention::{End, Keep, Retention};
 use waft_core::{
     Backoff, ByteSize, Grants, LambdaConfig, OnDivergence, OutboundLimits, OutboundPattern,
 };
@@ -100,8 +101,20 @@ pub struct DeployArgs {
     /// `restart` discards the journal and runs the task afresh.
     #[arg(long, value_name = "POLICY", default_value = "fail", value_parser = on_divergence_parser())]
     pub on_divergence: OnDivergence,
+    /// How long its tasks that ended one way are kept before they are
+    /// deleted (repeatable): `success=1h`, `fatal=30d`, `cancelled=forever`;
+    /// ends: success, fatal, dropped, cancelled. An end not named keeps the
+    /// installation's retention (`[retention]`). Dead letters stay until
+    /// redriven or purged.
+    #[arg(long = "retain", value_name = "END=DURATION", value_parser = parse_retain)]
+    pub retain: Vec<(End, Keep)>,
     #[command(flatten)]
     pub grants: GrantArgs,
+}
+
+fn parse_retain(text: &str) -> Result<(End, Keep), String> {
+    let retention = Retention::parse_each([text])?;
+    Ok(retention.iter().next().expect("one item parsed"))
 }
 
 /// `fail` or `restart`, listed in the help as the values it takes.
@@ -187,6 +200,18 @@ fn parse_env(text: &str) -> Result<(String, String), String> {
 }
 
 impl DeployArgs {
+    /// The `--retain` items; an end named twice is refused.
+    fn retention(&self) -> Result<Retention, Failure> {
+        let mut retention = Retention::default();
+        for (end, keep) in &self.retain {
+            if retention.get(*end).is_some() {
+                return Err(Failure::usage(format!("--retain names {end} twice")));
+            }
+            retention.set(*end, *keep);
+        }
+        Ok(retention)
+    }
+
     fn config(&self) -> Result<LambdaConfig, Failure> {
         let config = LambdaConfig {
             limits: self.limits.limits()?,
@@ -204,6 +229,7 @@ impl DeployArgs {
             allowed_children: self.allow_child.clone(),
             grants: self.grants.grants()?,
             on_divergence: self.on_divergence,
+            retention: self.retention()?,
         };
         config
             .validate()
@@ -394,6 +420,11 @@ fn lambda_json(lambda: &Lambda) -> serde_json::Value {
             },
             "env": config.grants.env,
             "on_divergence": config.on_divergence.as_str(),
+            "retention": config
+                .retention
+                .iter()
+                .map(|(end, keep)| (end.as_str().to_owned(), keep.to_string().into()))
+                .collect::<serde_json::Map<String, serde_json::Value>>(),
         },
     })
 }

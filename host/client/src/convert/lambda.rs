@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use waft_core::ServiceResult;
 use waft_core::model::Lambda;
+use waft_core::retention::{End, Keep, Retention};
 use waft_core::{Backoff, ByteSize, Grants, LambdaConfig, Limits, OnDivergence, OutboundLimits};
 
 use super::*;
@@ -36,7 +37,41 @@ pub fn config_to_proto(config: &LambdaConfig) -> proto::LambdaConfig {
         outbound_limits: Some(outbound_limits_to_proto(&config.grants.outbound_limits)),
         env: config.grants.env.clone().into_iter().collect(),
         on_divergence: Some(on_divergence_to_proto(config.on_divergence) as i32),
+        retention: retention_to_proto(&config.retention),
     }
+}
+
+pub fn retention_to_proto(retention: &Retention) -> Vec<proto::Retain> {
+    retention
+        .iter()
+        .map(|(end, keep)| proto::Retain {
+            end: end.as_str().to_owned(),
+            keep_ms: keep.as_millis(),
+        })
+        .collect()
+}
+
+/// Refuses an unknown end, one named twice, and a retention of 0.
+pub fn retention_from_proto(retains: Vec<proto::Retain>) -> ServiceResult<Retention> {
+    let mut retention = Retention::default();
+    for retain in retains {
+        let end = End::parse(&retain.end).ok_or_else(|| {
+            invalid(format!(
+                "retention: {:?} is not an end; one of success, fatal, dropped, cancelled",
+                retain.end
+            ))
+        })?;
+        if retention.get(end).is_some() {
+            return Err(invalid(format!("retention: {end} is given twice")));
+        }
+        if retain.keep_ms == Some(0) {
+            return Err(invalid(format!(
+                "retention: keep {end} tasks for more than 0 ms"
+            )));
+        }
+        retention.set(end, Keep::from_millis(retain.keep_ms));
+    }
+    Ok(retention)
 }
 
 pub fn on_divergence_to_proto(value: OnDivergence) -> proto::OnDivergence {
@@ -150,6 +185,7 @@ pub fn config_from_proto(config: Option<proto::LambdaConfig>) -> ServiceResult<L
             env: config.env.into_iter().collect(),
         },
         on_divergence: on_divergence_from_proto(config.on_divergence)?,
+        retention: retention_from_proto(config.retention)?,
     })
 }
 

@@ -12,6 +12,7 @@ mod journal;
 mod lambda;
 mod lease;
 mod operator;
+mod prune;
 mod signal;
 mod task;
 
@@ -21,6 +22,7 @@ pub use journal::*;
 pub use lambda::*;
 pub use lease::*;
 pub use operator::*;
+pub use prune::*;
 pub use signal::*;
 pub use task::*;
 

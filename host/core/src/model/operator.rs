@@ -1,5 +1,5 @@
 //! What operators and schedules do to tasks: gates, dead-letter redrives
-//! and periodic schedules.
+//! and purges, and periodic schedules.
 
 use super::Millis;
 
@@ -52,6 +52,14 @@ pub enum DeadSelector {
         lambda: String,
         collection: Option<String>,
     },
+}
+
+/// Deletes dead letters for good, with their attempts, logs and journals.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeadPurge {
+    pub selector: DeadSelector,
+    /// The most a filter deletes in one call (the ids are deleted all).
+    pub limit: u32,
 }
 
 /// Gives dead tasks a fresh attempt budget and makes them due now.

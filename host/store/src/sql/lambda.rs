@@ -85,15 +85,16 @@ pub(super) async fn insert_version(
         allowed_children,
         grants,
         on_divergence,
+        retention,
     } = &params.config;
     let grants = serde_json::to_string(grants).map_err(|e| StoreError::Invalid(e.to_string()))?;
     sqlx::query(
         "INSERT INTO lambda_versions (lambda, version, digest, max_memory, timeout_ms, fuel, \
          max_output, max_log, max_attempts, backoff_base_ms, backoff_factor, backoff_max_ms, \
          priorities, default_priority, max_payload, concurrency, quota_per_sec, created_at, \
-         allowed_children, grants, on_divergence) \
+         allowed_children, grants, on_divergence, retention) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, \
-         $18, $19, $20, $21)",
+         $18, $19, $20, $21, $22)",
     )
     .bind(&params.name)
     .bind(version)
@@ -116,6 +117,7 @@ pub(super) async fn insert_version(
     .bind(allowed_children.join("\n"))
     .bind(grants)
     .bind(on_divergence.as_str())
+    .bind((!retention.is_empty()).then(|| retention.to_json()))
     .execute(&mut *conn)
     .await?;
     Ok(())

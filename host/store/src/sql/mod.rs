@@ -12,7 +12,7 @@
 //! tasks), `task` (read, cancel, redrive), `poll` (the Store Consumer's
 //! poll, gates' holds and drops), `pace` (quotas), `lease` (claims, heartbeats and
 //! their refusals), `result` (results, continuations), `attempt` (ended
-//! executions), `journal` (the host calls of durable tasks), `signal` (what clients
+//! executions), `prune` (deleting tasks: retention, purges), `journal` (the host calls of durable tasks), `signal` (what clients
 //! send waiting tasks), `gate`,
 //! `token`, `secret`, `cron`, and `stats` (the dashboard's overview). The decisions that need no database (admitting
 //! a task, planning a retry, what a gate does) live in
@@ -42,6 +42,7 @@ mod lambda;
 mod lease;
 mod pace;
 mod poll;
+mod prune;
 mod result;
 mod secret;
 mod signal;
@@ -54,13 +55,13 @@ use async_trait::async_trait;
 use super::{Connection, DIALECT, Row, Store};
 use crate::names::GATE_OF_TASK;
 use crate::{
-    Artifact, Attempt, Backlog, ChildrenState, ClaimedTask, Cron, CronMaterialize, DeadRedrive,
-    EnqueueReport, Gate, GateSet, GcReport, JournalEntry, Lambda, LambdaDeploy, LambdaGc,
-    LambdaRollback, LambdaStats, LambdaVersion, Materialized, Millis, Refusal, Result,
-    SealedSecrets, SecretInfo, SecretSet, SignalSent, StatusCount, Task, TaskChildrenRead,
-    TaskClaimMany, TaskCount, TaskEnqueueReady, TaskHeartbeatMany, TaskInsertMany, TaskInserted,
-    TaskJournalRead, TaskJournalWrite, TaskList, TaskSetResultMany, TaskSignal, TaskSignalRead,
-    TaskStore, Token, TokenCreate,
+    Artifact, Attempt, Backlog, ChildrenState, ClaimedTask, Cron, CronMaterialize, DeadPurge,
+    DeadRedrive, DutyTake, EnqueueReport, Gate, GateSet, GcReport, JournalEntry, Lambda,
+    LambdaDeploy, LambdaGc, LambdaRollback, LambdaStats, LambdaVersion, Materialized, Millis,
+    Pruned, Refusal, Result, SealedSecrets, SecretInfo, SecretSet, SignalSent, StatusCount, Task,
+    TaskChildrenRead, TaskClaimMany, TaskCount, TaskEnqueueReady, TaskHeartbeatMany,
+    TaskInsertMany, TaskInserted, TaskJournalRead, TaskJournalWrite, TaskList, TaskPrune,
+    TaskSetResultMany, TaskSignal, TaskSignalRead, TaskStore, Token, TokenCreate,
 };
 
 /// Runs a dialect's lock statement, if it has one.
@@ -213,6 +214,19 @@ impl TaskStore for Store {
 
     async fn dead_redrive(&self, params: DeadRedrive) -> Result<u64> {
         self.write(move |tx| Box::pin(task::redrive(tx, params)))
+            .await
+    }
+
+    async fn task_prune(&self, params: TaskPrune) -> Result<Pruned> {
+        self.write(move |tx| Box::pin(prune::prune(tx, params)))
+            .await
+    }
+    async fn dead_purge(&self, params: DeadPurge) -> Result<Pruned> {
+        self.write(move |tx| Box::pin(prune::purge(tx, params)))
+            .await
+    }
+    async fn duty_take(&self, params: DutyTake) -> Result<bool> {
+        self.write(move |tx| Box::pin(prune::take_duty(tx, params)))
             .await
     }
 

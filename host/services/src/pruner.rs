@@ -1,0 +1,182 @@
+//! The pruner: deletes ended tasks once their retention has passed.
+//!
+//! An installation that runs for months would otherwise keep every task,
+//! attempt, log and journal it ever ran. Every Store Consumer runs a
+//! pruner, but one at a time prunes: each turn it takes (or renews) the
+//! store's `pruner` duty, a lease that lapses if its holder dies, and only
+//! the holder deletes. A turn deletes the tasks past their retention in
+//! bounded batches (the store's [`TaskPrune`]), oldest ended first, and
+//! after each full batch pauses as long as the batch took, so pruning a
+//! large backlog takes at most about half of one store connection and the
+//! pipeline's own statements always find the store free in between.
+//!
+//! How long each end is kept is the installation's (`[retention]`), or a
+//! lambda's own where its deploy set one; dead letters are never pruned
+//! (an operator redrives or purges them).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use waft_core::retention::{End, Keep, Retention};
+use waft_store::{DutyTake, StoreError, TaskPrune, TaskStore};
+
+use crate::Clock;
+use crate::metrics::metrics;
+
+/// The duty's name in the store.
+const DUTY: &str = "pruner";
+/// The shortest pause between two full batches.
+const MIN_PAUSE: Duration = Duration::from_millis(10);
+
+/// How long ended tasks are kept, and how the pruner works; the
+/// `[retention]` section of a configuration file.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RetentionConfig {
+    /// Tasks that succeeded (default 24h; a duration or `forever`).
+    #[serde(deserialize_with = "deserialize_keep")]
+    pub success: Keep,
+    /// Tasks that failed for good (default 7d).
+    #[serde(deserialize_with = "deserialize_keep")]
+    pub fatal: Keep,
+    /// Tasks a drop gate ended (default 24h).
+    #[serde(deserialize_with = "deserialize_keep")]
+    pub dropped: Keep,
+    /// Tasks cancelled (default 24h).
+    #[serde(deserialize_with = "deserialize_keep")]
+    pub cancelled: Keep,
+    /// Tasks deleted per batch (default 1000).
+    pub batch: u32,
+    /// How often the pruner looks for tasks past their retention
+    /// (default 10 s).
+    #[serde(deserialize_with = "waft_core::deserialize_duration")]
+    pub interval: Duration,
+}
+
+impl Default for RetentionConfig {
+    fn default() -> Self {
+        let kept = Retention::installation_default();
+        let keep = |end| kept.get(end).unwrap_or(Keep::Forever);
+        Self {
+            success: keep(End::Success),
+            fatal: keep(End::Fatal),
+            dropped: keep(End::Dropped),
+            cancelled: keep(End::Cancelled),
+            batch: 1000,
+            interval: Duration::from_secs(10),
+        }
+    }
+}
+
+impl RetentionConfig {
+    /// The installation's retention of every end.
+    pub fn retention(&self) -> Retention {
+        let mut retention = Retention::default();
+        retention.set(End::Success, self.success);
+        retention.set(End::Fatal, self.fatal);
+        retention.set(End::Dropped, self.dropped);
+        retention.set(End::Cancelled, self.cancelled);
+        retention
+    }
+
+    /// Refuses settings that cannot work.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.batch == 0 {
+            return Err("batch must be at least 1".into());
+        }
+        if self.interval.is_zero() {
+            return Err("interval must be more than 0 s".into());
+        }
+        Ok(())
+    }
+}
+
+fn deserialize_keep<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Keep, D::Error> {
+    let text = <String as serde::Deserialize>::deserialize(deserializer)?;
+    Keep::parse(&text).map_err(serde::de::Error::custom)
+}
+
+/// Deletes ended tasks past their retention, one pruner at a time.
+pub struct Pruner {
+    store: Arc<dyn TaskStore>,
+    clock: Arc<dyn Clock>,
+    config: RetentionConfig,
+    /// Who this pruner is, to the duty.
+    holder: String,
+}
+
+impl Pruner {
+    pub fn new(store: Arc<dyn TaskStore>, clock: Arc<dyn Clock>, config: RetentionConfig) -> Self {
+        Self {
+            store,
+            clock,
+            config,
+            holder: waft_store::new_id(),
+        }
+    }
+
+    /// Prunes every `interval` until `stop`.
+    pub async fn run(&self, stop: CancellationToken) {
+        loop {
+            if let Err(error) = self.run_once(&stop).await {
+                tracing::warn!(%error, "pruning failed; trying again at the next turn");
+            }
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = tokio::time::sleep(self.config.interval) => {}
+            }
+        }
+    }
+
+    /// One turn: if this pruner holds the duty, deletes every task past its
+    /// retention, batch by batch. Returns how many it deleted.
+    pub async fn run_once(&self, stop: &CancellationToken) -> Result<u64, StoreError> {
+        if !self.take_duty().await? {
+            return Ok(0);
+        }
+        let mut renewed = Instant::now();
+        let mut deleted = 0;
+        loop {
+            let started = Instant::now();
+            let pruned = self
+                .store
+                .task_prune(TaskPrune {
+                    now: self.clock.now(),
+                    retention: self.config.retention(),
+                    limit: self.config.batch,
+                })
+                .await?;
+            deleted += pruned.tasks;
+            metrics().pruned.inc_by(pruned.tasks);
+            if !pruned.more {
+                return Ok(deleted);
+            }
+            if renewed.elapsed() >= self.config.interval {
+                if !self.take_duty().await? {
+                    return Ok(deleted);
+                }
+                renewed = Instant::now();
+            }
+            let pause = started.elapsed().max(MIN_PAUSE);
+            tokio::select! {
+                () = stop.cancelled() => return Ok(deleted),
+                () = tokio::time::sleep(pause) => {}
+            }
+        }
+    }
+
+    /// Takes or renews the duty for three intervals: a holder that dies is
+    /// replaced within them.
+    async fn take_duty(&self) -> Result<bool, StoreError> {
+        self.store
+            .duty_take(DutyTake {
+                name: DUTY.into(),
+                holder: self.holder.clone(),
+                now: self.clock.now(),
+                lease_ms: u64::try_from(self.config.interval.as_millis() * 3).unwrap_or(u64::MAX),
+            })
+            .await
+    }
+}

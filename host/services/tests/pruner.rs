@@ -1,0 +1,99 @@
+//! The pruner on a SQLite store: it deletes what is past its retention in
+//! bounded batches until none is left, and while one pruner holds the duty
+//! another deletes nothing, until the holder's lease lapses.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+use waft_core::LambdaConfig;
+use waft_core::retention::Keep;
+use waft_services::{Clock, Pruner, RetentionConfig};
+use waft_store::{LambdaDeploy, Millis, NewTask, SqliteStore, TaskInsertMany, TaskStore};
+
+const T0: Millis = 1_800_000_000_000;
+const HOUR: Millis = 3_600_000;
+
+struct ManualClock(AtomicI64);
+
+impl Clock for ManualClock {
+    fn now(&self) -> Millis {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// `n` tasks of `mail`, cancelled at `at`.
+async fn cancelled(store: &dyn TaskStore, n: usize, at: Millis) -> Vec<String> {
+    let tasks = (0..n)
+        .map(|_| NewTask {
+            lambda: "mail".into(),
+            payload: b"{}".to_vec(),
+            ..NewTask::default()
+        })
+        .collect();
+    let inserted = store
+        .task_insert_many(TaskInsertMany { tasks, now: at })
+        .await
+        .unwrap();
+    let mut ids = Vec::new();
+    for task in inserted {
+        store.task_cancel(&task.id, at).await.unwrap();
+        ids.push(task.id);
+    }
+    ids
+}
+
+#[tokio::test]
+async fn one_pruner_at_a_time_deletes_everything_past_its_retention() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn TaskStore> = Arc::new(
+        SqliteStore::open(&dir.path().join("waft.db"))
+            .await
+            .unwrap(),
+    );
+    store
+        .lambda_deploy(LambdaDeploy {
+            name: "mail".into(),
+            digest: "d".into(),
+            component: vec![],
+            artifact: None,
+            config: LambdaConfig::default(),
+            now: T0,
+        })
+        .await
+        .unwrap();
+    let config = RetentionConfig {
+        cancelled: Keep::For(Duration::from_secs(3600)),
+        batch: 2,
+        interval: Duration::from_secs(10),
+        ..RetentionConfig::default()
+    };
+    let clock = Arc::new(ManualClock(AtomicI64::new(T0)));
+    let first = Pruner::new(store.clone(), clock.clone(), config.clone());
+    let second = Pruner::new(store.clone(), clock.clone(), config);
+    let stop = CancellationToken::new();
+
+    let old = cancelled(&*store, 5, T0).await;
+    let recent = cancelled(&*store, 1, T0 + HOUR).await;
+    clock.0.store(T0 + HOUR + 1, Ordering::SeqCst);
+    assert_eq!(
+        first.run_once(&stop).await.unwrap(),
+        5,
+        "three batches, to the end"
+    );
+    for id in &old {
+        assert!(store.task_get(id).await.unwrap().is_none());
+    }
+    assert!(store.task_get(&recent[0]).await.unwrap().is_some());
+
+    cancelled(&*store, 3, T0).await;
+    assert_eq!(
+        second.run_once(&stop).await.unwrap(),
+        0,
+        "the first holds the duty"
+    );
+    clock.0.fetch_add(30_001, Ordering::SeqCst);
+    assert_eq!(second.run_once(&stop).await.unwrap(), 3, "its lease lapsed");
+    assert_eq!(first.run_once(&stop).await.unwrap(), 0, "now the second's");
+}
