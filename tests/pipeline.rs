@@ -23,6 +23,8 @@
 
 mod support;
 
+#[path = "pipeline/retention.rs"]
+mod retention;
 #[path = "pipeline/scenarios.rs"]
 mod scenarios;
 #[path = "pipeline/standalone.rs"]
@@ -96,6 +98,7 @@ fn main() -> ExitCode {
         suspended_tasks_hold_no_slot,
         signals,
         fan_in,
+        retention,
     ] {
         for installation in [&dev, &distributed] {
             trials.push(installation.trial(&runtime, name, scenario));

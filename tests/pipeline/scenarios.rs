@@ -14,6 +14,7 @@ use waft_store::{AttemptOutcome, DeadSelector, GateState, TaskList};
 
 const WITHIN: Duration = Duration::from_secs(30);
 
+pub use crate::retention::retention;
 use crate::support::Cluster;
 
 /// Deploys the lambdas the scenarios share, once per installation.

@@ -40,6 +40,7 @@ const FAST: &[(&str, &str)] = &[
     ("WAFT_EXECUTOR_REFRESH", "200ms"),
     ("WAFT_EXECUTOR_NEXT_WORK_WAIT", "500ms"),
     ("WAFT_EXECUTOR_SHUTDOWN_GRACE", "1s"),
+    ("WAFT_RETENTION_INTERVAL", "200ms"),
     ("WAFT_LOG", "info"),
 ];
 

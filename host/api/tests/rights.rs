@@ -71,6 +71,7 @@ fn expected(call: Call) -> &'static str {
         Call::GateSet => "yynnny",
         Call::GateList => "sshshs",
         Call::DeadRedrive => "yynnny",
+        Call::DeadPurge => "yynnny",
         Call::CronCreate => "yynnny",
         Call::CronList => "sshshs",
         Call::CronPreview => "yyyyyy",
@@ -131,6 +132,7 @@ async fn invoke(api: &dyn FrontendApi, fx: &Fixture, call: Call) -> Answer {
         Call::GateSet => (api.gate_set("mail", Some("spare"), GateState::Open).await).map(none),
         Call::GateList => (api.gate_list().await).map(|g| holds_mail(&g, |g| &g.lambda)),
         Call::DeadRedrive => api.dead_redrive(mail_dead(), None, false).await.map(none),
+        Call::DeadPurge => api.dead_purge(mail_dead()).await.map(none),
         Call::CronCreate => api.cron_create(mail_cron()).await.map(none),
         Call::CronList => (api.cron_list().await).map(|c| holds_mail(&c, |c| &c.lambda)),
         Call::CronPreview => api.cron_preview("0 * * * *", None, 3).await.map(none),
@@ -458,6 +460,9 @@ impl ClientApi for Probe {
     }
     async fn dead_redrive(&self, _: DeadSelector, _: Option<u32>, _: bool) -> ServiceResult<u64> {
         Err(self.saw(Call::DeadRedrive))
+    }
+    async fn dead_purge(&self, _: DeadSelector) -> ServiceResult<u64> {
+        Err(self.saw(Call::DeadPurge))
     }
     async fn cron_create(&self, _: CronRequest) -> ServiceResult<Cron> {
         Err(self.saw(Call::CronCreate))

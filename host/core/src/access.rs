@@ -110,6 +110,7 @@ calls! {
     GateSet,
     GateList,
     DeadRedrive,
+    DeadPurge,
     CronCreate,
     CronList,
     CronPreview,
@@ -137,7 +138,8 @@ impl Call {
                 Rule::Lambda(Read)
             }
             Call::TaskList | Call::LambdaStats | Call::LambdaList => Rule::Scoped(Read),
-            Call::TaskCancel | Call::DeadRedrive | Call::TaskJournalAnswers => Rule::Lambda(Manage),
+            Call::TaskCancel | Call::DeadRedrive | Call::DeadPurge => Rule::Lambda(Manage),
+            Call::TaskJournalAnswers => Rule::Lambda(Manage),
             Call::LambdaDeploy | Call::LambdaRollback | Call::GateSet => Rule::Lambda(Manage),
             Call::LambdaGet | Call::LambdaVersions => Rule::Lambda(Read),
             Call::GateList | Call::CronList => Rule::Scoped(Read),

@@ -155,6 +155,10 @@ pub trait ClientApi: Send + Sync {
         version: Option<u32>,
         fresh: bool,
     ) -> ServiceResult<u64>;
+    /// Deletes dead letters for good, with their attempts, logs and
+    /// journals: the ids given (each must be dead, or none is deleted), or
+    /// every dead task of a lambda (and collection). Returns how many.
+    async fn dead_purge(&self, selector: DeadSelector) -> ServiceResult<u64>;
     /// Checks and stores a periodic schedule; answers it with its first
     /// occurrence.
     async fn cron_create(&self, request: CronRequest) -> ServiceResult<Cron>;

@@ -50,7 +50,7 @@ pub enum StoreError {
     AlreadyEnded { id: String, status: TaskStatus },
     #[error("task {id} keeps {max} signals already, the most a task may keep")]
     TooManySignals { id: String, max: u32 },
-    #[error("task {id} is not dead (it is {status}); only dead tasks can be redriven")]
+    #[error("task {id} is not dead (it is {status}); only dead tasks can be redriven or purged")]
     NotDead { id: String, status: TaskStatus },
     #[error("invalid request: {0}")]
     Invalid(String),

@@ -412,12 +412,23 @@ impl proto::frontend_server::Frontend for FrontendService {
         let role = self.role(&request);
         let request = request.into_inner();
         let (version, fresh) = (request.version, request.fresh);
-        let selector = dead_selector(request)?;
+        let selector = dead_selector(request.ids, request.lambda, request.collection)?;
         let redriven = role
             .dead_redrive(selector, version, fresh)
             .await
             .map_err(to_status)?;
         Ok(Response::new(proto::RedriveDeadResponse { redriven }))
+    }
+
+    async fn purge_dead(
+        &self,
+        request: Request<proto::PurgeDeadRequest>,
+    ) -> Result<Response<proto::PurgeDeadResponse>, Status> {
+        let role = self.role(&request);
+        let request = request.into_inner();
+        let selector = dead_selector(request.ids, request.lambda, request.collection)?;
+        let purged = role.dead_purge(selector).await.map_err(to_status)?;
+        Ok(Response::new(proto::PurgeDeadResponse { purged }))
     }
 
     async fn list_attempts(
@@ -600,14 +611,16 @@ impl proto::frontend_server::Frontend for FrontendService {
     }
 }
 
-/// Decodes a redrive request: ids, or a lambda (and collection).
-fn dead_selector(request: proto::RedriveDeadRequest) -> Result<DeadSelector, Status> {
-    match (request.ids.is_empty(), request.lambda) {
-        (false, None) if request.collection.is_none() => Ok(DeadSelector::Ids(request.ids)),
-        (true, Some(lambda)) => Ok(DeadSelector::Filter {
-            lambda,
-            collection: request.collection,
-        }),
+/// Decodes the dead letters a redrive or purge names: ids, or a lambda
+/// (and collection).
+fn dead_selector(
+    ids: Vec<String>,
+    lambda: Option<String>,
+    collection: Option<String>,
+) -> Result<DeadSelector, Status> {
+    match (ids.is_empty(), lambda) {
+        (false, None) if collection.is_none() => Ok(DeadSelector::Ids(ids)),
+        (true, Some(lambda)) => Ok(DeadSelector::Filter { lambda, collection }),
         _ => Err(Status::invalid_argument(
             "name either dead task ids, or a lambda (and optionally a collection), not both",
         )),

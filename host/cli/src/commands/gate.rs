@@ -142,6 +142,17 @@ pub enum DlqCommand {
         #[arg(long)]
         fresh: bool,
     },
+    /// Delete dead tasks for good, with their attempts, logs and journals:
+    /// the ids given (all must be dead, or none is deleted), or every dead
+    /// task of a lambda (and collection). Dead letters are never pruned by
+    /// retention; this is how they go.
+    Purge {
+        ids: Vec<String>,
+        #[arg(long, conflicts_with = "ids")]
+        lambda: Option<String>,
+        #[arg(long, requires = "lambda")]
+        collection: Option<String>,
+    },
 }
 
 /// Runs `waft dlq …`.
@@ -159,20 +170,36 @@ pub fn run_dlq(args: DlqArgs) -> Result<ExitCode, Failure> {
                 version,
                 fresh,
             } => {
-                let selector = match lambda {
-                    Some(lambda) => DeadSelector::Filter { lambda, collection },
-                    None if !ids.is_empty() => DeadSelector::Ids(ids),
-                    None => {
-                        return Err(Failure::usage(
-                            "name the dead tasks to redrive, or --lambda L",
-                        ));
-                    }
-                };
+                let selector = dead_selector(ids, lambda, collection, "redrive")?;
                 dlq_redrive(&frontend, &client, selector, version, fresh).await
+            }
+            DlqCommand::Purge {
+                ids,
+                lambda,
+                collection,
+            } => {
+                let selector = dead_selector(ids, lambda, collection, "purge")?;
+                dlq_purge(&frontend, &client, selector).await
             }
         }?;
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// The dead tasks named on the command line: ids, or `--lambda`.
+fn dead_selector(
+    ids: Vec<String>,
+    lambda: Option<String>,
+    collection: Option<String>,
+    verb: &str,
+) -> Result<DeadSelector, Failure> {
+    match lambda {
+        Some(lambda) => Ok(DeadSelector::Filter { lambda, collection }),
+        None if !ids.is_empty() => Ok(DeadSelector::Ids(ids)),
+        None => Err(Failure::usage(format!(
+            "name the dead tasks to {verb}, or --lambda L"
+        ))),
+    }
 }
 
 /// `waft dlq list`: dead tasks, one line each.
@@ -252,6 +279,24 @@ async fn dlq_redrive(
         println!("{}", json!({ "redriven": redriven }));
     } else {
         println!("{redriven} dead tasks redriven");
+    }
+    Ok(())
+}
+
+/// `waft dlq purge`: how many dead tasks were deleted.
+async fn dlq_purge(
+    frontend: &FrontendClient,
+    client: &ClientArgs,
+    selector: DeadSelector,
+) -> Result<(), Failure> {
+    let purged = frontend
+        .dead_purge(selector)
+        .await
+        .map_err(|e| client.failure(e))?;
+    if client.json {
+        println!("{}", json!({ "purged": purged }));
+    } else {
+        println!("{purged} dead tasks deleted");
     }
     Ok(())
 }

@@ -382,6 +382,27 @@ impl ClientApi for FrontendClient {
         Ok(response.into_inner().redriven)
     }
 
+    async fn dead_purge(&self, selector: DeadSelector) -> ServiceResult<u64> {
+        let request = match selector {
+            DeadSelector::Ids(ids) => proto::PurgeDeadRequest {
+                ids,
+                ..Default::default()
+            },
+            DeadSelector::Filter { lambda, collection } => proto::PurgeDeadRequest {
+                ids: Vec::new(),
+                lambda: Some(lambda),
+                collection,
+            },
+        };
+        let response = self
+            .0
+            .clone()
+            .purge_dead(request)
+            .await
+            .map_err(Self::error)?;
+        Ok(response.into_inner().purged)
+    }
+
     async fn task_attempts(&self, id: &str) -> ServiceResult<Vec<Attempt>> {
         let response = self
             .0

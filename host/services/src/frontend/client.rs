@@ -13,13 +13,16 @@ use waft_core::limits::check_payload;
 use waft_core::{CronSchedule, LambdaConfig};
 use waft_runtime::Digest;
 use waft_store::{
-    Attempt, Cron, DeadRedrive, DeadSelector, Gate, GateSet, GateState, JournalEntry, Lambda,
-    LambdaDeploy, LambdaRollback, LambdaVersion, Millis, NewTask, Overview, SignalSent,
+    Attempt, Cron, DeadPurge, DeadRedrive, DeadSelector, Gate, GateSet, GateState, JournalEntry,
+    Lambda, LambdaDeploy, LambdaRollback, LambdaVersion, Millis, NewTask, Overview, SignalSent,
     StatusCount, Task, TaskCount, TaskInsertMany, TaskInserted, TaskJournalRead, TaskList,
     TaskSignal,
 };
 
 use super::{Frontend, MAX_COMPONENT_BYTES, MAX_TASKS_PER_REQUEST};
+
+/// Dead letters a purge deletes per transaction.
+const PURGE_BATCH: u32 = 1000;
 use crate::api::ClientApi;
 use crate::{CronRequest, RunAt, ServiceError, ServiceResult, TaskRequest, metrics};
 
@@ -348,6 +351,39 @@ impl ClientApi for Frontend {
             self.due.due(self.clock.now()).await;
         }
         Ok(redriven)
+    }
+
+    async fn dead_purge(&self, selector: DeadSelector) -> ServiceResult<u64> {
+        match &selector {
+            DeadSelector::Ids(ids) => {
+                for id in ids {
+                    self.allow_task(Call::DeadPurge, id).await?;
+                }
+            }
+            DeadSelector::Filter { lambda, .. } => self.allow(Call::DeadPurge, Some(lambda))?,
+        }
+        if matches!(&selector, DeadSelector::Ids(ids) if ids.is_empty()) {
+            return Err(ServiceError::InvalidArgument(
+                "name the dead tasks to purge, or a lambda".into(),
+            ));
+        }
+        // A lambda's dead letters go a bounded batch per transaction, so a
+        // large purge never holds the store for long.
+        let mut purged = 0;
+        loop {
+            let batch = self
+                .store
+                .dead_purge(DeadPurge {
+                    selector: selector.clone(),
+                    limit: PURGE_BATCH,
+                })
+                .await?;
+            purged += batch.tasks;
+            metrics::metrics().purged.inc_by(batch.tasks);
+            if !batch.more || matches!(selector, DeadSelector::Ids(_)) {
+                return Ok(purged);
+            }
+        }
     }
 
     async fn cron_create(&self, request: CronRequest) -> ServiceResult<Cron> {

@@ -1,0 +1,119 @@
+//! Retention end to end: a lambda deployed with `--retain` has its ended
+//! tasks deleted by the pruner once their time is up, while the ends it
+//! does not name keep the installation's retention; a dead letter stays
+//! until `waft dlq purge` deletes it.
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use waft_core::TaskStatus;
+use waft_sample_artifacts as samples;
+use waft_services::{ClientApi, RunAt, ServiceError, TaskRequest};
+
+use crate::support::Cluster;
+
+const WITHIN: Duration = Duration::from_secs(30);
+
+pub async fn retention(cluster: &Cluster) {
+    cluster.cli(&[
+        "lambda",
+        "deploy",
+        "brief",
+        samples::HELLO,
+        "--retain",
+        "success=1s",
+        "--retain",
+        "fatal=forever",
+    ]);
+    let shown: serde_json::Value =
+        serde_json::from_str(&cluster.cli(&["lambda", "get", "brief", "--json"])).unwrap();
+    assert_eq!(
+        shown["config"]["retention"],
+        json!({"success": "1s", "fatal": "forever"})
+    );
+    let (code, error) = cluster.cli_failing(&[
+        "lambda",
+        "deploy",
+        "brief",
+        samples::HELLO,
+        "--retain",
+        "success=soon",
+    ]);
+    assert_eq!(code, 2, "{error}");
+    assert!(error.contains("forever"), "{error}");
+
+    let done = cluster
+        .schedule("brief", json!({"name": "kept briefly"}), None)
+        .await;
+    assert_eq!(
+        cluster.finished(&done, WITHIN).await.status,
+        TaskStatus::Success
+    );
+    let later = TaskRequest {
+        lambda: "brief".into(),
+        run_at: RunAt::After(Duration::from_secs(3600)),
+        ..TaskRequest::default()
+    };
+    let cancelled = cluster
+        .frontend
+        .task_schedule_many(vec![later])
+        .await
+        .unwrap()[0]
+        .id
+        .clone();
+    cluster.frontend.task_cancel(&cancelled).await.unwrap();
+
+    // The pruner (every 200 ms in the test clusters) deletes the success a
+    // second after it ended, with its attempts.
+    let start = Instant::now();
+    loop {
+        match cluster.frontend.task_get(&done).await {
+            Err(ServiceError::NotFound(_)) => break,
+            Ok(_) if start.elapsed() < WITHIN => {
+                tokio::time::sleep(Duration::from_millis(200)).await
+            }
+            other => panic!(
+                "still there after {WITHIN:?}: {other:?}\n{}",
+                cluster.logs()
+            ),
+        }
+    }
+    assert!(
+        cluster
+            .frontend
+            .task_attempts(&done)
+            .await
+            .map_or(true, |a| a.is_empty())
+    );
+    let kept = cluster.frontend.task_get(&cancelled).await.unwrap();
+    assert_eq!(
+        kept.status,
+        TaskStatus::Cancelled,
+        "the installation's retention: a day"
+    );
+
+    // A dead letter stays until purged.
+    cluster
+        .deploy("doomed", samples::FLAKY, |c| c.max_attempts = 1)
+        .await;
+    let dead = cluster
+        .schedule("doomed", json!({"succeed_on": 10}), None)
+        .await;
+    assert_eq!(
+        cluster.finished(&dead, WITHIN).await.status,
+        TaskStatus::Dead
+    );
+    let (code, error) = cluster.cli_failing(&["dlq", "purge", &dead, &cancelled]);
+    assert_ne!(code, 0);
+    assert!(error.contains("not dead"), "{error}");
+    assert_eq!(
+        cluster.frontend.task_get(&dead).await.unwrap().status,
+        TaskStatus::Dead
+    );
+    let purged = cluster.cli(&["dlq", "purge", "--lambda", "doomed"]);
+    assert_eq!(purged.trim(), "1 dead tasks deleted");
+    let gone = cluster.frontend.task_get(&dead).await.unwrap_err();
+    assert!(matches!(gone, ServiceError::NotFound(_)), "{gone:?}");
+    let (code, error) = cluster.cli_failing(&["dlq", "purge"]);
+    assert_eq!(code, 2, "{error}");
+}
