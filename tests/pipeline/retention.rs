@@ -1,7 +1,8 @@
 //! Retention end to end: a lambda deployed with `--retain` has its ended
 //! tasks deleted by the pruner once their time is up, while the ends it
 //! does not name keep the installation's retention; a dead letter stays
-//! until `waft dlq purge` deletes it.
+//! until `waft dlq purge` deletes it; and `waft lambda delete` removes a
+//! lambda once nothing of it may run, or with its tasks (`--drop-tasks`).
 
 use std::time::{Duration, Instant};
 
@@ -116,4 +117,39 @@ pub async fn retention(cluster: &Cluster) {
     assert!(matches!(gone, ServiceError::NotFound(_)), "{gone:?}");
     let (code, error) = cluster.cli_failing(&["dlq", "purge"]);
     assert_eq!(code, 2, "{error}");
+
+    // A lambda goes once nothing of it may still run, or with its tasks.
+    let later = TaskRequest {
+        lambda: "doomed".into(),
+        run_at: RunAt::After(Duration::from_secs(3600)),
+        ..TaskRequest::default()
+    };
+    let waiting = cluster
+        .frontend
+        .task_schedule_many(vec![later])
+        .await
+        .unwrap()[0]
+        .id
+        .clone();
+    let (code, error) = cluster.cli_failing(&["lambda", "delete", "doomed"]);
+    assert_ne!(code, 0);
+    assert!(error.contains("--drop-tasks"), "{error}");
+    let deleted = cluster.cli(&["lambda", "delete", "doomed", "--drop-tasks"]);
+    assert_eq!(
+        deleted.trim(),
+        "doomed deleted, with 1 tasks (1 of them not ended)"
+    );
+    assert!(matches!(
+        cluster.frontend.task_get(&waiting).await,
+        Err(ServiceError::NotFound(_))
+    ));
+    let deleted = cluster.cli(&["lambda", "delete", "brief", "--json"]);
+    let deleted: serde_json::Value = serde_json::from_str(&deleted).unwrap();
+    assert_eq!(
+        deleted,
+        json!({"lambda": "brief", "tasks": 1, "live": 0}),
+        "its cancelled task"
+    );
+    let (_, error) = cluster.cli_failing(&["lambda", "get", "brief"]);
+    assert!(error.contains("unknown lambda"), "{error}");
 }

@@ -67,6 +67,7 @@ fn expected(call: Call) -> &'static str {
         Call::LambdaGet => "yynyny",
         Call::LambdaList => "sshshs",
         Call::LambdaRollback => "yynnny",
+        Call::LambdaDelete => "yynnny",
         Call::LambdaVersions => "yynyny",
         Call::GateSet => "yynnny",
         Call::GateList => "sshshs",
@@ -128,6 +129,8 @@ async fn invoke(api: &dyn FrontendApi, fx: &Fixture, call: Call) -> Answer {
         Call::LambdaGet => api.lambda_get("mail", None).await.map(none),
         Call::LambdaList => (api.lambda_list().await).map(|l| holds_mail(&l, |l| &l.name)),
         Call::LambdaRollback => api.lambda_rollback("mail", Some(1)).await.map(none),
+        // Refused while mail has tasks (it always has): nothing is deleted.
+        Call::LambdaDelete => api.lambda_delete("mail", false).await.map(none),
         Call::LambdaVersions => api.lambda_versions("mail").await.map(none),
         Call::GateSet => (api.gate_set("mail", Some("spare"), GateState::Open).await).map(none),
         Call::GateList => (api.gate_list().await).map(|g| holds_mail(&g, |g| &g.lambda)),
@@ -445,6 +448,13 @@ impl ClientApi for Probe {
     }
     async fn lambda_rollback(&self, _: &str, _: Option<u32>) -> ServiceResult<Lambda> {
         Err(self.saw(Call::LambdaRollback))
+    }
+    async fn lambda_delete(
+        &self,
+        _: &str,
+        _: bool,
+    ) -> ServiceResult<waft_core::model::LambdaDeleted> {
+        Err(self.saw(Call::LambdaDelete))
     }
     async fn lambda_versions(
         &self,

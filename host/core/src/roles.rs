@@ -18,9 +18,9 @@ use async_trait::async_trait;
 use crate::error::ServiceResult;
 use crate::model::{
     Artifact, Attempt, ChildrenState, ClaimedTask, Continuation, Cron, DeadSelector, Gate,
-    GateState, Heartbeat, JournalEntry, JournalWrite, Lambda, LambdaVersion, Millis, Overview,
-    Refusal, SealedSecrets, SecretInfo, SignalSent, StatusCount, Task, TaskChildrenRead, TaskCount,
-    TaskInserted, TaskList, TaskResult, TaskSignalRead, Token, TokenRole,
+    GateState, Heartbeat, JournalEntry, JournalWrite, Lambda, LambdaDeleted, LambdaVersion, Millis,
+    Overview, Refusal, SealedSecrets, SecretInfo, SignalSent, StatusCount, Task, TaskChildrenRead,
+    TaskCount, TaskInserted, TaskList, TaskResult, TaskSignalRead, Token, TokenRole,
 };
 use crate::{LambdaConfig, TaskStatus};
 
@@ -132,6 +132,11 @@ pub trait ClientApi: Send + Sync {
     /// Makes an earlier version (the previous one when absent) current
     /// again, as a new version with its component and configuration.
     async fn lambda_rollback(&self, name: &str, to: Option<u32>) -> ServiceResult<Lambda>;
+    /// Deletes a lambda with its versions, secrets, periodic schedules,
+    /// gates and tasks; `FailedPrecondition` while tasks of it may still
+    /// run, unless `drop_tasks` (they are deleted too, and an execution of
+    /// one stops when its next heartbeat finds it gone).
+    async fn lambda_delete(&self, name: &str, drop_tasks: bool) -> ServiceResult<LambdaDeleted>;
     /// Every kept version of a lambda, oldest first.
     async fn lambda_versions(&self, name: &str) -> ServiceResult<Vec<LambdaVersion>>;
     /// Sets a lambda's (or one collection's) gate; answers how many held

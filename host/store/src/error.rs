@@ -8,6 +8,11 @@ use waft_core::{ConfigError, NameError, ServiceError, TaskStatus};
 pub enum StoreError {
     #[error("unknown lambda {0:?}")]
     UnknownLambda(String),
+    #[error(
+        "lambda {lambda:?} has {live} tasks that may still run (waiting, running, suspended or \
+         dead): let them end or cancel them, or delete it with its tasks (--drop-tasks)"
+    )]
+    LambdaHasTasks { lambda: String, live: u64 },
     #[error("lambda {lambda:?} has no version {version}")]
     UnknownVersion { lambda: String, version: u32 },
     #[error(
@@ -88,6 +93,7 @@ impl From<StoreError> for ServiceError {
             }
             StoreError::AlreadyEnded { .. }
             | StoreError::NotDead { .. }
+            | StoreError::LambdaHasTasks { .. }
             | StoreError::ParentLeaseLost { .. } => {
                 ServiceError::FailedPrecondition(error.to_string())
             }

@@ -143,6 +143,8 @@ pub trait TaskStore: Send + Sync {
 
     /// Redrives dead tasks; returns how many.
     async fn dead_redrive(&self, params: DeadRedrive) -> Result<u64>;
+    /// Deletes a lambda and all it has ([`LambdaDelete`]).
+    async fn lambda_delete(&self, params: LambdaDelete) -> Result<LambdaDeleted>;
     /// Deletes dead letters for good ([`DeadPurge`]).
     async fn dead_purge(&self, params: DeadPurge) -> Result<Pruned>;
 

@@ -136,6 +136,7 @@ conformance!(
         a_task_stays_while_its_parent_or_a_child_is_live,
         dead_letters_stay_until_purged,
         one_holder_at_a_time_takes_a_duty,
+        a_lambda_is_deleted_with_all_it_has_once_nothing_of_it_may_run,
     ],
     task_lists: [
         lists_filter_and_page,

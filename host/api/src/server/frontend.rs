@@ -298,6 +298,22 @@ impl proto::frontend_server::Frontend for FrontendService {
         }))
     }
 
+    async fn delete_lambda(
+        &self,
+        request: Request<proto::DeleteLambdaRequest>,
+    ) -> Result<Response<proto::DeleteLambdaResponse>, Status> {
+        let role = self.role(&request);
+        let request = request.into_inner();
+        let deleted = role
+            .lambda_delete(&request.name, request.drop_tasks)
+            .await
+            .map_err(to_status)?;
+        Ok(Response::new(proto::DeleteLambdaResponse {
+            tasks: deleted.tasks,
+            live: deleted.live,
+        }))
+    }
+
     async fn list_versions(
         &self,
         request: Request<proto::ListVersionsRequest>,

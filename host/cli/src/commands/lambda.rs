@@ -40,6 +40,17 @@ pub enum LambdaCommand {
     /// VERSION is given), as a new version with its component and
     /// configuration.
     Rollback { name: String, version: Option<u32> },
+    /// Delete a lambda: its versions, secrets, periodic schedules, gates,
+    /// queues and every task of it, with their attempts, logs and journals.
+    /// Refused while tasks of it may still run (waiting, running, suspended
+    /// or dead), unless --drop-tasks.
+    Delete {
+        name: String,
+        /// Delete its tasks that may still run too; an execution of one
+        /// stops when its next heartbeat finds it gone.
+        #[arg(long)]
+        drop_tasks: bool,
+    },
     /// Every kept version of a lambda, oldest first, with the live tasks that
     /// still need it (pinned to it, or resuming on it: their journal's
     /// version), and how many of them are suspended.
@@ -251,6 +262,23 @@ pub fn run(args: LambdaArgs) -> Result<ExitCode, Failure> {
                     .await
                     .map_err(|e| client.failure(e))?;
                 print_lambdas(&lambdas, client.json, true);
+            }
+            LambdaCommand::Delete { name, drop_tasks } => {
+                let deleted = frontend
+                    .lambda_delete(&name, drop_tasks)
+                    .await
+                    .map_err(|e| client.failure(e))?;
+                if client.json {
+                    println!(
+                        "{}",
+                        json!({ "lambda": name, "tasks": deleted.tasks, "live": deleted.live })
+                    );
+                } else {
+                    println!(
+                        "{name} deleted, with {} tasks ({} of them not ended)",
+                        deleted.tasks, deleted.live
+                    );
+                }
             }
             LambdaCommand::Rollback { name, version } => {
                 let lambda = frontend

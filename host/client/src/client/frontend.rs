@@ -276,6 +276,23 @@ impl ClientApi for FrontendClient {
         lambda_from_proto(answer(response.into_inner().lambda, Self::ROLE)?)
     }
 
+    async fn lambda_delete(&self, name: &str, drop_tasks: bool) -> ServiceResult<LambdaDeleted> {
+        let response = self
+            .0
+            .clone()
+            .delete_lambda(proto::DeleteLambdaRequest {
+                name: name.to_owned(),
+                drop_tasks,
+            })
+            .await
+            .map_err(Self::error)?
+            .into_inner();
+        Ok(LambdaDeleted {
+            tasks: response.tasks,
+            live: response.live,
+        })
+    }
+
     async fn lambda_versions(&self, name: &str) -> ServiceResult<Vec<LambdaVersion>> {
         let response = self
             .0

@@ -129,6 +129,25 @@ pub struct LambdaGc {
     pub keep: u32,
 }
 
+/// Deletes a lambda: its versions, the components no other lambda uses,
+/// its secrets, periodic schedules, gates and every task of it (with their
+/// attempts, logs and journals). Refused while it has tasks that may still
+/// run (waiting, running, suspended or dead) unless `drop_tasks`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LambdaDelete {
+    pub name: String,
+    pub drop_tasks: bool,
+}
+
+/// What deleting a lambda deleted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LambdaDeleted {
+    /// Its tasks, ended or not.
+    pub tasks: u64,
+    /// Of those, the ones that might still have run.
+    pub live: u64,
+}
+
 /// What a garbage collection deleted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct GcReport {

@@ -14,9 +14,9 @@ use waft_core::{CronSchedule, LambdaConfig};
 use waft_runtime::Digest;
 use waft_store::{
     Attempt, Cron, DeadPurge, DeadRedrive, DeadSelector, Gate, GateSet, GateState, JournalEntry,
-    Lambda, LambdaDeploy, LambdaRollback, LambdaVersion, Millis, NewTask, Overview, SignalSent,
-    StatusCount, Task, TaskCount, TaskInsertMany, TaskInserted, TaskJournalRead, TaskList,
-    TaskSignal,
+    Lambda, LambdaDelete, LambdaDeleted, LambdaDeploy, LambdaRollback, LambdaVersion, Millis,
+    NewTask, Overview, SignalSent, StatusCount, Task, TaskCount, TaskInsertMany, TaskInserted,
+    TaskJournalRead, TaskList, TaskSignal,
 };
 
 use super::{Frontend, MAX_COMPONENT_BYTES, MAX_TASKS_PER_REQUEST};
@@ -259,6 +259,25 @@ impl ClientApi for Frontend {
         self.lambdas_changed().await;
         self.collect_versions(name).await;
         Ok(lambda)
+    }
+
+    async fn lambda_delete(&self, name: &str, drop_tasks: bool) -> ServiceResult<LambdaDeleted> {
+        self.allow(Call::LambdaDelete, Some(name))?;
+        let deleted = self
+            .store
+            .lambda_delete(LambdaDelete {
+                name: name.to_owned(),
+                drop_tasks,
+            })
+            .await?;
+        tracing::info!(
+            lambda = name,
+            tasks = deleted.tasks,
+            live = deleted.live,
+            "deleted"
+        );
+        self.lambdas_changed().await;
+        Ok(deleted)
     }
 
     async fn lambda_versions(&self, name: &str) -> ServiceResult<Vec<LambdaVersion>> {

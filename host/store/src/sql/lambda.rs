@@ -6,14 +6,14 @@ use std::collections::HashMap;
 use waft_core::LambdaConfig;
 use waft_core::task::check_lambda_name;
 
-use super::pace;
-use super::{Connection, Store};
-use crate::names::status::{FINAL, RUNNING, SUSPENDED};
+use super::{Connection, DIALECT, Store};
+use super::{pace, prune};
+use crate::names::status::{FINAL, LIVE, RUNNING, SUSPENDED};
 use crate::rows::{self, LAMBDA_COLUMNS};
 use crate::support::{millis, sql, text_in};
 use crate::{
-    Artifact, GcReport, Lambda, LambdaDeploy, LambdaGc, LambdaRollback, LambdaVersion, Result,
-    StoreError,
+    Artifact, GcReport, Lambda, LambdaDelete, LambdaDeleted, LambdaDeploy, LambdaGc,
+    LambdaRollback, LambdaVersion, Result, StoreError,
 };
 
 pub(super) async fn lambda_current(conn: &mut Connection, name: &str) -> Result<Option<Lambda>> {
@@ -300,18 +300,71 @@ pub(super) async fn gc(tx: &mut Connection, params: LambdaGc) -> Result<GcReport
     .execute(&mut *tx)
     .await?
     .rows_affected();
-    // Their artifacts go with them (ON DELETE CASCADE).
-    let components = sqlx::query(
-        "DELETE FROM components WHERE NOT EXISTS \
-         (SELECT 1 FROM lambda_versions v WHERE v.digest = components.digest)",
-    )
-    .execute(&mut *tx)
-    .await?
-    .rows_affected();
+    let components = delete_unused_components(&mut *tx).await?;
     Ok(GcReport {
         versions,
         components,
     })
+}
+
+/// Deletes a lambda with everything it has; see [`LambdaDelete`].
+pub(super) async fn delete(tx: &mut Connection, params: LambdaDelete) -> Result<LambdaDeleted> {
+    // Locked first: a task inserted meanwhile waits for the delete, then
+    // finds no lambda (on Postgres; SQLite writes one at a time).
+    let found: Option<String> = sqlx::query_scalar(sql(format!(
+        "SELECT name FROM lambdas WHERE name = $1 {}",
+        DIALECT.row_lock
+    )))
+    .bind(&params.name)
+    .fetch_optional(&mut *tx)
+    .await?;
+    if found.is_none() {
+        return Err(StoreError::UnknownLambda(params.name));
+    }
+    let live: i64 = sqlx::query_scalar(sql(format!(
+        "SELECT COUNT(*) FROM tasks WHERE lambda = $1 AND status IN {LIVE}"
+    )))
+    .bind(&params.name)
+    .fetch_one(&mut *tx)
+    .await?;
+    let live = u64::try_from(live).unwrap_or(0);
+    if live > 0 && !params.drop_tasks {
+        return Err(StoreError::LambdaHasTasks {
+            lambda: params.name,
+            live,
+        });
+    }
+    let tasks = prune::delete_lambda_tasks(&mut *tx, &params.name).await?;
+    for table in [
+        "crons",
+        "gates",
+        "lambda_pace",
+        "secrets",
+        "lambda_versions",
+    ] {
+        sqlx::query(sql(format!("DELETE FROM {table} WHERE lambda = $1")))
+            .bind(&params.name)
+            .execute(&mut *tx)
+            .await?;
+    }
+    sqlx::query("DELETE FROM lambdas WHERE name = $1")
+        .bind(&params.name)
+        .execute(&mut *tx)
+        .await?;
+    delete_unused_components(&mut *tx).await?;
+    Ok(LambdaDeleted { tasks, live })
+}
+
+/// Deletes every component no version uses, with its artifacts (ON DELETE
+/// CASCADE).
+async fn delete_unused_components(conn: &mut Connection) -> Result<u64> {
+    Ok(sqlx::query(
+        "DELETE FROM components WHERE NOT EXISTS \
+         (SELECT 1 FROM lambda_versions v WHERE v.digest = components.digest)",
+    )
+    .execute(&mut *conn)
+    .await?
+    .rows_affected())
 }
 
 /// The artifact of component `digest` compiled by an engine of fingerprint

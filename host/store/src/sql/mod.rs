@@ -57,11 +57,12 @@ use crate::names::GATE_OF_TASK;
 use crate::{
     Artifact, Attempt, Backlog, ChildrenState, ClaimedTask, Cron, CronMaterialize, DeadPurge,
     DeadRedrive, DutyTake, EnqueueReport, Gate, GateSet, GcReport, JournalEntry, Lambda,
-    LambdaDeploy, LambdaGc, LambdaRollback, LambdaStats, LambdaVersion, Materialized, Millis,
-    Pruned, Refusal, Result, SealedSecrets, SecretInfo, SecretSet, SignalSent, StatusCount, Task,
-    TaskChildrenRead, TaskClaimMany, TaskCount, TaskEnqueueReady, TaskHeartbeatMany,
-    TaskInsertMany, TaskInserted, TaskJournalRead, TaskJournalWrite, TaskList, TaskPrune,
-    TaskSetResultMany, TaskSignal, TaskSignalRead, TaskStore, Token, TokenCreate,
+    LambdaDelete, LambdaDeleted, LambdaDeploy, LambdaGc, LambdaRollback, LambdaStats,
+    LambdaVersion, Materialized, Millis, Pruned, Refusal, Result, SealedSecrets, SecretInfo,
+    SecretSet, SignalSent, StatusCount, Task, TaskChildrenRead, TaskClaimMany, TaskCount,
+    TaskEnqueueReady, TaskHeartbeatMany, TaskInsertMany, TaskInserted, TaskJournalRead,
+    TaskJournalWrite, TaskList, TaskPrune, TaskSetResultMany, TaskSignal, TaskSignalRead,
+    TaskStore, Token, TokenCreate,
 };
 
 /// Runs a dialect's lock statement, if it has one.
@@ -219,6 +220,10 @@ impl TaskStore for Store {
 
     async fn task_prune(&self, params: TaskPrune) -> Result<Pruned> {
         self.write(move |tx| Box::pin(prune::prune(tx, params)))
+            .await
+    }
+    async fn lambda_delete(&self, params: LambdaDelete) -> Result<LambdaDeleted> {
+        self.write(move |tx| Box::pin(lambda::delete(tx, params)))
             .await
     }
     async fn dead_purge(&self, params: DeadPurge) -> Result<Pruned> {

@@ -148,6 +148,23 @@ async fn delete(conn: &mut Connection, ids: &[String]) -> Result<()> {
     Ok(())
 }
 
+/// Deletes every task of `lambda` and everything kept of them; how many.
+pub(super) async fn delete_lambda_tasks(conn: &mut Connection, lambda: &str) -> Result<u64> {
+    for table in ["attempts", "journal", "signals", "awaits"] {
+        sqlx::query(sql(format!(
+            "DELETE FROM {table} WHERE task_id IN (SELECT id FROM tasks WHERE lambda = $1)"
+        )))
+        .bind(lambda)
+        .execute(&mut *conn)
+        .await?;
+    }
+    Ok(sqlx::query("DELETE FROM tasks WHERE lambda = $1")
+        .bind(lambda)
+        .execute(&mut *conn)
+        .await?
+        .rows_affected())
+}
+
 /// Deletes dead letters: the tasks named, each of which must be dead (or
 /// none is deleted), or up to `limit` of a lambda's (and collection's).
 pub(super) async fn purge(tx: &mut Connection, params: DeadPurge) -> Result<Pruned> {

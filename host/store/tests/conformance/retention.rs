@@ -2,19 +2,21 @@
 //! their lambda's retention (or the installation's) has passed, oldest
 //! first and a bounded batch at a time; never a dead letter, a live task,
 //! a task a live parent or child still needs; dead letters go only by an
-//! operator's purge; and one process at a time holds the pruner's duty.
+//! operator's purge; one process at a time holds the pruner's duty; and a
+//! lambda is deleted with everything it has.
 
 use std::time::Duration;
 
 use waft_core::retention::Retention;
 use waft_core::{LambdaConfig, TaskStatus};
 use waft_store::{
-    DeadPurge, DeadSelector, DutyTake, NewTask, Pruned, ResultOutcome, StoreError, TaskPrune,
-    TaskStore,
+    Cron, DeadPurge, DeadSelector, DutyTake, GateState, LambdaDelete, LambdaDeleted, NewTask,
+    Pruned, ResultOutcome, SecretSet, StoreError, TaskPrune, TaskStore,
 };
 
 use crate::support::{
-    T0, config, deploy, deploy_with, finish, insert, new_task, retriable, start, status, success,
+    T0, config, deploy, deploy_with, finish, gate, insert, new_task, retriable, start, status,
+    success,
 };
 
 const HOUR: i64 = 3_600_000;
@@ -311,4 +313,82 @@ pub async fn one_holder_at_a_time_takes_a_duty(store: &dyn TaskStore) {
         "taken over once lapsed"
     );
     assert!(!store.duty_take(take("a", T0 + 50_002)).await.unwrap());
+}
+
+pub async fn a_lambda_is_deleted_with_all_it_has_once_nothing_of_it_may_run(store: &dyn TaskStore) {
+    deploy(store, "mail").await;
+    deploy(store, "other").await;
+    let done = ended(store, "mail", success(), T0).await;
+    let waiting = insert(store, new_task("mail"), T0).await;
+    let others = insert(store, new_task("other"), T0).await;
+    store
+        .cron_create(Cron {
+            id: "hourly".into(),
+            lambda: "mail".into(),
+            cron: "0 * * * *".into(),
+            timezone: "UTC".into(),
+            payload: b"{}".to_vec(),
+            collection: None,
+            priority: None,
+            catch_up: false,
+            next_at: T0 + HOUR,
+            created_at: T0,
+        })
+        .await
+        .unwrap();
+    store
+        .secret_set(SecretSet {
+            lambda: "mail".into(),
+            name: "TOKEN".into(),
+            sealed: b"sealed".to_vec(),
+            now: T0,
+        })
+        .await
+        .unwrap();
+    gate(store, "mail", GateState::Paused, T0).await;
+    let delete = |drop_tasks| LambdaDelete {
+        name: "mail".into(),
+        drop_tasks,
+    };
+
+    let refused = store.lambda_delete(delete(false)).await;
+    assert!(
+        matches!(refused, Err(StoreError::LambdaHasTasks { live: 1, .. })),
+        "{refused:?}"
+    );
+    assert!(
+        store.lambda_get("mail").await.unwrap().is_some(),
+        "nothing half done"
+    );
+    assert!(!gone(store, &done).await);
+
+    let deleted = store.lambda_delete(delete(true)).await.unwrap();
+    assert_eq!(deleted, LambdaDeleted { tasks: 2, live: 1 });
+    assert!(store.lambda_get("mail").await.unwrap().is_none());
+    assert!(gone(store, &done).await && gone(store, &waiting).await);
+    assert!(store.attempt_list(&done).await.unwrap().is_empty());
+    assert!(!gone(store, &others).await, "another lambda's tasks stay");
+    assert!(
+        store
+            .component_get("digest-of-mail")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        store
+            .component_get("digest-of-other")
+            .await
+            .unwrap()
+            .is_some()
+    );
+
+    let unknown = store.lambda_delete(delete(true)).await;
+    assert!(
+        matches!(unknown, Err(StoreError::UnknownLambda(_))),
+        "{unknown:?}"
+    );
+    // Its name is free again.
+    deploy(store, "mail").await;
+    assert_eq!(store.lambda_get("mail").await.unwrap().unwrap().version, 1);
 }
