@@ -47,6 +47,9 @@ const FAST: &[(&str, &str)] = &[
 /// One `waft` process and its log.
 pub struct Process {
     pub name: String,
+    /// The `waft` binary it runs: the one under test unless a test says
+    /// otherwise (another release's, for a rolling upgrade).
+    pub program: PathBuf,
     args: Vec<String>,
     env: Vec<(String, String)>,
     child: Option<Child>,
@@ -79,7 +82,7 @@ impl Process {
             .append(true)
             .open(&self.log)
             .expect("log file");
-        let child = Command::new(env!("CARGO_BIN_EXE_waft"))
+        let child = Command::new(&self.program)
             .args(&self.args)
             .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .env_remove("RUST_BACKTRACE")
@@ -166,6 +169,44 @@ pub struct Layout {
     pub hsc_link: bool,
 }
 
+/// What a distributed cluster starts on.
+#[derive(Debug, Clone)]
+pub struct Preset {
+    /// The store's database URL.
+    pub database: String,
+    /// The installation's secrets key file; a new one when `None`.
+    pub secrets_key: Option<PathBuf>,
+    /// The cluster token; a new one when `None`.
+    pub token: Option<String>,
+    /// The `waft` binary of a process (`executor1`, `controller`…), where
+    /// it is not the one under test.
+    pub programs: BTreeMap<String, PathBuf>,
+    /// Keep every ended task (retention `forever`): an earlier
+    /// installation's tasks ended long before the test runs.
+    pub keep_ended: bool,
+}
+
+/// Retention `forever` for every end.
+const KEEP_ENDED: [(&str, &str); 4] = [
+    ("WAFT_RETENTION_SUCCESS", "forever"),
+    ("WAFT_RETENTION_FATAL", "forever"),
+    ("WAFT_RETENTION_DROPPED", "forever"),
+    ("WAFT_RETENTION_CANCELLED", "forever"),
+];
+
+impl Preset {
+    /// A fresh installation on `database`.
+    pub fn fresh(database: String) -> Self {
+        Self {
+            database,
+            secrets_key: None,
+            token: None,
+            programs: BTreeMap::new(),
+            keep_ended: false,
+        }
+    }
+}
+
 /// One execution of a task, from an executor's journal.
 #[derive(Debug, Clone)]
 pub struct Run {
@@ -246,11 +287,21 @@ impl Cluster {
 
     /// `waft dev`, with auth on (`token` is the cluster token) or off.
     pub async fn dev_with(auth: bool) -> Self {
+        Self::dev_on(auth.then(waft_services::auth::new_secret), |_| {}).await
+    }
+
+    /// `waft dev` with auth on when `token` (the cluster token) is given,
+    /// on a data directory `prepare` fills first (an existing database, a
+    /// secrets key).
+    pub async fn dev_on(token: Option<String>, prepare: impl FnOnce(&std::path::Path)) -> Self {
         let dir = TempDir::new().unwrap();
-        let token = auth.then(waft_services::auth::new_secret);
+        let data = dir.path().join("data");
+        std::fs::create_dir_all(&data).unwrap();
+        prepare(&data);
         let addr = format!("127.0.0.1:{}", port());
         let mut process = Process {
             name: "dev".into(),
+            program: env!("CARGO_BIN_EXE_waft").into(),
             args: vec![
                 "dev".into(),
                 "--data-dir".into(),
@@ -272,6 +323,8 @@ impl Cluster {
                     env.push(("WAFT_AUTH_ENABLED".into(), "true".into()));
                     env.push(("WAFT_AUTH_CLUSTER_TOKEN".into(), token.clone()));
                 }
+                // A prepared data directory is an earlier installation's.
+                env.extend(KEEP_ENDED.map(|(k, v)| (k.to_owned(), v.to_owned())));
                 env
             },
             child: None,
@@ -314,14 +367,22 @@ impl Cluster {
 
     /// A distributed cluster laid out as `layout` says.
     pub async fn distributed_with(layout: Layout) -> Option<Self> {
-        let Layout { executors, .. } = layout;
         let database = waft_testing::postgres()?.fresh_database().await;
+        Self::distributed_on(layout, Preset::fresh(database)).await
+    }
+
+    /// A distributed cluster on what `preset` gives: a database, perhaps
+    /// with an installation's tasks in it, and that installation's secrets
+    /// key and cluster token.
+    pub async fn distributed_on(layout: Layout, preset: Preset) -> Option<Self> {
+        let Layout { executors, .. } = layout;
+        let database = preset.database;
         let sqs = waft_testing::sqs()?;
         let dir = TempDir::new().unwrap();
         let addr = |_: &str| format!("127.0.0.1:{}", port());
         let (frontend, controller, hsc) = (addr("frontend"), addr("controller"), addr("hsc"));
         let prefix = format!("t{}x{}", std::process::id(), port());
-        let token = waft_services::auth::new_secret();
+        let token = preset.token.unwrap_or_else(waft_services::auth::new_secret);
 
         let tls = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned()]).unwrap();
         let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
@@ -329,10 +390,16 @@ impl Cluster {
         std::fs::write(&key, tls.signing_key.serialize_pem()).unwrap();
         let (cert_path, key_path) = (cert.display().to_string(), key.display().to_string());
         let secrets_key = dir.path().join("secrets.key");
+        if let Some(key) = &preset.secrets_key {
+            std::fs::copy(key, &secrets_key).unwrap();
+        }
         let secrets_key_path = secrets_key.display().to_string();
         // The Frontend seals with it and the executors open with it.
         waft_services::secrets::SecretKey::read_or_create(&secrets_key).unwrap();
         let mut base = fast_env();
+        if preset.keep_ended {
+            base.extend(KEEP_ENDED.map(|(k, v)| (k.to_owned(), v.to_owned())));
+        }
         base.extend(
             [
                 ("WAFT_STORE_URL", database.as_str()),
@@ -383,6 +450,11 @@ impl Cluster {
             }
             let mut process = Process {
                 name: name.clone(),
+                program: preset
+                    .programs
+                    .get(&name)
+                    .cloned()
+                    .unwrap_or_else(|| env!("CARGO_BIN_EXE_waft").into()),
                 args: vec!["serve".into(), role.into()],
                 env,
                 child: None,

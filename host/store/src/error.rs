@@ -67,6 +67,13 @@ pub enum StoreError {
     Commit(String),
     #[error("cannot migrate the database: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
+    /// The database was migrated by a newer release than this binary.
+    #[error(
+        "the database's schema has migration {applied}, newer than this binary knows (up to \
+         {known}): a newer Waft migrated it. Run that release or a newer one; an older binary \
+         does not start on it (README, \"Upgrades\")"
+    )]
+    SchemaNewer { applied: i64, known: i64 },
     #[error("corrupt row: {0}")]
     Corrupt(String),
 }
@@ -101,7 +108,7 @@ impl From<StoreError> for ServiceError {
                 tracing::error!(%error, "task store call failed");
                 ServiceError::Unavailable("the task store is unavailable; retry later".into())
             }
-            StoreError::Migrate(_) | StoreError::Corrupt(_) => {
+            StoreError::Migrate(_) | StoreError::SchemaNewer { .. } | StoreError::Corrupt(_) => {
                 tracing::error!(%error, "task store is inconsistent");
                 ServiceError::Internal(
                     "internal error in the task store; see the server log".into(),

@@ -32,6 +32,7 @@ mod names;
 mod postgres;
 mod rows;
 mod rules;
+mod schema;
 mod sqlite;
 mod support;
 

@@ -49,7 +49,7 @@ impl PostgresStore {
             .max_connections(max_connections)
             .connect_with(options)
             .await?;
-        MIGRATOR.run(&pool).await?;
+        crate::schema::migrated(MIGRATOR.run(&pool).await, &MIGRATOR)?;
         Ok(Self { pool })
     }
 

@@ -5,6 +5,11 @@
 //! backend's rows, and a conversion into the model that checks ranges and
 //! parses names and JSON. A column renamed in a statement but not here
 //! fails the conformance suite at its first read, with the column's name.
+//!
+//! A row may have been written by another release during a rolling upgrade
+//! (README, "Upgrades"): JSON is read leniently (fields this binary does not
+//! know are ignored, missing ones take their defaults), while a name it does
+//! not know (a status, a role) makes the row an error, never a guess.
 
 use std::time::Duration;
 

@@ -58,7 +58,7 @@ impl SqliteStore {
             .max_connections(connections)
             .connect_with(options)
             .await?;
-        MIGRATOR.run(&pool).await?;
+        crate::schema::migrated(MIGRATOR.run(&pool).await, &MIGRATOR)?;
         let writer = GroupCommit::start(pool.clone());
         Ok(Self { pool, writer })
     }

@@ -217,3 +217,54 @@ async fn both_databases_hold_one_schema() {
         differences.join("\n")
     );
 }
+
+/// What opening a database that a newer release migrated answers.
+fn assert_refused_as_newer(error: waft_store::StoreError) {
+    assert!(
+        matches!(
+            error,
+            waft_store::StoreError::SchemaNewer { applied: 9999, .. }
+        ),
+        "{error:?}"
+    );
+    let message = error.to_string();
+    assert!(
+        message.contains("migration 9999") && message.contains("newer Waft"),
+        "{message}"
+    );
+}
+
+/// A migration this binary does not carry, as a newer release records it.
+const NEWER_MIGRATION: &str = "INSERT INTO _sqlx_migrations \
+     (version, description, success, checksum, execution_time) \
+     VALUES (9999, 'from a newer release', true, X'00', 0)";
+
+#[tokio::test]
+async fn sqlite_a_schema_newer_than_the_binary_is_refused_at_start() {
+    let (pool, dir) = sqlite().await;
+    pool.execute(NEWER_MIGRATION).await.unwrap();
+    pool.close().await;
+    let error = SqliteStore::open(&dir.path().join("waft.db"))
+        .await
+        .unwrap_err();
+    assert_refused_as_newer(error);
+}
+
+#[tokio::test]
+async fn postgres_a_schema_newer_than_the_binary_is_refused_at_start() {
+    let Some(server) = waft_testing::postgres() else {
+        return;
+    };
+    let url = server.fresh_database().await;
+    drop(PostgresStore::connect(&url, 2).await.unwrap());
+    let pool = PgPool::connect(&url).await.unwrap();
+    // Postgres spells a bytea literal its own way.
+    pool.execute(sqlx::AssertSqlSafe(
+        NEWER_MIGRATION.replace("X'00'", "'\\x00'::bytea"),
+    ))
+    .await
+    .unwrap();
+    pool.close().await;
+    let error = PostgresStore::connect(&url, 2).await.unwrap_err();
+    assert_refused_as_newer(error);
+}

@@ -23,6 +23,17 @@
 //! private, link-local — the cloud metadata address 169.254.169.254 — or
 //! unspecified) is reached only when a pattern names that address or its
 //! network: a name on the list cannot be pointed at the inside.
+//!
+//! # Stored grants are read leniently
+//!
+//! The store keeps a version's grants as JSON, and during a rolling upgrade
+//! (or after a rollback) a binary may read grants that a newer release
+//! wrote. So reading ignores fields it does not know and gives the fields
+//! it misses their defaults: an older executor runs the version with the
+//! grants it understands, which can only be fewer than the newer one's (a
+//! field Waft adds here grants more, never less, when present, so ignoring
+//! it denies). Clients never send this JSON: they send typed fields
+//! (gRPC, CLI flags), checked by [`Grants::validate`]. See README, "Upgrades".
 
 mod pattern;
 
@@ -36,8 +47,11 @@ use crate::ByteSize;
 pub use pattern::{OutboundPattern, is_global, is_host_name, parse_address};
 
 /// What a lambda's executions may reach; nothing by default.
+///
+/// Deserialized leniently (unknown fields ignored, missing ones default):
+/// see the module's docs on stored grants.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+#[serde(default)]
 pub struct Grants {
     /// Destinations of outbound HTTP requests; none by default.
     pub outbound: Vec<OutboundPattern>,
@@ -48,9 +62,10 @@ pub struct Grants {
 }
 
 /// Bounds of one execution's outbound HTTP. Every timeout is also cut to
-/// what is left of the task's own.
+/// what is left of the task's own. Deserialized leniently, as [`Grants`]
+/// is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+#[serde(default)]
 pub struct OutboundLimits {
     /// Requests an execution may send, redirects followed included
     /// (default 64).
@@ -219,6 +234,36 @@ mod as_bytes {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Grants a newer release wrote, with a field this one does not know
+    /// at each level, read as the grants this release knows of them.
+    #[test]
+    fn grants_from_a_newer_release_are_read_without_their_new_fields() {
+        let newer = r#"{
+            "outbound": ["https://api.example.com"],
+            "outbound_limits": {"max_requests": 3, "max_retries_per_request": 2},
+            "env": {"REGION": "eu"},
+            "udp": ["10.0.0.7:53"]
+        }"#;
+        let read: Grants = serde_json::from_str(newer).unwrap();
+        assert_eq!(
+            read,
+            Grants {
+                outbound: vec!["https://api.example.com".parse().unwrap()],
+                outbound_limits: OutboundLimits {
+                    max_requests: 3,
+                    ..OutboundLimits::default()
+                },
+                env: BTreeMap::from([("REGION".into(), "eu".into())]),
+            }
+        );
+        read.validate().unwrap();
+        // What an older release wrote lacks the fields added since: defaults.
+        let older: Grants = serde_json::from_str(r#"{"outbound": []}"#).unwrap();
+        assert_eq!(older, Grants::default());
+        // A known field of the wrong type is still an error, not a default.
+        assert!(serde_json::from_str::<Grants>(r#"{"outbound": 7}"#).is_err());
+    }
 
     #[test]
     fn grants_round_trip_and_are_bounded() {
