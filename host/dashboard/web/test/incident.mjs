@@ -4,8 +4,9 @@
 // and redrives the dead letters in bulk (the CLI confirms they ran). Then
 // every other page: tasks, a task's children, schedule and cron forms with
 // the server's refusals next to their fields, versions and rollback, a
-// selected dead letter redriven onto a chosen version, cancel, and a task
-// waiting for a signal approved from its page.
+// selected dead letter redriven onto a chosen version, cancel, a task
+// waiting for a signal approved from its page, and a lambda deleted from
+// its page (refused first while a task of it waits).
 //
 // The harness (tests/dashboard.rs) has deployed `mailer` (failing, one
 // attempt: three tasks dead), `hello`, `chain` with a finished parent, and
@@ -213,6 +214,23 @@ try {
       assert.equal(waftStatus("task", "wait", waiting, "--timeout", "20s"), 0, "it resumed and ended");
       const output = JSON.parse(task(waiting).output);
       assert.deepEqual(output.signals, ['{"by": "Ada"}']);
+    }],
+    ["a lambda is deleted from its page, refused first while a task of it waits", async () => {
+      waft("lambda", "deploy", "scratch", env("WAFT_HELLO"), "--retain", "success=1h");
+      const waiting = waft("task", "schedule", "scratch", "--payload", "{}", "--delay", "1h");
+      await visit(page, "#/lambda/scratch");
+      await page.locator('section[data-version="1"]').waitFor();
+      assert.match(await page.locator('section[data-version="1"] .config').first().innerText(), /retention\s+success 1 h/);
+      await page.getByRole("button", { name: "Delete lambda" }).click();
+      await page.getByText("1 tasks that may still run").waitFor();
+      assert.equal(JSON.parse(waft("lambda", "get", "scratch", "--json")).name, "scratch", "refused: still there");
+      await page.locator('input[name="drop-tasks"]').check();
+      await shot(page, "lambda-delete");
+      await page.getByRole("button", { name: "Delete lambda" }).click();
+      await page.locator("table.lambdas").waitFor();
+      assert.equal(await page.locator('tr[data-lambda="scratch"]').count(), 0);
+      assert.notEqual(waftStatus("lambda", "get", "scratch"), 0, "gone");
+      assert.notEqual(waftStatus("task", "get", waiting), 0, "its task too");
     }],
   ]);
   assert.deepEqual(problems, [], "no script error on any page");

@@ -1,7 +1,8 @@
 // Lambdas: every one at its current version, and one lambda's versions with
 // their limits and configuration (variables; secrets by name only — their
-// values never leave the store), with rollback.
+// values never leave the store), with rollback and deletion.
 import { call, enumName, num, time } from "../api.js";
+import { useState } from "preact/hooks";
 import { Done, Empty, Failure, useAction, useData } from "../ui.jsx";
 
 const bytes = (n) => {
@@ -13,6 +14,15 @@ const bytes = (n) => {
   return `${v} B`;
 };
 const ms = (n) => (num(n) === undefined ? "" : `${num(n)} ms`);
+// A retention: the largest unit that divides it.
+const kept = (n) => {
+  const v = num(n);
+  if (v === undefined) return "forever";
+  for (const [unit, size] of [["d", 86_400_000], ["h", 3_600_000], ["min", 60_000], ["s", 1000]]) {
+    if (v % size === 0) return `${v / size} ${unit}`;
+  }
+  return `${v} ms`;
+};
 
 export function Lambdas() {
   const { data, error } = useData(() => call("listLambdas", {}), []);
@@ -54,6 +64,8 @@ export function LambdaPage({ name }) {
     return { current: lambda, versions, secrets: secrets?.secrets };
   }, [name]);
   const rollback = useAction();
+  const removal = useAction();
+  const [dropTasks, setDropTasks] = useState(false);
   if (!data) return <><h1>{name}</h1><Failure error={error} /></>;
   return (
     <>
@@ -65,6 +77,7 @@ export function LambdaPage({ name }) {
       </p>
       <Failure error={rollback.error} />
       <Done message={rollback.done} />
+      <Failure error={removal.error} />
       <h2>Secrets</h2>
       {data.secrets === undefined ? <p class="muted">Not shown to this token.</p>
         : data.secrets.length === 0 ? <Empty>None.</Empty>
@@ -87,6 +100,19 @@ export function LambdaPage({ name }) {
           <Config config={v.config} />
         </section>
       ))}
+      <h2>Delete</h2>
+      <p class="muted">Its versions, secrets, periodic schedules, gates, queues and every task of it go
+        for good. Refused while tasks of it may still run, unless they go too.</p>
+      <p class="actions">
+        <label><input type="checkbox" name="drop-tasks" checked={dropTasks}
+          onChange={(e) => setDropTasks(e.currentTarget.checked)} /> with its tasks that may still run</label>
+        <button class="danger" disabled={removal.busy} onClick={() => {
+          if (confirm(`Delete lambda ${name}${dropTasks ? " and every task of it" : ""}? This cannot be undone.`)) {
+            removal.run(() => call("deleteLambda", { name, dropTasks }), () => "")
+              .then((r) => { if (r) location.hash = "#/lambdas"; });
+          }
+        }}>Delete lambda</button>
+      </p>
     </>
   );
 }
@@ -108,6 +134,9 @@ function Config({ config }) {
     ["children of", config.allowedChildren.length ? config.allowedChildren.join(", ") : "its own lambda only"],
     ["outbound", config.allowOutbound.length ? config.allowOutbound.join(", ") : "no network"],
     ["on divergence", config.onDivergence ? enumName("OnDivergence", config.onDivergence) : "fail"],
+    ["retention", (config.retention ?? []).length
+      ? config.retention.map((r) => `${r.end} ${kept(r.keepMs)}`).join(", ")
+      : "the installation's"],
     ["outbound limits", config.allowOutbound.length
       ? `${limits.maxRequests ?? "?"} requests, ${limits.maxConnections ?? "?"} connections, ${bytes(limits.maxResponseBytes)} a response`
       : ""],
