@@ -50,18 +50,7 @@ pub async fn retention(cluster: &Cluster) {
         cluster.finished(&done, WITHIN).await.status,
         TaskStatus::Success
     );
-    let later = TaskRequest {
-        lambda: "brief".into(),
-        run_at: RunAt::After(Duration::from_secs(3600)),
-        ..TaskRequest::default()
-    };
-    let cancelled = cluster
-        .frontend
-        .task_schedule_many(vec![later])
-        .await
-        .unwrap()[0]
-        .id
-        .clone();
+    let cancelled = in_an_hour(cluster, "brief").await;
     cluster.frontend.task_cancel(&cancelled).await.unwrap();
 
     // The pruner (every 200 ms in the test clusters) deletes the success a
@@ -119,18 +108,7 @@ pub async fn retention(cluster: &Cluster) {
     assert_eq!(code, 2, "{error}");
 
     // A lambda goes once nothing of it may still run, or with its tasks.
-    let later = TaskRequest {
-        lambda: "doomed".into(),
-        run_at: RunAt::After(Duration::from_secs(3600)),
-        ..TaskRequest::default()
-    };
-    let waiting = cluster
-        .frontend
-        .task_schedule_many(vec![later])
-        .await
-        .unwrap()[0]
-        .id
-        .clone();
+    let waiting = in_an_hour(cluster, "doomed").await;
     let (code, error) = cluster.cli_failing(&["lambda", "delete", "doomed"]);
     assert_ne!(code, 0);
     assert!(error.contains("--drop-tasks"), "{error}");
@@ -152,4 +130,15 @@ pub async fn retention(cluster: &Cluster) {
     );
     let (_, error) = cluster.cli_failing(&["lambda", "get", "brief"]);
     assert!(error.contains("unknown lambda"), "{error}");
+}
+
+/// A task of `lambda` due in an hour: it waits, live, through the scenario.
+async fn in_an_hour(cluster: &Cluster, lambda: &str) -> String {
+    let later = TaskRequest {
+        lambda: lambda.into(),
+        run_at: RunAt::After(Duration::from_secs(3600)),
+        ..TaskRequest::default()
+    };
+    let inserted = cluster.frontend.task_schedule_many(vec![later]).await;
+    inserted.unwrap().remove(0).id
 }

@@ -11,12 +11,10 @@
 //! Postgres skips rows another transaction holds, as the poll does.
 
 use serde::Serialize;
-use waft_core::TaskStatus;
 use waft_core::retention::{End, Keep, Retention};
 
-use super::{Connection, DIALECT, lambda};
+use super::{Connection, DIALECT, lambda, task};
 use crate::names::status::{DEAD, LIVE, One};
-use crate::rows;
 use crate::support::{batch_json, millis, sql, text_in};
 use crate::{DeadPurge, DeadSelector, DutyTake, Pruned, Result, StoreError, TaskPrune};
 
@@ -171,18 +169,7 @@ pub(super) async fn purge(tx: &mut Connection, params: DeadPurge) -> Result<Prun
     let doomed: Vec<String> = match params.selector {
         DeadSelector::Ids(ids) => {
             for id in &ids {
-                let status: String = sqlx::query_scalar("SELECT status FROM tasks WHERE id = $1")
-                    .bind(text_in(id))
-                    .fetch_optional(&mut *tx)
-                    .await?
-                    .ok_or_else(|| StoreError::TaskNotFound(id.clone()))?;
-                let status = rows::task_status(status)?;
-                if status != TaskStatus::Dead {
-                    return Err(StoreError::NotDead {
-                        id: id.clone(),
-                        status,
-                    });
-                }
+                task::require_dead(&mut *tx, id).await?;
             }
             ids.iter().map(|id| text_in(id).into_owned()).collect()
         }

@@ -199,25 +199,30 @@ pub(super) async fn attempts(store: &Store, task_id: &str) -> Result<Vec<Attempt
 /// journal, and so the version that wrote it (its budget too), unless the
 /// redrive pins a version or asks for a fresh start: then the journal is
 /// discarded and the task runs as if it had never run.
+/// The lambda of dead task `id`; an error if it is missing or not dead.
+pub(super) async fn require_dead(conn: &mut Connection, id: &str) -> Result<String> {
+    let (status, lambda): (String, String) =
+        sqlx::query_as("SELECT status, lambda FROM tasks WHERE id = $1")
+            .bind(text_in(id))
+            .fetch_optional(&mut *conn)
+            .await?
+            .ok_or_else(|| StoreError::TaskNotFound(id.to_owned()))?;
+    match rows::task_status(status)? {
+        TaskStatus::Dead => Ok(lambda),
+        status => Err(StoreError::NotDead {
+            id: id.to_owned(),
+            status,
+        }),
+    }
+}
+
 pub(super) async fn redrive(tx: &mut Connection, params: DeadRedrive) -> Result<u64> {
     let discard = params.fresh || params.version.is_some();
     let version = params.version.map(i64::from);
     let redriven = match params.selector {
         DeadSelector::Ids(ids) => {
             for id in &ids {
-                let (status, lambda): (String, String) =
-                    sqlx::query_as("SELECT status, lambda FROM tasks WHERE id = $1")
-                        .bind(text_in(id))
-                        .fetch_optional(&mut *tx)
-                        .await?
-                        .ok_or_else(|| StoreError::TaskNotFound(id.clone()))?;
-                let status = rows::task_status(status)?;
-                if status != TaskStatus::Dead {
-                    return Err(StoreError::NotDead {
-                        id: id.clone(),
-                        status,
-                    });
-                }
+                let lambda = require_dead(&mut *tx, id).await?;
                 if let Some(pin) = params.version {
                     lambda::require_version(&mut *tx, &lambda, pin).await?;
                 }
