@@ -336,6 +336,8 @@ async fn the_guarantees_hold_under_chaos() {
     let Some(mut cluster) = Cluster::distributed_with(Layout {
         executors: 2,
         hsc_link: true,
+        sqs_link: false,
+        env: &[],
     })
     .await
     else {

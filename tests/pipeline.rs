@@ -12,7 +12,8 @@
 //! scenario runs, used by one scenario at a time, and stopped when the run
 //! ends, so a failure is reported and the rest still run, and no process
 //! outlives the test binary. The two modes run side by side. Checks that
-//! need processes of their own (`pipeline/standalone.rs`) start them.
+//! need processes of their own (`pipeline/standalone.rs`, `pipeline/idle.rs`)
+//! start them.
 //!
 //! A mode this machine cannot run (the distributed mode without PostgreSQL
 //! or the SQS-compatible server) has its scenarios reported as ignored,
@@ -23,6 +24,8 @@
 
 mod support;
 
+#[path = "pipeline/idle.rs"]
+mod idle;
 #[path = "pipeline/retention.rs"]
 mod retention;
 #[path = "pipeline/scenarios.rs"]
@@ -128,6 +131,19 @@ fn main() -> ExitCode {
         },
     ));
 
+    let on = runtime.clone();
+    trials.push(Trial::ignorable_test(
+        "an_idle_controller_leaves_the_queues_alone",
+        move || match on.block_on(idle::an_idle_controller_leaves_the_queues_alone()) {
+            true => Ok(Completion::Completed),
+            false if waft_testing::in_ci() => {
+                Err("the distributed mode is required under CI=true".into())
+            }
+            false => Ok(Completion::ignored_with(
+                "the distributed mode cannot run here; see \"skipping:\" above",
+            )),
+        },
+    ));
     let on = runtime.clone();
     trials.push(Trial::test(
         "a_small_executor_holds_a_thousand_sleepers_and_runs_new_tasks_at_once",

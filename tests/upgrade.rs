@@ -188,6 +188,8 @@ async fn postgres_databases_of_earlier_releases_upgrade_with_tasks_in_flight() {
         let layout = Layout {
             executors: 1,
             hsc_link: false,
+            sqs_link: false,
+            env: &[],
         };
         let cluster = Cluster::distributed_on(layout, preset)
             .await
@@ -435,6 +437,8 @@ async fn rolling_upgrade_old_executors_beside_a_new_frontend_and_hsc() {
     let layout = Layout {
         executors: 1,
         hsc_link: false,
+        sqs_link: false,
+        env: &[],
     };
     let mut cluster = Cluster::distributed_on(layout, preset)
         .await

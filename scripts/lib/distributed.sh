@@ -1,8 +1,9 @@
 # Starts the distributed mode on this machine, on loopback, for the
 # benchmark scripts: a durable PostgreSQL cluster (fsync on), fauxqs as SQS,
 # and one `waft serve` per role (two executors). Source it from the
-# project's root after building target/release/waft; everything it starts
-# is stopped, and its files removed, when the script exits.
+# project's root after building target/release/waft (or the binary $waft
+# names); everything it starts is stopped, and its files removed, when the
+# script exits.
 # shellcheck shell=bash
 
 work=$(mktemp -d)
@@ -23,6 +24,7 @@ trap distributed_cleanup EXIT
 
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 as_postgres() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+waft=${waft:-target/release/waft}
 pg_bin=$(dirname "$(command -v initdb || ls /usr/lib/postgresql/*/bin/initdb | tail -1)")
 
 # start_postgres [SETTING...]: a fresh cluster; sets pg_base (its URL
@@ -55,8 +57,10 @@ start_fauxqs() {
 }
 
 # start_roles STORE_URL: one `waft serve` per role on the store at
-# STORE_URL with one secrets key; sets roles (their pids) and exports the
-# peers' addresses, and returns once the Frontend answers.
+# STORE_URL with one secrets key; sets roles (their pids) and role_pids
+# (role:pid each) and exports the peers' addresses, and returns once the
+# Frontend answers. The Controller reaches the queues at $controller_sqs
+# when set (a counting proxy), else where every role does.
 start_roles() {
     export WAFT_STORE_URL=$1
     # The installation's key: it seals secrets and the components the
@@ -70,17 +74,22 @@ start_roles() {
     export WAFT_PEERS_CONTROLLER="127.0.0.1:$(port)"
     export WAFT_PEERS_HSC="127.0.0.1:$(port)"
     roles=()
-    local role address
+    role_pids=()
+    local role address sqs
     for role in hsc:$WAFT_PEERS_HSC frontend:$WAFT_PEERS_FRONTEND consumer: \
                 controller:$WAFT_PEERS_CONTROLLER executor: executor:; do
         address=${role#*:}
         address=${address:-127.0.0.1:$(port)}
         role=${role%%:*}
-        WAFT_LISTEN=$address target/release/waft serve "$role" >"$work/$role-${address##*:}.log" 2>&1 &
+        sqs=$WAFT_QUEUE_SQS_ENDPOINT_URL
+        if [ "$role" = controller ]; then sqs=${controller_sqs:-$sqs}; fi
+        WAFT_LISTEN=$address WAFT_QUEUE_SQS_ENDPOINT_URL=$sqs "$waft" serve "$role" \
+            >"$work/$role-${address##*:}.log" 2>&1 &
         pids+=($!)
         roles+=($!)
+        role_pids+=("$role:$!")
     done
-    until target/release/waft lambda list --server "$WAFT_PEERS_FRONTEND" >/dev/null 2>&1; do
+    until "$waft" lambda list --server "$WAFT_PEERS_FRONTEND" >/dev/null 2>&1; do
         sleep 0.2
     done
 }

@@ -158,6 +158,9 @@ pub struct Cluster {
     pub database: Option<String>,
     /// The proxy between the executors and the HSC, if asked for.
     pub hsc_link: Option<proxy::Proxy>,
+    /// The proxy between the Controller and the queue service, counting
+    /// its requests, if asked for.
+    pub sqs_link: Option<proxy::Proxy>,
     dir: TempDir,
 }
 
@@ -167,6 +170,11 @@ pub struct Layout {
     pub executors: usize,
     /// Executors reach the HSC through a [`proxy::Proxy`] the test controls.
     pub hsc_link: bool,
+    /// The Controller reaches the queue service through a
+    /// [`proxy::Proxy`] that counts its requests.
+    pub sqs_link: bool,
+    /// Settings every process gets beside (and over) the fast ones.
+    pub env: &'static [(&'static str, &'static str)],
 }
 
 /// What a distributed cluster starts on.
@@ -349,6 +357,7 @@ impl Cluster {
             ca: None,
             database: None,
             hsc_link: None,
+            sqs_link: None,
             dir,
         };
         cluster.ready().await;
@@ -361,6 +370,8 @@ impl Cluster {
         Self::distributed_with(Layout {
             executors,
             hsc_link: false,
+            sqs_link: false,
+            env: &[],
         })
         .await
     }
@@ -433,6 +444,19 @@ impl Cluster {
             true => Some(proxy::Proxy::start(hsc.clone()).await),
             false => None,
         };
+        let sqs_link = match layout.sqs_link {
+            true => {
+                let upstream = sqs.endpoint.trim_start_matches("http://");
+                Some(proxy::Proxy::start(upstream.to_owned()).await)
+            }
+            false => None,
+        };
+        base.extend(
+            layout
+                .env
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
+        );
         let mut processes = BTreeMap::new();
         for (name, role, listen) in roles {
             let mut env = base.clone();
@@ -447,6 +471,10 @@ impl Cluster {
                 if let Some(link) = &hsc_link {
                     env.push(("WAFT_PEERS_HSC".into(), link.addr.clone()));
                 }
+            }
+            if let (Some(link), "controller") = (&sqs_link, role) {
+                let endpoint = format!("http://{}", link.addr);
+                env.push(("WAFT_QUEUE_SQS_ENDPOINT_URL".into(), endpoint));
             }
             let mut process = Process {
                 name: name.clone(),
@@ -488,6 +516,7 @@ impl Cluster {
             ca: Some((tls.cert.pem().into_bytes(), cert)),
             database: Some(database),
             hsc_link,
+            sqs_link,
             dir,
         };
         cluster.ready().await;

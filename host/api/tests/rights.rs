@@ -27,9 +27,9 @@ use waft_services::{
     CronRequest, Frontend, FrontendApi, ServiceError, ServiceResult, SystemClock, TaskRequest, Wake,
 };
 use waft_store::{
-    Artifact, Attempt, Cron, DeadSelector, Gate, GateState, JournalEntry, Lambda, LambdaDeploy,
-    Millis, Overview, SealedSecrets, SecretInfo, SignalSent, SqliteStore, StatusCount, Task,
-    TaskCount, TaskInserted, TaskList, TaskStore, Token, TokenRole,
+    Artifact, Attempt, Backlog, Cron, DeadSelector, Gate, GateState, JournalEntry, Lambda,
+    LambdaDeploy, Millis, Overview, QueueFills, SealedSecrets, SecretInfo, SignalSent, SqliteStore,
+    StatusCount, Task, TaskCount, TaskInserted, TaskList, TaskStore, Token, TokenRole,
 };
 
 const T0: i64 = 1_800_000_000_000;
@@ -86,6 +86,8 @@ fn expected(call: Call) -> &'static str {
         Call::ComponentGet => "ynnnny",
         Call::ArtifactGet => "ynnnny",
         Call::LambdaChanged => "ynnnny",
+        Call::QueueFilled => "ynnnny",
+        Call::QueueBacklog => "ynnnny",
         Call::SecretSealed => "ynnnny",
     }
 }
@@ -149,6 +151,8 @@ async fn invoke(api: &dyn FrontendApi, fx: &Fixture, call: Call) -> Answer {
         Call::ComponentGet => api.component_get("digest-of-mail").await.map(none),
         Call::ArtifactGet => api.artifact_get("digest-of-mail", "engine").await.map(none),
         Call::LambdaChanged => api.lambda_changed(0, Duration::ZERO).await.map(none),
+        Call::QueueFilled => api.queue_filled(0, Duration::ZERO).await.map(none),
+        Call::QueueBacklog => api.queue_backlog().await.map(none),
         Call::SecretSealed => api.secret_sealed("mail").await.map(none),
     }
 }
@@ -525,6 +529,12 @@ impl ClusterApi for Probe {
     }
     async fn lambda_changed(&self, _: u64, _: Duration) -> ServiceResult<u64> {
         Err(self.saw(Call::LambdaChanged))
+    }
+    async fn queue_filled(&self, _: u64, _: Duration) -> ServiceResult<QueueFills> {
+        Err(self.saw(Call::QueueFilled))
+    }
+    async fn queue_backlog(&self) -> ServiceResult<Vec<Backlog>> {
+        Err(self.saw(Call::QueueBacklog))
     }
     async fn secret_sealed(&self, _: &str) -> ServiceResult<SealedSecrets> {
         Err(self.saw(Call::SecretSealed))

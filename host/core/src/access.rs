@@ -125,6 +125,8 @@ calls! {
     ComponentGet,
     ArtifactGet,
     LambdaChanged,
+    QueueFilled,
+    QueueBacklog,
     SecretSealed,
 }
 
@@ -155,6 +157,8 @@ impl Call {
             Call::ComponentGet => Rule::Admin("fetch components"),
             Call::ArtifactGet => Rule::Admin("fetch compiled components"),
             Call::LambdaChanged => Rule::Admin("follow the lambdas' changes"),
+            Call::QueueFilled => Rule::Admin("follow the queues' fills"),
+            Call::QueueBacklog => Rule::Admin("list the queues' backlog"),
             Call::SecretSealed => Rule::Admin("fetch sealed secrets"),
         }
     }

@@ -17,10 +17,11 @@ use async_trait::async_trait;
 
 use crate::error::ServiceResult;
 use crate::model::{
-    Artifact, Attempt, ChildrenState, ClaimedTask, Continuation, Cron, DeadSelector, Gate,
+    Artifact, Attempt, Backlog, ChildrenState, ClaimedTask, Continuation, Cron, DeadSelector, Gate,
     GateState, Heartbeat, JournalEntry, JournalWrite, Lambda, LambdaDeleted, LambdaVersion, Millis,
-    Overview, Refusal, SealedSecrets, SecretInfo, SignalSent, StatusCount, Task, TaskChildrenRead,
-    TaskCount, TaskInserted, TaskList, TaskResult, TaskSignalRead, Token, TokenRole,
+    Overview, QueueFills, Refusal, SealedSecrets, SecretInfo, SignalSent, StatusCount, Task,
+    TaskChildrenRead, TaskCount, TaskInserted, TaskList, TaskResult, TaskSignalRead, Token,
+    TokenRole,
 };
 use crate::{LambdaConfig, TaskStatus};
 
@@ -206,9 +207,9 @@ pub trait AdminApi: Send + Sync {
 }
 
 /// What the installation's own processes fetch from the Frontend to run
-/// lambdas: components, compiled artifacts, sealed secrets and word of
-/// new versions. (An executor schedules children through
-/// [`ClientApi::task_schedule_many`], under its task's lease.)
+/// lambdas: components, compiled artifacts, sealed secrets, word of new
+/// versions, and which queues to poll. (An executor schedules children
+/// through [`ClientApi::task_schedule_many`], under its task's lease.)
 #[async_trait]
 pub trait ClusterApi: Send + Sync {
     /// A component's bytes by digest.
@@ -223,6 +224,16 @@ pub trait ClusterApi: Send + Sync {
     /// calls is never missed. Generations only differ or not: a restarted
     /// Frontend counts afresh, and its first answer differs.
     async fn lambda_changed(&self, seen: u64, wait: Duration) -> ServiceResult<u64>;
+    /// Waits until the Store Consumer fills a queue after the fill
+    /// generation `seen`, at most `wait`; answers the queues filled since
+    /// then and the generation to pass next. How Controllers learn which
+    /// queues to poll. An answer that says `missed` lists nothing: the
+    /// caller looks at [`ClusterApi::queue_backlog`] instead.
+    async fn queue_filled(&self, seen: u64, wait: Duration) -> ServiceResult<QueueFills>;
+    /// Per `<lambda, priority>`, the oldest due task that has not started
+    /// (new, retrying or in its queue): what a Controller sweeps for the
+    /// messages no fill announced (a lost signal, a redelivery).
+    async fn queue_backlog(&self) -> ServiceResult<Vec<Backlog>>;
     /// A lambda's secrets, sealed: what an executor opens with the key.
     async fn secret_sealed(&self, lambda: &str) -> ServiceResult<SealedSecrets>;
 }

@@ -4,8 +4,8 @@
 //! clients that implement the same traits. Each role is built in one place
 //! from what runs beside it; what tells the two apart is [`Mode`], asked
 //! once per difference: where the store and the data live, which queue
-//! kind is the default, and whether other processes must hear of due tasks
-//! and deploys.
+//! kind is the default, and whether other processes must hear of due tasks,
+//! deploys and filled queues.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -19,14 +19,14 @@ use waft_runtime::{Allocator, Runtime, RuntimeConfig};
 use waft_services::auth::Authenticator;
 use waft_services::secrets::SecretKey;
 use waft_services::{
-    Clock, Controller, ControllerApi, DueSignal, Executor, ExecutorConfig, Frontend, FrontendApi,
-    Hsc, HscApi, Pruner, StoreClock, StoreConsumer, Wake,
+    Clock, Controller, ControllerApi, DueSignal, Executor, ExecutorConfig, FillSignal, Fills,
+    Frontend, FrontendApi, Hsc, HscApi, Pruner, StoreClock, StoreConsumer, Wake,
 };
 use waft_store::{PostgresStore, SqliteStore, TaskStore};
 
 use crate::backends::{QueueKind, StoreBackend, open_queues};
 use crate::listen::{self, identity, read_pem};
-use crate::notify::{PostgresDue, relay_due, relay_lambdas};
+use crate::notify::{PostgresDue, PostgresFills, relay_due, relay_fills, relay_lambdas};
 use crate::{Config, ConfigError, Node, NodeError, Role};
 
 /// Which roles a process runs, and on what.
@@ -112,11 +112,14 @@ pub(crate) async fn start(mode: &Mode, config: &Config) -> Result<Node, NodeErro
     };
     let runtime = runtime(mode, config)?;
     let secret_key = secret_key(mode, config)?;
+    // The queues the consumer fills, as the Frontend tells its Controllers.
+    let fills = Fills::default();
     let wake = spawn_consumer(
         mode,
         config,
         stored.as_ref(),
         queue.clone(),
+        &fills,
         &mut node.tasks,
         &node.stop,
     );
@@ -128,6 +131,7 @@ pub(crate) async fn start(mode: &Mode, config: &Config) -> Result<Node, NodeErro
         runtime.clone(),
         secret_key.clone(),
         wake,
+        fills,
         &mut node,
     );
     local.hsc = stored
@@ -245,12 +249,15 @@ fn secret_key(mode: &Mode, config: &Config) -> Result<Option<Arc<SecretKey>>, Co
 }
 
 /// Starts the Store Consumer, and its pruner, when it runs here; its wake
-/// is what the Frontend's signals reach.
+/// is what the Frontend's signals reach. It tells the queues it fills to
+/// the Frontend beside it (`fills`), or through Postgres to the Frontends
+/// elsewhere.
 fn spawn_consumer(
     mode: &Mode,
     config: &Config,
     stored: Option<&Stored>,
     queue: Option<Arc<dyn TaskQueue>>,
+    fills: &Fills,
     tasks: &mut JoinSet<()>,
     stop: &CancellationToken,
 ) -> Option<Wake> {
@@ -270,6 +277,11 @@ fn spawn_consumer(
     );
     let stopped = stop.clone();
     tasks.spawn(async move { pruner.run(stopped).await });
+    let signal: Arc<dyn FillSignal> = match &stored.across_processes {
+        Some(postgres) => Arc::new(PostgresFills(postgres.clone())),
+        None => Arc::new(fills.clone()),
+    };
+    let consumer = consumer.fills(signal);
     let wake = consumer.waker();
     let stopped = stop.clone();
     tasks.spawn(async move { consumer.run(stopped.cancelled_owned()).await });
@@ -287,7 +299,12 @@ fn spawn_consumer(
 
 /// The Frontend, when it runs here. Its signals of due tasks go to the
 /// consumer beside it, or through Postgres to the consumers elsewhere, and
-/// it hears of the other Frontends' deploys the same way.
+/// it hears of the other Frontends' deploys and the consumers' fills the
+/// same way.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "each is one thing the Frontend is built from"
+)]
 fn frontend(
     mode: &Mode,
     config: &Config,
@@ -295,6 +312,7 @@ fn frontend(
     runtime: Option<Arc<Runtime>>,
     secret_key: Option<Arc<SecretKey>>,
     wake: Option<Wake>,
+    fills: Fills,
     node: &mut Node,
 ) -> Option<Arc<Frontend>> {
     let (Some(stored), Some(runtime)) = (stored.filter(|_| mode.runs(Role::Frontend)), runtime)
@@ -308,7 +326,8 @@ fn frontend(
         (None, None) => Arc::new(Wake::default()),
     };
     let frontend = Frontend::new(stored.store.clone(), stored.clock.clone(), runtime, due)
-        .keep_versions(config.store.keep_versions);
+        .keep_versions(config.store.keep_versions)
+        .fills(fills.clone());
     let frontend = Arc::new(match secret_key {
         Some(key) => frontend.secrets(key),
         None => frontend,
@@ -322,6 +341,15 @@ fn frontend(
                 () = relay_lambdas(postgres, relayed) => {}
             }
         });
+        let (stop, postgres) = (node.stop.clone(), stored.across_processes.clone());
+        if let Some(postgres) = postgres {
+            node.tasks.spawn(async move {
+                tokio::select! {
+                    () = stop.cancelled() => {}
+                    () = relay_fills(postgres, fills) => {}
+                }
+            });
+        }
     }
     Some(frontend)
 }

@@ -10,8 +10,8 @@
 use std::io;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::thread::JoinHandle;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::thread::{JoinHandle, Thread};
 use std::time::Duration;
 
 use waft_core::{ByteSize, Limits};
@@ -126,7 +126,7 @@ pub(crate) struct Inner {
     pub(crate) fingerprint: String,
     pooling: bool,
     pub(crate) guests: GuestThreads,
-    _ticker: EpochTicker,
+    pub(crate) ticker: EpochTicker,
 }
 
 impl Runtime {
@@ -169,7 +169,7 @@ impl Runtime {
                 connections: Arc::new(Connections::new(config.max_outbound_connections)),
                 pooling,
                 guests,
-                _ticker: ticker,
+                ticker,
             }),
         })
     }
@@ -327,10 +327,31 @@ fn spawn_thread(
 
 /// Advances the engine's epoch every tick, on a thread of its own, until
 /// dropped. Deadlines and kills are checked when the epoch advances.
-struct EpochTicker {
+///
+/// It ticks only while a store lives ([`EpochTicker::hold`]): deadlines
+/// count from the epoch when their store starts, so an idle runtime — a
+/// Frontend between deploys, an executor with nothing to run — need not
+/// wake a thousand times a second.
+pub(crate) struct EpochTicker {
     stop: Arc<AtomicBool>,
+    /// Stores alive, and how to wake the thread when the first starts.
+    live: Arc<Live>,
     /// Taken when dropped, to join it.
     thread: Option<JoinHandle<()>>,
+}
+
+struct Live {
+    stores: AtomicUsize,
+    thread: std::sync::OnceLock<Thread>,
+}
+
+/// Keeps the epoch ticking while it lives: one per store.
+pub(crate) struct Ticking(Arc<Live>);
+
+impl Drop for Ticking {
+    fn drop(&mut self) {
+        self.0.stores.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 impl EpochTicker {
@@ -338,21 +359,43 @@ impl EpochTicker {
     /// would ever stop a guest that computes, so no runtime may run.
     fn start(engine: Engine, tick: Duration, spawn: Spawn) -> Result<Self, RuntimeError> {
         let stop = Arc::new(AtomicBool::new(false));
-        let stopped = stop.clone();
+        let live = Arc::new(Live {
+            stores: AtomicUsize::new(0),
+            thread: std::sync::OnceLock::new(),
+        });
+        let (stopped, watched) = (stop.clone(), live.clone());
         let thread = spawn(
             std::thread::Builder::new().name("waft-epoch".into()),
             Box::new(move || {
                 while !stopped.load(Ordering::Relaxed) {
+                    if watched.stores.load(Ordering::Acquire) == 0 {
+                        // Woken by the first store (an unpark before the
+                        // park makes it return at once) or by the drop.
+                        std::thread::park();
+                        continue;
+                    }
                     std::thread::park_timeout(tick);
                     engine.increment_epoch();
                 }
             }),
         )
         .map_err(RuntimeError::EpochThread)?;
+        let _ = live.thread.set(thread.thread().clone());
         Ok(Self {
             stop,
+            live,
             thread: Some(thread),
         })
+    }
+
+    /// Ticks until the answer is dropped: hold it as long as a store lives.
+    pub(crate) fn hold(&self) -> Ticking {
+        if self.live.stores.fetch_add(1, Ordering::AcqRel) == 0
+            && let Some(thread) = self.live.thread.get()
+        {
+            thread.unpark();
+        }
+        Ticking(self.live.clone())
     }
 }
 

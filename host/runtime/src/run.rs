@@ -111,6 +111,9 @@ pub(crate) struct HostState {
     pub(crate) host: Arc<dyn TaskHost>,
     /// The task's journal: what this execution replays and records.
     pub(crate) journal: Journal,
+    /// The epoch ticks while this store lives: its deadline and kill switch
+    /// are checked at every tick.
+    _ticking: crate::engine::Ticking,
     /// The monotonic clock the lambda reads, past what it replayed.
     pub(crate) monotonic: MonotonicClock,
     /// The lambda's waits on its timers, by pollable, and when it may be
@@ -443,6 +446,7 @@ pub(crate) fn new_store(
             kill: kill.clone(),
             deadline,
             stopped: None,
+            _ticking: runtime.ticker.hold(),
         },
     );
     store.limiter(|state| &mut state.limiter);

@@ -12,6 +12,10 @@
 //! in the same transaction: its due tasks beyond the quota's rate wait in
 //! the store for their own slots, so its backlog never crowds the queues.
 //!
+//! After each turn the consumer tells the Controllers, through the
+//! Frontend, which queues it filled ([`FillSignal`]): a Controller polls a
+//! queue when told, not every second.
+//!
 //! If sending fails, the tasks stay enqueued in the store and come due again
 //! after the enqueue timeout: nothing is lost, only delayed.
 //!
@@ -29,6 +33,7 @@ use tokio_util::sync::CancellationToken;
 use waft_queue::{QueueError, QueueKey, QueueMessage, TaskQueue};
 use waft_store::{Millis, StoreError, TaskEnqueueReady, TaskStore};
 
+use crate::fills::FillSignal;
 use crate::metrics::{self, QueueLabels};
 use crate::{Clock, Periodic, lock};
 
@@ -137,6 +142,8 @@ pub struct StoreConsumer {
     clock: Arc<dyn Clock>,
     config: ConsumerConfig,
     wake: Wake,
+    /// Told which queues each turn filled.
+    fills: Arc<dyn FillSignal>,
     periodic: Periodic,
     /// Queues whose backlog metrics were recorded, to zero them when empty.
     measured: std::sync::Mutex<BTreeSet<QueueKey>>,
@@ -163,9 +170,16 @@ impl StoreConsumer {
             clock,
             config,
             wake,
+            fills: Arc::new(()),
             periodic,
             measured: std::sync::Mutex::default(),
         }
+    }
+
+    /// Tells `fills` which queues each turn filled.
+    pub fn fills(mut self, fills: Arc<dyn FillSignal>) -> Self {
+        self.fills = fills;
+        self
     }
 
     /// The handle that wakes this consumer.
@@ -201,6 +215,7 @@ impl StoreConsumer {
         }
         let mut sent = 0;
         let mut unsent = 0;
+        let mut filled = Vec::with_capacity(by_queue.len());
         for (key, messages) in by_queue {
             let count = messages.len();
             match self.queue.queue_send_many(&key, messages).await {
@@ -213,12 +228,16 @@ impl StoreConsumer {
                             priority: key.priority,
                         })
                         .inc_by(count as u64);
+                    filled.push(key);
                 }
                 Err(error) => {
                     unsent += count;
                     log_send_failure(&key, count, &error);
                 }
             }
+        }
+        if !filled.is_empty() {
+            self.fills.filled(&filled).await;
         }
         Ok(PollReport {
             sent,
@@ -265,6 +284,8 @@ impl StoreConsumer {
 
     /// Sets the queue-depth and oldest-waiting-task gauges of every queue
     /// with a backlog, and zeroes those of queues whose backlog is gone.
+    /// A queue found empty with no backlog is not measured again until it
+    /// has one: an idle installation reads no queue's depth.
     pub async fn record_backlog(&self) -> Result<(), StoreError> {
         let now = self.clock.now();
         let backlog = self.store.task_backlog(now).await?;
@@ -276,6 +297,7 @@ impl StoreConsumer {
                 .get_or_create(&labels(key))
                 .set(0.0);
         }
+        let mut waiting_keys = BTreeSet::new();
         for waiting in backlog {
             let key = QueueKey::new(waiting.lambda, waiting.priority);
             let age = (now - waiting.oldest_due).max(0) as f64 / 1000.0;
@@ -283,18 +305,26 @@ impl StoreConsumer {
                 .oldest_ready_age
                 .get_or_create(&labels(&key))
                 .set(age);
-            keys.insert(key);
+            keys.insert(key.clone());
+            waiting_keys.insert(key);
         }
-        for key in &keys {
-            match self.queue.queue_depth(key).await {
+        let mut measured = BTreeSet::new();
+        for key in keys {
+            match self.queue.queue_depth(&key).await {
                 Ok(depth) => {
                     let depth = i64::try_from(depth).unwrap_or(i64::MAX);
-                    metrics.queue_depth.get_or_create(&labels(key)).set(depth);
+                    metrics.queue_depth.get_or_create(&labels(&key)).set(depth);
+                    if depth > 0 || waiting_keys.contains(&key) {
+                        measured.insert(key);
+                    }
                 }
-                Err(error) => tracing::debug!(queue = %key, %error, "cannot read the queue depth"),
+                Err(error) => {
+                    tracing::debug!(queue = %key, %error, "cannot read the queue depth");
+                    measured.insert(key);
+                }
             }
         }
-        *lock(&self.measured) = keys;
+        *lock(&self.measured) = measured;
         Ok(())
     }
 

@@ -2,7 +2,22 @@
 //!
 //! For every `<lambda, priority>` it serves, a poller long-polls the queue
 //! into a bounded local buffer: a backlog at one priority fills only its own
-//! buffer, so it never stands in front of another priority's tasks. An
+//! buffer, so it never stands in front of another priority's tasks.
+//!
+//! A poller polls only when told, so that an idle Controller costs nothing
+//! per lambda deployed: it is told when the Store Consumer filled its queue
+//! ([`crate::fills`], followed through the Frontend), and then receives as
+//! long as the queue yields messages — waiting for room while its buffer is
+//! full — and stops at the first empty answer. What no fill announces — a
+//! lost signal, a message that comes back after its visibility timeout
+//! because the Controller that received it died — the sweep finds: every
+//! `sweep` interval, and whenever the fills may have been missed, one call
+//! asks the store's backlog which `<lambda, priority>` have tasks due that
+//! have not started, and their pollers are told. (A task whose message is
+//! lost altogether is enqueued again after the consumer's enqueue timeout,
+//! and that fill is announced.)
+//!
+//! An
 //! executor's `NextWork` takes from the buffers of the lambdas it has room
 //! for, highest priority first, and the Controller claims the tasks at the
 //! HSC before answering: only claimed tasks are handed out. A message whose
@@ -54,12 +69,20 @@ pub struct ControllerConfig {
     #[serde(skip)]
     pub receive_batch: usize,
     /// How long one receive waits for messages (default 1 s; at most 20 s
-    /// on SQS).
+    /// on SQS). A poller told of a fill receives until an answer is empty,
+    /// so this is also how long it lingers on a queue after its last
+    /// message.
     #[serde(deserialize_with = "waft_core::deserialize_duration")]
     pub receive_wait: Duration,
-    /// How often it looks for newly deployed lambdas (default 1 s).
+    /// How often it lists the lambdas besides the Frontend's word of a
+    /// deploy (default 30 s): bounds what a lost word costs.
     #[serde(deserialize_with = "waft_core::deserialize_duration")]
     pub refresh: Duration,
+    /// How often it asks the store's backlog which queues hold messages no
+    /// fill announced (default 5 s): bounds what a lost fill signal or a
+    /// redelivery after a visibility timeout costs.
+    #[serde(deserialize_with = "waft_core::deserialize_duration")]
+    pub sweep: Duration,
 }
 
 impl Default for ControllerConfig {
@@ -69,7 +92,8 @@ impl Default for ControllerConfig {
             buffer: 256,
             receive_batch: 10,
             receive_wait: Duration::from_secs(1),
-            refresh: Duration::from_secs(1),
+            refresh: Duration::from_secs(30),
+            sweep: Duration::from_secs(5),
         }
     }
 }
@@ -86,17 +110,19 @@ impl ControllerConfig {
                 self.receive_wait
             ));
         }
-        if self.refresh.is_zero() {
-            return Err("controller refresh interval must be above zero".into());
+        if self.refresh.is_zero() || self.sweep.is_zero() {
+            return Err("controller refresh and sweep intervals must be above zero".into());
         }
         Ok(())
     }
 }
 
-/// The buffer of one queue, and the room its poller may fill.
+/// The buffer of one queue, the room its poller may fill, and how its
+/// poller is told to poll.
 struct Buffer {
     deliveries: VecDeque<Delivery>,
     room: Arc<Semaphore>,
+    told: Arc<Notify>,
 }
 
 /// The Controller role. Cheap to clone.
@@ -112,6 +138,9 @@ struct Inner {
     config: ControllerConfig,
     /// Per lambda, per priority (the index).
     buffers: Mutex<HashMap<String, Vec<Buffer>>>,
+    /// Queues told to poll before their lambda was discovered: told when
+    /// their poller starts.
+    pending: Mutex<HashSet<QueueKey>>,
     /// What a claimed task of each lambda may weigh in a hand-out, by its
     /// `max_payload`.
     weights: Mutex<HashMap<String, usize>>,
@@ -139,6 +168,7 @@ impl Controller {
                 frontend,
                 config,
                 buffers: Mutex::default(),
+                pending: Mutex::default(),
                 weights: Mutex::default(),
                 arrived: Notify::new(),
                 discover: Notify::new(),
@@ -155,8 +185,9 @@ impl Controller {
             .map_or(0, |levels| levels.iter().map(|b| b.deliveries.len()).sum())
     }
 
-    /// Polls the queues until `shutdown` resolves, starting a poller for
-    /// each `<lambda, priority>` as soon as the Frontend reports a deploy.
+    /// Serves until `shutdown` resolves: starts a poller for each `<lambda,
+    /// priority>` as soon as the Frontend reports a deploy, and tells the
+    /// pollers which queues to poll.
     pub async fn run(&self, shutdown: impl std::future::Future<Output = ()>) {
         tokio::pin!(shutdown);
         let mut pollers = JoinSet::new();
@@ -165,6 +196,8 @@ impl Controller {
             self.inner.frontend.clone(),
             changed.clone(),
         ));
+        let inner = self.inner.clone();
+        let telling = tokio::spawn(async move { inner.follow_fills().await });
         loop {
             if let Err(error) = self.discover(&mut pollers).await {
                 tracing::warn!(%error, "controller cannot list lambdas");
@@ -177,11 +210,12 @@ impl Controller {
             }
         }
         following.abort();
+        telling.abort();
         pollers.shutdown().await;
     }
 
     /// Starts pollers for the queues of lambdas (or priority levels) new
-    /// since the last look.
+    /// since the last look; a poller told before it started polls at once.
     async fn discover(&self, pollers: &mut JoinSet<()>) -> ServiceResult<()> {
         let lambdas = self.inner.frontend.lambda_list().await?;
         let served = &self.inner.config.lambdas;
@@ -189,6 +223,7 @@ impl Controller {
         {
             let mut buffers = lock(&self.inner.buffers);
             let mut weights = lock(&self.inner.weights);
+            let mut pending = lock(&self.inner.pending);
             for lambda in lambdas {
                 if !served.is_empty() && !served.contains(&lambda.name) {
                     continue;
@@ -196,30 +231,119 @@ impl Controller {
                 weights.insert(lambda.name.clone(), weight(lambda.config.max_payload));
                 let levels = buffers.entry(lambda.name.clone()).or_default();
                 while levels.len() < usize::from(lambda.config.priorities) {
+                    let key = QueueKey::new(&lambda.name, levels.len() as u8);
                     let room = Arc::new(Semaphore::new(self.inner.config.buffer));
-                    new_keys.push((
-                        QueueKey::new(&lambda.name, levels.len() as u8),
-                        room.clone(),
-                    ));
+                    let told = Arc::new(Notify::new());
+                    if pending.remove(&key) {
+                        told.notify_one();
+                    }
+                    new_keys.push((key, room.clone(), told.clone()));
                     levels.push(Buffer {
                         deliveries: VecDeque::new(),
                         room,
+                        told,
                     });
                 }
             }
         }
-        for (key, room) in new_keys {
-            tracing::debug!(queue = %key, "polling");
+        for (key, room, told) in new_keys {
+            tracing::debug!(queue = %key, "serving");
             let inner = self.inner.clone();
-            pollers.spawn(async move { inner.poll(key, room).await });
+            pollers.spawn(async move { inner.poll(key, room, told).await });
         }
         Ok(())
     }
 }
 
 impl Inner {
-    /// Fills one buffer from its queue, forever.
-    async fn poll(&self, key: QueueKey, room: Arc<Semaphore>) {
+    /// Tells the pollers of the queues the consumer fills, as the Frontend
+    /// reports them, and sweeps the backlog every `sweep` interval and
+    /// whenever the Frontend says fills may have been missed (at the first
+    /// answer, too); forever.
+    async fn follow_fills(&self) {
+        let mut seen = 0;
+        let mut failures = 0u32;
+        let mut sweep_at = Instant::now() + self.config.sweep;
+        loop {
+            let wait = sweep_at.saturating_duration_since(Instant::now());
+            if wait.is_zero() {
+                self.sweep().await;
+                sweep_at = Instant::now() + self.config.sweep;
+                continue;
+            }
+            match self.frontend.queue_filled(seen, wait).await {
+                Ok(fills) => {
+                    failures = 0;
+                    seen = fills.generation;
+                    for (lambda, priority) in fills.queues {
+                        self.tell(QueueKey::new(lambda, priority));
+                    }
+                    if fills.missed {
+                        self.sweep().await;
+                        sweep_at = Instant::now() + self.config.sweep;
+                    }
+                }
+                Err(error) => {
+                    failures += 1;
+                    if failures == 1 {
+                        tracing::warn!(%error, "cannot follow the queues' fills; sweeping the backlog until the Frontend answers");
+                    }
+                    let pause = Duration::from_millis(100 << failures.min(5));
+                    tokio::time::sleep(pause.min(wait)).await;
+                }
+            }
+        }
+    }
+
+    /// Tells the pollers of every queue with tasks due that have not
+    /// started: one call, whatever the number of lambdas.
+    async fn sweep(&self) {
+        match self.frontend.queue_backlog().await {
+            Ok(backlog) => {
+                for waiting in backlog {
+                    self.tell(QueueKey::new(waiting.lambda, waiting.priority));
+                }
+            }
+            Err(error) => {
+                tracing::debug!(%error, "cannot sweep the backlog; sweeping again later");
+            }
+        }
+    }
+
+    /// Tells the poller of `key` to poll; a queue of a lambda not yet
+    /// discovered is polled as soon as it is.
+    fn tell(&self, key: QueueKey) {
+        let served = &self.config.lambdas;
+        if !served.is_empty() && !served.contains(&key.lambda) {
+            return;
+        }
+        let buffers = lock(&self.buffers);
+        let level = buffers
+            .get(&key.lambda)
+            .and_then(|levels| levels.get(usize::from(key.priority)));
+        match level {
+            Some(buffer) => buffer.told.notify_one(),
+            // Under the buffers' lock, as discovery takes it: the poller
+            // cannot start between the look and the note.
+            None => {
+                if lock(&self.pending).insert(key) {
+                    self.discover.notify_one();
+                }
+            }
+        }
+    }
+
+    /// Fills one buffer from its queue whenever told, forever.
+    async fn poll(&self, key: QueueKey, room: Arc<Semaphore>, told: Arc<Notify>) {
+        loop {
+            told.notified().await;
+            self.drain(&key, &room).await;
+        }
+    }
+
+    /// Receives from one queue until an answer is empty, waiting for room
+    /// in its buffer before each receive.
+    async fn drain(&self, key: &QueueKey, room: &Semaphore) {
         let mut failures = 0u32;
         loop {
             // Wait for room for one message, then take what else is free.
@@ -238,14 +362,14 @@ impl Inner {
             let asked = 1 + extra;
             match self
                 .queue
-                .queue_receive(&key, asked, self.config.receive_wait)
+                .queue_receive(key, asked, self.config.receive_wait)
                 .await
             {
                 Ok(deliveries) => {
                     failures = 0;
                     room.add_permits(asked - deliveries.len());
                     if deliveries.is_empty() {
-                        continue;
+                        return;
                     }
                     let mut buffers = lock(&self.buffers);
                     if let Some(buffer) = buffers

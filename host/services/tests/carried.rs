@@ -22,7 +22,7 @@ use waft_runtime::Runtime;
 use waft_services::secrets::SecretKey;
 use waft_services::{
     ClientApi, Clock, ConsumerConfig, Controller, ControllerApi, ControllerConfig, Executor,
-    ExecutorConfig, Frontend, HeartbeatConfig, Hsc, HscApi, LambdaSlots, NextWork, RunAt,
+    ExecutorConfig, Fills, Frontend, HeartbeatConfig, Hsc, HscApi, LambdaSlots, NextWork, RunAt,
     ServiceResult, StoreConsumer, SystemClock, TaskRequest,
 };
 use waft_services::{JournalCommit, JournalPage};
@@ -53,6 +53,7 @@ impl Cluster {
         let runtime = Arc::new(support::on_demand_runtime());
         let key = Arc::new(SecretKey::read_or_create(&dir.path().join("key")).unwrap());
         let queue = Arc::new(MemoryQueue::new(Duration::from_secs(30)));
+        let fills = Fills::default();
         let consumer = StoreConsumer::new(
             store.clone(),
             queue.clone(),
@@ -61,7 +62,8 @@ impl Cluster {
                 poll_interval: Duration::from_millis(100),
                 ..ConsumerConfig::default()
             },
-        );
+        )
+        .fills(Arc::new(fills.clone()));
         let frontend = Arc::new(
             Frontend::new(
                 store.clone(),
@@ -69,6 +71,7 @@ impl Cluster {
                 runtime.clone(),
                 Arc::new(consumer.waker()),
             )
+            .fills(fills)
             .secrets(key.clone()),
         );
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

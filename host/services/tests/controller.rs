@@ -1,44 +1,143 @@
 //! The Controller on the embedded backends (a SQLite file, in-process
 //! queues, the real HSC): highest priority first from bounded per-priority
-//! buffers, claims before handing out, refused claims never handed out.
+//! buffers, claims before handing out, refused claims never handed out; a
+//! queue polled when the consumer fills it or the sweep finds a backlog in
+//! it, and left alone otherwise.
 
 mod support;
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 use waft_core::LambdaConfig;
-use waft_queue::MemoryQueue;
+use waft_queue::{Delivery, MemoryQueue, QueueError, QueueKey, QueueMessage, TaskQueue};
 use waft_services::{
-    Clock, ConsumerConfig, Controller, ControllerApi, ControllerConfig, Frontend, FrontendApi,
-    HeartbeatConfig, Hsc, LambdaSlots, NextWork, ServiceError, StoreConsumer, SystemClock, Wake,
+    Clock, ConsumerConfig, Controller, ControllerApi, ControllerConfig, Fills, Frontend,
+    FrontendApi, HeartbeatConfig, Hsc, LambdaSlots, NextWork, ServiceError, StoreConsumer,
+    SystemClock, Wake,
 };
 use waft_store::{NewTask, TaskInsertMany, TaskStore};
 
 struct Setup {
     store: Arc<dyn TaskStore>,
+    queue: Arc<Counting>,
     consumer: StoreConsumer,
     controller: Controller,
     stop: CancellationToken,
     _dir: tempfile::TempDir,
 }
 
+/// How a test's installation differs.
+struct Options {
+    served: Vec<String>,
+    /// Whether the consumer's fills reach the Controller (through the
+    /// Frontend); without them only the sweep finds messages.
+    fills: bool,
+    sweep: Duration,
+    receive_wait: Duration,
+    /// Whether the Controller runs from the start.
+    started: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            served: Vec::new(),
+            fills: true,
+            sweep: ControllerConfig::default().sweep,
+            receive_wait: ControllerConfig::default().receive_wait,
+            started: true,
+        }
+    }
+}
+
+/// The in-process queues, counting receives per queue.
+struct Counting {
+    queue: MemoryQueue,
+    receives: Mutex<HashMap<QueueKey, usize>>,
+}
+
+impl Counting {
+    fn receives(&self, lambda: &str) -> usize {
+        let receives = self.receives.lock().unwrap();
+        (receives.iter())
+            .filter(|(key, _)| key.lambda == lambda)
+            .map(|(_, count)| count)
+            .sum()
+    }
+}
+
+#[async_trait]
+impl TaskQueue for Counting {
+    async fn queue_send_many(
+        &self,
+        key: &QueueKey,
+        messages: Vec<QueueMessage>,
+    ) -> Result<(), QueueError> {
+        self.queue.queue_send_many(key, messages).await
+    }
+
+    async fn queue_receive(
+        &self,
+        key: &QueueKey,
+        max: usize,
+        wait: Duration,
+    ) -> Result<Vec<Delivery>, QueueError> {
+        *self
+            .receives
+            .lock()
+            .unwrap()
+            .entry(key.clone())
+            .or_default() += 1;
+        self.queue.queue_receive(key, max, wait).await
+    }
+
+    async fn queue_ack_many(
+        &self,
+        key: &QueueKey,
+        receipts: Vec<String>,
+    ) -> Result<(), QueueError> {
+        self.queue.queue_ack_many(key, receipts).await
+    }
+
+    async fn queue_depth(&self, key: &QueueKey) -> Result<u64, QueueError> {
+        self.queue.queue_depth(key).await
+    }
+}
+
 async fn setup(served: Vec<String>) -> Setup {
+    setup_with(Options {
+        served,
+        ..Options::default()
+    })
+    .await
+}
+
+async fn setup_with(options: Options) -> Setup {
     let dir = tempfile::TempDir::new().unwrap();
     let store = support::sqlite_store(&dir).await;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     for name in ["mail", "zed"] {
         support::store_lambda(&*store, name, LambdaConfig::default()).await;
     }
-    let queue = Arc::new(MemoryQueue::new(Duration::from_millis(300)));
+    let queue = Arc::new(Counting {
+        queue: MemoryQueue::new(Duration::from_millis(300)),
+        receives: Mutex::default(),
+    });
     let runtime = Arc::new(support::on_demand_runtime());
-    let frontend: Arc<dyn FrontendApi> = Arc::new(Frontend::new(
-        store.clone(),
-        clock.clone(),
-        runtime,
-        Arc::new(Wake::default()),
-    ));
+    let fills = Fills::default();
+    let frontend: Arc<dyn FrontendApi> = Arc::new(
+        Frontend::new(
+            store.clone(),
+            clock.clone(),
+            runtime,
+            Arc::new(Wake::default()),
+        )
+        .fills(fills.clone()),
+    );
     let hsc = Arc::new(Hsc::new(
         store.clone(),
         clock.clone(),
@@ -50,26 +149,42 @@ async fn setup(served: Vec<String>) -> Setup {
         clock,
         ConsumerConfig::default(),
     );
+    let consumer = match options.fills {
+        true => consumer.fills(Arc::new(fills)),
+        false => consumer,
+    };
     let controller = Controller::new(
         queue.clone(),
         hsc,
         frontend,
         ControllerConfig {
-            lambdas: served,
+            lambdas: options.served,
             buffer: 8,
+            sweep: options.sweep,
+            receive_wait: options.receive_wait,
             ..ControllerConfig::default()
         },
     );
-    let stop = CancellationToken::new();
-    let polling = controller.clone();
-    let until = stop.clone().cancelled_owned();
-    tokio::spawn(async move { polling.run(until).await });
-    Setup {
+    let setup = Setup {
         store,
+        queue,
         consumer,
         controller,
-        stop,
+        stop: CancellationToken::new(),
         _dir: dir,
+    };
+    if options.started {
+        setup.start();
+    }
+    setup
+}
+
+impl Setup {
+    /// Runs the Controller until the test ends.
+    fn start(&self) {
+        let polling = self.controller.clone();
+        let until = self.stop.clone().cancelled_owned();
+        tokio::spawn(async move { polling.run(until).await });
     }
 }
 
@@ -285,5 +400,96 @@ async fn a_hand_out_holds_what_one_message_carries() {
     // Two of 6 MiB fit under 16 MiB; three do not.
     assert_eq!(work.len(), 2, "{} handed out at once", work.len());
     assert!(handed <= 4);
+    setup.stop.cancel();
+}
+
+/// Long enough that no sweep runs during a test but the first.
+const NO_SWEEP: Duration = Duration::from_secs(600);
+
+/// A fill makes its queue polled at once, and only its queue: the poller
+/// stops at the first empty answer, and a queue nothing filled is never
+/// polled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_a_filled_queue_is_polled_and_only_while_it_yields() {
+    let setup = setup_with(Options {
+        sweep: NO_SWEEP,
+        receive_wait: Duration::from_millis(50),
+        ..Options::default()
+    })
+    .await;
+    insert(&setup, 3, 0).await;
+    buffered(&setup, "mail", 3).await;
+    // Ten receive waits: the poller that took the messages had time for
+    // ten more receives had it kept polling.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let receives = setup.queue.receives("mail");
+    assert!(
+        (1..=3).contains(&receives),
+        "mail's queue was received from {receives} times"
+    );
+    assert_eq!(
+        setup.queue.receives("zed"),
+        0,
+        "zed's queue was never filled"
+    );
+    setup.stop.cancel();
+}
+
+/// A fill whose signal was lost is found by the sweep of the backlog.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sweep_finds_what_a_lost_fill_signal_missed() {
+    let setup = setup_with(Options {
+        fills: false,
+        sweep: Duration::from_millis(200),
+        ..Options::default()
+    })
+    .await;
+    let ids = insert(&setup, 2, 1).await;
+    buffered(&setup, "mail", 2).await;
+    let work = setup.controller.next_work(one("mail")).await.unwrap();
+    assert!(ids.contains(&work[0].id));
+    assert_eq!(setup.queue.receives("zed"), 0, "zed has no backlog");
+    setup.stop.cancel();
+}
+
+/// Without fills or a sweep due, a message waits in its queue: the sweep
+/// is what found it above, not a poll of every queue.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_signal_or_a_sweep_no_queue_is_polled() {
+    let setup = setup_with(Options {
+        fills: false,
+        sweep: NO_SWEEP,
+        ..Options::default()
+    })
+    .await;
+    insert(&setup, 1, 0).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(setup.controller.buffered("mail"), 0);
+    assert_eq!(setup.queue.receives("mail"), 0);
+    setup.stop.cancel();
+}
+
+/// A message received by a Controller that died before claiming it comes
+/// back after its visibility timeout with no fill to announce it: the
+/// sweep finds it, and the task is handed out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redelivered_message_is_found_by_the_sweep() {
+    let setup = setup_with(Options {
+        fills: false,
+        sweep: Duration::from_millis(200),
+        started: false,
+        ..Options::default()
+    })
+    .await;
+    let ids = insert(&setup, 1, 0).await;
+    // The Controller that died took the message and never acknowledged it.
+    let key = QueueKey::new("mail", 0);
+    let taken = setup.queue.queue.queue_receive(&key, 1, Duration::ZERO);
+    assert_eq!(taken.await.unwrap().len(), 1);
+    setup.start();
+    buffered(&setup, "mail", 1).await;
+    let work = setup.controller.next_work(one("mail")).await.unwrap();
+    assert_eq!(work.len(), 1);
+    assert_eq!(work[0].id, ids[0]);
     setup.stop.cancel();
 }

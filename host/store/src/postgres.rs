@@ -28,6 +28,11 @@ use sqlx::postgres::{PgConnectOptions, PgConnection, PgListener, PgPoolOptions, 
 const DUE_CHANNEL: &str = "waft_due";
 /// The channel of deploys and rollbacks.
 const LAMBDAS_CHANNEL: &str = "waft_lambdas";
+/// The channel of filled queues.
+const FILLED_CHANNEL: &str = "waft_filled";
+/// The most bytes of queues one fill notification carries (Postgres takes
+/// payloads under 8000 bytes).
+const FILLED_PAYLOAD: usize = 7000;
 
 pub(crate) static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
 
@@ -100,6 +105,58 @@ impl PostgresStore {
         let mut listener = PgListener::connect_with(&self.pool).await?;
         listener.listen(LAMBDAS_CHANNEL).await?;
         Ok(listener)
+    }
+
+    /// Tells every process listening (see [`PostgresStore::listen_filled`])
+    /// that messages were sent to the queues of these `<lambda, priority>`:
+    /// how a Store Consumer tells the Frontends, whose Controllers then
+    /// poll those queues. Many queues take several notifications.
+    pub async fn notify_filled(&self, queues: &[(&str, u8)]) -> crate::Result<()> {
+        let mut payload = String::new();
+        for (lambda, priority) in queues {
+            if !payload.is_empty() && payload.len() + lambda.len() + 5 > FILLED_PAYLOAD {
+                self.notify(FILLED_CHANNEL, &payload).await?;
+                payload.clear();
+            }
+            if !payload.is_empty() {
+                payload.push('\n');
+            }
+            payload.push_str(&format!("{priority} {lambda}"));
+        }
+        if !payload.is_empty() {
+            self.notify(FILLED_CHANNEL, &payload).await?;
+        }
+        Ok(())
+    }
+
+    /// The `<lambda, priority>` a notification of
+    /// [`PostgresStore::notify_filled`] carries; lines it cannot read are
+    /// left out (the Controllers' sweep finds their queues).
+    pub fn filled_queues(notification: &sqlx::postgres::PgNotification) -> Vec<(String, u8)> {
+        (notification.payload().lines())
+            .filter_map(|line| {
+                let (priority, lambda) = line.split_once(' ')?;
+                Some((lambda.to_owned(), priority.parse().ok()?))
+            })
+            .collect()
+    }
+
+    /// A listener that hears every [`PostgresStore::notify_filled`]; a
+    /// notification missed while it reconnects waits for the Controllers'
+    /// sweep.
+    pub async fn listen_filled(&self) -> crate::Result<PgListener> {
+        let mut listener = PgListener::connect_with(&self.pool).await?;
+        listener.listen(FILLED_CHANNEL).await?;
+        Ok(listener)
+    }
+
+    async fn notify(&self, channel: &str, payload: &str) -> crate::Result<()> {
+        sqlx::query("SELECT pg_notify($1, $2)")
+            .bind(channel)
+            .bind(payload)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
     }
 
     /// Runs a writing call's work in a transaction of its own. Concurrent

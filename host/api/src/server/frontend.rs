@@ -396,6 +396,33 @@ impl proto::frontend_server::Frontend for FrontendService {
         }))
     }
 
+    async fn wait_queue_fill(
+        &self,
+        request: Request<proto::WaitQueueFillRequest>,
+    ) -> Result<Response<proto::WaitQueueFillResponse>, Status> {
+        let role = self.role(&request);
+        let request = request.into_inner();
+        let fills = role
+            .queue_filled(request.seen, Duration::from_millis(request.wait_ms))
+            .await
+            .map_err(to_status)?;
+        Ok(Response::new(queue_fills_to_proto(fills)))
+    }
+
+    async fn list_queue_backlog(
+        &self,
+        request: Request<proto::ListQueueBacklogRequest>,
+    ) -> Result<Response<proto::ListQueueBacklogResponse>, Status> {
+        let backlog = self
+            .role(&request)
+            .queue_backlog()
+            .await
+            .map_err(to_status)?;
+        Ok(Response::new(proto::ListQueueBacklogResponse {
+            backlog: backlog.into_iter().map(backlog_to_proto).collect(),
+        }))
+    }
+
     async fn set_gate(
         &self,
         request: Request<proto::SetGateRequest>,

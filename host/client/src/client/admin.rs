@@ -162,6 +162,32 @@ impl ClusterApi for FrontendClient {
         Ok(response.into_inner().generation)
     }
 
+    async fn queue_filled(&self, seen: u64, wait: Duration) -> ServiceResult<QueueFills> {
+        let request = proto::WaitQueueFillRequest {
+            seen,
+            wait_ms: u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+        };
+        let response = self
+            .0
+            .clone()
+            .wait_queue_fill(request)
+            .await
+            .map_err(Self::error)?;
+        queue_fills(response.into_inner())
+    }
+
+    async fn queue_backlog(&self) -> ServiceResult<Vec<Backlog>> {
+        let response = self
+            .0
+            .clone()
+            .list_queue_backlog(proto::ListQueueBacklogRequest {})
+            .await
+            .map_err(Self::error)?;
+        (response.into_inner().backlog.into_iter())
+            .map(backlog)
+            .collect()
+    }
+
     async fn component_get(&self, digest: &str) -> ServiceResult<Vec<u8>> {
         let response = self
             .0

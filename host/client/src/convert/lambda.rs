@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use waft_core::ServiceResult;
-use waft_core::model::Lambda;
+use waft_core::model::{Backlog, Lambda, QueueFills};
 use waft_core::retention::{End, Keep, Retention};
 use waft_core::{Backoff, ByteSize, Grants, LambdaConfig, Limits, OnDivergence, OutboundLimits};
 
@@ -206,5 +206,56 @@ pub fn lambda_from_proto(lambda: proto::Lambda) -> ServiceResult<Lambda> {
         version: lambda.version,
         digest: lambda.digest,
         created_at: lambda.created_at_ms,
+    })
+}
+
+/// A queue on the wire.
+pub fn queue_ref((lambda, priority): (String, u8)) -> proto::QueueRef {
+    proto::QueueRef {
+        lambda,
+        priority: u32::from(priority),
+    }
+}
+
+/// A queue off the wire: its priority is one byte.
+pub fn queue_of(queue: proto::QueueRef) -> ServiceResult<(String, u8)> {
+    Ok((queue.lambda, priority(queue.priority)?))
+}
+
+/// The fills a Frontend answers a controller, on the wire.
+pub fn queue_fills_to_proto(fills: QueueFills) -> proto::WaitQueueFillResponse {
+    proto::WaitQueueFillResponse {
+        generation: fills.generation,
+        queues: fills.queues.into_iter().map(queue_ref).collect(),
+        missed: fills.missed,
+    }
+}
+
+/// The fills a Frontend answered, off the wire.
+pub fn queue_fills(response: proto::WaitQueueFillResponse) -> ServiceResult<QueueFills> {
+    Ok(QueueFills {
+        generation: response.generation,
+        queues: (response.queues.into_iter())
+            .map(queue_of)
+            .collect::<ServiceResult<_>>()?,
+        missed: response.missed,
+    })
+}
+
+/// A queue's backlog on the wire.
+pub fn backlog_to_proto(backlog: Backlog) -> proto::QueueBacklog {
+    proto::QueueBacklog {
+        queue: Some(queue_ref((backlog.lambda, backlog.priority))),
+        oldest_due_ms: backlog.oldest_due,
+    }
+}
+
+/// A queue's backlog off the wire.
+pub fn backlog(backlog: proto::QueueBacklog) -> ServiceResult<Backlog> {
+    let (lambda, priority) = queue_of(required(backlog.queue, "queue")?)?;
+    Ok(Backlog {
+        lambda,
+        priority,
+        oldest_due: backlog.oldest_due_ms,
     })
 }

@@ -163,3 +163,18 @@ pub struct Backlog {
     /// When it was due.
     pub oldest_due: Millis,
 }
+
+/// The queues the Store Consumer filled after a fill generation, as a
+/// Frontend heard of them: what tells a Controller which queues to poll.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct QueueFills {
+    /// The generation to pass back to hear of the fills after these.
+    pub generation: u64,
+    /// Each `<lambda, priority>` filled since the generation asked about,
+    /// once.
+    pub queues: Vec<(String, u8)>,
+    /// The generation asked about is not this Frontend's (a restart, a
+    /// first call, another Frontend): fills may have been missed, and the
+    /// caller should look at the backlog instead.
+    pub missed: bool,
+}

@@ -79,7 +79,9 @@ pub struct ExecutorConfig {
     /// How long one `NextWork` call waits for work (default 1 s).
     #[serde(deserialize_with = "waft_core::deserialize_duration")]
     pub next_work_wait: Duration,
-    /// How often it re-reads the lambdas' settings (default 1 s).
+    /// How often it re-reads the lambdas' settings besides the Frontend's
+    /// word of a deploy or rollback (default 30 s): bounds what a lost word
+    /// costs.
     #[serde(deserialize_with = "waft_core::deserialize_duration")]
     pub refresh: Duration,
     /// On shutdown, how long running tasks may finish before they are
@@ -114,7 +116,7 @@ impl Default for ExecutorConfig {
             max_tasks: 256,
             heartbeat: HeartbeatConfig::default(),
             next_work_wait: Duration::from_secs(1),
-            refresh: Duration::from_secs(1),
+            refresh: Duration::from_secs(30),
             shutdown_grace: Duration::from_secs(10),
             journal: None,
             loaded_versions: 64,

@@ -6,7 +6,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use waft_core::access::Call;
-use waft_store::{Artifact, SealedSecrets, SecretInfo, SecretSet, Token, TokenCreate, TokenRole};
+use waft_store::{
+    Artifact, Backlog, QueueFills, SealedSecrets, SecretInfo, SecretSet, Token, TokenCreate,
+    TokenRole,
+};
 
 use super::{Frontend, MAX_CHANGE_WAIT};
 use crate::api::{AdminApi, ClusterApi};
@@ -140,5 +143,15 @@ impl ClusterApi for Frontend {
         // the time.
         let _ = tokio::time::timeout(wait.min(MAX_CHANGE_WAIT), changed).await;
         Ok(*generation.borrow())
+    }
+
+    async fn queue_filled(&self, seen: u64, wait: Duration) -> ServiceResult<QueueFills> {
+        self.allow(Call::QueueFilled, None)?;
+        Ok(self.fills.wait(seen, wait.min(MAX_CHANGE_WAIT)).await)
+    }
+
+    async fn queue_backlog(&self) -> ServiceResult<Vec<Backlog>> {
+        self.allow(Call::QueueBacklog, None)?;
+        Ok(self.store.task_backlog(self.clock.now()).await?)
     }
 }

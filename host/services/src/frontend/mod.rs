@@ -14,7 +14,9 @@
 //! (`waft_runtime::ArtifactKey` says why it is sealed). Every deploy and
 //! rollback moves the lambdas' generation, which executors and controllers
 //! follow ([`crate::api::ClusterApi::lambda_changed`]): they learn of a
-//! new version at once, not at their next refresh.
+//! new version at once, not at their next refresh. Controllers likewise
+//! follow the queues the Store Consumer filled ([`crate::fills`]), and ask
+//! the store's backlog for what no fill announced.
 //!
 //! Every call is made by someone: a [`Frontend`] answers one caller
 //! ([`Frontend::acting`]), and checks each call against that caller's
@@ -40,6 +42,7 @@ use waft_runtime::Runtime;
 use waft_store::{GcReport, LambdaGc, Millis, TaskStore};
 
 use crate::Clock;
+use crate::fills::Fills;
 use crate::quota::Quotas;
 use crate::secrets::SecretKey;
 
@@ -90,6 +93,9 @@ pub struct Frontend {
     /// The lambdas' generation: changes at every deploy and rollback
     /// ([`crate::api::ClusterApi::lambda_changed`]).
     generation: Arc<watch::Sender<u64>>,
+    /// The queues the Store Consumer filled, as Controllers follow them
+    /// ([`crate::api::ClusterApi::queue_filled`]).
+    fills: Fills,
     /// Who is calling: what every call is checked against.
     who: Principal,
 }
@@ -117,6 +123,7 @@ impl Frontend {
             keep_versions: KEEP_VERSIONS,
             secrets: None,
             generation: Arc::new(watch::Sender::new(first_generation())),
+            fills: Fills::default(),
             who: Principal::Cluster,
         }
     }
@@ -141,6 +148,13 @@ impl Frontend {
     async fn lambdas_changed(&self) {
         self.note_lambdas_changed();
         self.due.lambdas_changed().await;
+    }
+
+    /// Answers Controllers from `fills`: what the consumer beside it
+    /// tells, or what a relay of another process's consumers notes.
+    pub fn fills(mut self, fills: Fills) -> Self {
+        self.fills = fills;
+        self
     }
 
     /// Seals the secrets `waft secret set` sends with `key`.
