@@ -68,6 +68,44 @@ impl Tls {
 trait Stream: AsyncRead + AsyncWrite + Send + Unpin + 'static {}
 impl<T: AsyncRead + AsyncWrite + Send + Unpin + 'static> Stream for T {}
 
+/// A connection's stream and the permits it was opened under. Fields drop
+/// in order: the socket is closed before its permits go back, however the
+/// connection ends (answered, refused, timed out, or dropped with its
+/// execution), so the connections open never exceed the permits, even for
+/// the instant between the two.
+struct Permitted {
+    stream: Box<dyn Stream>,
+    _permits: [OwnedSemaphorePermit; 2],
+}
+
+impl AsyncRead for Permitted {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.stream).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Permitted {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.stream).poll_shutdown(cx)
+    }
+}
+
 /// An admitted request and what sending it needs.
 pub(super) struct Request {
     pub http: http::Request<WasiBody>,
@@ -125,7 +163,7 @@ impl Request {
         let (sender, conn) = tokio::select! {
             biased;
             () = kill.killed() => return Err(Error::ConnectionTerminated),
-            connected = tokio::time::timeout(timeouts.connect, connect(to, &tls, &log)) => {
+            connected = tokio::time::timeout(timeouts.connect, connect(to, &tls, &log, permits)) => {
                 connected.map_err(|_| Error::ConnectionTimeout)??
             }
         };
@@ -133,7 +171,6 @@ impl Request {
             first_answer(sender, conn, path_only(http)?, &kill, timeouts.first_byte).await?;
         let response = held_to_limits(response, &limits, to, &log, timeouts.between_bytes, &kill)?;
         let io = async move {
-            let _permits: [OwnedSemaphorePermit; 2] = permits;
             let Some(conn) = conn else {
                 return Ok(());
             };
@@ -173,11 +210,12 @@ type Connection = hyper::client::conn::http1::Connection<TokioIo<Box<dyn Stream>
 type Sender = hyper::client::conn::http1::SendRequest<WasiBody>;
 
 /// Resolves, connects, speaks TLS to an `https` destination, and
-/// handshakes HTTP/1.1.
+/// handshakes HTTP/1.1; the stream keeps the connection's `permits`.
 async fn connect(
     to: &Destination,
     tls: &Tls,
     log: &LogSink,
+    permits: [OwnedSemaphorePermit; 2],
 ) -> Result<(Sender, Connection), Error> {
     let address = resolve(to, log).await?;
     let stream = TcpStream::connect(address).await.map_err(Error::Connect)?;
@@ -193,6 +231,10 @@ async fn connect(
     } else {
         Box::new(stream)
     };
+    let stream: Box<dyn Stream> = Box::new(Permitted {
+        stream,
+        _permits: permits,
+    });
     Ok(hyper::client::conn::http1::handshake::<_, WasiBody>(TokioIo::new(stream)).await?)
 }
 
