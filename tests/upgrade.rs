@@ -245,25 +245,14 @@ async fn every_task_ends_as_it_should(cluster: &Cluster, fixture: &Fixture) {
 
     // Three tasks of `sleepy` at once this time: a new version, deployed
     // on the migrated database, runs the tasks the crash left.
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_waft"))
-        .args([
-            "lambda",
-            "deploy",
-            "sleepy",
-            waft_sample_artifacts::SLEEPY,
-            "--concurrency",
-            "3",
-        ])
-        .env("WAFT_SERVER", &cluster.frontend_addr)
-        .envs(cluster.token.iter().map(|t| ("WAFT_TOKEN", t)))
-        .envs(cluster.ca.iter().map(|(_, file)| ("WAFT_CA", file)))
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    cluster.cli(&[
+        "lambda",
+        "deploy",
+        "sleepy",
+        waft_sample_artifacts::SLEEPY,
+        "--concurrency",
+        "3",
+    ]);
 
     // The task that ran when the process died: after its lease, again.
     let running = cluster.finished(&task("running"), WITHIN).await;
@@ -341,26 +330,18 @@ async fn every_task_ends_as_it_should(cluster: &Cluster, fixture: &Fixture) {
     assert_eq!(sent.header("authorization"), Some(expected.as_str()));
 
     // The dead letter, redriven onto a version with more attempts, succeeds.
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_waft"))
-        .args([
-            "lambda",
-            "deploy",
-            "doomed",
-            waft_sample_artifacts::FLAKY,
-            "--max-attempts",
-            "5",
-        ])
-        .args(["--backoff-base", "10ms", "--backoff-max", "50ms"])
-        .env("WAFT_SERVER", &cluster.frontend_addr)
-        .envs(cluster.token.iter().map(|t| ("WAFT_TOKEN", t)))
-        .envs(cluster.ca.iter().map(|(_, file)| ("WAFT_CA", file)))
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    cluster.cli(&[
+        "lambda",
+        "deploy",
+        "doomed",
+        waft_sample_artifacts::FLAKY,
+        "--max-attempts",
+        "5",
+        "--backoff-base",
+        "10ms",
+        "--backoff-max",
+        "50ms",
+    ]);
     cluster.cli(&["dlq", "redrive", &task("dead"), "--version", "2"]);
     let redriven = cluster.finished(&task("dead"), WITHIN).await;
     assert_eq!(redriven.status, TaskStatus::Success, "{redriven:#?}");
