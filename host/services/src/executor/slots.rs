@@ -1,5 +1,9 @@
 //! The room an executor asks for: outstanding `NextWork` polls hold slots
 //! until they answer, so a freed slot is asked for once, not twice.
+//!
+//! The sums are kept as polls come and go: with a thousand lambdas
+//! deployed, each ask reads one count per lambda instead of every slot of
+//! every outstanding poll.
 
 use std::collections::HashMap;
 
@@ -12,33 +16,89 @@ pub(super) const MAX_POLLS: usize = 4;
 #[derive(Default)]
 pub(super) struct Reserved {
     polls: HashMap<tokio::task::Id, NextWork>,
+    /// Slots held per lambda, all polls together.
+    by_lambda: HashMap<String, usize>,
+    /// The polls' `max_tasks`, summed.
+    total: usize,
 }
 
 impl Reserved {
     pub(super) fn add(&mut self, id: tokio::task::Id, poll: NextWork) {
-        self.polls.insert(id, poll);
+        for slot in &poll.slots {
+            *self.by_lambda.entry(slot.lambda.clone()).or_default() += slot.free as usize;
+        }
+        self.total += poll.max_tasks as usize;
+        if let Some(replaced) = self.polls.insert(id, poll) {
+            self.release(&replaced);
+        }
     }
 
     pub(super) fn remove(&mut self, id: tokio::task::Id) {
-        self.polls.remove(&id);
+        if let Some(poll) = self.polls.remove(&id) {
+            self.release(&poll);
+        }
+    }
+
+    fn release(&mut self, poll: &NextWork) {
+        for slot in &poll.slots {
+            if let Some(held) = self.by_lambda.get_mut(&slot.lambda) {
+                *held = held.saturating_sub(slot.free as usize);
+                if *held == 0 {
+                    self.by_lambda.remove(&slot.lambda);
+                }
+            }
+        }
+        self.total = self.total.saturating_sub(poll.max_tasks as usize);
     }
 
     /// Slots of one lambda held.
     pub(super) fn of(&self, lambda: &str) -> usize {
-        self.polls
-            .values()
-            .flat_map(|poll| &poll.slots)
-            .filter(|slot| slot.lambda == lambda)
-            .map(|slot| slot.free as usize)
-            .sum()
+        self.by_lambda.get(lambda).copied().unwrap_or(0)
     }
 
     /// The most tasks the outstanding polls may bring, all lambdas
     /// together, against the executor's `max_tasks`.
     pub(super) fn total(&self) -> usize {
-        self.polls
-            .values()
-            .map(|poll| poll.max_tasks as usize)
-            .sum()
+        self.total
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::LambdaSlots;
+
+    fn poll(slots: &[(&str, u32)], max_tasks: u32) -> NextWork {
+        NextWork {
+            slots: slots
+                .iter()
+                .map(|(lambda, free)| LambdaSlots {
+                    lambda: (*lambda).to_owned(),
+                    free: *free,
+                })
+                .collect(),
+            max_tasks,
+            wait: Duration::from_secs(1),
+        }
+    }
+
+    #[tokio::test]
+    async fn held_slots_follow_the_polls_out() {
+        let first = tokio::spawn(async {}).id();
+        let second = tokio::spawn(async {}).id();
+        let mut reserved = Reserved::default();
+        reserved.add(first, poll(&[("a", 3), ("b", 1)], 4));
+        reserved.add(second, poll(&[("a", 2)], 2));
+        assert_eq!((reserved.of("a"), reserved.of("b"), reserved.total()), (5, 1, 6));
+        reserved.remove(first);
+        assert_eq!((reserved.of("a"), reserved.of("b"), reserved.total()), (2, 0, 2));
+        // An unknown or repeated removal changes nothing.
+        reserved.remove(first);
+        assert_eq!((reserved.of("a"), reserved.total()), (2, 2));
+        reserved.remove(second);
+        assert_eq!((reserved.of("a"), reserved.total()), (0, 0));
+        assert!(reserved.by_lambda.is_empty());
     }
 }
