@@ -131,6 +131,10 @@ pub trait TaskQueue: Send + Sync {
 
     /// Messages waiting (not in flight); approximate for SQS.
     async fn queue_depth(&self, key: &QueueKey) -> Result<u64, QueueError>;
+
+    /// Deletes a queue with every message in it (its lambda was deleted).
+    /// A queue that does not exist is already deleted: not an error.
+    async fn queue_delete(&self, key: &QueueKey) -> Result<(), QueueError>;
 }
 
 #[cfg(test)]

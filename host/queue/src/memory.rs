@@ -146,6 +146,14 @@ impl TaskQueue for MemoryQueue {
         Ok(())
     }
 
+    async fn queue_delete(&self, key: &QueueKey) -> Result<(), QueueError> {
+        if let Some(queue) = self.lock().remove(key) {
+            // A receive waiting on it looks again, and finds a new queue.
+            queue.arrived.notify_waiters();
+        }
+        Ok(())
+    }
+
     async fn queue_depth(&self, key: &QueueKey) -> Result<u64, QueueError> {
         let mut queues = self.lock();
         Ok(queues.get_mut(key).map_or(0, |queue| {

@@ -2,18 +2,22 @@
 //!
 //! One SQS queue per `<lambda, priority>`, created on first use and its URL
 //! cached. Sends, receives and acknowledgements go ten at a time (SQS's
-//! batch limit); receives long-poll.
+//! batch limit); receives long-poll. A deleted lambda's queues are deleted
+//! (`DeleteQueue`); a process that still had one's URL forgets it when SQS
+//! answers that the queue does not exist, so a lambda deployed again under
+//! the same name gets a new queue.
 
 use std::collections::HashMap;
+use std::sync::{PoisonError, RwLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use aws_sdk_sqs::Client;
 use aws_sdk_sqs::config::{BehaviorVersion, Credentials, Region};
+use aws_sdk_sqs::error::ProvideErrorMetadata;
 use aws_sdk_sqs::types::{
     DeleteMessageBatchRequestEntry, QueueAttributeName, SendMessageBatchRequestEntry,
 };
-use tokio::sync::RwLock;
 
 use crate::{Delivery, QueueError, QueueKey, QueueMessage, TaskQueue};
 
@@ -92,8 +96,8 @@ impl SqsQueue {
 
     /// The queue's URL, creating the queue the first time.
     async fn url(&self, key: &QueueKey) -> Result<String, QueueError> {
-        if let Some(url) = self.urls.read().await.get(key) {
-            return Ok(url.clone());
+        if let Some(url) = self.cached(key) {
+            return Ok(url);
         }
         let name = key.queue_name(&self.config.prefix);
         let created = self
@@ -113,9 +117,43 @@ impl SqsQueue {
                 QueueError::Service(format!("create queue {name}: no URL in the answer"))
             })?
             .to_owned();
-        self.urls.write().await.insert(key.clone(), url.clone());
+        self.urls
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(key.clone(), url.clone());
         Ok(url)
     }
+
+    fn cached(&self, key: &QueueKey) -> Option<String> {
+        let urls = self.urls.read().unwrap_or_else(PoisonError::into_inner);
+        urls.get(key).cloned()
+    }
+
+    fn forget(&self, key: &QueueKey) {
+        let mut urls = self.urls.write().unwrap_or_else(PoisonError::into_inner);
+        urls.remove(key);
+    }
+
+    /// The error of a call on `key`'s queue; if SQS says the queue does not
+    /// exist (another process deleted it), its cached URL is forgotten.
+    fn failed<E>(&self, key: &QueueKey, what: &str, error: E) -> QueueError
+    where
+        E: std::error::Error + ProvideErrorMetadata,
+    {
+        if gone(&error) {
+            self.forget(key);
+        }
+        service(what, error)
+    }
+}
+
+/// Whether SQS answered that the queue does not exist (the JSON protocol's
+/// code, and the query protocol's).
+fn gone(error: &impl ProvideErrorMetadata) -> bool {
+    matches!(
+        error.code(),
+        Some("QueueDoesNotExist" | "AWS.SimpleQueueService.NonExistentQueue")
+    )
 }
 
 fn service(what: &str, error: impl std::error::Error) -> QueueError {
@@ -156,7 +194,7 @@ impl TaskQueue for SqsQueue {
                 .set_entries(Some(entries))
                 .send()
                 .await
-                .map_err(|e| service("send messages", e))?;
+                .map_err(|e| self.failed(key, "send messages", e))?;
             if let Some(failed) = answer.failed().first() {
                 return Err(QueueError::Service(format!(
                     "send messages: {} of {} failed, first: {} {}",
@@ -185,7 +223,7 @@ impl TaskQueue for SqsQueue {
             .wait_time_seconds(wait.min(MAX_WAIT).as_secs() as i32)
             .send()
             .await
-            .map_err(|e| service("receive messages", e))?;
+            .map_err(|e| self.failed(key, "receive messages", e))?;
         let mut deliveries = Vec::new();
         let mut foreign = Vec::new();
         for message in answer.messages() {
@@ -235,13 +273,34 @@ impl TaskQueue for SqsQueue {
                 .set_entries(Some(entries))
                 .send()
                 .await
-                .map_err(|e| service("acknowledge messages", e))?;
+                .map_err(|e| self.failed(key, "acknowledge messages", e))?;
             for failed in answer.failed() {
                 // A stale receipt: the message was delivered again.
                 tracing::debug!(queue = %key, code = failed.code(), "acknowledgement refused");
             }
         }
         Ok(())
+    }
+
+    async fn queue_delete(&self, key: &QueueKey) -> Result<(), QueueError> {
+        let name = key.queue_name(&self.config.prefix);
+        let url = match self.cached(key) {
+            Some(url) => url,
+            None => match self.client.get_queue_url().queue_name(&name).send().await {
+                Ok(found) => match found.queue_url() {
+                    Some(url) => url.to_owned(),
+                    None => return Ok(()),
+                },
+                Err(error) if gone(&error) => return Ok(()),
+                Err(error) => return Err(service(&format!("find queue {name}"), error)),
+            },
+        };
+        self.forget(key);
+        match self.client.delete_queue().queue_url(&url).send().await {
+            Ok(_) => Ok(()),
+            Err(error) if gone(&error) => Ok(()),
+            Err(error) => Err(service(&format!("delete queue {name}"), error)),
+        }
     }
 
     async fn queue_depth(&self, key: &QueueKey) -> Result<u64, QueueError> {
@@ -253,7 +312,7 @@ impl TaskQueue for SqsQueue {
             .attribute_names(QueueAttributeName::ApproximateNumberOfMessages)
             .send()
             .await
-            .map_err(|e| service("read the queue depth", e))?;
+            .map_err(|e| self.failed(key, "read the queue depth", e))?;
         Ok(answer
             .attributes()
             .and_then(|a| a.get(&QueueAttributeName::ApproximateNumberOfMessages))

@@ -165,3 +165,39 @@ pub async fn queues_of_other_priorities_and_lambdas_are_apart(queue: &dyn TaskQu
             .is_empty()
     );
 }
+
+pub async fn a_deleted_queue_loses_its_messages_and_comes_back_empty(
+    queue: &dyn TaskQueue,
+    lambda: &str,
+) {
+    let key = QueueKey::new(lambda, 0);
+    let other = QueueKey::new(lambda, 1);
+    queue
+        .queue_send_many(&key, messages("old", 3))
+        .await
+        .unwrap();
+    queue
+        .queue_send_many(&other, messages("kept", 1))
+        .await
+        .unwrap();
+    queue.queue_delete(&key).await.unwrap();
+    // Deleting what is gone, or what never was, is no error.
+    queue.queue_delete(&key).await.unwrap();
+    queue
+        .queue_delete(&QueueKey::new(format!("{lambda}.never"), 0))
+        .await
+        .unwrap();
+    // Used again, it is a new, empty queue; its neighbour kept its message.
+    queue
+        .queue_send_many(&key, messages("new", 1))
+        .await
+        .unwrap();
+    assert_eq!(
+        ids(&drain(queue, &key, 2).await),
+        ["new-0"].map(String::from).into()
+    );
+    assert_eq!(
+        ids(&drain(queue, &other, 1).await),
+        ["kept-0"].map(String::from).into()
+    );
+}
