@@ -2,7 +2,8 @@
 //! tasks deleted by the pruner once their time is up, while the ends it
 //! does not name keep the installation's retention; a dead letter stays
 //! until `waft dlq purge` deletes it; and `waft lambda delete` removes a
-//! lambda once nothing of it may run, or with its tasks (`--drop-tasks`).
+//! lambda once nothing of it may run, or with its tasks (`--drop-tasks`),
+//! and its SQS queues in the distributed mode.
 
 use std::time::{Duration, Instant};
 
@@ -112,11 +113,26 @@ pub async fn retention(cluster: &Cluster) {
     let (code, error) = cluster.cli_failing(&["lambda", "delete", "doomed"]);
     assert_ne!(code, 0);
     assert!(error.contains("--drop-tasks"), "{error}");
+    let queues = cluster.sqs_queues_of("doomed").await;
+    if let Some(queues) = &queues {
+        assert!(!queues.is_empty(), "its dead task went through a queue");
+    }
     let deleted = cluster.cli(&["lambda", "delete", "doomed", "--drop-tasks"]);
     assert_eq!(
         deleted.trim(),
         "doomed deleted, with 1 tasks (1 of them not ended)"
     );
+    // Its queues go too, at the pruner's next turn.
+    if queues.is_some() {
+        let started = Instant::now();
+        while cluster.sqs_queues_of("doomed").await != Some(Vec::new()) {
+            assert!(
+                started.elapsed() < WITHIN,
+                "doomed's queues are still there"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
     assert!(matches!(
         cluster.frontend.task_get(&waiting).await,
         Err(ServiceError::NotFound(_))

@@ -288,6 +288,35 @@ fn fast_env() -> Vec<(String, String)> {
 }
 
 impl Cluster {
+    /// The names of `lambda`'s SQS queues, asked of the queue server; `None`
+    /// when the cluster's queues are not SQS (the embedded mode).
+    pub async fn sqs_queues_of(&self, lambda: &str) -> Option<Vec<String>> {
+        use aws_sdk_sqs::config::{BehaviorVersion, Credentials, Region};
+        let sqs = self.sqs.as_ref()?;
+        let config = aws_sdk_sqs::Config::builder()
+            .behavior_version(BehaviorVersion::latest())
+            .endpoint_url(sqs.endpoint_url.clone()?)
+            .region(Region::new(sqs.region.clone()))
+            .credentials_provider(Credentials::new("waft", "waft", None, None, "static"))
+            .build();
+        let client = aws_sdk_sqs::Client::from_conf(config);
+        // `<prefix>-<lambda>-p<priority>`: every priority's.
+        let first = waft_queue::QueueKey::new(lambda, 0).queue_name(&sqs.prefix);
+        let prefix = first.trim_end_matches("p0");
+        let listed = client
+            .list_queues()
+            .queue_name_prefix(prefix)
+            .send()
+            .await
+            .expect("list the SQS queues");
+        let names = listed.queue_urls().iter();
+        Some(
+            names
+                .filter_map(|url| url.rsplit('/').next())
+                .map(String::from)
+                .collect(),
+        )
+    }
     /// `waft dev`, every role in one process.
     pub async fn dev() -> Self {
         Self::dev_with(false).await

@@ -266,7 +266,7 @@ fn spawn_consumer(
     };
     let consumer = StoreConsumer::new(
         stored.store.clone(),
-        queue,
+        queue.clone(),
         stored.clock.clone(),
         config.consumer.clone(),
     );
@@ -274,7 +274,8 @@ fn spawn_consumer(
         stored.store.clone(),
         stored.clock.clone(),
         config.retention.clone(),
-    );
+    )
+    .with_queue(queue);
     let stopped = stop.clone();
     tasks.spawn(async move { pruner.run(stopped).await });
     let signal: Arc<dyn FillSignal> = match &stored.across_processes {

@@ -13,13 +13,20 @@
 //! How long each end is kept is the installation's (`[retention]`), or a
 //! lambda's own where its deploy set one; dead letters are never pruned
 //! (an operator redrives or purges them).
+//!
+//! The holder also deletes the queues of deleted lambdas from the queue
+//! service: the store lists them (a lambda's deletion cannot reach SQS in
+//! its transaction) until each is done, so a pruner that dies halfway
+//! leaves the rest to the next holder.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use waft_core::lambda::LambdaConfig;
 use waft_core::retention::{End, Keep, Retention};
+use waft_queue::{QueueKey, TaskQueue};
 use waft_store::{DutyTake, StoreError, TaskPrune, TaskStore};
 
 use crate::Clock;
@@ -29,6 +36,8 @@ use crate::metrics::metrics;
 const DUTY: &str = "pruner";
 /// The shortest pause between two full batches.
 const MIN_PAUSE: Duration = Duration::from_millis(10);
+/// Deleted lambdas whose queues one turn deletes, at most.
+const RETIRED_PER_TURN: u32 = 100;
 
 /// How long ended tasks are kept, and how the pruner works; the
 /// `[retention]` section of a configuration file.
@@ -101,6 +110,9 @@ fn deserialize_keep<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result
 /// Deletes ended tasks past their retention, one pruner at a time.
 pub struct Pruner {
     store: Arc<dyn TaskStore>,
+    /// Where deleted lambdas' queues are deleted, when this process has
+    /// the queues.
+    queue: Option<Arc<dyn TaskQueue>>,
     clock: Arc<dyn Clock>,
     config: RetentionConfig,
     /// Who this pruner is, to the duty.
@@ -111,10 +123,17 @@ impl Pruner {
     pub fn new(store: Arc<dyn TaskStore>, clock: Arc<dyn Clock>, config: RetentionConfig) -> Self {
         Self {
             store,
+            queue: None,
             clock,
             config,
             holder: waft_store::new_id(),
         }
+    }
+
+    /// Deletes deleted lambdas' queues from `queue` too.
+    pub fn with_queue(mut self, queue: Arc<dyn TaskQueue>) -> Self {
+        self.queue = Some(queue);
+        self
     }
 
     /// Prunes every `interval` until `stop`.
@@ -130,12 +149,14 @@ impl Pruner {
         }
     }
 
-    /// One turn: if this pruner holds the duty, deletes every task past its
-    /// retention, batch by batch. Returns how many it deleted.
+    /// One turn: if this pruner holds the duty, deletes the queues of
+    /// deleted lambdas and every task past its retention, batch by batch.
+    /// Returns how many tasks it deleted.
     pub async fn run_once(&self, stop: &CancellationToken) -> Result<u64, StoreError> {
         if !self.take_duty().await? {
             return Ok(0);
         }
+        self.retire_queues().await?;
         let mut renewed = Instant::now();
         let mut deleted = 0;
         loop {
@@ -165,6 +186,32 @@ impl Pruner {
                 () = tokio::time::sleep(pause) => {}
             }
         }
+    }
+
+    /// Deletes the queues of deleted lambdas, every priority's; a lambda
+    /// whose queues cannot all be deleted now is tried again next turn.
+    async fn retire_queues(&self) -> Result<(), StoreError> {
+        let Some(queue) = &self.queue else {
+            return Ok(());
+        };
+        for lambda in self.store.queue_retired(RETIRED_PER_TURN).await? {
+            let mut failed = None;
+            for priority in 0..LambdaConfig::MAX_PRIORITIES {
+                if let Err(error) = queue.queue_delete(&QueueKey::new(&lambda, priority)).await {
+                    failed = Some(error);
+                }
+            }
+            match failed {
+                None => {
+                    self.store.queue_retired_done(&lambda).await?;
+                    tracing::info!(lambda, "deleted the queues of a deleted lambda");
+                }
+                Some(error) => {
+                    tracing::warn!(lambda, %error, "cannot delete a deleted lambda's queues; trying again next turn");
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Takes or renews the duty for three intervals: a holder that dies is

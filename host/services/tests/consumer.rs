@@ -159,6 +159,9 @@ impl TaskQueue for FlakyQueue {
     async fn queue_depth(&self, key: &QueueKey) -> Result<u64, QueueError> {
         self.inner.queue_depth(key).await
     }
+    async fn queue_delete(&self, key: &QueueKey) -> Result<(), QueueError> {
+        self.inner.queue_delete(key).await
+    }
 }
 
 #[tokio::test]

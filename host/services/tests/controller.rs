@@ -106,6 +106,10 @@ impl TaskQueue for Counting {
     async fn queue_depth(&self, key: &QueueKey) -> Result<u64, QueueError> {
         self.queue.queue_depth(key).await
     }
+
+    async fn queue_delete(&self, key: &QueueKey) -> Result<(), QueueError> {
+        self.queue.queue_delete(key).await
+    }
 }
 
 async fn setup(served: Vec<String>) -> Setup {

@@ -1,6 +1,7 @@
 //! The pruner on a SQLite store: it deletes what is past its retention in
 //! bounded batches until none is left, and while one pruner holds the duty
-//! another deletes nothing, until the holder's lease lapses.
+//! another deletes nothing, until the holder's lease lapses. It deletes a
+//! deleted lambda's queues.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -9,8 +10,11 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use waft_core::LambdaConfig;
 use waft_core::retention::Keep;
+use waft_queue::{MemoryQueue, QueueKey, QueueMessage, TaskQueue};
 use waft_services::{Clock, Pruner, RetentionConfig};
-use waft_store::{LambdaDeploy, Millis, NewTask, SqliteStore, TaskInsertMany, TaskStore};
+use waft_store::{
+    LambdaDelete, LambdaDeploy, Millis, NewTask, SqliteStore, TaskInsertMany, TaskStore,
+};
 
 const T0: Millis = 1_800_000_000_000;
 const HOUR: Millis = 3_600_000;
@@ -44,17 +48,10 @@ async fn cancelled(store: &dyn TaskStore, n: usize, at: Millis) -> Vec<String> {
     ids
 }
 
-#[tokio::test]
-async fn one_pruner_at_a_time_deletes_everything_past_its_retention() {
-    let dir = tempfile::tempdir().unwrap();
-    let store: Arc<dyn TaskStore> = Arc::new(
-        SqliteStore::open(&dir.path().join("waft.db"))
-            .await
-            .unwrap(),
-    );
+async fn deploy(store: &dyn TaskStore, name: &str) {
     store
         .lambda_deploy(LambdaDeploy {
-            name: "mail".into(),
+            name: name.into(),
             digest: "d".into(),
             component: vec![],
             artifact: None,
@@ -63,6 +60,21 @@ async fn one_pruner_at_a_time_deletes_everything_past_its_retention() {
         })
         .await
         .unwrap();
+}
+
+async fn sqlite(dir: &tempfile::TempDir) -> Arc<dyn TaskStore> {
+    Arc::new(
+        SqliteStore::open(&dir.path().join("waft.db"))
+            .await
+            .unwrap(),
+    )
+}
+
+#[tokio::test]
+async fn one_pruner_at_a_time_deletes_everything_past_its_retention() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = sqlite(&dir).await;
+    deploy(&*store, "mail").await;
     let config = RetentionConfig {
         cancelled: Keep::For(Duration::from_secs(3600)),
         batch: 2,
@@ -96,4 +108,41 @@ async fn one_pruner_at_a_time_deletes_everything_past_its_retention() {
     clock.0.fetch_add(30_001, Ordering::SeqCst);
     assert_eq!(second.run_once(&stop).await.unwrap(), 3, "its lease lapsed");
     assert_eq!(first.run_once(&stop).await.unwrap(), 0, "now the second's");
+}
+
+#[tokio::test]
+async fn a_deleted_lambdas_queues_are_deleted() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = sqlite(&dir).await;
+    let queue = Arc::new(MemoryQueue::new(Duration::from_secs(30)));
+    let message = || QueueMessage {
+        task_id: "t".into(),
+        enqueue_token: 1,
+    };
+    let keys = [
+        QueueKey::new("mail", 0),
+        QueueKey::new("mail", 15),
+        QueueKey::new("other", 0),
+    ];
+    for key in &keys {
+        deploy(&*store, &key.lambda).await;
+        queue.queue_send_many(key, vec![message()]).await.unwrap();
+    }
+    store
+        .lambda_delete(LambdaDelete {
+            name: "mail".into(),
+            drop_tasks: false,
+        })
+        .await
+        .unwrap();
+    let clock = Arc::new(ManualClock(AtomicI64::new(T0)));
+    let pruner =
+        Pruner::new(store.clone(), clock, RetentionConfig::default()).with_queue(queue.clone());
+    pruner.run_once(&CancellationToken::new()).await.unwrap();
+    let mut depths = Vec::new();
+    for key in &keys {
+        depths.push(queue.queue_depth(key).await.unwrap());
+    }
+    assert_eq!(depths, [0, 0, 1], "mail's queues went, other's stayed");
+    assert!(store.queue_retired(10).await.unwrap().is_empty());
 }

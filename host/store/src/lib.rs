@@ -153,6 +153,12 @@ pub trait TaskStore: Send + Sync {
     async fn task_prune(&self, params: TaskPrune) -> Result<Pruned>;
     /// Takes or renews a duty one process holds at a time ([`DutyTake`]).
     async fn duty_take(&self, params: DutyTake) -> Result<bool>;
+    /// Deleted lambdas whose queues are still to be deleted from the queue
+    /// service, at most `limit`.
+    async fn queue_retired(&self, limit: u32) -> Result<Vec<String>>;
+    /// The queues of a deleted lambda are deleted: forgets it (nothing if
+    /// it was deployed again meanwhile).
+    async fn queue_retired_done(&self, lambda: &str) -> Result<()>;
 
     /// Stores a token by the hash of its secret.
     async fn token_create(&self, params: TokenCreate) -> Result<()>;

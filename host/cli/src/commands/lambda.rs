@@ -40,8 +40,8 @@ pub enum LambdaCommand {
     /// VERSION is given), as a new version with its component and
     /// configuration.
     Rollback { name: String, version: Option<u32> },
-    /// Delete a lambda: its versions, secrets, periodic schedules, gates and
-    /// every task of it, with their attempts, logs and journals.
+    /// Delete a lambda: its versions, secrets, periodic schedules, gates,
+    /// queues and every task of it, with their attempts, logs and journals.
     /// Refused while tasks of it may still run (waiting, running, suspended
     /// or dead), unless --drop-tasks.
     Delete {

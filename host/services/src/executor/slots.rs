@@ -91,9 +91,15 @@ mod tests {
         let mut reserved = Reserved::default();
         reserved.add(first, poll(&[("a", 3), ("b", 1)], 4));
         reserved.add(second, poll(&[("a", 2)], 2));
-        assert_eq!((reserved.of("a"), reserved.of("b"), reserved.total()), (5, 1, 6));
+        assert_eq!(
+            (reserved.of("a"), reserved.of("b"), reserved.total()),
+            (5, 1, 6)
+        );
         reserved.remove(first);
-        assert_eq!((reserved.of("a"), reserved.of("b"), reserved.total()), (2, 0, 2));
+        assert_eq!(
+            (reserved.of("a"), reserved.of("b"), reserved.total()),
+            (2, 0, 2)
+        );
         // An unknown or repeated removal changes nothing.
         reserved.remove(first);
         assert_eq!((reserved.of("a"), reserved.total()), (2, 2));

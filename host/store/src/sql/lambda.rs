@@ -162,6 +162,8 @@ pub(super) async fn deploy(tx: &mut Connection, params: LambdaDeploy) -> Result<
     .await?;
     insert_version(&mut *tx, &params, version).await?;
     pace::repace(&mut *tx, &params.name, params.now).await?;
+    // Deployed again after a delete: its queues, not deleted yet, stay.
+    retired_done(&mut *tx, &params.name).await?;
     let lambda = require_lambda(&mut *tx, &params.name).await?;
     Ok(lambda)
 }
@@ -352,7 +354,29 @@ pub(super) async fn delete(tx: &mut Connection, params: LambdaDelete) -> Result<
         .execute(&mut *tx)
         .await?;
     delete_unused_components(&mut *tx).await?;
+    sqlx::query("INSERT INTO retired_queues (lambda) VALUES ($1) ON CONFLICT (lambda) DO NOTHING")
+        .bind(&params.name)
+        .execute(&mut *tx)
+        .await?;
     Ok(LambdaDeleted { tasks, live })
+}
+
+/// Deleted lambdas whose queues are still to go, by name.
+pub(super) async fn retired(store: &Store, limit: u32) -> Result<Vec<String>> {
+    Ok(
+        sqlx::query_scalar("SELECT lambda FROM retired_queues ORDER BY lambda LIMIT $1")
+            .bind(i64::from(limit))
+            .fetch_all(&store.pool)
+            .await?,
+    )
+}
+
+pub(super) async fn retired_done(conn: &mut Connection, lambda: &str) -> Result<()> {
+    sqlx::query("DELETE FROM retired_queues WHERE lambda = $1")
+        .bind(lambda)
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
 }
 
 /// Deletes every component no version uses, with its artifacts (ON DELETE

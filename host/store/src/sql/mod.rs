@@ -234,6 +234,14 @@ impl TaskStore for Store {
         self.write(move |tx| Box::pin(prune::take_duty(tx, params)))
             .await
     }
+    async fn queue_retired(&self, limit: u32) -> Result<Vec<String>> {
+        lambda::retired(self, limit).await
+    }
+    async fn queue_retired_done(&self, lambda: &str) -> Result<()> {
+        let lambda = lambda.to_owned();
+        self.write(move |tx| Box::pin(async move { lambda::retired_done(tx, &lambda).await }))
+            .await
+    }
 
     async fn token_create(&self, params: TokenCreate) -> Result<()> {
         self.write(move |tx| Box::pin(token::create(tx, params)))

@@ -360,6 +360,7 @@ pub async fn a_lambda_is_deleted_with_all_it_has_once_nothing_of_it_may_run(stor
         store.lambda_get("mail").await.unwrap().is_some(),
         "nothing half done"
     );
+    assert!(store.queue_retired(10).await.unwrap().is_empty());
     assert!(!gone(store, &done).await);
 
     let deleted = store.lambda_delete(delete(true)).await.unwrap();
@@ -383,12 +384,31 @@ pub async fn a_lambda_is_deleted_with_all_it_has_once_nothing_of_it_may_run(stor
             .is_some()
     );
 
+    // Its queues are to be deleted from the queue service.
+    assert_eq!(store.queue_retired(10).await.unwrap(), ["mail"]);
+
     let unknown = store.lambda_delete(delete(true)).await;
     assert!(
         matches!(unknown, Err(StoreError::UnknownLambda(_))),
         "{unknown:?}"
     );
-    // Its name is free again.
+    // Its name is free again, and deployed again it keeps its queues.
     deploy(store, "mail").await;
     assert_eq!(store.lambda_get("mail").await.unwrap().unwrap().version, 1);
+    assert!(store.queue_retired(10).await.unwrap().is_empty());
+
+    // Deleted for good: listed until the queues are gone.
+    store.lambda_delete(delete(true)).await.unwrap();
+    store
+        .lambda_delete(LambdaDelete {
+            name: "other".into(),
+            drop_tasks: true,
+        })
+        .await
+        .unwrap();
+    assert_eq!(store.queue_retired(1).await.unwrap(), ["mail"]);
+    assert_eq!(store.queue_retired(10).await.unwrap(), ["mail", "other"]);
+    store.queue_retired_done("mail").await.unwrap();
+    store.queue_retired_done("never").await.unwrap();
+    assert_eq!(store.queue_retired(10).await.unwrap(), ["other"]);
 }

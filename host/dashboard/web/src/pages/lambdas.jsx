@@ -101,7 +101,7 @@ export function LambdaPage({ name }) {
         </section>
       ))}
       <h2>Delete</h2>
-      <p class="muted">Its versions, secrets, periodic schedules, gates and every task of it go
+      <p class="muted">Its versions, secrets, periodic schedules, gates, queues and every task of it go
         for good. Refused while tasks of it may still run, unless they go too.</p>
       <p class="actions">
         <label><input type="checkbox" name="drop-tasks" checked={dropTasks}
