@@ -3,7 +3,8 @@
 //! does not name keep the installation's retention; a dead letter stays
 //! until `waft dlq purge` deletes it; and `waft lambda delete` removes a
 //! lambda once nothing of it may run, or with its tasks (`--drop-tasks`),
-//! and its SQS queues in the distributed mode.
+//! and its SQS queues in the distributed mode; a task of it running then
+//! is stopped.
 
 use std::time::{Duration, Instant};
 
@@ -146,6 +147,66 @@ pub async fn retention(cluster: &Cluster) {
     );
     let (_, error) = cluster.cli_failing(&["lambda", "get", "brief"]);
     assert!(error.contains("unknown lambda"), "{error}");
+
+    a_running_lambda_is_stopped_by_its_deletion(cluster).await;
+}
+
+/// A lambda deleted while a task of it runs: the executor's next heartbeat
+/// finds the task gone, stops the instance and reports nothing; the
+/// executor goes on running other lambdas' tasks.
+async fn a_running_lambda_is_stopped_by_its_deletion(cluster: &Cluster) {
+    cluster.deploy("busy", samples::SLEEPY, |_| {}).await;
+    let running = cluster
+        .schedule("busy", json!({"steps": 600, "step_ms": 100}), None)
+        .await;
+    let start = Instant::now();
+    while cluster.frontend.task_get(&running).await.unwrap().status != TaskStatus::Processing {
+        assert!(start.elapsed() < WITHIN, "never ran\n{}", cluster.logs());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let deleted = cluster.cli(&["lambda", "delete", "busy", "--drop-tasks"]);
+    assert_eq!(
+        deleted.trim(),
+        "busy deleted, with 1 tasks (1 of them not ended)"
+    );
+    // Within a heartbeat timeout (2 s in the test clusters), not the
+    // minute its steps would take.
+    let start = Instant::now();
+    while ended(cluster, "busy").await == 0.0 {
+        assert!(
+            start.elapsed() < WITHIN,
+            "the execution did not stop\n{}",
+            cluster.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(matches!(
+        cluster.frontend.task_get(&running).await,
+        Err(ServiceError::NotFound(_))
+    ));
+    cluster.deploy("after", samples::HELLO, |_| {}).await;
+    let after = cluster
+        .schedule("after", json!({"name": "next"}), None)
+        .await;
+    assert_eq!(
+        cluster.finished(&after, WITHIN).await.status,
+        TaskStatus::Success
+    );
+}
+
+/// Executions of `lambda` ended, whatever their outcome, in every process.
+async fn ended(cluster: &Cluster, lambda: &str) -> f64 {
+    let series = format!("waft_executions_ended_total{{lambda=\"{lambda}\",");
+    let mut sum = 0.0;
+    for name in cluster.processes.keys() {
+        let text = cluster.metrics(name).await;
+        sum += text
+            .lines()
+            .filter(|line| line.starts_with(&series))
+            .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>();
+    }
+    sum
 }
 
 /// A task of `lambda` due in an hour: it waits, live, through the scenario.
