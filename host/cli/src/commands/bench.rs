@@ -43,6 +43,9 @@ pub enum BenchTarget {
     /// Durable waits at scale: memory and store per suspended task, and how
     /// late many sleeps ending at one instant resume.
     Waits(crate::commands::bench_waits::WaitsBenchArgs),
+    /// A long run at a steady load: whether the store stays the same size
+    /// once retention keeps up.
+    Steady(crate::commands::bench_steady::SteadyBenchArgs),
 }
 
 #[derive(Debug, Args)]
@@ -88,6 +91,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode, Failure> {
         BenchTarget::Pipeline(args) => crate::commands::bench_pipeline::run(args),
         BenchTarget::Running(args) => crate::commands::bench_running::run(args),
         BenchTarget::Waits(args) => crate::commands::bench_waits::run(args),
+        BenchTarget::Steady(args) => crate::commands::bench_steady::run(args),
     }
 }
 

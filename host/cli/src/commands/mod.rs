@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod bench_pipeline;
 pub mod bench_running;
+pub mod bench_steady;
 pub mod bench_waits;
 pub mod client;
 pub mod cron;
