@@ -89,6 +89,22 @@ pub(crate) async fn start_dev(
     Ok((data, node))
 }
 
+/// What a benchmark loads: the installation at `server`, or else a `waft
+/// dev` started here with `concurrency` executor slots (its data directory
+/// and the node, to stop at the end); and the Frontend's address.
+pub(crate) async fn target(
+    server: Option<&str>,
+    concurrency: u32,
+) -> Result<(Option<tempfile::TempDir>, String, Option<waft_node::Node>), Failure> {
+    Ok(match server {
+        Some(address) => (None, address.to_owned(), None),
+        None => {
+            let (data, node) = start_dev(|e| e.max_tasks = concurrency as usize).await?;
+            (Some(data), node.addr.to_string(), Some(node))
+        }
+    })
+}
+
 /// The runtime a benchmark runs on (and its in-process `waft dev` with it).
 pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
     tokio::runtime::Builder::new_multi_thread()
@@ -119,13 +135,7 @@ pub(crate) async fn deploy(
 pub fn run(args: PipelineBenchArgs) -> Result<std::process::ExitCode, Failure> {
     let wasm = read_wasm(&args.file)?;
     runtime()?.block_on(async move {
-        let (_data, address, node) = match &args.server {
-            Some(address) => (None, address.clone(), None),
-            None => {
-                let (data, node) = start_dev(|e| e.max_tasks = args.concurrency as usize).await?;
-                (Some(data), node.addr.to_string(), Some(node))
-            }
-        };
+        let (_data, address, node) = target(args.server.as_deref(), args.concurrency).await?;
         let config = LambdaConfig {
             concurrency: args.concurrency,
             grants: args.grants.grants()?,

@@ -26,7 +26,7 @@ use waft_core::retention::{End, Keep, Retention};
 use waft_services::{ClientApi, TaskRequest};
 use waft_store::TaskCount;
 
-use crate::commands::bench_pipeline::{deploy, failed, runtime, start_dev};
+use crate::commands::bench_pipeline::{deploy, failed, runtime, target};
 use crate::commands::invoke::read_wasm;
 use crate::exit::Failure;
 
@@ -79,13 +79,7 @@ pub fn run(args: SteadyBenchArgs) -> Result<std::process::ExitCode, Failure> {
     let retention = retention(&args.retain)?;
     let wasm = read_wasm(&args.file)?;
     runtime()?.block_on(async move {
-        let (data, address, node) = match &args.server {
-            Some(address) => (None, address.clone(), None),
-            None => {
-                let (data, node) = start_dev(|e| e.max_tasks = args.concurrency as usize).await?;
-                (Some(data), node.addr.to_string(), Some(node))
-            }
-        };
+        let (data, address, node) = target(args.server.as_deref(), args.concurrency).await?;
         let config = LambdaConfig {
             concurrency: args.concurrency,
             retention: retention.clone(),
@@ -236,12 +230,10 @@ async fn counts(frontend: &FrontendClient, lambda: &str) -> Result<(u64, u64), F
 /// After the first retention period (and one report more), the least and
 /// most the store kept, and the file's size.
 fn summarize(samples: &[Sample], retention: &Retention, files: bool) {
-    let settle = retention
-        .get(End::Success)
-        .and_then(|keep| match keep {
-            Keep::For(duration) => Some(duration.as_secs_f64() / 60.0),
-            Keep::Forever => None,
-        });
+    let settle = retention.get(End::Success).and_then(|keep| match keep {
+        Keep::For(duration) => Some(duration.as_secs_f64() / 60.0),
+        Keep::Forever => None,
+    });
     let Some(settle) = settle else {
         println!("successes are kept forever: nothing settles");
         return;
@@ -258,7 +250,11 @@ fn summarize(samples: &[Sample], retention: &Retention, files: bool) {
     let (least, most) = range(|s| s.kept);
     let (small, large) = range(|s| s.file + s.wal);
     let sizes = match files {
-        true => format!("; waft.db with its WAL {:.1}–{:.1} MiB", mib(small), mib(large)),
+        true => format!(
+            "; waft.db with its WAL {:.1}–{:.1} MiB",
+            mib(small),
+            mib(large)
+        ),
         false => String::new(),
     };
     println!(
