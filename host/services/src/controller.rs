@@ -38,7 +38,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use tokio::sync::{Notify, Semaphore};
-use tokio::task::JoinSet;
+use tokio::task::{AbortHandle, JoinSet};
 use tokio::time::Instant;
 use waft_core::limits::ITEM_OVERHEAD;
 use waft_core::{ByteSize, LambdaConfig};
@@ -125,6 +125,14 @@ struct Buffer {
     told: Arc<Notify>,
 }
 
+/// The pollers running, and which lambda's each is: a lambda no longer
+/// listed (deleted) has its pollers stopped and its buffers dropped.
+#[derive(Default)]
+struct Pollers {
+    running: JoinSet<()>,
+    of: HashMap<String, Vec<AbortHandle>>,
+}
+
 /// The Controller role. Cheap to clone.
 #[derive(Clone)]
 pub struct Controller {
@@ -185,12 +193,18 @@ impl Controller {
             .map_or(0, |levels| levels.iter().map(|b| b.deliveries.len()).sum())
     }
 
+    /// Whether it polls `lambda`'s queues when told to: it was listed at
+    /// the last look, and is served here.
+    pub fn serves(&self, lambda: &str) -> bool {
+        lock(&self.inner.buffers).contains_key(lambda)
+    }
+
     /// Serves until `shutdown` resolves: starts a poller for each `<lambda,
     /// priority>` as soon as the Frontend reports a deploy, and tells the
     /// pollers which queues to poll.
     pub async fn run(&self, shutdown: impl std::future::Future<Output = ()>) {
         tokio::pin!(shutdown);
-        let mut pollers = JoinSet::new();
+        let mut pollers = Pollers::default();
         let changed = Arc::new(Notify::new());
         let following = tokio::spawn(crate::changes::follow(
             self.inner.frontend.clone(),
@@ -211,12 +225,13 @@ impl Controller {
         }
         following.abort();
         telling.abort();
-        pollers.shutdown().await;
+        pollers.running.shutdown().await;
     }
 
     /// Starts pollers for the queues of lambdas (or priority levels) new
     /// since the last look; a poller told before it started polls at once.
-    async fn discover(&self, pollers: &mut JoinSet<()>) -> ServiceResult<()> {
+    /// Stops those of lambdas no longer listed.
+    async fn discover(&self, pollers: &mut Pollers) -> ServiceResult<()> {
         let lambdas = self.inner.frontend.lambda_list().await?;
         let served = &self.inner.config.lambdas;
         let mut new_keys = Vec::new();
@@ -224,6 +239,18 @@ impl Controller {
             let mut buffers = lock(&self.inner.buffers);
             let mut weights = lock(&self.inner.weights);
             let mut pending = lock(&self.inner.pending);
+            let listed: HashSet<&str> = lambdas.iter().map(|l| l.name.as_str()).collect();
+            buffers.retain(|name, _| {
+                let kept = listed.contains(name.as_str());
+                if !kept {
+                    tracing::debug!(lambda = %name, "no longer listed; its queues are not polled");
+                    weights.remove(name);
+                    for poller in pollers.of.remove(name).unwrap_or_default() {
+                        poller.abort();
+                    }
+                }
+                kept
+            });
             for lambda in lambdas {
                 if !served.is_empty() && !served.contains(&lambda.name) {
                     continue;
@@ -246,10 +273,16 @@ impl Controller {
                 }
             }
         }
+        // Reaps the stopped ones.
+        while pollers.running.try_join_next().is_some() {}
         for (key, room, told) in new_keys {
             tracing::debug!(queue = %key, "serving");
             let inner = self.inner.clone();
-            pollers.spawn(async move { inner.poll(key, room, told).await });
+            let lambda = key.lambda.clone();
+            let poller = pollers
+                .running
+                .spawn(async move { inner.poll(key, room, told).await });
+            pollers.of.entry(lambda).or_default().push(poller);
         }
         Ok(())
     }

@@ -40,6 +40,7 @@ struct Options {
     receive_wait: Duration,
     /// Whether the Controller runs from the start.
     started: bool,
+    refresh: Duration,
 }
 
 impl Default for Options {
@@ -50,6 +51,7 @@ impl Default for Options {
             sweep: ControllerConfig::default().sweep,
             receive_wait: ControllerConfig::default().receive_wait,
             started: true,
+            refresh: ControllerConfig::default().refresh,
         }
     }
 }
@@ -166,6 +168,7 @@ async fn setup_with(options: Options) -> Setup {
             buffer: 8,
             sweep: options.sweep,
             receive_wait: options.receive_wait,
+            refresh: options.refresh,
             ..ControllerConfig::default()
         },
     );
@@ -496,4 +499,37 @@ async fn a_redelivered_message_is_found_by_the_sweep() {
     assert_eq!(work.len(), 1);
     assert_eq!(work[0].id, ids[0]);
     setup.stop.cancel();
+}
+
+/// A deleted lambda's pollers stop: no buffer, no poll, nothing kept of it.
+#[tokio::test]
+async fn a_deleted_lambda_is_no_longer_polled() {
+    let setup = setup_with(Options {
+        refresh: Duration::from_millis(50),
+        ..Options::default()
+    })
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !(setup.controller.serves("mail") && setup.controller.serves("zed")) {
+        assert!(Instant::now() < deadline, "never served both");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    setup
+        .store
+        .lambda_delete(waft_store::LambdaDelete {
+            name: "zed".into(),
+            drop_tasks: true,
+        })
+        .await
+        .unwrap();
+    while setup.controller.serves("zed") {
+        assert!(Instant::now() < deadline, "still serves the deleted lambda");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(setup.controller.serves("mail"));
+    // Its neighbour still runs.
+    let ids = insert(&setup, 1, 0).await;
+    let claimed = setup.controller.next_work(one("mail")).await.unwrap();
+    assert_eq!(claimed.len(), 1);
+    assert_eq!(claimed[0].id, ids[0]);
 }

@@ -289,9 +289,16 @@ impl Executor {
                 let _ = results.send(result);
             }
             lock(&kills).remove(&key);
-            if let Some(count) = lock(&this.running).get_mut(&lambda) {
+            let mut running = lock(&this.running);
+            if let Some(count) = running.get_mut(&lambda) {
                 *count = count.saturating_sub(1);
+                // Nothing kept of a lambda with nothing running (it may be
+                // deleted for good).
+                if *count == 0 {
+                    running.remove(&lambda);
+                }
             }
+            drop(running);
             this.running_total.fetch_sub(1, Ordering::AcqRel);
             // One stored permit: a wake-up is never lost, even when nobody
             // waits yet.
