@@ -138,6 +138,13 @@ pub(crate) async fn start(mode: &Mode, config: &Config) -> Result<Node, NodeErro
         .as_ref()
         .filter(|_| mode.runs(Role::Hsc))
         .map(|s| Arc::new(Hsc::new(s.store.clone(), s.clock.clone(), config.heartbeat)));
+    if let Some(hsc) = &local.hsc {
+        // The task history's counts go to the store every few seconds, and
+        // once more at the stop.
+        let stop = node.stop.clone();
+        node.tasks
+            .spawn(hsc.history().run(waft_services::history::FLUSH_INTERVAL, stop));
+    }
     local.controller = spawn_controller(mode, config, queue, &local, &mut node)?;
     spawn_executor(mode, config, runtime, secret_key, &local, &mut node)?;
     let roles = Roles {

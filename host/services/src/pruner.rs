@@ -13,6 +13,11 @@
 //! How long each end is kept is the installation's (`[retention]`), or a
 //! lambda's own where its deploy set one; dead letters are never pruned
 //! (an operator redrives or purges them).
+//!
+//! The pruner's holder also keeps the task history ([`crate::history`]):
+//! once a minute it samples each lambda's queue depth (tasks due and
+//! waiting to start) into the history's minute, and it deletes the
+//! history's minutes older than `[retention] history` (default 7 days).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,7 +25,10 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use waft_core::retention::{End, Keep, Retention};
-use waft_store::{DutyTake, StoreError, TaskPrune, TaskStore};
+use waft_store::{
+    DepthSample, DutyTake, HistoryDepth, HistoryPrune, Millis, StoreError, TaskPrune, TaskStore,
+    minute_of,
+};
 
 use crate::Clock;
 use crate::metrics::metrics;
@@ -53,6 +61,10 @@ pub struct RetentionConfig {
     /// (default 10 s).
     #[serde(deserialize_with = "waft_core::deserialize_duration")]
     pub interval: Duration,
+    /// How long the task history's minutes (the dashboard's charts) are
+    /// kept (default 7d).
+    #[serde(deserialize_with = "waft_core::deserialize_duration")]
+    pub history: Duration,
 }
 
 impl Default for RetentionConfig {
@@ -66,6 +78,7 @@ impl Default for RetentionConfig {
             cancelled: keep(End::Cancelled),
             batch: 1000,
             interval: Duration::from_secs(10),
+            history: Duration::from_secs(7 * 24 * 3600),
         }
     }
 }
@@ -89,6 +102,11 @@ impl RetentionConfig {
         if self.interval.is_zero() {
             return Err("interval must be more than 0 s".into());
         }
+        if self.history < Duration::from_secs(3600) {
+            return Err(
+                "history must be at least 1h: the dashboard's charts show the last hour".into(),
+            );
+        }
         Ok(())
     }
 }
@@ -105,6 +123,8 @@ pub struct Pruner {
     config: RetentionConfig,
     /// Who this pruner is, to the duty.
     holder: String,
+    /// The last minute whose queue depth this pruner sampled.
+    sampled: std::sync::Mutex<Option<Millis>>,
 }
 
 impl Pruner {
@@ -114,6 +134,7 @@ impl Pruner {
             clock,
             config,
             holder: waft_store::new_id(),
+            sampled: std::sync::Mutex::new(None),
         }
     }
 
@@ -136,6 +157,7 @@ impl Pruner {
         if !self.take_duty().await? {
             return Ok(0);
         }
+        self.keep_history().await?;
         let mut renewed = Instant::now();
         let mut deleted = 0;
         loop {
@@ -165,6 +187,47 @@ impl Pruner {
                 () = tokio::time::sleep(pause) => {}
             }
         }
+    }
+
+    /// Samples the queue depth once a minute, and deletes the history's
+    /// minutes past its retention.
+    pub async fn keep_history(&self) -> Result<(), StoreError> {
+        let now = self.clock.now();
+        let minute = minute_of(now);
+        if *crate::lock(&self.sampled) == Some(minute) {
+            return Ok(());
+        }
+        let mut samples: Vec<DepthSample> = self
+            .store
+            .lambda_list()
+            .await?
+            .into_iter()
+            .map(|lambda| DepthSample {
+                lambda: lambda.name,
+                minute,
+                depth: 0,
+            })
+            .collect();
+        for stats in self.store.lambda_stats(now, now).await? {
+            let depth = stats.ready.iter().map(|d| d.count).sum();
+            match samples.iter_mut().find(|s| s.lambda == stats.lambda) {
+                Some(sample) => sample.depth = depth,
+                None => samples.push(DepthSample {
+                    lambda: stats.lambda,
+                    minute,
+                    depth,
+                }),
+            }
+        }
+        self.store.history_depth(HistoryDepth { samples }).await?;
+        let kept = i64::try_from(self.config.history.as_millis()).unwrap_or(i64::MAX);
+        self.store
+            .history_prune(HistoryPrune {
+                before: minute.saturating_sub(kept),
+            })
+            .await?;
+        *crate::lock(&self.sampled) = Some(minute);
+        Ok(())
     }
 
     /// Takes or renews the duty for three intervals: a holder that dies is

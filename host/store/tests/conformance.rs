@@ -195,6 +195,7 @@ conformance!(
     history: [
         minutes_add_up_across_writers_and_lambdas,
         results_answer_their_tasks_lambda,
+        a_deleted_lambda_takes_its_history,
     ],
     tokens: [tokens_are_found_by_hash_until_revoked],
     secrets: [secrets_are_kept_sealed_and_versioned],

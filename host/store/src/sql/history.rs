@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use super::{Connection, DIALECT, Store};
 use crate::rows::RowExt;
-use crate::support::{batch_json, sql};
+use crate::support::{batch_json, sql, text_in};
 use crate::{
     HistoryAdd, HistoryDepth, HistoryMinute, HistoryPrune, HistoryRead, LatencyHistogram, Millis,
     MinuteCounts, Result, StoreError,
@@ -150,7 +150,7 @@ pub(super) async fn read(store: &Store, params: HistoryRead) -> Result<Vec<Histo
     )
     .bind(params.from)
     .bind(params.to)
-    .bind(params.lambda.as_deref())
+    .bind(params.lambda.as_deref().map(text_in))
     .fetch_all(&store.pool)
     .await?;
     for row in &rows {
@@ -174,7 +174,7 @@ pub(super) async fn read(store: &Store, params: HistoryRead) -> Result<Vec<Histo
     )
     .bind(params.from)
     .bind(params.to)
-    .bind(params.lambda.as_deref())
+    .bind(params.lambda.as_deref().map(text_in))
     .fetch_all(&store.pool)
     .await?;
     for row in &rows {

@@ -6,7 +6,7 @@
 
 use waft_core::TaskStatus;
 use waft_store::{
-    DepthSample, HistoryAdd, HistoryDepth, HistoryPrune, HistoryRead, LatencyHistogram, MINUTE,
+    DepthSample, LambdaDelete, HistoryAdd, HistoryDepth, HistoryPrune, HistoryRead, LatencyHistogram, MINUTE,
     MinuteCounts, TaskResult, TaskSetResultMany, TaskStore,
 };
 
@@ -159,4 +159,28 @@ pub async fn results_answer_their_tasks_lambda(store: &dyn TaskStore) {
     assert_eq!(second.lambda, "mail");
     assert_ne!(second.status, TaskStatus::Success);
     assert!(answers[2].is_err(), "a repeat is refused");
+}
+
+pub async fn a_deleted_lambda_takes_its_history(store: &dyn TaskStore) {
+    deploy(store, "mail").await;
+    deploy(store, "pdf").await;
+    store
+        .history_add(HistoryAdd {
+            minutes: vec![
+                counts("mail", T0, 1, 1, &[3]),
+                counts("pdf", T0, 2, 0, &[3]),
+            ],
+        })
+        .await
+        .unwrap();
+    store
+        .lambda_delete(LambdaDelete {
+            name: "mail".into(),
+            drop_tasks: false,
+        })
+        .await
+        .unwrap();
+    assert!(read(store, Some("mail")).await.is_empty());
+    let all = read(store, None).await;
+    assert_eq!((all[0].succeeded, all[0].latency.total()), (2, 1));
 }
