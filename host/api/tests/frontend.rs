@@ -449,7 +449,9 @@ async fn task_history_reads_the_minutes_a_caller_may_see() {
     let mine = ask(mail_owner.clone(), "", 0, 0).await.unwrap();
     let last = mine.points.last().unwrap();
     assert_eq!((last.succeeded, last.failed, last.depth), (10, 2, None));
-    let named = ask(mail_owner.clone(), "mail", 0, 5 * 60_000).await.unwrap();
+    let named = ask(mail_owner.clone(), "mail", 0, 5 * 60_000)
+        .await
+        .unwrap();
     assert_eq!(named.points.len(), 12);
     let refused = ask(mail_owner, "billing", 0, 0).await.unwrap_err();
     assert_eq!(refused.code(), Code::PermissionDenied);

@@ -24,7 +24,8 @@ use waft_runtime::{Allocator, Runtime, RuntimeConfig};
 use waft_services::api::{AdminApi, ClientApi, ClusterApi};
 use waft_services::auth::Authenticator;
 use waft_services::{
-    CronRequest, Frontend, FrontendApi, HistoryAnswer, HistoryQuery, ServiceError, ServiceResult, SystemClock, TaskRequest, Wake,
+    CronRequest, Frontend, FrontendApi, HistoryAnswer, HistoryQuery, ServiceError, ServiceResult,
+    SystemClock, TaskRequest, Wake,
 };
 use waft_store::{
     Artifact, Attempt, Backlog, Cron, DeadSelector, Gate, GateState, JournalEntry, Lambda,

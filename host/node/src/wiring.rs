@@ -142,8 +142,10 @@ pub(crate) async fn start(mode: &Mode, config: &Config) -> Result<Node, NodeErro
         // The task history's counts go to the store every few seconds, and
         // once more at the stop.
         let stop = node.stop.clone();
-        node.tasks
-            .spawn(hsc.history().run(waft_services::history::FLUSH_INTERVAL, stop));
+        node.tasks.spawn(
+            hsc.history()
+                .run(waft_services::history::FLUSH_INTERVAL, stop),
+        );
     }
     local.controller = spawn_controller(mode, config, queue, &local, &mut node)?;
     spawn_executor(mode, config, runtime, secret_key, &local, &mut node)?;

@@ -42,8 +42,9 @@ pub use periodic::{Periodic, PeriodicReport};
 pub use pruner::{Pruner, RetentionConfig};
 pub use waft_core::error::{self, ServiceError, ServiceResult};
 pub use waft_core::roles::{
-    self as api, AdminApi, ClientApi, ClusterApi, ControllerApi, CronRequest, FrontendApi, HscApi,
-    HistoryAnswer, HistoryQuery, JournalCommit, JournalPage, LambdaSlots, NextWork, RunAt, TaskRequest,
+    self as api, AdminApi, ClientApi, ClusterApi, ControllerApi, CronRequest, FrontendApi,
+    HistoryAnswer, HistoryQuery, HscApi, JournalCommit, JournalPage, LambdaSlots, NextWork, RunAt,
+    TaskRequest,
 };
 /// Locks a mutex, taking over a poisoned one: every value the roles keep
 /// behind a mutex stays valid when a holder panics.

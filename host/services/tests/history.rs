@@ -131,7 +131,10 @@ async fn the_hsc_counts_latency_and_outcomes_until_a_flush_adds_them() {
     with_repeat.push(results[0].clone());
     clock.0.store(T0 + MINUTE + 10, Ordering::SeqCst);
     hsc.task_set_result_many(with_repeat).await.unwrap();
-    assert!(minutes(&*store, None).await.is_empty(), "nothing before a flush");
+    assert!(
+        minutes(&*store, None).await.is_empty(),
+        "nothing before a flush"
+    );
 
     hsc.history().flush().await.unwrap();
     let mail = minutes(&*store, Some("mail")).await;

@@ -277,7 +277,10 @@ mod tests {
         assert_eq!(LatencyHistogram::bucket_of(i64::MAX), BUCKETS - 1);
         for ms in [1, 7, 100, 5_000, 86_400_000] {
             let (low, high) = LatencyHistogram::bounds(LatencyHistogram::bucket_of(ms));
-            assert!(low <= ms as f64 && (ms as f64) < high, "{ms} in [{low}, {high})");
+            assert!(
+                low <= ms as f64 && (ms as f64) < high,
+                "{ms} in [{low}, {high})"
+            );
         }
     }
 

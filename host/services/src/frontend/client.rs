@@ -13,10 +13,10 @@ use waft_core::limits::check_payload;
 use waft_core::{CronSchedule, LambdaConfig};
 use waft_runtime::Digest;
 use waft_store::{
-    Attempt, Cron, DeadPurge, DeadRedrive, DeadSelector, Gate, GateSet, GateState, JournalEntry,
-    Lambda, LambdaDelete, LambdaDeleted, LambdaDeploy, LambdaRollback, LambdaVersion, Millis,
-    HistoryRead, MINUTE, NewTask, Overview, SignalSent, StatusCount, Task, TaskCount, TaskInsertMany, TaskInserted,
-    TaskJournalRead, TaskList, TaskSignal, history_points, minute_of,
+    Attempt, Cron, DeadPurge, DeadRedrive, DeadSelector, Gate, GateSet, GateState, HistoryRead,
+    JournalEntry, Lambda, LambdaDelete, LambdaDeleted, LambdaDeploy, LambdaRollback, LambdaVersion,
+    MINUTE, Millis, NewTask, Overview, SignalSent, StatusCount, Task, TaskCount, TaskInsertMany,
+    TaskInserted, TaskJournalRead, TaskList, TaskSignal, history_points, minute_of,
 };
 
 use super::{Frontend, MAX_COMPONENT_BYTES, MAX_TASKS_PER_REQUEST, history};
@@ -24,7 +24,10 @@ use super::{Frontend, MAX_COMPONENT_BYTES, MAX_TASKS_PER_REQUEST, history};
 /// Dead letters a purge deletes per transaction.
 const PURGE_BATCH: u32 = 1000;
 use crate::api::ClientApi;
-use crate::{CronRequest, HistoryAnswer, HistoryQuery, RunAt, ServiceError, ServiceResult, TaskRequest, metrics};
+use crate::{
+    CronRequest, HistoryAnswer, HistoryQuery, RunAt, ServiceError, ServiceResult, TaskRequest,
+    metrics,
+};
 
 #[async_trait]
 impl ClientApi for Frontend {

@@ -57,14 +57,13 @@ use super::{Connection, DIALECT, Row, Store};
 use crate::names::GATE_OF_TASK;
 use crate::{
     Artifact, Attempt, Backlog, ChildrenState, ClaimedTask, Cron, CronMaterialize, DeadPurge,
-    DeadRedrive, DutyTake, HistoryAdd, HistoryDepth, HistoryMinute, HistoryPrune, HistoryRead,
-    ResultRecorded, EnqueueReport, Gate, GateSet, GcReport, JournalEntry, Lambda,
-    LambdaDelete, LambdaDeleted, LambdaDeploy, LambdaGc, LambdaRollback, LambdaStats,
-    LambdaVersion, Materialized, Millis, Pruned, Refusal, Result, SealedSecrets, SecretInfo,
-    SecretSet, SignalSent, StatusCount, Task, TaskChildrenRead, TaskClaimMany, TaskCount,
-    TaskEnqueueReady, TaskHeartbeatMany, TaskInsertMany, TaskInserted, TaskJournalRead,
-    TaskJournalWrite, TaskList, TaskPrune, TaskSetResultMany, TaskSignal, TaskSignalRead,
-    TaskStore, Token, TokenCreate,
+    DeadRedrive, DutyTake, EnqueueReport, Gate, GateSet, GcReport, HistoryAdd, HistoryDepth,
+    HistoryMinute, HistoryPrune, HistoryRead, JournalEntry, Lambda, LambdaDelete, LambdaDeleted,
+    LambdaDeploy, LambdaGc, LambdaRollback, LambdaStats, LambdaVersion, Materialized, Millis,
+    Pruned, Refusal, Result, ResultRecorded, SealedSecrets, SecretInfo, SecretSet, SignalSent,
+    StatusCount, Task, TaskChildrenRead, TaskClaimMany, TaskCount, TaskEnqueueReady,
+    TaskHeartbeatMany, TaskInsertMany, TaskInserted, TaskJournalRead, TaskJournalWrite, TaskList,
+    TaskPrune, TaskSetResultMany, TaskSignal, TaskSignalRead, TaskStore, Token, TokenCreate,
 };
 
 /// Runs a dialect's lock statement, if it has one.

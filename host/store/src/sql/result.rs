@@ -309,8 +309,8 @@ impl Batch {
             .into_iter()
             .zip(self.lambdas)
             .map(|(answer, lambda)| {
-                let answer = answer
-                    .ok_or_else(|| StoreError::Corrupt("a result went unanswered".into()))?;
+                let answer =
+                    answer.ok_or_else(|| StoreError::Corrupt("a result went unanswered".into()))?;
                 Ok(answer.map(|status| ResultRecorded { status, lambda }))
             })
             .collect()

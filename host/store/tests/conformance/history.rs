@@ -6,8 +6,8 @@
 
 use waft_core::TaskStatus;
 use waft_store::{
-    DepthSample, LambdaDelete, HistoryAdd, HistoryDepth, HistoryPrune, HistoryRead, LatencyHistogram, MINUTE,
-    MinuteCounts, TaskResult, TaskSetResultMany, TaskStore,
+    DepthSample, HistoryAdd, HistoryDepth, HistoryPrune, HistoryRead, LambdaDelete,
+    LatencyHistogram, MINUTE, MinuteCounts, TaskResult, TaskSetResultMany, TaskStore,
 };
 
 use crate::support::{T0, deploy, insert, new_task, retriable, start, success};
@@ -102,7 +102,10 @@ pub async fn minutes_add_up_across_writers_and_lambdas(store: &dyn TaskStore) {
         mail[0].latency.nonzero().collect::<Vec<_>>(),
         vec![(3, 3), (12, 1)]
     );
-    assert_eq!((mail[1].minute, mail[1].failed, mail[1].depth), (m1, 1, None));
+    assert_eq!(
+        (mail[1].minute, mail[1].failed, mail[1].depth),
+        (m1, 1, None)
+    );
 
     let all = read(store, None).await;
     assert_eq!(all.len(), 2);
@@ -154,7 +157,10 @@ pub async fn results_answer_their_tasks_lambda(store: &dyn TaskStore) {
         .await
         .unwrap();
     let first = answers[0].as_ref().unwrap();
-    assert_eq!((first.status, first.lambda.as_str()), (TaskStatus::Success, "mail"));
+    assert_eq!(
+        (first.status, first.lambda.as_str()),
+        (TaskStatus::Success, "mail")
+    );
     let second = answers[1].as_ref().unwrap();
     assert_eq!(second.lambda, "mail");
     assert_ne!(second.status, TaskStatus::Success);
