@@ -111,9 +111,9 @@ impl ClientApi for Frontend {
         self.allow(Call::TaskHistory, query.lambda.as_deref())?;
         let step = history::step(&query)?;
         // Steps aligned on the clock, the last holding the current minute.
-        let step_ms = millis(step);
+        let step_ms = history::millis(step);
         let to = (minute_of(self.clock.now()) + MINUTE + step_ms - 1).div_euclid(step_ms) * step_ms;
-        let from = to - millis(query.range);
+        let from = to - history::millis(query.range);
         // Every lambda the caller may read: all at once, or each of its own.
         let lambdas = match (&query.lambda, self.who.lambdas(Action::Read)) {
             (Some(lambda), _) => vec![Some(lambda.clone())],
@@ -644,9 +644,4 @@ mod masking {
         );
         assert_eq!(masked(b"abcabc".to_vec(), &["abc".to_owned()]), b"abcabc");
     }
-}
-
-/// A duration in milliseconds, as the store counts time.
-fn millis(duration: Duration) -> Millis {
-    i64::try_from(duration.as_millis()).unwrap_or(Millis::MAX)
 }

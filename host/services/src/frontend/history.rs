@@ -21,7 +21,8 @@ const STEPS: &[u64] = &[1, 5, 10, 15, 30, 60, 120, 180, 360, 720, 1440];
 pub(super) fn step(query: &HistoryQuery) -> ServiceResult<Duration> {
     let invalid = |why: String| Err(ServiceError::InvalidArgument(why));
     let range = query.range;
-    if range < MINUTE || range > MAX_RANGE || range.as_millis() % MINUTE.as_millis() != 0 {
+    if range < MINUTE || range > MAX_RANGE || !range.as_millis().is_multiple_of(MINUTE.as_millis())
+    {
         return invalid(format!(
             "range of {} s: a history's range is a whole number of minutes from 1 minute to 31 days",
             range.as_secs_f64()
@@ -39,7 +40,7 @@ pub(super) fn step(query: &HistoryQuery) -> ServiceResult<Duration> {
             Duration::from_secs(step * 60)
         }
     };
-    if step < MINUTE || step.as_millis() % MINUTE.as_millis() != 0 || step > range {
+    if step < MINUTE || !step.as_millis().is_multiple_of(MINUTE.as_millis()) || step > range {
         return invalid(format!(
             "step of {} s: a history's step is a whole number of minutes, at most its range",
             step.as_secs_f64()
@@ -51,6 +52,11 @@ pub(super) fn step(query: &HistoryQuery) -> ServiceResult<Duration> {
         ));
     }
     Ok(step)
+}
+
+/// A duration in milliseconds, as the store counts time.
+pub(super) fn millis(duration: Duration) -> Millis {
+    i64::try_from(duration.as_millis()).unwrap_or(Millis::MAX)
 }
 
 /// The minutes of several lambdas, each minute's added together.
