@@ -120,15 +120,21 @@ impl Hsc {
             journal: None,
             replayed: 0,
         };
+        let now = self.clock.now();
         let failed = self
             .store
-            .task_set_result_many(TaskSetResultMany {
+            .task_record_many(TaskSetResultMany {
                 results: vec![result],
-                now: self.clock.now(),
+                now,
             })
             .await;
+        if let Ok(answers) = &failed {
+            // The history counts it as the failure it is.
+            let counted = answers.iter().map(|answer| (answer, Counted::Failed));
+            self.history.ended(counted, now);
+        }
         match failed.map(|mut answers| answers.pop()) {
-            Ok(Some(Ok(status))) => Refusal::WrongState(status),
+            Ok(Some(Ok(recorded))) => Refusal::WrongState(recorded.status),
             Ok(Some(Err(refusal))) => refusal,
             Ok(None) => Refusal::WrongState(TaskStatus::Claimed),
             Err(error) => {
