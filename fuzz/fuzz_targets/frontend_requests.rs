@@ -94,7 +94,7 @@ fuzz_target!(|data: &[u8]| {
     };
     let service = service();
     let refused = waft_fuzz::tokio().block_on(async {
-        match selector % 27 {
+        match selector % 28 {
             0 => call!(service, bytes, schedule),
             1 => call!(service, bytes, schedule_batch),
             2 => call!(service, bytes, get_task),
@@ -121,6 +121,7 @@ fuzz_target!(|data: &[u8]| {
             23 => call_streamed!(service, bytes, get_artifact),
             24 => call!(service, bytes, wait_lambda_change),
             25 => call!(service, bytes, get_journal),
+            26 => call!(service, bytes, task_history),
             _ => call!(service, bytes, revoke_token),
         }
     });

@@ -367,3 +367,104 @@ async fn a_running_parents_child_slot_stays_its_own() {
     let payload = String::from_utf8_lossy(&child.payload);
     assert_eq!((answer.created, &*payload), (true, "the parent's"));
 }
+
+/// `TaskHistory` over the store's minutes: a point per step up to now,
+/// the lambdas a caller may read added together (percentiles from their
+/// merged histograms), a lambda named only by its readers, and a range or
+/// step that cannot be read refused with the reason.
+#[tokio::test]
+async fn task_history_reads_the_minutes_a_caller_may_see() {
+    use waft_store::{
+        DepthSample, HistoryAdd, HistoryDepth, LatencyHistogram, MINUTE, MinuteCounts, minute_of,
+    };
+    let (service, store) = frontend().await;
+    deploy(&*store, "mail").await;
+    deploy(&*store, "billing").await;
+    let now = minute_of(SystemClock.now());
+    let counts = |lambda: &str, minute, succeeded, failed, latency_ms: i64, n| {
+        let mut latency = LatencyHistogram::default();
+        for _ in 0..n {
+            latency.record(latency_ms);
+        }
+        MinuteCounts {
+            lambda: lambda.into(),
+            minute,
+            succeeded,
+            failed,
+            dead: 0,
+            latency,
+        }
+    };
+    store
+        .history_add(HistoryAdd {
+            minutes: vec![
+                counts("mail", now, 10, 2, 4, 10),
+                counts("mail", now - 5 * MINUTE, 1, 0, 4, 1),
+                counts("billing", now, 0, 5, 5000, 90),
+            ],
+        })
+        .await
+        .unwrap();
+    store
+        .history_depth(HistoryDepth {
+            samples: vec![DepthSample {
+                lambda: "billing".into(),
+                minute: now,
+                depth: 7,
+            }],
+        })
+        .await
+        .unwrap();
+    let ask = |who: Principal, lambda: &str, range_ms: u64, step_ms: u64| {
+        let mut request = Request::new(proto::TaskHistoryRequest {
+            lambda: lambda.into(),
+            range_ms,
+            step_ms,
+        });
+        request.extensions_mut().insert(who);
+        let service = &service;
+        async move { service.task_history(request).await.map(|r| r.into_inner()) }
+    };
+
+    let all = ask(Principal::Admin, "", 0, 0).await.unwrap();
+    assert_eq!(all.step_ms, 60_000, "the last hour at one minute");
+    assert_eq!(all.points.len(), 60);
+    let last = all.points.last().unwrap();
+    assert_eq!(last.at_ms, now, "the last point holds the current minute");
+    assert_eq!((last.succeeded, last.failed, last.depth), (10, 7, Some(7)));
+    // 10 mail latencies of 4 ms, 90 billing ones of 5 s: the merged p50 is
+    // billing's, which averaging the lambdas' percentiles would hide.
+    let p50 = last.latency_p50_ms.unwrap();
+    assert!((4096.0..8192.0).contains(&p50), "p50 {p50}");
+    assert_eq!(all.points.iter().map(|p| p.succeeded).sum::<u64>(), 11);
+    assert_eq!(all.points[0].latency_p50_ms, None, "nothing started then");
+
+    let day = ask(Principal::Admin, "", 86_400_000, 0).await.unwrap();
+    assert_eq!((day.step_ms, day.points.len()), (15 * 60_000, 96));
+    let last = day.points.last().unwrap();
+    assert!(last.at_ms <= now && now < last.at_ms + 15 * 60_000);
+    assert_eq!(day.points.iter().map(|p| p.failed).sum::<u64>(), 7);
+
+    let mail_owner = Principal::Owner(BTreeSet::from(["mail".to_owned()]));
+    let mine = ask(mail_owner.clone(), "", 0, 0).await.unwrap();
+    let last = mine.points.last().unwrap();
+    assert_eq!((last.succeeded, last.failed, last.depth), (10, 2, None));
+    let named = ask(mail_owner.clone(), "mail", 0, 5 * 60_000)
+        .await
+        .unwrap();
+    assert_eq!(named.points.len(), 12);
+    let refused = ask(mail_owner, "billing", 0, 0).await.unwrap_err();
+    assert_eq!(refused.code(), Code::PermissionDenied);
+
+    for (range_ms, step_ms, words) in [
+        (90_000, 0, "whole number of minutes"),
+        (3_600_000, 1_000, "step of 1 s"),
+        (3_600_000 * 24 * 40, 0, "31 days"),
+    ] {
+        let refused = ask(Principal::Admin, "", range_ms, step_ms)
+            .await
+            .unwrap_err();
+        assert_eq!(refused.code(), Code::InvalidArgument, "{refused:?}");
+        assert!(refused.message().contains(words), "{}", refused.message());
+    }
+}

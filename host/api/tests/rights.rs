@@ -24,7 +24,8 @@ use waft_runtime::{Allocator, Runtime, RuntimeConfig};
 use waft_services::api::{AdminApi, ClientApi, ClusterApi};
 use waft_services::auth::Authenticator;
 use waft_services::{
-    CronRequest, Frontend, FrontendApi, ServiceError, ServiceResult, SystemClock, TaskRequest, Wake,
+    CronRequest, Frontend, FrontendApi, HistoryAnswer, HistoryQuery, ServiceError, ServiceResult,
+    SystemClock, TaskRequest, Wake,
 };
 use waft_store::{
     Artifact, Attempt, Backlog, Cron, DeadSelector, Gate, GateState, JournalEntry, Lambda,
@@ -63,6 +64,8 @@ fn expected(call: Call) -> &'static str {
         Call::TaskJournal => "yynyny",
         Call::TaskJournalAnswers => "yynnny",
         Call::LambdaStats => "sshshs",
+        // Named: the lambda's readers only.
+        Call::TaskHistory => "yynyny",
         Call::LambdaDeploy => "yynnny",
         Call::LambdaGet => "yynyny",
         Call::LambdaList => "sshshs",
@@ -124,6 +127,13 @@ async fn invoke(api: &dyn FrontendApi, fx: &Fixture, call: Call) -> Answer {
         Call::TaskJournalAnswers => api.task_journal(task, true).await.map(none),
         Call::LambdaStats => (api.lambda_stats(Duration::from_secs(60)).await)
             .map(|overview| holds_mail(&overview.lambdas, |s| &s.lambda)),
+        Call::TaskHistory => (api.task_history(HistoryQuery {
+            lambda: Some("mail".into()),
+            range: Duration::from_secs(3600),
+            step: None,
+        }))
+        .await
+        .map(none),
         Call::LambdaDeploy => (api
             .lambda_deploy("mail", b"not wasm".to_vec(), config())
             .await)
@@ -424,6 +434,9 @@ impl ClientApi for Probe {
     }
     async fn lambda_stats(&self, _: Duration) -> ServiceResult<Overview> {
         Err(self.saw(Call::LambdaStats))
+    }
+    async fn task_history(&self, _: HistoryQuery) -> ServiceResult<HistoryAnswer> {
+        Err(self.saw(Call::TaskHistory))
     }
     async fn task_cancel(&self, _: &str) -> ServiceResult<Task> {
         Err(self.saw(Call::TaskCancel))

@@ -102,6 +102,8 @@ calls! {
     /// outputs, signals' payloads): what the lambda saw, for its owner.
     TaskJournalAnswers,
     LambdaStats,
+    /// The task history's points, of one lambda or added together.
+    TaskHistory,
     LambdaDeploy,
     LambdaGet,
     LambdaList,
@@ -141,6 +143,7 @@ impl Call {
                 Rule::Lambda(Read)
             }
             Call::TaskList | Call::LambdaStats | Call::LambdaList => Rule::Scoped(Read),
+            Call::TaskHistory => Rule::Scoped(Read),
             Call::TaskCancel | Call::DeadRedrive | Call::DeadPurge => Rule::Lambda(Manage),
             Call::TaskJournalAnswers => Rule::Lambda(Manage),
             Call::LambdaDeploy | Call::LambdaRollback | Call::GateSet => Rule::Lambda(Manage),

@@ -39,6 +39,22 @@ pub enum RunAt {
 }
 
 /// A task a client asks for.
+/// What [`ClientApi::task_history`] reads: the `range` up to now, at
+/// `step` (whole minutes; `None` picks one giving at most 120 points).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct HistoryQuery {
+    pub lambda: Option<String>,
+    pub range: Duration,
+    pub step: Option<Duration>,
+}
+
+/// The points of a history, oldest first, and the step between them.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HistoryAnswer {
+    pub step: Duration,
+    pub points: Vec<crate::model::HistoryPoint>,
+}
+
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct TaskRequest {
     pub lambda: String,
@@ -96,6 +112,9 @@ pub trait ClientApi: Send + Sync {
     /// What every lambda's tasks are doing now, with the executions that
     /// ended within `window`.
     async fn lambda_stats(&self, window: Duration) -> ServiceResult<Overview>;
+    /// The task history of one lambda, or of every lambda the caller may
+    /// read added together ([`HistoryQuery`]): a point per step.
+    async fn task_history(&self, query: HistoryQuery) -> ServiceResult<HistoryAnswer>;
     /// Cancels a task that has not ended.
     async fn task_cancel(&self, id: &str) -> ServiceResult<Task>;
     /// Sends a task that has not ended a signal: kept until a wait for a

@@ -123,8 +123,7 @@ pub(crate) async fn start(mode: &Mode, config: &Config) -> Result<Node, NodeErro
         &mut node.tasks,
         &node.stop,
     );
-    let mut local = Local::default();
-    local.frontend = frontend(
+    let frontend = frontend(
         mode,
         config,
         stored.as_ref(),
@@ -134,10 +133,24 @@ pub(crate) async fn start(mode: &Mode, config: &Config) -> Result<Node, NodeErro
         fills,
         &mut node,
     );
-    local.hsc = stored
+    let hsc = stored
         .as_ref()
         .filter(|_| mode.runs(Role::Hsc))
         .map(|s| Arc::new(Hsc::new(s.store.clone(), s.clock.clone(), config.heartbeat)));
+    if let Some(hsc) = &hsc {
+        // The task history's counts go to the store every few seconds, and
+        // once more at the stop.
+        let stop = node.stop.clone();
+        node.tasks.spawn(
+            hsc.history()
+                .run(waft_services::history::FLUSH_INTERVAL, stop),
+        );
+    }
+    let mut local = Local {
+        frontend,
+        hsc,
+        ..Local::default()
+    };
     local.controller = spawn_controller(mode, config, queue, &local, &mut node)?;
     spawn_executor(mode, config, runtime, secret_key, &local, &mut node)?;
     let roles = Roles {

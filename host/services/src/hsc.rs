@@ -21,6 +21,10 @@
 //! entries through [`HscApi::task_journal_write`] under its lease, and the
 //! next one reads them back through [`HscApi::task_journal_read`], a page
 //! at most one message long.
+//!
+//! It counts what it sees for the task history ([`History`]): claims'
+//! schedule-to-start latency and results' outcomes, in memory, added to
+//! the store every few seconds by [`History::run`], no write per task.
 
 use std::sync::Arc;
 
@@ -34,6 +38,7 @@ use waft_store::{
 };
 
 use crate::batch::{Budget, Filling, WireSize};
+use crate::history::{Counted, History};
 use crate::{
     Clock, HeartbeatConfig, HscApi, JournalCommit, JournalPage, ServiceError, ServiceResult,
 };
@@ -50,6 +55,7 @@ pub struct Hsc {
     store: Arc<dyn TaskStore>,
     clock: Arc<dyn Clock>,
     heartbeat: HeartbeatConfig,
+    history: Arc<History>,
 }
 
 impl Hsc {
@@ -60,10 +66,17 @@ impl Hsc {
         heartbeat: HeartbeatConfig,
     ) -> Self {
         Self {
+            history: Arc::new(History::new(store.clone())),
             store,
             clock,
             heartbeat,
         }
+    }
+
+    /// The counts of the task history; [`History::run`] adds them to the
+    /// store.
+    pub fn history(&self) -> Arc<History> {
+        self.history.clone()
     }
 
     /// The claims' answers as one message carries them: a task no answer
@@ -107,15 +120,21 @@ impl Hsc {
             journal: None,
             replayed: 0,
         };
+        let now = self.clock.now();
         let failed = self
             .store
-            .task_set_result_many(TaskSetResultMany {
+            .task_record_many(TaskSetResultMany {
                 results: vec![result],
-                now: self.clock.now(),
+                now,
             })
             .await;
+        if let Ok(answers) = &failed {
+            // The history counts it as the failure it is.
+            let counted = answers.iter().map(|answer| (answer, Counted::Failed));
+            self.history.ended(counted, now);
+        }
         match failed.map(|mut answers| answers.pop()) {
-            Ok(Some(Ok(status))) => Refusal::WrongState(status),
+            Ok(Some(Ok(recorded))) => Refusal::WrongState(recorded.status),
             Ok(Some(Err(refusal))) => refusal,
             Ok(None) => Refusal::WrongState(TaskStatus::Claimed),
             Err(error) => {
@@ -142,15 +161,19 @@ impl HscApi for Hsc {
         claims: Vec<(String, i64)>,
     ) -> ServiceResult<Vec<Result<ClaimedTask, Refusal>>> {
         check_batch(claims.len(), "claims")?;
+        let now = self.clock.now();
         let answers = self
             .store
             .task_claim_many(TaskClaimMany {
                 claims,
-                now: self.clock.now(),
+                now,
                 claim_timeout: self.heartbeat.heartbeat_timeout,
             })
             .await?;
-        self.carried(answers).await
+        let answers = self.carried(answers).await?;
+        self.history
+            .claimed(answers.iter().filter_map(|a| a.as_ref().ok()), now);
+        Ok(answers)
     }
 
     async fn task_heartbeat_many(
@@ -185,13 +208,17 @@ impl HscApi for Hsc {
         results: Vec<TaskResult>,
     ) -> ServiceResult<Vec<Result<TaskStatus, Refusal>>> {
         check_batch(results.len(), "results")?;
-        Ok(self
+        let counted: Vec<Counted> = results.iter().map(|r| Counted::of(&r.outcome)).collect();
+        let now = self.clock.now();
+        let answers = self
             .store
-            .task_set_result_many(TaskSetResultMany {
-                results,
-                now: self.clock.now(),
-            })
-            .await?)
+            .task_record_many(TaskSetResultMany { results, now })
+            .await?;
+        self.history.ended(answers.iter().zip(counted), now);
+        Ok(answers
+            .into_iter()
+            .map(|answer| answer.map(|recorded| recorded.status))
+            .collect())
     }
 
     async fn task_journal_write(

@@ -19,6 +19,7 @@ pub mod controller;
 pub mod executor;
 pub mod fills;
 pub mod frontend;
+pub mod history;
 pub mod hsc;
 pub mod journal;
 pub mod metrics;
@@ -34,14 +35,16 @@ pub use controller::{Controller, ControllerConfig};
 pub use executor::{Executor, ExecutorConfig};
 pub use fills::{FillSignal, Fills};
 pub use frontend::{DueSignal, Frontend};
+pub use history::History;
 pub use hsc::Hsc;
 pub use journal::{ExecutionJournal, JournalEvent, JournalRecord, read_journal};
 pub use periodic::{Periodic, PeriodicReport};
 pub use pruner::{Pruner, RetentionConfig};
 pub use waft_core::error::{self, ServiceError, ServiceResult};
 pub use waft_core::roles::{
-    self as api, AdminApi, ClientApi, ClusterApi, ControllerApi, CronRequest, FrontendApi, HscApi,
-    JournalCommit, JournalPage, LambdaSlots, NextWork, RunAt, TaskRequest,
+    self as api, AdminApi, ClientApi, ClusterApi, ControllerApi, CronRequest, FrontendApi,
+    HistoryAnswer, HistoryQuery, HscApi, JournalCommit, JournalPage, LambdaSlots, NextWork, RunAt,
+    TaskRequest,
 };
 /// Locks a mutex, taking over a poisoned one: every value the roles keep
 /// behind a mutex stays valid when a holder panics.

@@ -18,6 +18,11 @@
 //! service: the store lists them (a lambda's deletion cannot reach SQS in
 //! its transaction) until each is done, so a pruner that dies halfway
 //! leaves the rest to the next holder.
+//!
+//! The pruner's holder also keeps the task history ([`crate::history`]):
+//! once a minute it samples each lambda's queue depth (tasks due and
+//! waiting to start) into the history's minute, and it deletes the
+//! history's minutes older than `[retention] history` (default 7 days).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,7 +32,10 @@ use tokio_util::sync::CancellationToken;
 use waft_core::lambda::LambdaConfig;
 use waft_core::retention::{End, Keep, Retention};
 use waft_queue::{QueueKey, TaskQueue};
-use waft_store::{DutyTake, StoreError, TaskPrune, TaskStore};
+use waft_store::{
+    DepthSample, DutyTake, HistoryDepth, HistoryPrune, Millis, StoreError, TaskPrune, TaskStore,
+    minute_of,
+};
 
 use crate::Clock;
 use crate::metrics::metrics;
@@ -62,6 +70,10 @@ pub struct RetentionConfig {
     /// (default 10 s).
     #[serde(deserialize_with = "waft_core::deserialize_duration")]
     pub interval: Duration,
+    /// How long the task history's minutes (the dashboard's charts) are
+    /// kept (default 7d).
+    #[serde(deserialize_with = "waft_core::deserialize_duration")]
+    pub history: Duration,
 }
 
 impl Default for RetentionConfig {
@@ -75,6 +87,7 @@ impl Default for RetentionConfig {
             cancelled: keep(End::Cancelled),
             batch: 1000,
             interval: Duration::from_secs(10),
+            history: Duration::from_secs(7 * 24 * 3600),
         }
     }
 }
@@ -98,6 +111,11 @@ impl RetentionConfig {
         if self.interval.is_zero() {
             return Err("interval must be more than 0 s".into());
         }
+        if self.history < Duration::from_secs(3600) {
+            return Err(
+                "history must be at least 1h: the dashboard's charts show the last hour".into(),
+            );
+        }
         Ok(())
     }
 }
@@ -117,6 +135,8 @@ pub struct Pruner {
     config: RetentionConfig,
     /// Who this pruner is, to the duty.
     holder: String,
+    /// The last minute whose queue depth this pruner sampled.
+    sampled: std::sync::Mutex<Option<Millis>>,
 }
 
 impl Pruner {
@@ -127,6 +147,7 @@ impl Pruner {
             clock,
             config,
             holder: waft_store::new_id(),
+            sampled: std::sync::Mutex::new(None),
         }
     }
 
@@ -157,6 +178,7 @@ impl Pruner {
             return Ok(0);
         }
         self.retire_queues().await?;
+        self.keep_history().await?;
         let mut renewed = Instant::now();
         let mut deleted = 0;
         loop {
@@ -211,6 +233,44 @@ impl Pruner {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// Samples the queue depth once a minute, and deletes the history's
+    /// minutes past its retention.
+    pub async fn keep_history(&self) -> Result<(), StoreError> {
+        let now = self.clock.now();
+        let minute = minute_of(now);
+        if *crate::lock(&self.sampled) == Some(minute) {
+            return Ok(());
+        }
+        // Only the lambdas with tasks waiting, and a mark that the minute
+        // was sampled (no lambda is named ""): an idle lambda reads as 0
+        // without a row of its own, so a thousand idle lambdas cost no
+        // thousand rows a minute.
+        let mut samples = vec![DepthSample {
+            lambda: String::new(),
+            minute,
+            depth: 0,
+        }];
+        for stats in self.store.lambda_stats(now, now).await? {
+            let depth = stats.ready.iter().map(|d| d.count).sum();
+            if depth > 0 {
+                samples.push(DepthSample {
+                    lambda: stats.lambda,
+                    minute,
+                    depth,
+                });
+            }
+        }
+        self.store.history_depth(HistoryDepth { samples }).await?;
+        let kept = i64::try_from(self.config.history.as_millis()).unwrap_or(i64::MAX);
+        self.store
+            .history_prune(HistoryPrune {
+                before: minute.saturating_sub(kept),
+            })
+            .await?;
+        *crate::lock(&self.sampled) = Some(minute);
         Ok(())
     }
 

@@ -121,7 +121,21 @@ pub trait TaskStore: Send + Sync {
     async fn task_set_result_many(
         &self,
         params: TaskSetResultMany,
-    ) -> Result<Vec<Result<waft_core::TaskStatus, Refusal>>>;
+    ) -> Result<Vec<Result<waft_core::TaskStatus, Refusal>>> {
+        Ok(self
+            .task_record_many(params)
+            .await?
+            .into_iter()
+            .map(|answer| answer.map(|recorded| recorded.status))
+            .collect())
+    }
+    /// Records results as [`TaskStore::task_set_result_many`] does, and
+    /// answers each accepted one's task's lambda beside its status (what
+    /// the HSC counts in the task history).
+    async fn task_record_many(
+        &self,
+        params: TaskSetResultMany,
+    ) -> Result<Vec<Result<ResultRecorded, Refusal>>>;
 
     /// Writes a running execution's entries into its task's journal
     /// ([`JournalWrite`]); refused unless the execution still holds the
@@ -177,6 +191,16 @@ pub trait TaskStore: Send + Sync {
     async fn secret_remove(&self, lambda: &str, name: &str) -> Result<bool>;
     /// A lambda's secrets, sealed, with their version.
     async fn secret_sealed(&self, lambda: &str) -> Result<SealedSecrets>;
+
+    /// Adds the HSCs' counts to the history's minutes ([`HistoryAdd`]).
+    async fn history_add(&self, params: HistoryAdd) -> Result<()>;
+    /// Sets the sampled queue depth of lambdas at a minute.
+    async fn history_depth(&self, params: HistoryDepth) -> Result<()>;
+    /// The history's minutes in a range, of one lambda or of all added
+    /// together, oldest first; minutes with nothing kept are left out.
+    async fn history_read(&self, params: HistoryRead) -> Result<Vec<HistoryMinute>>;
+    /// Deletes the history's minutes past its retention; how many rows.
+    async fn history_prune(&self, params: HistoryPrune) -> Result<u64>;
 
     /// Creates a periodic schedule.
     async fn cron_create(&self, schedule: Cron) -> Result<()>;

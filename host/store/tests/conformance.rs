@@ -3,7 +3,7 @@
 //! The checks live in `conformance/`, one file per area as the store's SQL
 //! is split (lambdas and their artifacts, the state table, tasks as clients
 //! write them, as they read them and the tasks they make, journals and the
-//! versions they pin, suspended tasks, gates, pacing, cron, tokens, retention) and one for the guarantees on paths a crash soak never
+//! versions they pin, suspended tasks, gates, pacing, cron, tokens, retention, the task history) and one for the guarantees on paths a crash soak never
 //! takes; this file runs each one on a fresh store of each backend: a SQLite
 //! file, and a database of its own on a throwaway PostgreSQL cluster the
 //! tests start (see `waft-testing`; under `CI=true` the Postgres tests fail
@@ -23,6 +23,8 @@ mod gate_guarantees;
 mod gates;
 #[path = "conformance/guarantees.rs"]
 mod guarantees;
+#[path = "conformance/history.rs"]
+mod history;
 #[path = "conformance/journal.rs"]
 mod journal;
 #[path = "conformance/journal_versions.rs"]
@@ -190,6 +192,11 @@ conformance!(
         concurrent_consumers_and_claimers_never_double_up,
     ],
     cron: [each_occurrence_materialises_once],
+    history: [
+        minutes_add_up_across_writers_and_lambdas,
+        results_answer_their_tasks_lambda,
+        a_deleted_lambda_takes_its_history,
+    ],
     tokens: [tokens_are_found_by_hash_until_revoked],
     secrets: [secrets_are_kept_sealed_and_versioned],
     gate_guarantees: [

@@ -174,6 +174,16 @@ impl proto::frontend_server::Frontend for FrontendService {
         Ok(Response::new(overview_to_proto(overview)))
     }
 
+    async fn task_history(
+        &self,
+        request: Request<proto::TaskHistoryRequest>,
+    ) -> Result<Response<proto::TaskHistoryResponse>, Status> {
+        let role = self.role(&request);
+        let query = history_query_from_proto(request.into_inner());
+        let answer = role.task_history(query).await.map_err(to_status)?;
+        Ok(Response::new(history_to_proto(answer)))
+    }
+
     async fn count_tasks(
         &self,
         request: Request<proto::CountTasksRequest>,

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use waft_core::model::*;
-use waft_core::roles::{ClientApi, CronRequest, TaskRequest};
+use waft_core::roles::{ClientApi, CronRequest, HistoryAnswer, HistoryQuery, TaskRequest};
 use waft_core::{LambdaConfig, ServiceError, ServiceResult};
 
 use super::{WaftChannel, answer};
@@ -179,6 +179,16 @@ impl ClientApi for FrontendClient {
             .await
             .map_err(Self::error)?;
         overview_from_proto(response.into_inner())
+    }
+
+    async fn task_history(&self, query: HistoryQuery) -> ServiceResult<HistoryAnswer> {
+        let response = self
+            .0
+            .clone()
+            .task_history(history_query_to_proto(query))
+            .await
+            .map_err(Self::error)?;
+        Ok(history_from_proto(response.into_inner()))
     }
 
     async fn task_count(&self, filter: TaskCount) -> ServiceResult<Vec<StatusCount>> {

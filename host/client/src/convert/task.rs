@@ -4,8 +4,10 @@ use std::time::Duration;
 
 use waft_core::ServiceResult;
 use waft_core::TaskStatus;
-use waft_core::model::{Attempt, AttemptOutcome, Continuation, Depth, LambdaStats, Overview, Task};
-use waft_core::roles::{RunAt, TaskRequest};
+use waft_core::model::{
+    Attempt, AttemptOutcome, Continuation, Depth, HistoryPoint, LambdaStats, Overview, Task,
+};
+use waft_core::roles::{HistoryAnswer, HistoryQuery, RunAt, TaskRequest};
 use waft_core::task::check_json_payload;
 
 use super::*;
@@ -273,4 +275,66 @@ pub fn overview_from_proto(overview: proto::LambdaStatsResponse) -> ServiceResul
             })
             .collect::<ServiceResult<_>>()?,
     })
+}
+
+pub fn history_query_from_proto(request: proto::TaskHistoryRequest) -> HistoryQuery {
+    HistoryQuery {
+        lambda: Some(request.lambda).filter(|l| !l.is_empty()),
+        range: match request.range_ms {
+            0 => Duration::from_secs(3600),
+            ms => Duration::from_millis(ms),
+        },
+        step: Some(request.step_ms)
+            .filter(|ms| *ms > 0)
+            .map(Duration::from_millis),
+    }
+}
+
+pub fn history_query_to_proto(query: HistoryQuery) -> proto::TaskHistoryRequest {
+    let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    proto::TaskHistoryRequest {
+        lambda: query.lambda.unwrap_or_default(),
+        range_ms: ms(query.range),
+        step_ms: query.step.map_or(0, ms),
+    }
+}
+
+pub fn history_to_proto(answer: HistoryAnswer) -> proto::TaskHistoryResponse {
+    proto::TaskHistoryResponse {
+        step_ms: u64::try_from(answer.step.as_millis()).unwrap_or(u64::MAX),
+        points: answer
+            .points
+            .into_iter()
+            .map(|p| proto::HistoryPoint {
+                at_ms: p.at,
+                succeeded: p.succeeded,
+                failed: p.failed,
+                dead: p.dead,
+                latency_p50_ms: p.latency_p50,
+                latency_p95_ms: p.latency_p95,
+                latency_p99_ms: p.latency_p99,
+                depth: p.depth,
+            })
+            .collect(),
+    }
+}
+
+pub fn history_from_proto(answer: proto::TaskHistoryResponse) -> HistoryAnswer {
+    HistoryAnswer {
+        step: Duration::from_millis(answer.step_ms),
+        points: answer
+            .points
+            .into_iter()
+            .map(|p| HistoryPoint {
+                at: p.at_ms,
+                succeeded: p.succeeded,
+                failed: p.failed,
+                dead: p.dead,
+                latency_p50: p.latency_p50_ms,
+                latency_p95: p.latency_p95_ms,
+                latency_p99: p.latency_p99_ms,
+                depth: p.depth,
+            })
+            .collect(),
+    }
 }

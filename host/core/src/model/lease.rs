@@ -121,6 +121,14 @@ pub struct TaskSetResultMany {
     pub now: Millis,
 }
 
+/// A result the store accepted: its task's new status, and the task's
+/// lambda (what the HSC counts the execution under).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResultRecorded {
+    pub status: crate::TaskStatus,
+    pub lambda: String,
+}
+
 /// The result of one execution.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TaskResult {

@@ -8,6 +8,7 @@
 
 mod access;
 mod fan_in;
+mod history;
 mod journal;
 mod lambda;
 mod lease;
@@ -18,6 +19,7 @@ mod task;
 
 pub use access::*;
 pub use fan_in::*;
+pub use history::*;
 pub use journal::*;
 pub use lambda::*;
 pub use lease::*;

@@ -61,6 +61,13 @@ export async function shot(page, name) {
   await page.screenshot({ path: `${dir}/${name}.png`, fullPage: true });
 }
 
+/** A screenshot of one part of the page (a locator). */
+export async function shotOf(locator, name) {
+  const dir = env("WAFT_SCREENSHOTS");
+  mkdirSync(dir, { recursive: true });
+  await locator.screenshot({ path: `${dir}/${name}.png` });
+}
+
 export async function visit(page, hash) {
   await page.goto(`${env("WAFT_URL")}/${hash}`);
 }

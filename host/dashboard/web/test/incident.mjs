@@ -12,9 +12,11 @@
 // attempt: three tasks dead), `hello`, `chain` with a finished parent, and
 // `approval`, which waits for the signals its payload names.
 import assert from "node:assert/strict";
-import { env, open, shot, steps, task, until, visit, waft, waftStatus } from "./browser.mjs";
+import { env, open, shot, shotOf, steps, task, until, visit, waft, waftStatus } from "./browser.mjs";
 
 const { browser, page, problems } = await open();
+const chartTotal = async (chart, series) =>
+  Number(await page.locator(`[data-chart="${chart}"]`).getAttribute(`data-${series}`));
 const cell = (lambda, column) =>
   page.locator(`tr[data-lambda="${lambda}"] td`).nth(column).innerText();
 const dead = JSON.parse(waft("task", "list", "--lambda", "mailer", "--status", "dead", "--json"));
@@ -31,6 +33,31 @@ try {
       assert.equal(await page.getByText("Loading Waft").count(), 0, "the placeholder is replaced");
       assert.match(await cell("hello", 8), /^[1-9]/, "hello succeeded");
       await shot(page, "overview");
+    }],
+    ["the charts show the last hour's executions, latency and depth", async () => {
+      // The HSC adds its counts to the store every 5 s; the page reads
+      // them every 10 s.
+      await until("the overall chart counts successes and failures", async () =>
+        (await chartTotal("executions-all", "ok")) > 0 && (await chartTotal("executions-all", "bad")) >= 3,
+      40_000);
+      assert.ok((await chartTotal("latency-all", "p50")) > 0, "a latency was recorded");
+      const chart = page.locator('[data-chart="executions-all"] svg');
+      assert.match(await chart.locator("title").first().textContent(), /Executions/);
+      assert.ok((await chart.locator("rect.bar").count()) > 0, "bars are drawn");
+      assert.match(await chart.locator("rect.hover title").last().textContent(), /succeeded: \d+, failed: \d+/);
+      await page.locator("section.history details summary").click();
+      assert.match(await page.locator(".history-table tbody").innerText(), /\d/);
+      await shotOf(page.locator("section.history"), "charts");
+      await page.locator("section.history details summary").click();
+      await page.locator('button[data-range="24h"]').click();
+      await page.getByText("a point every 15 min").waitFor();
+      assert.ok((await chartTotal("executions-all", "bad")) >= 3, "the day holds the hour");
+      await page.locator('button[data-range="7d"]').click();
+      await page.getByText("a point every 120 min").waitFor();
+      await visit(page, "#/lambda/mailer");
+      await until("mailer's own chart counts its 3 failures", async () =>
+        (await chartTotal("executions-mailer", "bad")) === 3);
+      assert.equal(await chartTotal("executions-mailer", "ok"), 0, "mailer never succeeded");
     }],
     ["a failed task's log is readable", async () => {
       await visit(page, `#/task/${dead[0].id}`);

@@ -6,25 +6,28 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use waft_core::access::Call;
+use waft_core::access::{Action, Call};
 use waft_core::cron::DEFAULT_TIMEZONE;
 use waft_core::limits::MAX_JOURNAL_ENTRIES;
 use waft_core::limits::check_payload;
 use waft_core::{CronSchedule, LambdaConfig};
 use waft_runtime::Digest;
 use waft_store::{
-    Attempt, Cron, DeadPurge, DeadRedrive, DeadSelector, Gate, GateSet, GateState, JournalEntry,
-    Lambda, LambdaDelete, LambdaDeleted, LambdaDeploy, LambdaRollback, LambdaVersion, Millis,
-    NewTask, Overview, SignalSent, StatusCount, Task, TaskCount, TaskInsertMany, TaskInserted,
-    TaskJournalRead, TaskList, TaskSignal,
+    Attempt, Cron, DeadPurge, DeadRedrive, DeadSelector, Gate, GateSet, GateState, HistoryRead,
+    JournalEntry, Lambda, LambdaDelete, LambdaDeleted, LambdaDeploy, LambdaRollback, LambdaVersion,
+    MINUTE, Millis, NewTask, Overview, SignalSent, StatusCount, Task, TaskCount, TaskInsertMany,
+    TaskInserted, TaskJournalRead, TaskList, TaskSignal, history_points, minute_of,
 };
 
-use super::{Frontend, MAX_COMPONENT_BYTES, MAX_TASKS_PER_REQUEST};
+use super::{Frontend, MAX_COMPONENT_BYTES, MAX_TASKS_PER_REQUEST, history};
 
 /// Dead letters a purge deletes per transaction.
 const PURGE_BATCH: u32 = 1000;
 use crate::api::ClientApi;
-use crate::{CronRequest, RunAt, ServiceError, ServiceResult, TaskRequest, metrics};
+use crate::{
+    CronRequest, HistoryAnswer, HistoryQuery, RunAt, ServiceError, ServiceResult, TaskRequest,
+    metrics,
+};
 
 #[async_trait]
 impl ClientApi for Frontend {
@@ -102,6 +105,37 @@ impl ClientApi for Frontend {
             .await?;
         let lambdas = self.keep(Call::LambdaStats, lambdas, |stats| &stats.lambda);
         Ok(Overview { now, lambdas })
+    }
+
+    async fn task_history(&self, query: HistoryQuery) -> ServiceResult<HistoryAnswer> {
+        self.allow(Call::TaskHistory, query.lambda.as_deref())?;
+        let step = history::step(&query)?;
+        // Steps aligned on the clock, the last holding the current minute.
+        let step_ms = history::millis(step);
+        let to = (minute_of(self.clock.now()) + MINUTE + step_ms - 1).div_euclid(step_ms) * step_ms;
+        let from = to - history::millis(query.range);
+        // Every lambda the caller may read: all at once, or each of its own.
+        let lambdas = match (&query.lambda, self.who.lambdas(Action::Read)) {
+            (Some(lambda), _) => vec![Some(lambda.clone())],
+            (None, None) => vec![None],
+            (None, Some(own)) => own.into_iter().map(Some).collect(),
+        };
+        let mut minutes = Vec::new();
+        let several = lambdas.len() > 1;
+        for lambda in lambdas {
+            minutes.extend(
+                self.store
+                    .history_read(HistoryRead { lambda, from, to })
+                    .await?,
+            );
+        }
+        if several {
+            minutes = history::add_lambdas(minutes);
+        }
+        Ok(HistoryAnswer {
+            step,
+            points: history_points(&minutes, from, to, step_ms),
+        })
     }
 
     async fn task_cancel(&self, id: &str) -> ServiceResult<Task> {

@@ -31,6 +31,7 @@
 mod access;
 mod admin;
 mod client;
+mod history;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -343,6 +343,8 @@ pub(super) async fn delete(tx: &mut Connection, params: LambdaDelete) -> Result<
         "lambda_pace",
         "secrets",
         "lambda_versions",
+        "task_minutes",
+        "task_latency",
     ] {
         sqlx::query(sql(format!("DELETE FROM {table} WHERE lambda = $1")))
             .bind(&params.name)

@@ -14,7 +14,7 @@
 //! their refusals), `result` (results, continuations), `attempt` (ended
 //! executions), `prune` (deleting tasks: retention, purges), `journal` (the host calls of durable tasks), `signal` (what clients
 //! send waiting tasks), `gate`,
-//! `token`, `secret`, `cron`, and `stats` (the dashboard's overview). The decisions that need no database (admitting
+//! `token`, `secret`, `cron`, `stats` (the dashboard's overview) and `history` (its charts' minutes). The decisions that need no database (admitting
 //! a task, planning a retry, what a gate does) live in
 //! [`crate::rules`], with unit tests; status names come from
 //! [`crate::names`].
@@ -36,6 +36,7 @@ mod attempt;
 mod cron;
 mod fan_in;
 mod gate;
+mod history;
 mod insert;
 mod journal;
 mod lambda;
@@ -56,13 +57,13 @@ use super::{Connection, DIALECT, Row, Store};
 use crate::names::GATE_OF_TASK;
 use crate::{
     Artifact, Attempt, Backlog, ChildrenState, ClaimedTask, Cron, CronMaterialize, DeadPurge,
-    DeadRedrive, DutyTake, EnqueueReport, Gate, GateSet, GcReport, JournalEntry, Lambda,
-    LambdaDelete, LambdaDeleted, LambdaDeploy, LambdaGc, LambdaRollback, LambdaStats,
-    LambdaVersion, Materialized, Millis, Pruned, Refusal, Result, SealedSecrets, SecretInfo,
-    SecretSet, SignalSent, StatusCount, Task, TaskChildrenRead, TaskClaimMany, TaskCount,
-    TaskEnqueueReady, TaskHeartbeatMany, TaskInsertMany, TaskInserted, TaskJournalRead,
-    TaskJournalWrite, TaskList, TaskPrune, TaskSetResultMany, TaskSignal, TaskSignalRead,
-    TaskStore, Token, TokenCreate,
+    DeadRedrive, DutyTake, EnqueueReport, Gate, GateSet, GcReport, HistoryAdd, HistoryDepth,
+    HistoryMinute, HistoryPrune, HistoryRead, JournalEntry, Lambda, LambdaDelete, LambdaDeleted,
+    LambdaDeploy, LambdaGc, LambdaRollback, LambdaStats, LambdaVersion, Materialized, Millis,
+    Pruned, Refusal, Result, ResultRecorded, SealedSecrets, SecretInfo, SecretSet, SignalSent,
+    StatusCount, Task, TaskChildrenRead, TaskClaimMany, TaskCount, TaskEnqueueReady,
+    TaskHeartbeatMany, TaskInsertMany, TaskInserted, TaskJournalRead, TaskJournalWrite, TaskList,
+    TaskPrune, TaskSetResultMany, TaskSignal, TaskSignalRead, TaskStore, Token, TokenCreate,
 };
 
 /// Runs a dialect's lock statement, if it has one.
@@ -183,10 +184,10 @@ impl TaskStore for Store {
         self.write(move |tx| Box::pin(lease::heartbeat_many(tx, params)))
             .await
     }
-    async fn task_set_result_many(
+    async fn task_record_many(
         &self,
         params: TaskSetResultMany,
-    ) -> Result<Vec<Result<waft_core::TaskStatus, Refusal>>> {
+    ) -> Result<Vec<Result<ResultRecorded, Refusal>>> {
         self.write(move |tx| Box::pin(result::set_result_many(tx, params)))
             .await
     }
@@ -273,6 +274,22 @@ impl TaskStore for Store {
     }
     async fn secret_sealed(&self, lambda: &str) -> Result<SealedSecrets> {
         secret::sealed(self, lambda).await
+    }
+
+    async fn history_add(&self, params: HistoryAdd) -> Result<()> {
+        self.write(move |tx| Box::pin(history::add(tx, params)))
+            .await
+    }
+    async fn history_depth(&self, params: HistoryDepth) -> Result<()> {
+        self.write(move |tx| Box::pin(history::depth(tx, params)))
+            .await
+    }
+    async fn history_read(&self, params: HistoryRead) -> Result<Vec<HistoryMinute>> {
+        history::read(self, params).await
+    }
+    async fn history_prune(&self, params: HistoryPrune) -> Result<u64> {
+        self.write(move |tx| Box::pin(history::prune(tx, params)))
+            .await
     }
 
     async fn cron_create(&self, cron: Cron) -> Result<()> {

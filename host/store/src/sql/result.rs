@@ -2,7 +2,7 @@
 //! stale lease cannot pass; the journal writes they carry, the attempts
 //! they ended, and the continuations of the successes.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use serde::Serialize;
 use sqlx::FromRow;
@@ -19,8 +19,8 @@ use crate::rows;
 use crate::rules::{Origin, RetryPlan, check_journal_write};
 use crate::support::{batch_json, sql, text_in};
 use crate::{
-    AttemptOutcome, JournalWrite, Millis, NewTask, Refusal, Result, ResultOutcome, StoreError,
-    TaskResult, TaskSetResultMany, Wait,
+    AttemptOutcome, JournalWrite, Millis, NewTask, Refusal, Result, ResultOutcome, ResultRecorded,
+    StoreError, TaskResult, TaskSetResultMany, Wait,
 };
 
 /// Records a batch of results. Successes and fatal failures end their
@@ -36,7 +36,7 @@ use crate::{
 pub(super) async fn set_result_many(
     tx: &mut Connection,
     params: TaskSetResultMany,
-) -> Result<Vec<Result<TaskStatus, Refusal>>> {
+) -> Result<Vec<Result<ResultRecorded, Refusal>>> {
     let now = params.now;
     for result in &params.results {
         if let Some(write) = &result.journal {
@@ -174,6 +174,7 @@ impl<'a> RetryRow<'a> {
 #[derive(sqlx::FromRow)]
 struct EndedTask {
     id: String,
+    lambda: String,
     parent_id: Option<String>,
     continuation: Option<String>,
     next_payload: Option<Vec<u8>>,
@@ -265,6 +266,8 @@ fn sort(results: Vec<TaskResult>) -> Sorted {
 /// ended (for the attempts table), as the steps find them.
 struct Batch {
     answers: Vec<Option<Result<TaskStatus, Refusal>>>,
+    /// The lambda of each accepted result's task, by the results' places.
+    lambdas: Vec<String>,
     executions: Vec<Ended>,
     /// `(task, parent)` of the tasks the batch ended that have a parent.
     children: Vec<(String, String)>,
@@ -274,6 +277,7 @@ impl Batch {
     fn new(results: usize) -> Self {
         Self {
             answers: vec![None; results],
+            lambdas: vec![String::new(); results],
             executions: Vec::new(),
             children: Vec::new(),
         }
@@ -295,11 +299,19 @@ impl Batch {
         ));
     }
 
-    fn answers(self) -> Result<Vec<Result<TaskStatus, Refusal>>> {
+    /// An accepted result's task is of `lambda`.
+    fn of_lambda(&mut self, index: usize, lambda: String) {
+        self.lambdas[index] = lambda;
+    }
+
+    fn answers(self) -> Result<Vec<Result<ResultRecorded, Refusal>>> {
         self.answers
             .into_iter()
-            .map(|answer| {
-                answer.ok_or_else(|| StoreError::Corrupt("a result went unanswered".into()))
+            .zip(self.lambdas)
+            .map(|(answer, lambda)| {
+                let answer =
+                    answer.ok_or_else(|| StoreError::Corrupt("a result went unanswered".into()))?;
+                Ok(answer.map(|status| ResultRecorded { status, lambda }))
             })
             .collect()
     }
@@ -354,7 +366,7 @@ async fn end_finals(
             FROM {rows}) AS r \
          WHERE tasks.id = r.result_id AND tasks.lease_token = r.result_lease \
          AND (tasks.status IN {RUNNING}) IS TRUE \
-         RETURNING id, parent_id, \
+         RETURNING id, lambda, parent_id, \
          CASE WHEN status = {SUCCESS} THEN continuation END AS continuation, \
          CASE WHEN status = {SUCCESS} AND continuation IS NOT NULL THEN output END AS next_payload",
         output = DIALECT.unhex("r.result_output"),
@@ -365,7 +377,7 @@ async fn end_finals(
     .fetch_all(&mut *tx)
     .await?;
     let mut continued = Vec::new();
-    let mut ended = HashSet::with_capacity(rows.len());
+    let mut ended = HashMap::with_capacity(rows.len());
     for row in &rows {
         let row = EndedTask::from_row(row)?;
         if let Some(parent) = row.parent_id {
@@ -378,16 +390,17 @@ async fn end_finals(
                 output: row.next_payload,
             });
         }
-        ended.insert(row.id);
+        ended.insert(row.id, row.lambda);
     }
     continue_successes(&mut *tx, continued, now).await?;
     for f in finals {
         let index = f.ending.index;
-        if !ended.contains(&f.ending.id) {
+        let Some(lambda) = ended.remove(&f.ending.id) else {
             let refusal = lease_refusal(&mut *tx, &f.ending.id, f.ending.lease).await?;
             batch.answer(index, Err(refusal));
             continue;
-        }
+        };
+        batch.of_lambda(index, lambda);
         batch.ended(f.ending, f.outcome, f.error);
         batch.answer(index, Ok(f.status));
     }
@@ -420,7 +433,7 @@ async fn suspend(
              due_at = $3, next_trigger_at = $3, held = FALSE, log = $4, \
              wait_kind = $5, wait_signal = $6 \
              WHERE id = $1 AND lease_token = $2 AND (status IN {RUNNING}) IS TRUE \
-             RETURNING id"
+             RETURNING lambda"
         )))
         .bind(text_in(&ending.id))
         .bind(ending.lease)
@@ -431,11 +444,12 @@ async fn suspend(
         .fetch_optional(&mut *tx)
         .await?;
         let index = ending.index;
-        if suspended.is_none() {
+        let Some(lambda) = suspended else {
             let refusal = lease_refusal(&mut *tx, &ending.id, ending.lease).await?;
             batch.answer(index, Err(refusal));
             continue;
-        }
+        };
+        batch.of_lambda(index, lambda);
         // A signal sent while the execution ran, after its last look: the
         // row lock the update took orders this against every send.
         match &wait {
@@ -522,7 +536,7 @@ async fn apply_retries(
         return Ok(());
     }
     let updates: Vec<_> = planned.iter().map(RetryRow::new).collect();
-    let updated: Vec<(String, String, Option<String>)> = sqlx::query_as(sql(format!(
+    let updated: Vec<(String, String, Option<String>, String)> = sqlx::query_as(sql(format!(
         "UPDATE tasks SET status = r.result_status, last_error = r.result_error, \
          log = r.result_log, next_trigger_at = r.result_next, due_at = COALESCE(r.result_next, due_at), \
          held = FALSE, finished_at = r.result_finished \
@@ -532,7 +546,7 @@ async fn apply_retries(
             j.value->>'log' AS result_log, CAST(j.value->>'next' AS BIGINT) AS result_next, \
             CAST(j.value->>'finished' AS BIGINT) AS result_finished FROM {}) AS r \
          WHERE tasks.id = r.result_id AND tasks.lease_token = r.result_lease \
-         AND (tasks.status IN {RUNNING}) IS TRUE RETURNING id, status, parent_id",
+         AND (tasks.status IN {RUNNING}) IS TRUE RETURNING id, status, parent_id, lambda",
         DIALECT.json_rows,
     )))
     .bind(batch_json(&updates)?)
@@ -541,18 +555,22 @@ async fn apply_retries(
     // Those that ended (dead letters) and have a parent.
     let dead: Vec<_> = updated
         .iter()
-        .filter(|(_, status, parent)| parent.is_some() && status == TaskStatus::Dead.as_str())
-        .map(|(id, _, parent)| (id.clone(), parent.clone().unwrap_or_default()))
+        .filter(|(_, status, parent, _)| parent.is_some() && status == TaskStatus::Dead.as_str())
+        .map(|(id, _, parent, _)| (id.clone(), parent.clone().unwrap_or_default()))
         .collect();
     batch.children.extend(dead);
-    let updated: HashSet<String> = updated.into_iter().map(|(id, ..)| id).collect();
+    let mut updated: HashMap<String, String> = updated
+        .into_iter()
+        .map(|(id, _, _, lambda)| (id, lambda))
+        .collect();
     for p in planned {
         let index = p.ending.index;
-        if !updated.contains(&p.ending.id) {
+        let Some(lambda) = updated.remove(&p.ending.id) else {
             let refusal = lease_refusal(&mut *tx, &p.ending.id, p.ending.lease).await?;
             batch.answer(index, Err(refusal));
             continue;
-        }
+        };
+        batch.of_lambda(index, lambda);
         batch.ended(p.ending, AttemptOutcome::Retriable, Some(p.error));
         batch.answer(index, Ok(p.plan.status));
     }

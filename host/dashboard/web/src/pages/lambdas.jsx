@@ -1,9 +1,11 @@
 // Lambdas: every one at its current version, and one lambda's versions with
 // their limits and configuration (variables; secrets by name only — their
-// values never leave the store), with rollback and deletion.
+// values never leave the store), with rollback and deletion, and the
+// history of its tasks as charts.
 import { call, enumName, num, time } from "../api.js";
 import { useState } from "preact/hooks";
 import { Done, Empty, Failure, useAction, useData } from "../ui.jsx";
+import { History } from "../charts.jsx";
 
 const bytes = (n) => {
   const v = num(n);
@@ -78,6 +80,7 @@ export function LambdaPage({ name }) {
       <Failure error={rollback.error} />
       <Done message={rollback.done} />
       <Failure error={removal.error} />
+      <History lambda={name} />
       <h2>Secrets</h2>
       {data.secrets === undefined ? <p class="muted">Not shown to this token.</p>
         : data.secrets.length === 0 ? <Empty>None.</Empty>

@@ -1,8 +1,10 @@
 // Every lambda at a glance, refreshed every two seconds: its queue depth per
 // priority, what runs, how long the oldest ready task has waited, the last
-// hour's successes and failures, and its gate — with pause and resume.
+// hour's successes and failures, and its gate — with pause and resume;
+// below, the history of every lambda's tasks as charts.
 import { age, call, enumName, enumNumber, num } from "../api.js";
 import { Empty, Failure, useAction, useData } from "../ui.jsx";
+import { History } from "../charts.jsx";
 
 export function Overview() {
   const { data, error, reload } = useData(async () => {
@@ -88,6 +90,7 @@ export function Overview() {
           </tbody>
         </table>
       )}
+      <History />
     </>
   );
 }
