@@ -45,7 +45,12 @@ pub async fn a_tasks_path_is_one_trace_across_processes() -> bool {
     let env: &'static [(&'static str, &'static str)] = Box::leak(
         traced(&receiver)
             .into_iter()
-            .map(|(k, v)| (&*Box::leak(k.into_boxed_str()), &*Box::leak(v.into_boxed_str())))
+            .map(|(k, v)| {
+                (
+                    &*Box::leak(k.into_boxed_str()),
+                    &*Box::leak(v.into_boxed_str()),
+                )
+            })
             .collect(),
     );
     let Some(cluster) = Cluster::distributed_with(Layout {
@@ -81,7 +86,8 @@ async fn follow(cluster: &Cluster, receiver: &OtlpReceiver) {
 
     let trace_id = format!("{:032x}", fastrand::u128(1..));
     let client_span = format!("{:016x}", fastrand::u64(1..));
-    let payload = json!({"children": [{"lambda": "webhook", "payload": {"url": format!("{url}/hook")}}]});
+    let payload =
+        json!({"children": [{"lambda": "webhook", "payload": {"url": format!("{url}/hook")}}]});
     let traceparent = format!("00-{trace_id}-{client_span}-01");
     let parent = cluster
         .cli(&[
@@ -116,7 +122,9 @@ async fn follow(cluster: &Cluster, receiver: &OtlpReceiver) {
         .until(WITHIN, |spans| {
             let of = |task: &str, name: &str| find(spans, &trace_id, task, name).is_some();
             steps.iter().all(|s| of(&parent, s) && of(&child, s))
-                && spans.iter().any(|s| s.trace_id == trace_id && s.kind == CLIENT)
+                && spans
+                    .iter()
+                    .any(|s| s.trace_id == trace_id && s.kind == CLIENT)
         })
         .await;
     let step = |task: &str, name: &str| find(&spans, &trace_id, task, name).unwrap();
@@ -125,7 +133,10 @@ async fn follow(cluster: &Cluster, receiver: &OtlpReceiver) {
     let schedule = step(&parent, "schedule");
     assert_eq!(schedule.parent_span_id, client_span, "{schedule:#?}");
     assert_eq!(schedule.kind, PRODUCER);
-    assert_eq!(schedule.attribute("messaging.destination.name"), Some("chain"));
+    assert_eq!(
+        schedule.attribute("messaging.destination.name"),
+        Some("chain")
+    );
     assert_eq!(schedule.service, "waft-test");
     chained(&[
         schedule,
@@ -141,7 +152,10 @@ async fn follow(cluster: &Cluster, receiver: &OtlpReceiver) {
 
     // …the child's from the parent's execution…
     let child_schedule = step(&child, "schedule");
-    assert_eq!(child_schedule.parent_span_id, execute.span_id, "{child_schedule:#?}");
+    assert_eq!(
+        child_schedule.parent_span_id, execute.span_id,
+        "{child_schedule:#?}"
+    );
     chained(&[
         child_schedule,
         step(&child, "enqueue"),
@@ -158,7 +172,10 @@ async fn follow(cluster: &Cluster, receiver: &OtlpReceiver) {
     assert_eq!(http.parent_span_id, child_execute.span_id, "{http:#?}");
     assert_eq!(http.name, "POST");
     assert_eq!(http.attribute("http.request.method"), Some("POST"));
-    assert_eq!(http.attribute("url.full"), Some(format!("{url}/hook").as_str()));
+    assert_eq!(
+        http.attribute("url.full"),
+        Some(format!("{url}/hook").as_str())
+    );
     assert_eq!(http.attribute("http.response.status_code"), Some("200"));
 
     // The server was told the request's span as its parent.
@@ -177,9 +194,9 @@ fn find<'a>(
     task: &str,
     name: &str,
 ) -> Option<&'a ReceivedSpan> {
-    spans
-        .iter()
-        .find(|s| s.trace_id == trace_id && s.name == name && s.attribute("waft.task.id") == Some(task))
+    spans.iter().find(|s| {
+        s.trace_id == trace_id && s.name == name && s.attribute("waft.task.id") == Some(task)
+    })
 }
 
 /// Each span is the child of the one before it.

@@ -162,7 +162,10 @@ mod tests {
     fn bad_tracestates_are_refused_and_empty_ones_dropped() {
         assert!(TraceContext::parse(GOOD, Some("a=\u{7}")).is_err());
         assert!(TraceContext::parse(GOOD, Some(&"a".repeat(MAX_TRACESTATE + 1))).is_err());
-        assert_eq!(TraceContext::parse(GOOD, Some(" ")).unwrap().tracestate, None);
+        assert_eq!(
+            TraceContext::parse(GOOD, Some(" ")).unwrap().tracestate,
+            None
+        );
     }
 
     proptest::proptest! {

@@ -269,11 +269,12 @@ impl Config {
         let env: Vec<(String, String)> = env.into_iter().collect();
         let mut notes = move_old_keys(&mut table)?;
         notes.extend(apply_env(&mut table, env.iter().cloned())?);
-        let mut config: Self = toml::Value::Table(table)
-            .try_into()
-            .map_err(|e: toml::de::Error| {
-                ConfigError::whole(format!("invalid configuration: {e}"))
-            })?;
+        let mut config: Self =
+            toml::Value::Table(table)
+                .try_into()
+                .map_err(|e: toml::de::Error| {
+                    ConfigError::whole(format!("invalid configuration: {e}"))
+                })?;
         config.otel.apply_standard_env(&env);
         Ok((config, notes))
     }

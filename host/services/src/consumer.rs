@@ -239,7 +239,11 @@ impl StoreConsumer {
                 Err(error) => {
                     unsent += count;
                     log_send_failure(&key, count, &error);
-                    spans.get(&key).into_iter().flatten().for_each(spans::failed);
+                    spans
+                        .get(&key)
+                        .into_iter()
+                        .flatten()
+                        .for_each(spans::failed);
                 }
             }
         }

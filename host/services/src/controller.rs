@@ -526,7 +526,11 @@ fn weight(max_payload: ByteSize) -> usize {
 /// context the store kept).
 fn message_trace(delivery: &Delivery) -> Option<TraceContext> {
     let message = &delivery.message;
-    TraceContext::parse(message.traceparent.as_deref()?, message.tracestate.as_deref()).ok()
+    TraceContext::parse(
+        message.traceparent.as_deref()?,
+        message.tracestate.as_deref(),
+    )
+    .ok()
 }
 
 fn log_refusal(delivery: &Delivery, refusal: &Refusal) {

@@ -121,7 +121,10 @@ mod tests {
             endpoint: Some("http://mine:4317".into()),
             ..OtelConfig::default()
         };
-        set.apply_standard_env(&env(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://other:4317")]));
+        set.apply_standard_env(&env(&[(
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            "http://other:4317",
+        )]));
         assert_eq!(set.endpoint.as_deref(), Some("http://mine:4317"));
     }
 

@@ -40,7 +40,9 @@ pub fn claimed_from_proto(task: proto::ClaimedTask) -> ServiceResult<ClaimedTask
         secrets_version: task.secrets_version,
         journal_len: task.journal_len,
         // A peer's malformed context costs the trace, never the task.
-        trace: trace_from_proto(task.traceparent, task.tracestate).ok().flatten(),
+        trace: trace_from_proto(task.traceparent, task.tracestate)
+            .ok()
+            .flatten(),
     })
 }
 

@@ -3,10 +3,10 @@
 use std::time::Duration;
 
 use waft_core::ServiceResult;
-use waft_core::{TaskStatus, TraceContext};
 use waft_core::model::{Attempt, AttemptOutcome, Continuation, Depth, LambdaStats, Overview, Task};
 use waft_core::roles::{RunAt, TaskRequest};
 use waft_core::task::check_json_payload;
+use waft_core::{TaskStatus, TraceContext};
 
 use super::*;
 use crate::proto;

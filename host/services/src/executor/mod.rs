@@ -45,8 +45,8 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use tokio::sync::{Notify, mpsc};
 use tokio::time::Instant;
-use waft_runtime::{Execution, KillSwitch, Outcome, PreparedLambda, Runtime, Sandbox, TaskInput};
 use tracing::Instrument as _;
+use waft_runtime::{Execution, KillSwitch, Outcome, PreparedLambda, Runtime, Sandbox, TaskInput};
 use waft_store::{AttemptOutcome, ClaimedTask, JournalWrite, Lambda, ResultOutcome, TaskResult};
 
 pub use outcome::render_log;
@@ -58,12 +58,12 @@ use self::secrets::Secrets;
 use self::slots::Reserved;
 use self::versions::Versions;
 use crate::journal::ExecutionJournal;
-use crate::{metrics, spans};
 use crate::secrets::SecretKey;
 use crate::{
     ControllerApi, FrontendApi, HeartbeatConfig, HeartbeatSink, HscApi, LambdaSlots, WatchEnd,
     Watched, lock, watch,
 };
+use crate::{metrics, spans};
 
 /// Settings of an Executor; the `[executor]` section of a configuration
 /// file (but `heartbeat`, which is the `[heartbeat]` section).
