@@ -185,6 +185,71 @@ async fn follow(cluster: &Cluster, receiver: &OtlpReceiver) {
         hook.header("traceparent"),
         Some(format!("00-{trace_id}-{}-01", http.span_id).as_str())
     );
+
+    metadata_joins_the_trace(cluster, receiver).await;
+}
+
+/// A `Schedule` call's `traceparent` metadata is the parent of the task's
+/// `schedule` span; a malformed field is refused, a malformed header
+/// ignored.
+async fn metadata_joins_the_trace(cluster: &Cluster, receiver: &OtlpReceiver) {
+    use waft_api::proto;
+    let mut raw = proto::frontend_client::FrontendClient::new(
+        cluster.channel(&cluster.frontend_addr, cluster.token.as_deref()),
+    );
+    let request = |traceparent: Option<&str>, header: &str| {
+        let mut request = tonic::Request::new(proto::ScheduleRequest {
+            task: Some(proto::NewTask {
+                lambda: "chain".into(),
+                payload: b"{}".to_vec(),
+                traceparent: traceparent.map(str::to_owned),
+                ..Default::default()
+            }),
+        });
+        request
+            .metadata_mut()
+            .insert("traceparent", header.parse().unwrap());
+        request
+    };
+    let trace_id = format!("{:032x}", fastrand::u128(1..));
+    let caller = format!("{:016x}", fastrand::u64(1..));
+    let header = format!("00-{trace_id}-{caller}-01");
+    let refused = raw
+        .schedule(request(Some("00-nonsense"), &header))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::InvalidArgument, "{refused:?}");
+    let id = raw
+        .schedule(request(None, &header))
+        .await
+        .unwrap()
+        .into_inner()
+        .id;
+    let ignored = raw
+        .schedule(request(None, "00-Not-A-Trace"))
+        .await
+        .unwrap()
+        .into_inner()
+        .id;
+    for task in [&id, &ignored] {
+        let task = cluster.finished(task, WITHIN).await;
+        assert_eq!(task.status, waft_core::TaskStatus::Success, "{task:#?}");
+    }
+    let spans = receiver
+        .until(WITHIN, |spans| {
+            find(spans, &trace_id, &id, "execute").is_some()
+                && spans.iter().any(|s| {
+                    s.name == "execute" && s.attribute("waft.task.id") == Some(ignored.as_str())
+                })
+        })
+        .await;
+    let schedule = find(&spans, &trace_id, &id, "schedule").unwrap();
+    assert_eq!(schedule.parent_span_id, caller, "{schedule:#?}");
+    let fresh = spans
+        .iter()
+        .find(|s| s.name == "schedule" && s.attribute("waft.task.id") == Some(ignored.as_str()))
+        .unwrap();
+    assert!(fresh.parent_span_id.is_empty(), "a new trace: {fresh:#?}");
 }
 
 /// The span of step `name` of `task` in trace `trace_id`.
