@@ -32,6 +32,8 @@ mod retention;
 mod scenarios;
 #[path = "pipeline/standalone.rs"]
 mod standalone;
+#[path = "pipeline/traces.rs"]
+mod traces;
 #[path = "pipeline/waits.rs"]
 mod waits;
 
@@ -135,6 +137,24 @@ fn main() -> ExitCode {
     trials.push(Trial::ignorable_test(
         "an_idle_controller_leaves_the_queues_alone",
         move || match on.block_on(idle::an_idle_controller_leaves_the_queues_alone()) {
+            true => Ok(Completion::Completed),
+            false if waft_testing::in_ci() => {
+                Err("the distributed mode is required under CI=true".into())
+            }
+            false => Ok(Completion::ignored_with(
+                "the distributed mode cannot run here; see \"skipping:\" above",
+            )),
+        },
+    ));
+    let on = runtime.clone();
+    trials.push(Trial::test("a_tasks_path_is_one_trace_in_dev", move || {
+        on.block_on(traces::a_tasks_path_is_one_trace_in_dev());
+        Ok(())
+    }));
+    let on = runtime.clone();
+    trials.push(Trial::ignorable_test(
+        "a_tasks_path_is_one_trace_across_processes",
+        move || match on.block_on(traces::a_tasks_path_is_one_trace_across_processes()) {
             true => Ok(Completion::Completed),
             false if waft_testing::in_ci() => {
                 Err("the distributed mode is required under CI=true".into())

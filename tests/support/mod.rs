@@ -331,6 +331,16 @@ impl Cluster {
     /// on a data directory `prepare` fills first (an existing database, a
     /// secrets key).
     pub async fn dev_on(token: Option<String>, prepare: impl FnOnce(&std::path::Path)) -> Self {
+        Self::dev_on_with(token, prepare, Vec::new()).await
+    }
+
+    /// [`Cluster::dev_on`], with settings `extra` beside (and over) the
+    /// fast ones.
+    pub async fn dev_on_with(
+        token: Option<String>,
+        prepare: impl FnOnce(&std::path::Path),
+        extra: Vec<(String, String)>,
+    ) -> Self {
         let dir = TempDir::new().unwrap();
         let data = dir.path().join("data");
         std::fs::create_dir_all(&data).unwrap();
@@ -362,6 +372,7 @@ impl Cluster {
                 }
                 // A prepared data directory is an earlier installation's.
                 env.extend(KEEP_ENDED.map(|(k, v)| (k.to_owned(), v.to_owned())));
+                env.extend(extra);
                 env
             },
             child: None,

@@ -7,6 +7,7 @@
 
 pub mod commands;
 pub mod exit;
+pub mod logging;
 
 use std::process::ExitCode;
 
@@ -51,14 +52,11 @@ pub enum Command {
 /// Parses the process's arguments and runs the command.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("WAFT_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    // The servers install theirs once their configuration says where
+    // traces go (`logging`).
+    if !matches!(cli.command, Command::Dev(_) | Command::Serve(_)) {
+        logging::init(None);
+    }
     let result = match cli.command {
         Command::Invoke(args) => commands::invoke::run(args),
         Command::Dev(args) => commands::serve::dev(args),

@@ -20,6 +20,7 @@ pub mod model;
 pub mod retention;
 pub mod roles;
 pub mod task;
+pub mod trace;
 pub mod units;
 
 pub use backoff::{Backoff, MAX_RETRY_DELAY};
@@ -29,4 +30,5 @@ pub use grants::{GrantError, Grants, OutboundLimits, OutboundPattern};
 pub use lambda::{ConfigError, LambdaConfig, OnDivergence};
 pub use limits::{Limits, LimitsError};
 pub use task::{NameError, TaskStatus};
+pub use trace::{TraceContext, TraceContextError};
 pub use units::{ByteSize, ParseError, deserialize_duration, parse_duration};

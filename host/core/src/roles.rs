@@ -23,7 +23,7 @@ use crate::model::{
     TaskChildrenRead, TaskCount, TaskInserted, TaskList, TaskResult, TaskSignalRead, Token,
     TokenRole,
 };
-use crate::{LambdaConfig, TaskStatus};
+use crate::{LambdaConfig, TaskStatus, TraceContext};
 
 /// When a task should run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -75,6 +75,8 @@ pub struct TaskRequest {
     pub parent_lease: Option<i64>,
     /// On success, a task of another lambda with this one's output.
     pub then: Option<Continuation>,
+    /// The trace the task joins: its client's, or its parent execution's.
+    pub trace: Option<TraceContext>,
 }
 
 /// A periodic schedule a client asks for: a task of `lambda` at every

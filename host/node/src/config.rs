@@ -17,6 +17,8 @@ use waft_services::{
     ConsumerConfig, ControllerConfig, ExecutorConfig, HeartbeatConfig, RetentionConfig,
 };
 
+use waft_telemetry::OtelConfig;
+
 use crate::backends::{QueueSection, one_process_store, sqlite_path};
 
 mod exposure;
@@ -75,6 +77,8 @@ pub struct Config {
     pub auth: AuthSection,
     pub tls: TlsSection,
     pub secrets: SecretsSection,
+    /// Traces over OTLP; off unless an endpoint is set.
+    pub otel: OtelConfig,
 }
 
 impl Default for Config {
@@ -95,6 +99,7 @@ impl Default for Config {
             auth: AuthSection::default(),
             tls: TlsSection::default(),
             secrets: SecretsSection::default(),
+            otel: OtelConfig::default(),
         }
     }
 }
@@ -236,7 +241,8 @@ const MOVED: &[(&str, &str)] = &[
 
 impl Config {
     /// Reads `file` (TOML; none: defaults only), then applies the `WAFT_*`
-    /// variables among `env`. A key spelled the old way is read, and a
+    /// variables among `env`, and OpenTelemetry's standard ones where the
+    /// `otel` section left a gap. A key spelled the old way is read, and a
     /// warning names its new spelling.
     pub fn load(
         file: Option<&str>,
@@ -260,13 +266,16 @@ impl Config {
                 .map_err(|e| ConfigError::whole(format!("invalid configuration file: {e}")))?,
             None => toml::Table::new(),
         };
+        let env: Vec<(String, String)> = env.into_iter().collect();
         let mut notes = move_old_keys(&mut table)?;
-        notes.extend(apply_env(&mut table, env)?);
-        let config = toml::Value::Table(table)
-            .try_into()
-            .map_err(|e: toml::de::Error| {
-                ConfigError::whole(format!("invalid configuration: {e}"))
-            })?;
+        notes.extend(apply_env(&mut table, env.iter().cloned())?);
+        let mut config: Self =
+            toml::Value::Table(table)
+                .try_into()
+                .map_err(|e: toml::de::Error| {
+                    ConfigError::whole(format!("invalid configuration: {e}"))
+                })?;
+        config.otel.apply_standard_env(&env);
         Ok((config, notes))
     }
 
@@ -334,6 +343,9 @@ impl Config {
         self.retention
             .validate()
             .map_err(|e| ConfigError::new("retention", e))?;
+        self.otel
+            .validate()
+            .map_err(|e| ConfigError::new("otel", e))?;
         self.validate_consumer()
     }
 

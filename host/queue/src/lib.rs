@@ -4,7 +4,10 @@
 //! A queue only carries pointers to tasks (id and enqueue token); the store
 //! holds the truth. So a queue may lose or duplicate a message: the store's
 //! enqueue timeout re-enqueues a lost one, and a duplicate fails its claim
-//! (stale enqueue token). One narrow trait, [`TaskQueue`], two backends:
+//! (stale enqueue token). A message also carries the W3C trace context of
+//! the enqueue, so the claim's span continues the task's trace; SQS keeps
+//! it in message attributes, beside a body older releases still read.
+//! One narrow trait, [`TaskQueue`], two backends:
 //! [`MemoryQueue`] for the embedded mode and [`SqsQueue`] for production,
 //! passing one conformance suite.
 
@@ -71,6 +74,10 @@ pub struct QueueMessage {
     pub task_id: String,
     /// The token the store issued with this enqueue; the claim must match.
     pub enqueue_token: i64,
+    /// The W3C `traceparent` of the enqueue's span, when traced.
+    pub traceparent: Option<String>,
+    /// Its `tracestate`, when it has one.
+    pub tracestate: Option<String>,
 }
 
 impl QueueMessage {
@@ -91,6 +98,8 @@ impl QueueMessage {
         Ok(Self {
             task_id: task_id.to_owned(),
             enqueue_token,
+            traceparent: None,
+            tracestate: None,
         })
     }
 }
@@ -164,6 +173,8 @@ mod tests {
         let message = QueueMessage {
             task_id: "01J:x".into(),
             enqueue_token: 7,
+            traceparent: None,
+            tracestate: None,
         };
         assert_eq!(QueueMessage::decode(&message.encode()).unwrap(), message);
         for bad in ["", "abc", ":3", "id:notanumber"] {

@@ -16,13 +16,52 @@ use aws_sdk_sqs::Client;
 use aws_sdk_sqs::config::{BehaviorVersion, Credentials, Region};
 use aws_sdk_sqs::error::ProvideErrorMetadata;
 use aws_sdk_sqs::types::{
-    DeleteMessageBatchRequestEntry, QueueAttributeName, SendMessageBatchRequestEntry,
+    DeleteMessageBatchRequestEntry, MessageAttributeValue, QueueAttributeName,
+    SendMessageBatchRequestEntry,
 };
 
 use crate::{Delivery, QueueError, QueueKey, QueueMessage, TaskQueue};
 
+/// A message's trace context as SQS message attributes (none when the
+/// enqueue was not traced).
+fn trace_attributes(
+    message: &QueueMessage,
+) -> Result<Vec<(&'static str, MessageAttributeValue)>, QueueError> {
+    let values = [&message.traceparent, &message.tracestate];
+    TRACE_ATTRIBUTES
+        .into_iter()
+        .zip(values)
+        .filter_map(|(name, value)| Some((name, value.as_deref()?)))
+        .map(|(name, value)| {
+            MessageAttributeValue::builder()
+                .data_type("String")
+                .string_value(value)
+                .build()
+                .map(|value| (name, value))
+                .map_err(|e| service("build a message attribute", e))
+        })
+        .collect()
+}
+
+/// A decoded message with the trace context its attributes carry.
+fn with_trace(mut decoded: QueueMessage, message: &aws_sdk_sqs::types::Message) -> QueueMessage {
+    let attribute = |name: &str| {
+        message
+            .message_attributes()
+            .and_then(|attributes| attributes.get(name))
+            .and_then(|value| value.string_value())
+            .map(str::to_owned)
+    };
+    decoded.traceparent = attribute("traceparent");
+    decoded.tracestate = attribute("tracestate");
+    decoded
+}
+
 /// SQS's largest batch.
 const BATCH: usize = 10;
+/// The message attributes that carry a message's trace context.
+const TRACE_ATTRIBUTES: [&str; 2] = ["traceparent", "tracestate"];
+
 /// SQS's longest long poll.
 const MAX_WAIT: Duration = Duration::from_secs(20);
 
@@ -180,11 +219,13 @@ impl TaskQueue for SqsQueue {
                 .iter()
                 .enumerate()
                 .map(|(i, message)| {
-                    SendMessageBatchRequestEntry::builder()
+                    let mut entry = SendMessageBatchRequestEntry::builder()
                         .id(i.to_string())
-                        .message_body(message.encode())
-                        .build()
-                        .map_err(|e| service("build a send entry", e))
+                        .message_body(message.encode());
+                    for (name, value) in trace_attributes(message)? {
+                        entry = entry.message_attributes(name, value);
+                    }
+                    entry.build().map_err(|e| service("build a send entry", e))
                 })
                 .collect::<Result<Vec<_>, _>>()?;
             let answer = self
@@ -221,6 +262,7 @@ impl TaskQueue for SqsQueue {
             .queue_url(&url)
             .max_number_of_messages(max.clamp(1, BATCH) as i32)
             .wait_time_seconds(wait.min(MAX_WAIT).as_secs() as i32)
+            .set_message_attribute_names(Some(TRACE_ATTRIBUTES.map(String::from).to_vec()))
             .send()
             .await
             .map_err(|e| self.failed(key, "receive messages", e))?;
@@ -232,7 +274,7 @@ impl TaskQueue for SqsQueue {
             };
             match QueueMessage::decode(body) {
                 Ok(decoded) => deliveries.push(Delivery {
-                    message: decoded,
+                    message: with_trace(decoded, message),
                     receipt: receipt.to_owned(),
                 }),
                 Err(error) => {

@@ -76,6 +76,8 @@ async fn a_queue_deleted_elsewhere_is_made_anew() {
     let message = |id: &str| QueueMessage {
         task_id: id.into(),
         enqueue_token: 1,
+        traceparent: None,
+        tracestate: None,
     };
     mine.queue_send_many(&key, vec![message("a")])
         .await

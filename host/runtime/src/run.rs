@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tokio::time::sleep_until;
+use tracing::Instrument as _;
 use waft_core::model::JournalEntry;
 use waft_core::{Grants, Limits, OnDivergence};
 use wasmtime::component::ResourceTable;
@@ -186,11 +187,12 @@ impl PreparedLambda {
         let lambda = self.clone();
         let sandbox = sandbox.clone();
         let guest_kill = kill.clone();
-        let spawned = self
-            .runtime
-            .inner
-            .guests
-            .spawn(async move { lambda.run(task, &sandbox, host, &guest_kill).await });
+        let spawned = self.runtime.inner.guests.spawn(
+            async move { lambda.run(task, &sandbox, host, &guest_kill).await }
+                // The execution's span follows it onto the guest threads:
+                // its outbound requests' spans are its children.
+                .in_current_span(),
+        );
         match spawned {
             Ok(running) => running.join().await.unwrap_or_else(|error| {
                 Execution::host_error(format!("the execution's thread failed: {error}"))

@@ -35,7 +35,7 @@ use waft_store::{Millis, StoreError, TaskEnqueueReady, TaskStore};
 
 use crate::fills::FillSignal;
 use crate::metrics::{self, QueueLabels};
-use crate::{Clock, Periodic, lock};
+use crate::{Clock, Periodic, lock, spans};
 
 /// How often the backlog's metrics are recorded.
 const BACKLOG_INTERVAL: Duration = Duration::from_secs(5);
@@ -204,14 +204,20 @@ impl StoreConsumer {
             + report.paced as usize
             >= self.config.batch as usize;
         let mut by_queue: BTreeMap<QueueKey, Vec<QueueMessage>> = BTreeMap::new();
+        let mut spans: BTreeMap<QueueKey, Vec<tracing::Span>> = BTreeMap::new();
         for task in report.enqueued {
-            by_queue
-                .entry(QueueKey::new(task.lambda, task.priority))
-                .or_default()
-                .push(QueueMessage {
-                    task_id: task.id,
-                    enqueue_token: task.enqueue_token,
-                });
+            let key = QueueKey::new(task.lambda, task.priority);
+            let span = spans::enqueue(&task.id, &key.lambda, key.priority, task.trace.as_ref());
+            // The claim continues from the enqueue's span when traced, else
+            // from the context the task keeps.
+            let trace = waft_telemetry::context_of(&span).or(task.trace);
+            spans.entry(key.clone()).or_default().push(span);
+            by_queue.entry(key).or_default().push(QueueMessage {
+                task_id: task.id,
+                enqueue_token: task.enqueue_token,
+                tracestate: trace.as_ref().and_then(|t| t.tracestate.clone()),
+                traceparent: trace.map(|t| t.traceparent),
+            });
         }
         let mut sent = 0;
         let mut unsent = 0;
@@ -233,9 +239,16 @@ impl StoreConsumer {
                 Err(error) => {
                     unsent += count;
                     log_send_failure(&key, count, &error);
+                    spans
+                        .get(&key)
+                        .into_iter()
+                        .flatten()
+                        .for_each(spans::failed);
                 }
             }
         }
+        // The enqueues end with their sends.
+        drop(spans);
         if !filled.is_empty() {
             self.fills.filled(&filled).await;
         }

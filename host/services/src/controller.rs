@@ -41,13 +41,14 @@ use tokio::sync::{Notify, Semaphore};
 use tokio::task::{AbortHandle, JoinSet};
 use tokio::time::Instant;
 use waft_core::limits::ITEM_OVERHEAD;
-use waft_core::{ByteSize, LambdaConfig};
+use waft_core::{ByteSize, LambdaConfig, TraceContext};
 use waft_queue::{Delivery, QueueKey, TaskQueue};
 use waft_store::{ClaimedTask, Refusal};
 
 use crate::batch::{Budget, Filling};
 use crate::{
     ControllerApi, FrontendApi, HscApi, LambdaSlots, NextWork, ServiceError, ServiceResult, lock,
+    spans,
 };
 
 /// The longest a `NextWork` call may wait.
@@ -491,7 +492,22 @@ impl Inner {
             .iter()
             .map(|(_, d)| (d.message.task_id.clone(), d.message.enqueue_token))
             .collect();
-        let answers = self.hsc.task_claim_many(claims).await?;
+        let spans: Vec<tracing::Span> = taken
+            .iter()
+            .map(|(key, d)| match message_trace(d) {
+                Some(trace) => spans::claim(&d.message.task_id, &key.lambda, Some(&trace)),
+                // An untraced enqueue: the execution continues from what
+                // the store kept, if anything.
+                None => tracing::Span::none(),
+            })
+            .collect();
+        let answers = match self.hsc.task_claim_many(claims).await {
+            Ok(answers) => answers,
+            Err(error) => {
+                spans.iter().for_each(spans::failed);
+                return Err(error);
+            }
+        };
         if answers.len() != taken.len() {
             return Err(ServiceError::Internal(format!(
                 "the HSC answered {} claims with {} answers",
@@ -501,10 +517,20 @@ impl Inner {
         }
         let mut acks: BTreeMap<QueueKey, Vec<String>> = BTreeMap::new();
         let mut claimed = Vec::with_capacity(answers.len());
-        for ((key, delivery), answer) in taken.into_iter().zip(answers) {
+        for (((key, delivery), answer), span) in taken.into_iter().zip(answers).zip(spans) {
             match answer {
-                Ok(task) => claimed.push(task),
-                Err(refusal) => log_refusal(&delivery, &refusal),
+                Ok(mut task) => {
+                    span.record("waft.task.attempt", task.attempt);
+                    // The execution is the claim's child when traced.
+                    if let Some(trace) = waft_telemetry::context_of(&span) {
+                        task.trace = Some(trace);
+                    }
+                    claimed.push(task);
+                }
+                Err(refusal) => {
+                    span.record("waft.claim.refused", format!("{refusal:?}"));
+                    log_refusal(&delivery, &refusal);
+                }
             }
             acks.entry(key).or_default().push(delivery.receipt);
         }
@@ -526,6 +552,18 @@ fn weight(max_payload: ByteSize) -> usize {
     // A task id, a lambda name and a collection name.
     const NAMES: usize = 26 + 2 * 63;
     max_payload.as_usize() + NAMES + ITEM_OVERHEAD
+}
+
+/// The trace context a queue message carries; a malformed one is dropped
+/// (the claim's span then starts from none, and the execution from the
+/// context the store kept).
+fn message_trace(delivery: &Delivery) -> Option<TraceContext> {
+    let message = &delivery.message;
+    TraceContext::parse(
+        message.traceparent.as_deref()?,
+        message.tracestate.as_deref(),
+    )
+    .ok()
 }
 
 fn log_refusal(delivery: &Delivery, refusal: &Refusal) {

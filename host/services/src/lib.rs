@@ -27,6 +27,7 @@ pub mod periodic;
 pub mod pruner;
 pub mod quota;
 pub mod secrets;
+mod spans;
 pub mod watchdog;
 
 pub use clock::{Clock, StoreClock, SystemClock};

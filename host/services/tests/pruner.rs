@@ -118,6 +118,8 @@ async fn a_deleted_lambdas_queues_are_deleted() {
     let message = || QueueMessage {
         task_id: "t".into(),
         enqueue_token: 1,
+        traceparent: None,
+        tracestate: None,
     };
     let keys = [
         QueueKey::new("mail", 0),

@@ -152,6 +152,16 @@ pub(crate) fn status(row: &impl RowExt) -> Result<TaskStatus, StoreError> {
 }
 
 /// A status as a row holds it.
+/// The trace context a row keeps. A value this binary cannot read (none
+/// it writes) is dropped rather than failing the row: a task runs
+/// whatever its trace.
+pub(crate) fn trace(
+    traceparent: Option<String>,
+    tracestate: Option<String>,
+) -> Option<waft_core::TraceContext> {
+    waft_core::TraceContext::parse(&traceparent?, tracestate.as_deref()).ok()
+}
+
 pub(crate) fn task_status(name: String) -> Result<TaskStatus, StoreError> {
     parse("status", name)
 }

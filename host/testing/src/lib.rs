@@ -3,18 +3,21 @@
 //! A test that needs Postgres asks [`postgres`] for a fresh database, one
 //! that needs SQS asks [`sqs`] for a server; one whose lambda calls out
 //! starts an [`HttpServer`] (always available: it is in-process); one that
-//! drives the dashboard asks for a [`browser`]. On a
+//! drives the dashboard asks for a [`browser`]; one that follows traces
+//! starts an [`OtlpReceiver`] (in-process too). On a
 //! laptop without PostgreSQL it gets `None` and a printed reason, and may
 //! skip; under `CI=true` the same condition fails the test instead, so CI
 //! never passes by skipping.
 
 mod browser;
 pub mod http;
+pub mod otlp;
 mod postgres;
 mod sqs;
 
 pub use browser::{Browser, browser};
 pub use http::HttpServer;
+pub use otlp::{OtlpReceiver, ReceivedSpan};
 
 pub use postgres::{Durability, TestPostgres, postgres};
 pub use sqs::{TestSqs, sqs};

@@ -27,6 +27,23 @@ impl FrontendService {
     }
 }
 
+/// The trace context of a call's `traceparent` (and `tracestate`)
+/// metadata, for the tasks it schedules that name none of their own. A
+/// malformed one is ignored, as W3C asks of a receiver: a proxy's header
+/// must not cost a client its task.
+fn header_trace<T>(request: &Request<T>) -> Option<waft_core::TraceContext> {
+    let metadata = request.metadata();
+    let traceparent = metadata.get("traceparent")?.to_str().ok()?;
+    let tracestate = metadata.get("tracestate").and_then(|v| v.to_str().ok());
+    match waft_core::TraceContext::parse(traceparent, tracestate) {
+        Ok(trace) => Some(trace),
+        Err(error) => {
+            tracing::debug!(%error, "ignoring the call's traceparent");
+            None
+        }
+    }
+}
+
 /// A streamed answer.
 pub type Progress<T> =
     std::pin::Pin<Box<dyn tokio_stream::Stream<Item = Result<T, Status>> + Send>>;
@@ -79,8 +96,10 @@ impl proto::frontend_server::Frontend for FrontendService {
         request: Request<proto::ScheduleRequest>,
     ) -> Result<Response<proto::ScheduleResponse>, Status> {
         let role = self.role(&request);
+        let header = header_trace(&request);
         let task = required(request.into_inner().task, "task").map_err(to_status)?;
-        let task = new_task_from_proto(task).map_err(to_status)?;
+        let mut task = new_task_from_proto(task).map_err(to_status)?;
+        task.trace = task.trace.or(header);
         let mut inserted = role
             .task_schedule_many(vec![task])
             .await
@@ -99,11 +118,16 @@ impl proto::frontend_server::Frontend for FrontendService {
         request: Request<proto::ScheduleBatchRequest>,
     ) -> Result<Response<proto::ScheduleBatchResponse>, Status> {
         let role = self.role(&request);
+        let header = header_trace(&request);
         let tasks = request
             .into_inner()
             .tasks
             .into_iter()
-            .map(new_task_from_proto)
+            .map(|task| {
+                let mut task = new_task_from_proto(task)?;
+                task.trace = task.trace.or_else(|| header.clone());
+                Ok(task)
+            })
             .collect::<Result<Vec<_>, _>>()
             .map_err(to_status)?;
         let inserted = role.task_schedule_many(tasks).await.map_err(to_status)?;

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
 use waft_node::{Config, DevOptions, Node, Role};
+use waft_telemetry::Telemetry;
 
 use crate::exit::Failure;
 
@@ -72,16 +73,20 @@ fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
 
 /// Runs `waft dev` until Ctrl-C or SIGTERM.
 pub fn dev(args: DevArgs) -> Result<ExitCode, Failure> {
-    let mut config = load_config(args.config.as_ref())?;
-    if let Some(listen) = args.listen {
-        config.listen = listen;
-    }
-    config
-        .validate(None)
-        .map_err(|e| Failure::usage(e.to_string()))?;
+    let config = crate::logging::while_starting(|| {
+        let mut config = load_config(args.config.as_ref())?;
+        if let Some(listen) = args.listen {
+            config.listen = listen;
+        }
+        config
+            .validate(None)
+            .map_err(|e| Failure::usage(e.to_string()))?;
+        Ok::<_, Failure>(config)
+    })?;
     let auth = config.auth.enabled;
     let tls = config.tls.cert.is_some();
     runtime()?.block_on(async move {
+        let telemetry = start_telemetry(&config)?;
         let node = waft_node::start_dev(DevOptions {
             data_dir: args.data_dir.clone(),
             config,
@@ -103,19 +108,23 @@ pub fn dev(args: DevArgs) -> Result<ExitCode, Failure> {
                 node.addr
             );
         }
-        run_until_signal(node).await
+        run_until_signal(node, telemetry).await
     })
 }
 
 /// Runs `waft serve ROLE` until Ctrl-C or SIGTERM.
 pub fn serve(args: ServeArgs) -> Result<ExitCode, Failure> {
     let role = Role::from(args.role);
-    let config = load_config(args.config.as_ref())?;
-    config
-        .validate(Some(role))
-        .map_err(|e| Failure::usage(e.to_string()))?;
+    let config = crate::logging::while_starting(|| {
+        let config = load_config(args.config.as_ref())?;
+        config
+            .validate(Some(role))
+            .map_err(|e| Failure::usage(e.to_string()))?;
+        Ok::<_, Failure>(config)
+    })?;
     let tls = config.tls.cert.is_some();
     runtime()?.block_on(async move {
+        let telemetry = start_telemetry(&config)?;
         let node = waft_node::start_role(role, config)
             .await
             .map_err(|e| Failure::internal(e.to_string()))?;
@@ -124,8 +133,20 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, Failure> {
             println!("dashboard at {}", dashboard_url(&node, tls));
         }
         announce_metrics(&node);
-        run_until_signal(node).await
+        run_until_signal(node, telemetry).await
     })
+}
+
+/// Starts the export of traces when `[otel]` names a collector, and
+/// installs the process's logging either way; within the runtime, which
+/// the exporter's connection lives on.
+fn start_telemetry(config: &Config) -> Result<Option<Telemetry>, Failure> {
+    let telemetry = Telemetry::start(&config.otel).map_err(|e| Failure::usage(e.to_string()))?;
+    crate::logging::init(telemetry.as_ref());
+    if let (Some(_), Some(endpoint)) = (&telemetry, &config.otel.endpoint) {
+        println!("traces to {endpoint} (OTLP)");
+    }
+    Ok(telemetry)
 }
 
 /// Where the Frontend serves the dashboard: its own address, over HTTPS
@@ -141,7 +162,7 @@ fn announce_metrics(node: &Node) {
     }
 }
 
-async fn run_until_signal(node: Node) -> Result<ExitCode, Failure> {
+async fn run_until_signal(node: Node, telemetry: Option<Telemetry>) -> Result<ExitCode, Failure> {
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(|e| Failure::internal(format!("cannot watch for SIGTERM: {e}")))?;
     tokio::select! {
@@ -150,5 +171,9 @@ async fn run_until_signal(node: Node) -> Result<ExitCode, Failure> {
     }
     eprintln!("stopping…");
     node.shutdown().await;
+    // The last spans leave before the runtime their exporter uses ends.
+    if let Some(telemetry) = telemetry {
+        telemetry.shutdown().await;
+    }
     Ok(ExitCode::SUCCESS)
 }

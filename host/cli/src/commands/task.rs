@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand};
 use serde_json::json;
-use waft_core::TaskStatus;
+use waft_core::{TaskStatus, TraceContext};
 use waft_services::{ClientApi, RunAt, TaskRequest};
 use waft_store::{Continuation, Task, TaskList};
 
@@ -101,6 +101,14 @@ pub struct ScheduleArgs {
     /// The continuation's priority.
     #[arg(long, value_name = "P", requires = "then")]
     pub then_priority: Option<u8>,
+    /// The W3C trace context the task's spans join
+    /// (`00-<trace id>-<span id>-<flags>`), e.g. a CI job's or a script's.
+    #[arg(long, value_name = "TRACEPARENT", env = "TRACEPARENT")]
+    pub traceparent: Option<String>,
+    /// Vendor data of that trace (W3C `tracestate`); only with a
+    /// traceparent.
+    #[arg(long, value_name = "TRACESTATE", env = "TRACESTATE")]
+    pub tracestate: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -399,7 +407,13 @@ fn schedule_request(schedule: ScheduleArgs) -> Result<TaskRequest, Failure> {
         (None, Some(delay)) => RunAt::After(delay),
         (None, None) => RunAt::Now,
     };
+    let trace = schedule
+        .traceparent
+        .map(|parent| TraceContext::parse(&parent, schedule.tracestate.as_deref()))
+        .transpose()
+        .map_err(|e| Failure::usage(e.to_string()))?;
     Ok(TaskRequest {
+        trace,
         lambda: schedule.lambda,
         payload,
         collection: schedule.collection,

@@ -3,12 +3,12 @@
 use std::time::Duration;
 
 use waft_core::ServiceResult;
-use waft_core::TaskStatus;
 use waft_core::model::{
     Attempt, AttemptOutcome, Continuation, Depth, HistoryPoint, LambdaStats, Overview, Task,
 };
 use waft_core::roles::{HistoryAnswer, HistoryQuery, RunAt, TaskRequest};
 use waft_core::task::check_json_payload;
+use waft_core::{TaskStatus, TraceContext};
 
 use super::*;
 use crate::proto;
@@ -124,7 +124,19 @@ pub fn new_task_from_proto(task: proto::NewTask) -> ServiceResult<TaskRequest> {
         version: task.version,
         parent_lease: task.parent_lease,
         then: task.then.map(continuation_from_proto).transpose()?,
+        trace: trace_from_proto(task.traceparent, task.tracestate)?,
     })
+}
+
+/// A trace context from its two fields; a tracestate alone is ignored.
+pub fn trace_from_proto(
+    traceparent: Option<String>,
+    tracestate: Option<String>,
+) -> ServiceResult<Option<TraceContext>> {
+    traceparent
+        .map(|parent| TraceContext::parse(&parent, tracestate.as_deref()))
+        .transpose()
+        .map_err(|e| invalid(e.to_string()))
 }
 
 pub fn new_task_to_proto(task: TaskRequest) -> proto::NewTask {
@@ -146,6 +158,8 @@ pub fn new_task_to_proto(task: TaskRequest) -> proto::NewTask {
         parent_lease: task.parent_lease,
         then: task.then.map(continuation_to_proto),
         payload_is_json: false,
+        tracestate: task.trace.as_ref().and_then(|t| t.tracestate.clone()),
+        traceparent: task.trace.map(|t| t.traceparent),
     }
 }
 

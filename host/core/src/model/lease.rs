@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use super::{JournalWrite, Millis, Wait};
-use crate::TaskStatus;
+use crate::{TaskStatus, TraceContext};
 
 /// The Store Consumer's poll.
 #[derive(Debug, Clone, PartialEq)]
@@ -27,6 +27,8 @@ pub struct EnqueuedTask {
     /// Must accompany the claim: a claim with an older token (a duplicate
     /// of an earlier message) is refused.
     pub enqueue_token: i64,
+    /// The trace the task joins, as stored with it.
+    pub trace: Option<TraceContext>,
 }
 
 /// What one poll did.
@@ -77,6 +79,9 @@ pub struct ClaimedTask {
     /// Entries in the task's journal: its earlier executions' host calls,
     /// which this one replays first.
     pub journal_len: u32,
+    /// The span the execution is a child of: the claim's, else the one
+    /// stored with the task.
+    pub trace: Option<TraceContext>,
 }
 
 /// Why a claim, heartbeat or result was refused.

@@ -2,7 +2,7 @@
 //! list or a count, and the executions it had.
 
 use super::Millis;
-use crate::TaskStatus;
+use crate::{TaskStatus, TraceContext};
 
 /// A task as stored.
 #[derive(Debug, Clone, PartialEq)]
@@ -83,6 +83,8 @@ pub struct NewTask {
     /// refused unless the parent still holds it (fencing).
     pub parent_lease: Option<i64>,
     pub continuation: Option<Continuation>,
+    /// The trace the task's spans join (the Frontend's `schedule` span).
+    pub trace: Option<TraceContext>,
 }
 
 /// Inserts tasks, all or none.

@@ -13,6 +13,9 @@ fn messages(prefix: &str, count: usize) -> Vec<QueueMessage> {
         .map(|i| QueueMessage {
             task_id: format!("{prefix}-{i}"),
             enqueue_token: i as i64 + 1,
+            // Every other message traced, one of those with a tracestate.
+            traceparent: (i % 2 == 1).then(|| format!("00-{:032x}-{:016x}-01", i + 1, i + 1)),
+            tracestate: (i == 1).then(|| "vendor=a:b;c".to_owned()),
         })
         .collect()
 }
@@ -55,6 +58,13 @@ pub async fn sent_messages_are_received_once_acknowledged(queue: &dyn TaskQueue,
         .message
         .enqueue_token;
     assert_eq!(token, 5, "tokens travel with their task");
+    for message in &sent {
+        let received = got
+            .iter()
+            .find(|d| d.message.task_id == message.task_id)
+            .unwrap();
+        assert_eq!(&received.message, message, "trace contexts travel too");
+    }
     queue
         .queue_ack_many(&key, got.into_iter().map(|d| d.receipt).collect())
         .await

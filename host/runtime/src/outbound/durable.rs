@@ -162,7 +162,7 @@ pub(super) async fn exchange(
     held: Arc<HeldBodies>,
 ) -> Result<Sent, Error> {
     let log = request.log.clone();
-    let (parts, body) = request.http.into_parts();
+    let (mut parts, body) = request.http.into_parts();
     let seq = place.seq();
     let mut holding = Holding {
         held: &held,
@@ -182,6 +182,8 @@ pub(super) async fn exchange(
         redactor.bytes(body.to_vec()),
     );
     let digest = digest(HANDLE, &arguments);
+    let span = tracing::Span::current();
+    span.record("url.full", arguments.1.as_str());
     let ticket = match place.resolve(&digest) {
         Err(halt) => return Err(halted(&halt)),
         Ok(Step::Replay { seq, answer }) => {
@@ -189,6 +191,7 @@ pub(super) async fn exchange(
                 .decode(seq, HANDLE, &answer)
                 .map_err(|h| halted(&h))?;
             journal.replayed_outside(seq, answer.outside());
+            answer.note(&span, true);
             return answer.into_response();
         }
         Ok(Step::Live(ticket)) => ticket,
@@ -203,12 +206,15 @@ pub(super) async fn exchange(
     // carries raw or percent-encoded.
     let uri = journal.redactor().text(parts.uri.to_string());
     let summary_head = format!("{} {}", parts.method, percent_decoded(&uri));
+    // Only now, past the journal's match: the span differs per attempt.
+    waft_telemetry::inject(&span, &mut parts.headers);
     let http = http::Request::from_parts(parts, full(body.freeze(), None));
     let live = send::Request { http, ..request };
     let answer = match live.send(to).await {
         Ok((response, io)) => read(response, io).await,
         Err(error) => Answer::Failed(Failure::of(&error)),
     };
+    answer.note(&span, false);
     let summary = format!("{summary_head} → {}", answer.summary());
     journal
         .record(ticket, &digest, encode(&answer), summary, answer.outside())
@@ -326,6 +332,25 @@ impl Answer {
             Outside::Failed
         } else {
             Outside::Answered
+        }
+    }
+
+    /// Records the answer on the request's span: its status, an error for
+    /// a failure or a 4xx/5xx (OpenTelemetry's rule for clients), and
+    /// whether the journal answered it.
+    fn note(&self, span: &tracing::Span, replayed: bool) {
+        if replayed {
+            span.record("waft.replayed", true);
+        }
+        let failed = match self {
+            Answer::Response { status, cut, .. } => {
+                span.record("http.response.status_code", i64::from(*status));
+                *status >= 400 || cut.is_some()
+            }
+            Answer::Failed(_) => true,
+        };
+        if failed {
+            span.record("otel.status_code", "error");
         }
     }
 

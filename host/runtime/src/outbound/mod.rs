@@ -22,6 +22,13 @@
 //! rather than queued — a queue would only hold the guest until its
 //! deadline while others keep the connections — and the task's log says
 //! which bound it met.
+//!
+//! Each admitted request has a client span, a child of the execution's
+//! (OpenTelemetry's HTTP conventions: named by its method, with
+//! `http.request.method`, `url.full` as redacted, `server.address` and
+//! `http.response.status_code`). Its `traceparent` is added to the
+//! request only on the way out, after the journal has matched it, so a
+//! replay matches what the first attempt sent whatever the trace.
 
 mod durable;
 mod send;
@@ -30,6 +37,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use tokio::sync::Semaphore;
+use tracing::Instrument as _;
 use waft_core::grants::{is_global, parse_address};
 use waft_core::{Grants, OutboundPattern};
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
@@ -309,7 +317,20 @@ impl WasiHttpHooks for Outbound {
             records: self.records.clone(),
         };
         let (journal, held) = (self.journal.clone(), self.held.clone());
-        Box::new(durable::exchange(request, admitted, place, journal, held))
+        // Made here, in the guest's call, where the execution's span is
+        // current; the exchange may be polled elsewhere.
+        let span = tracing::info_span!(
+            "http",
+            otel.name = request.http.method().as_str(),
+            otel.kind = "client",
+            otel.status_code = tracing::field::Empty,
+            http.request.method = request.http.method().as_str(),
+            url.full = tracing::field::Empty,
+            server.address = request.http.uri().host().unwrap_or_default(),
+            http.response.status_code = tracing::field::Empty,
+            waft.replayed = tracing::field::Empty,
+        );
+        Box::new(durable::exchange(request, admitted, place, journal, held).instrument(span))
     }
 }
 

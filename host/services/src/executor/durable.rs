@@ -339,6 +339,7 @@ pub(super) mod tests {
             lease_token: 7,
             secrets_version: 0,
             journal_len,
+            trace: None,
         }
     }
 

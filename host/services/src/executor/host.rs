@@ -46,6 +46,9 @@ pub(super) struct ExecutionHost {
     pub(super) journal_end: AtomicU32,
     /// How long a journal write waits for an unreachable HSC.
     pub(super) journal_patience: Duration,
+    /// The execution's span's context: the children it schedules join its
+    /// trace, their `schedule` spans its children.
+    pub(super) trace: Option<waft_core::TraceContext>,
 }
 
 impl ExecutionHost {
@@ -156,6 +159,7 @@ impl TaskHost for ExecutionHost {
             idempotency_key: Some(Self::child_key(&self.task_id, child.rank)),
             parent_id: Some(self.task_id.clone()),
             parent_lease: Some(self.lease_token),
+            trace: self.trace.clone(),
             ..TaskRequest::default()
         };
         match self.frontend.task_schedule_many(vec![request]).await {
@@ -310,6 +314,7 @@ mod tests {
             max_children,
             journal_end: AtomicU32::new(4),
             journal_patience: Duration::from_secs(30),
+            trace: None,
         }
     }
 

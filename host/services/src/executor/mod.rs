@@ -45,8 +45,9 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use tokio::sync::{Notify, mpsc};
 use tokio::time::Instant;
+use tracing::Instrument as _;
 use waft_runtime::{Execution, KillSwitch, Outcome, PreparedLambda, Runtime, Sandbox, TaskInput};
-use waft_store::{ClaimedTask, JournalWrite, Lambda, TaskResult};
+use waft_store::{AttemptOutcome, ClaimedTask, JournalWrite, Lambda, ResultOutcome, TaskResult};
 
 pub use outcome::render_log;
 
@@ -57,12 +58,12 @@ use self::secrets::Secrets;
 use self::slots::Reserved;
 use self::versions::Versions;
 use crate::journal::ExecutionJournal;
-use crate::metrics;
 use crate::secrets::SecretKey;
 use crate::{
     ControllerApi, FrontendApi, HeartbeatConfig, HeartbeatSink, HscApi, LambdaSlots, WatchEnd,
     Watched, lock, watch,
 };
+use crate::{metrics, spans};
 
 /// Settings of an Executor; the `[executor]` section of a configuration
 /// file (but `heartbeat`, which is the `[heartbeat]` section).
@@ -283,9 +284,19 @@ impl Executor {
         let this = self.clone();
         let results = results.clone();
         let kills = kills.clone();
+        let span = spans::execute(
+            &task.id,
+            &task.lambda,
+            task.lambda_version,
+            task.attempt,
+            task.trace.as_ref(),
+        );
         tokio::spawn(async move {
             let lambda = task.lambda.clone();
-            if let Some(result) = this.execute(task, kill).await {
+            let result = this.execute(task, kill).instrument(span.clone()).await;
+            record_outcome(&span, result.as_ref());
+            drop(span);
+            if let Some(result) = result {
                 let _ = results.send(result);
             }
             lock(&kills).remove(&key);
@@ -319,6 +330,7 @@ impl Executor {
             max_children: self.config.max_children,
             journal_end: AtomicU32::new(task.journal_len),
             journal_patience: self.config.heartbeat.heartbeat_timeout,
+            trace: waft_telemetry::context_of(&tracing::Span::current()),
         });
         let sink: Arc<dyn HeartbeatSink> = self.heartbeats.clone();
         let (done, finished) = tokio::sync::oneshot::channel::<()>();
@@ -537,6 +549,22 @@ fn reported(
         journal,
         replayed: execution.replayed,
     })
+}
+
+/// How the attempt ended, on its `execute` span; `stopped` when it
+/// reports nothing (its lease is gone, or it was stopped).
+fn record_outcome(span: &tracing::Span, result: Option<&TaskResult>) {
+    let Some(result) = result else {
+        span.record("waft.task.outcome", "stopped");
+        return;
+    };
+    let (outcome, error) = match &result.outcome {
+        ResultOutcome::Success { .. } => (AttemptOutcome::Success, None),
+        ResultOutcome::Retriable { error, .. } => (AttemptOutcome::Retriable, Some(error)),
+        ResultOutcome::Fatal { error } => (AttemptOutcome::Fatal, Some(error)),
+        ResultOutcome::Suspend { .. } => (AttemptOutcome::Suspended, None),
+    };
+    spans::executed(span, outcome, error.map(String::as_str));
 }
 
 /// The change `write` to send with an execution's result: none when it

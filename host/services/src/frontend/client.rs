@@ -26,7 +26,7 @@ const PURGE_BATCH: u32 = 1000;
 use crate::api::ClientApi;
 use crate::{
     CronRequest, HistoryAnswer, HistoryQuery, RunAt, ServiceError, ServiceResult, TaskRequest,
-    metrics,
+    metrics, spans,
 };
 
 #[async_trait]
@@ -46,7 +46,8 @@ impl ClientApi for Frontend {
             )));
         }
         let now = self.clock.now();
-        let (tasks, earliest) = new_tasks(tasks, now)?;
+        let (mut tasks, earliest) = new_tasks(tasks, now)?;
+        let spans = schedule_spans(&mut tasks);
         // A continuation's task is created later, by the store, when this
         // one succeeds: it is counted against its own lambda's quota now.
         let mut wanted = BTreeMap::new();
@@ -66,9 +67,14 @@ impl ClientApi for Frontend {
             Ok(inserted) => inserted,
             Err(error) => {
                 self.quotas.refund(admitted);
+                spans.iter().for_each(spans::failed);
                 return Err(error.into());
             }
         };
+        for (span, task) in spans.iter().zip(&inserted) {
+            span.record("messaging.message.id", task.id.as_str());
+            span.record("waft.task.id", task.id.as_str());
+        }
         count_scheduled(&lambdas, &inserted);
         if let Some(at) = earliest {
             self.due.due(at).await;
@@ -551,10 +557,28 @@ fn new_tasks(
                 version: task.version,
                 parent_lease: task.parent_lease,
                 continuation: task.then,
+                trace: task.trace,
             })
         })
         .collect::<ServiceResult<Vec<_>>>()?;
     Ok((tasks, earliest))
+}
+
+/// A `schedule` span per task, each a child of the task's trace context
+/// (or the root of a new trace), which the task then keeps in its stead:
+/// the steps after the store write are the span's children. Untraced,
+/// the client's context is kept as it came.
+fn schedule_spans(tasks: &mut [NewTask]) -> Vec<tracing::Span> {
+    tasks
+        .iter_mut()
+        .map(|task| {
+            let span = spans::schedule(&task.lambda, task.trace.as_ref());
+            if let Some(trace) = waft_telemetry::context_of(&span) {
+                task.trace = Some(trace);
+            }
+            span
+        })
+        .collect()
 }
 
 /// Counts the tasks created among `inserted` (of `lambdas`, in order).

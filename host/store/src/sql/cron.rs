@@ -112,6 +112,8 @@ pub(super) async fn materialize(
         version: None,
         parent_lease: None,
         continuation: None,
+        // A cron's task starts a trace of its own, at its enqueue.
+        trace: None,
     };
     // Refused input is found before anything is written: the
     // schedule still moves on, past the occurrence it skips.

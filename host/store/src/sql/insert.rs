@@ -31,6 +31,8 @@ struct NewRow {
     key: Option<String>,
     version: Option<u32>,
     continuation: Option<String>,
+    traceparent: Option<String>,
+    tracestate: Option<String>,
 }
 
 /// A new task's parent, as its insert reads it.
@@ -90,6 +92,8 @@ pub(super) async fn insert(
             continuation,
             lambda: task.lambda,
             parent_id: task.parent_id,
+            tracestate: task.trace.as_ref().and_then(|t| t.tracestate.clone()),
+            traceparent: task.trace.map(|t| t.traceparent),
         });
         batch.answers.push(TaskInserted { id, created: true });
     }
@@ -221,13 +225,14 @@ async fn insert_rows(
     Ok(sqlx::query_scalar(sql(format!(
         "INSERT INTO tasks (id, lambda, collection, priority, payload, status, \
          max_attempts, scheduled_at, due_at, next_trigger_at, created_at, parent_id, \
-         idempotency_key, cron_id, version, continuation) \
+         idempotency_key, cron_id, version, continuation, traceparent, tracestate) \
          SELECT j.value->>'id', j.value->>'lambda', j.value->>'collection', \
          CAST(j.value->>'priority' AS BIGINT), {payload}, {NEW}, \
          CAST(j.value->>'max_attempts' AS BIGINT), CAST(j.value->>'run_at' AS BIGINT), \
          CAST(j.value->>'run_at' AS BIGINT), CAST(j.value->>'run_at' AS BIGINT), $2, \
          j.value->>'parent_id', j.value->>'key', $3, CAST(j.value->>'version' AS BIGINT), \
-         j.value->>'continuation' FROM {rows} WHERE TRUE \
+         j.value->>'continuation', j.value->>'traceparent', j.value->>'tracestate' \
+         FROM {rows} WHERE TRUE \
          ON CONFLICT (lambda, idempotency_key) WHERE idempotency_key IS NOT NULL \
          DO NOTHING RETURNING id",
         payload = DIALECT.unhex("j.value->>'payload'"),

@@ -14,6 +14,7 @@ use super::fan_in;
 use super::pace::{self, Due, Now};
 use super::{Connection, DIALECT, GATE_OF_TASK, lock_gates};
 use crate::names::status::{DEAD, DROPPED, ENQUEUED, NEXT_ATTEMPT};
+use crate::rows;
 use crate::rules::GateEffect;
 use crate::support::{batch_json, millis, sql, text_in};
 use crate::{
@@ -48,6 +49,8 @@ struct EnqueuedRow {
     lambda: String,
     priority: i64,
     enqueue_token: i64,
+    traceparent: Option<String>,
+    tracestate: Option<String>,
 }
 
 pub(super) async fn enqueue_ready(
@@ -202,7 +205,7 @@ async fn enqueue(
          last_error = COALESCE(d.due_error, last_error) \
          FROM (SELECT j.value->>'id' AS due_id, j.value->>'error' AS due_error FROM {}) AS d \
          WHERE tasks.id = d.due_id \
-         RETURNING id, lambda, priority, enqueue_token",
+         RETURNING id, lambda, priority, enqueue_token, traceparent, tracestate",
         DIALECT.json_rows
     )))
     .bind(batch_json(&rows)?)
@@ -226,6 +229,7 @@ async fn enqueue(
                 priority: u8::try_from(row.priority)
                     .map_err(|_| StoreError::Corrupt("priority".into()))?,
                 enqueue_token: row.enqueue_token,
+                trace: rows::trace(row.traceparent, row.tracestate),
             })
         })
         .collect()

@@ -178,6 +178,9 @@ struct EndedTask {
     parent_id: Option<String>,
     continuation: Option<String>,
     next_payload: Option<Vec<u8>>,
+    /// The trace a continuation joins: its parent's.
+    next_traceparent: Option<String>,
+    next_tracestate: Option<String>,
 }
 
 /// What a retriable failure's plan needs of its task and of the version
@@ -198,6 +201,7 @@ struct Succeeded {
     id: String,
     continuation: String,
     output: Option<Vec<u8>>,
+    trace: Option<waft_core::TraceContext>,
 }
 
 /// A batch's results by what they need.
@@ -368,7 +372,11 @@ async fn end_finals(
          AND (tasks.status IN {RUNNING}) IS TRUE \
          RETURNING id, lambda, parent_id, \
          CASE WHEN status = {SUCCESS} THEN continuation END AS continuation, \
-         CASE WHEN status = {SUCCESS} AND continuation IS NOT NULL THEN output END AS next_payload",
+         CASE WHEN status = {SUCCESS} AND continuation IS NOT NULL THEN output END AS next_payload, \
+         CASE WHEN status = {SUCCESS} AND continuation IS NOT NULL THEN traceparent END \
+            AS next_traceparent, \
+         CASE WHEN status = {SUCCESS} AND continuation IS NOT NULL THEN tracestate END \
+            AS next_tracestate",
         output = DIALECT.unhex("r.result_output"),
         rows = DIALECT.json_rows,
     )))
@@ -388,6 +396,7 @@ async fn end_finals(
                 id: row.id.clone(),
                 continuation,
                 output: row.next_payload,
+                trace: rows::trace(row.next_traceparent, row.next_tracestate),
             });
         }
         ended.insert(row.id, row.lambda);
@@ -592,6 +601,7 @@ async fn continue_successes(
         id,
         continuation: json,
         output,
+        trace,
     } in continued
     {
         let then: crate::Continuation = serde_json::from_str(&json)
@@ -603,6 +613,7 @@ async fn continue_successes(
             payload: output.unwrap_or_default(),
             idempotency_key: Some(format!("then:{id}")),
             parent_id: Some(id.clone()),
+            trace,
             ..NewTask::default()
         };
         match super::insert::insert(conn, vec![next], None, Origin::Store, now).await {

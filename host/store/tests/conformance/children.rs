@@ -126,3 +126,49 @@ pub async fn a_continuation_runs_once_on_success_with_the_output(store: &dyn Tas
         "{unknown:?}"
     );
 }
+
+/// A task's trace context comes back with its enqueue and its claim, and
+/// its continuation joins the same trace; a task without one has none.
+pub async fn a_trace_context_travels_with_the_task_and_its_continuation(store: &dyn TaskStore) {
+    deploy(store, "mail").await;
+    let trace = waft_core::TraceContext::parse(
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        Some("vendor=opaque"),
+    )
+    .unwrap();
+    let traced = insert(
+        store,
+        NewTask {
+            trace: Some(trace.clone()),
+            continuation: Some(Continuation {
+                lambda: "mail".into(),
+                ..Continuation::default()
+            }),
+            ..new_task("mail")
+        },
+        T0,
+    )
+    .await;
+    let plain = insert(store, new_task("mail"), T0).await;
+    let report = poll(store, T0).await;
+    let queued = |id: &str| report.enqueued.iter().find(|t| t.id == id).unwrap();
+    assert_eq!(queued(&traced).trace.as_ref(), Some(&trace));
+    assert_eq!(queued(&plain).trace, None);
+    let claimed = claim(store, &traced, queued(&traced).enqueue_token, T0)
+        .await
+        .unwrap();
+    assert_eq!(claimed.trace.as_ref(), Some(&trace));
+    heartbeat(store, &traced, claimed.lease_token, None, T0)
+        .await
+        .unwrap();
+    finish(store, &traced, claimed.lease_token, success(), T0)
+        .await
+        .unwrap();
+    let next = poll(store, T0 + 1).await;
+    let continued = next
+        .enqueued
+        .iter()
+        .find(|t| t.id != plain)
+        .expect("the continuation is enqueued");
+    assert_eq!(continued.trace.as_ref(), Some(&trace));
+}
