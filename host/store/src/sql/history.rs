@@ -30,6 +30,8 @@ struct CountRow<'a> {
     minute: Millis,
     succeeded: i64,
     failed: i64,
+    /// Not `dead`: statements never spell a status (`names.rs`).
+    #[serde(rename = "died")]
     dead: i64,
 }
 
@@ -74,7 +76,7 @@ pub(super) async fn add(tx: &mut Connection, params: HistoryAdd) -> Result<()> {
             "INSERT INTO task_minutes (lambda, minute, succeeded, failed, dead) \
              SELECT j.value->>'lambda', CAST(j.value->>'minute' AS BIGINT), \
              CAST(j.value->>'succeeded' AS BIGINT), CAST(j.value->>'failed' AS BIGINT), \
-             CAST(j.value->>'dead' AS BIGINT) FROM {} WHERE TRUE \
+             CAST(j.value->>'died' AS BIGINT) FROM {} WHERE TRUE \
              ON CONFLICT (lambda, minute) DO UPDATE SET \
              succeeded = task_minutes.succeeded + excluded.succeeded, \
              failed = task_minutes.failed + excluded.failed, \
