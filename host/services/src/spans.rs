@@ -12,8 +12,12 @@
 //! `messaging.destination.name`, `messaging.message.id`), with Waft's own
 //! under `waft.`.
 //!
-//! The spans are at INFO: with no trace export configured, no layer wants
-//! them and each costs a disabled callsite's check.
+//! The spans are at DEBUG: the export's layer takes Waft's spans at that
+//! level whatever the log's filter, while a log at `info` (or with no trace
+//! export configured, any level above `debug`) leaves them disabled, each a
+//! disabled callsite's check. At INFO a log at `info` recorded every
+//! task's four spans, which slowed a loaded executor enough to miss its
+//! first heartbeats.
 
 use tracing::Span;
 use tracing::field::Empty;
@@ -22,7 +26,7 @@ use waft_store::AttemptOutcome;
 
 /// The Frontend's `schedule` of one task, before its id is known.
 pub(crate) fn schedule(lambda: &str, parent: Option<&TraceContext>) -> Span {
-    let span = tracing::info_span!(
+    let span = tracing::debug_span!(
         "schedule",
         otel.kind = "producer",
         messaging.system = "waft",
@@ -43,7 +47,7 @@ pub(crate) fn enqueue(
     priority: u8,
     parent: Option<&TraceContext>,
 ) -> Span {
-    let span = tracing::info_span!(
+    let span = tracing::debug_span!(
         "enqueue",
         otel.kind = "producer",
         messaging.system = "waft",
@@ -60,7 +64,7 @@ pub(crate) fn enqueue(
 
 /// The Controller's `claim` of a queued task at the HSC.
 pub(crate) fn claim(task_id: &str, lambda: &str, parent: Option<&TraceContext>) -> Span {
-    let span = tracing::info_span!(
+    let span = tracing::debug_span!(
         "claim",
         otel.kind = "consumer",
         messaging.system = "waft",
@@ -84,7 +88,7 @@ pub(crate) fn execute(
     attempt: u32,
     parent: Option<&TraceContext>,
 ) -> Span {
-    let span = tracing::info_span!(
+    let span = tracing::debug_span!(
         "execute",
         otel.kind = "consumer",
         messaging.system = "waft",

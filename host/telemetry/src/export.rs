@@ -88,7 +88,7 @@ impl Telemetry {
             .with_tracer(self.provider.tracer("waft"))
             .with_location(false)
             .with_threads(false)
-            .with_filter(Targets::new().with_target(TARGET_PREFIX, tracing::Level::INFO))
+            .with_filter(Targets::new().with_target(TARGET_PREFIX, tracing::Level::DEBUG))
     }
 
     /// Sends what is buffered and stops the export; waits on a blocking

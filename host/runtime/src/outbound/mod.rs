@@ -319,7 +319,7 @@ impl WasiHttpHooks for Outbound {
         let (journal, held) = (self.journal.clone(), self.held.clone());
         // Made here, in the guest's call, where the execution's span is
         // current; the exchange may be polled elsewhere.
-        let span = tracing::info_span!(
+        let span = tracing::debug_span!(
             "http",
             otel.name = request.http.method().as_str(),
             otel.kind = "client",
