@@ -136,15 +136,7 @@ fn main() -> ExitCode {
     let on = runtime.clone();
     trials.push(Trial::ignorable_test(
         "an_idle_controller_leaves_the_queues_alone",
-        move || match on.block_on(idle::an_idle_controller_leaves_the_queues_alone()) {
-            true => Ok(Completion::Completed),
-            false if waft_testing::in_ci() => {
-                Err("the distributed mode is required under CI=true".into())
-            }
-            false => Ok(Completion::ignored_with(
-                "the distributed mode cannot run here; see \"skipping:\" above",
-            )),
-        },
+        move || distributed_ran(on.block_on(idle::an_idle_controller_leaves_the_queues_alone())),
     ));
     let on = runtime.clone();
     trials.push(Trial::test("a_tasks_path_is_one_trace_in_dev", move || {
@@ -154,15 +146,7 @@ fn main() -> ExitCode {
     let on = runtime.clone();
     trials.push(Trial::ignorable_test(
         "a_tasks_path_is_one_trace_across_processes",
-        move || match on.block_on(traces::a_tasks_path_is_one_trace_across_processes()) {
-            true => Ok(Completion::Completed),
-            false if waft_testing::in_ci() => {
-                Err("the distributed mode is required under CI=true".into())
-            }
-            false => Ok(Completion::ignored_with(
-                "the distributed mode cannot run here; see \"skipping:\" above",
-            )),
-        },
+        move || distributed_ran(on.block_on(traces::a_tasks_path_is_one_trace_across_processes())),
     ));
     let on = runtime.clone();
     trials.push(Trial::test(
@@ -190,6 +174,20 @@ fn main() -> ExitCode {
         distributed.stop().await;
     });
     conclusion.exit_code()
+}
+
+/// The end of a test that needs the distributed mode and says whether it
+/// could run: ignored on a machine without it, failed under `CI=true`.
+fn distributed_ran(ran: bool) -> Result<Completion, libtest_mimic::Failed> {
+    match ran {
+        true => Ok(Completion::Completed),
+        false if waft_testing::in_ci() => {
+            Err("the distributed mode is required under CI=true".into())
+        }
+        false => Ok(Completion::ignored_with(
+            "the distributed mode cannot run here; see \"skipping:\" above",
+        )),
+    }
 }
 
 #[derive(Clone, Copy, Debug)]
