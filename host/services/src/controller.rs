@@ -147,6 +147,11 @@ struct Inner {
     config: ControllerConfig,
     /// Per lambda, per priority (the index).
     buffers: Mutex<HashMap<String, Vec<Buffer>>>,
+    /// Messages in the buffers, all queues together, changed under the
+    /// buffers' lock: a `NextWork` with nothing to take returns without
+    /// reading its slots, so an idle poll naming a thousand lambdas costs
+    /// its decoding alone.
+    held: AtomicUsize,
     /// Queues told to poll before their lambda was discovered: told when
     /// their poller starts.
     pending: Mutex<HashSet<QueueKey>>,
@@ -177,6 +182,7 @@ impl Controller {
                 frontend,
                 config,
                 buffers: Mutex::default(),
+                held: AtomicUsize::new(0),
                 pending: Mutex::default(),
                 weights: Mutex::default(),
                 arrived: Notify::new(),
@@ -241,9 +247,11 @@ impl Controller {
             let mut weights = lock(&self.inner.weights);
             let mut pending = lock(&self.inner.pending);
             let listed: HashSet<&str> = lambdas.iter().map(|l| l.name.as_str()).collect();
-            buffers.retain(|name, _| {
+            buffers.retain(|name, levels| {
                 let kept = listed.contains(name.as_str());
                 if !kept {
+                    let dropped: usize = levels.iter().map(|b| b.deliveries.len()).sum();
+                    self.inner.held.fetch_sub(dropped, Ordering::Relaxed);
                     tracing::debug!(lambda = %name, "no longer listed; its queues are not polled");
                     weights.remove(name);
                     for poller in pollers.of.remove(name).unwrap_or_default() {
@@ -410,6 +418,7 @@ impl Inner {
                         .get_mut(&key.lambda)
                         .and_then(|levels| levels.get_mut(usize::from(key.priority)))
                     {
+                        self.held.fetch_add(deliveries.len(), Ordering::Relaxed);
                         buffer.deliveries.extend(deliveries);
                     }
                     drop(buffers);
@@ -437,13 +446,14 @@ impl Inner {
     fn take(&self, slots: &[LambdaSlots], max: usize) -> Vec<(QueueKey, Delivery)> {
         let mut filling = Filling::new(Budget::items(max.min(MAX_NEXT_WORK_TASKS)));
         let mut taken = Vec::new();
-        if slots.is_empty() {
+        if slots.is_empty() || self.held.load(Ordering::Relaxed) == 0 {
             return taken;
         }
         let mut free: Vec<usize> = slots.iter().map(|slot| slot.free as usize).collect();
         let start = self.turn.fetch_add(1, Ordering::Relaxed) % slots.len();
-        let weights = lock(&self.weights).clone();
+        // In discovery's order: the buffers, then the weights.
         let mut buffers = lock(&self.buffers);
+        let weights = lock(&self.weights);
         loop {
             let before = taken.len();
             for offset in 0..slots.len() {
@@ -475,6 +485,7 @@ impl Inner {
                 let Some(delivery) = buffer.deliveries.pop_front() else {
                     continue;
                 };
+                self.held.fetch_sub(1, Ordering::Relaxed);
                 buffer.room.add_permits(1);
                 free[index] -= 1;
                 taken.push((QueueKey::new(&slot.lambda, priority as u8), delivery));
