@@ -12,7 +12,9 @@
 //!   claim → end of the same tasks (what a lambda's own calls cost: a
 //!   journaled outbound call, say, with `--payload` and `--allow-outbound`);
 //! - punctuality: due → claim percentiles of delayed tasks, each scheduled
-//!   some 0.2–2 s ahead of its due time (`--delayed`; none with 0).
+//!   some 0.2–2 s ahead of its due time (`--delayed`; none with 0);
+//! - with `--backlog N --prune-backlog`, all of it while the pruner deletes
+//!   a backlog of ended tasks (`bench_backlog.rs`).
 //!
 //! Without `--server` it starts `waft dev` in-process on a fresh data
 //! directory (durable SQLite; `WAFT_*` settings apply); with it, it measures whatever installation
@@ -29,6 +31,7 @@ use waft_services::{ClientApi, TaskRequest};
 use waft_store::GateState;
 use waft_store::{TaskCount, TaskList};
 
+use crate::commands::bench_backlog::Backlog;
 use crate::commands::invoke::read_wasm;
 use crate::commands::lambda::GrantArgs;
 use crate::exit::Failure;
@@ -63,6 +66,14 @@ pub struct PipelineBenchArgs {
     /// `--allow-outbound`).
     #[command(flatten)]
     pub grants: GrantArgs,
+    /// Ended tasks of a second lambda left in the store before the runs
+    /// (what pruning costs: see `--prune-backlog`).
+    #[arg(long, default_value_t = 0)]
+    pub backlog: usize,
+    /// The backlog is past its retention as the runs begin: they are
+    /// measured while the pruner deletes it.
+    #[arg(long, requires = "backlog")]
+    pub prune_backlog: bool,
 }
 
 pub(crate) fn failed(what: &str) -> impl Fn(waft_services::ServiceError) -> Failure + '_ {
@@ -141,7 +152,7 @@ pub fn run(args: PipelineBenchArgs) -> Result<std::process::ExitCode, Failure> {
             grants: args.grants.grants()?,
             ..LambdaConfig::default()
         };
-        let (frontend, lambda) = deploy(&address, wasm, config).await?;
+        let (frontend, lambda) = deploy(&address, wasm.clone(), config).await?;
         println!(
             "waft bench pipeline: {} tasks of {} against {}",
             args.tasks,
@@ -151,12 +162,32 @@ pub fn run(args: PipelineBenchArgs) -> Result<std::process::ExitCode, Failure> {
                 .unwrap_or("an in-process waft dev (SQLite, durable)")
         );
 
-        // Warm up: load the lambda in the executor.
         let payload = args.payload.as_bytes();
+        let backlog = match args.backlog {
+            0 => None,
+            count => Some(
+                Backlog::fill(
+                    &frontend,
+                    format!("{lambda}-backlog"),
+                    wasm,
+                    count,
+                    args.prune_backlog,
+                    payload,
+                )
+                .await?,
+            ),
+        };
+        // Warm up: load the lambda in the executor.
         schedule(&frontend, &lambda, "warmup", 10, 10, 1, None, payload).await?;
         wait_all(&frontend, &lambda, "warmup", 10, None).await?;
         let throughput = measure_throughput(&frontend, &lambda, &args).await?;
+        if let Some(backlog) = &backlog {
+            backlog.report(&frontend, "the throughput run").await?;
+        }
         measure_apart(&frontend, &lambda, &args).await?;
+        if let Some(backlog) = &backlog {
+            backlog.report(&frontend, "the runs apart").await?;
+        }
         measure_latency(&frontend, &lambda, &args, throughput).await?;
         if args.delayed > 0 {
             punctuality(&frontend, &lambda, args.delayed, payload).await?;
@@ -432,7 +463,7 @@ pub(crate) async fn list_all(
 /// benchmark must not load what it measures; when the last ended is read
 /// from the store after);
 /// fails as soon as one ends other than in success.
-async fn wait_all(
+pub(crate) async fn wait_all(
     frontend: &FrontendClient,
     lambda: &str,
     collection: &str,

@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod bench;
+mod bench_backlog;
 pub mod bench_pipeline;
 pub mod bench_running;
 pub mod bench_steady;
