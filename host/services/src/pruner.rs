@@ -6,9 +6,18 @@
 //! store's `pruner` duty, a lease that lapses if its holder dies, and only
 //! the holder deletes. A turn deletes the tasks past their retention in
 //! bounded batches (the store's [`TaskPrune`]), oldest ended first, and
-//! after each full batch pauses as long as the batch took, so pruning a
-//! large backlog takes at most about half of one store connection and the
-//! pipeline's own statements always find the store free in between.
+//! after each full batch pauses, so the pipeline's own statements always
+//! find the store free in between.
+//!
+//! Pruning yields to the pipeline. Deleting a task costs the store about
+//! half of what running it did, so a pruner that worked at full pace
+//! beside a busy pipeline would take a third of its throughput. While the
+//! pipeline keeps up (no due task has waited to start longer than
+//! [`BEHIND`]), the pause after a batch is as long as the batch took: the
+//! pruner works half the time, and deletes far faster than tasks end. While
+//! due tasks wait, it works one part of time in [`YIELDING`]: at a burst's
+//! peak, pruning costs the pipeline a few percent, and the backlog of ended
+//! tasks it leaves is deleted once the burst is over.
 //!
 //! How long each end is kept is the installation's (`[retention]`), or a
 //! lambda's own where its deploy set one; dead letters are never pruned
@@ -44,6 +53,12 @@ use crate::metrics::metrics;
 const DUTY: &str = "pruner";
 /// The shortest pause between two full batches.
 const MIN_PAUSE: Duration = Duration::from_millis(10);
+/// The pipeline is behind while a due task has waited to start longer
+/// than this (ms): the pruner then yields to it.
+pub const BEHIND: Millis = 100;
+/// While the pipeline is behind, the pruner works one part of time in
+/// this many.
+pub const YIELDING: u32 = 40;
 /// Deleted lambdas whose queues one turn deletes, at most.
 const RETIRED_PER_TURN: u32 = 100;
 
@@ -202,12 +217,27 @@ impl Pruner {
                 }
                 renewed = Instant::now();
             }
-            let pause = started.elapsed().max(MIN_PAUSE);
+            let took = started.elapsed().max(MIN_PAUSE);
+            let pause = if self.behind().await? {
+                took * (YIELDING - 1)
+            } else {
+                took
+            };
             tokio::select! {
                 () = stop.cancelled() => return Ok(deleted),
                 () = tokio::time::sleep(pause) => {}
             }
         }
+    }
+
+    /// Whether the pipeline is behind: a task due to start (not held by a
+    /// gate) has waited longer than [`BEHIND`]. Tasks a quota paces or a
+    /// lambda's concurrency keeps waiting count too: the store cannot tell
+    /// them from tasks the installation is too busy to start.
+    pub async fn behind(&self) -> Result<bool, StoreError> {
+        let now = self.clock.now();
+        let backlog = self.store.task_backlog(now).await?;
+        Ok(backlog.iter().any(|b| now - b.oldest_due > BEHIND))
     }
 
     /// Deletes the queues of deleted lambdas, every priority's; a lambda

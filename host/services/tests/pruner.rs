@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 use waft_core::LambdaConfig;
 use waft_core::retention::Keep;
 use waft_queue::{MemoryQueue, QueueKey, QueueMessage, TaskQueue};
+use waft_services::pruner::BEHIND;
 use waft_services::{Clock, Pruner, RetentionConfig};
 use waft_store::{
     LambdaDelete, LambdaDeploy, Millis, NewTask, SqliteStore, TaskInsertMany, TaskStore,
@@ -147,4 +148,41 @@ async fn a_deleted_lambdas_queues_are_deleted() {
     }
     assert_eq!(depths, [0, 0, 1], "mail's queues went, other's stayed");
     assert!(store.queue_retired(10).await.unwrap().is_empty());
+}
+
+/// The pruner yields to the pipeline while a due task has waited to start
+/// longer than `BEHIND`, and goes back to its pace once none does.
+#[tokio::test]
+async fn the_pipeline_is_behind_while_a_due_task_waits() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = sqlite(&dir).await;
+    deploy(&*store, "mail").await;
+    let clock = Arc::new(ManualClock(AtomicI64::new(T0)));
+    let pruner = Pruner::new(store.clone(), clock.clone(), RetentionConfig::default());
+    assert!(!pruner.behind().await.unwrap(), "nothing waits");
+
+    let waiting = store
+        .task_insert_many(TaskInsertMany {
+            tasks: vec![NewTask {
+                lambda: "mail".into(),
+                payload: b"{}".to_vec(),
+                ..NewTask::default()
+            }],
+            now: T0,
+        })
+        .await
+        .unwrap();
+    clock.0.store(T0 + BEHIND, Ordering::SeqCst);
+    assert!(
+        !pruner.behind().await.unwrap(),
+        "due for no longer than BEHIND"
+    );
+    clock.0.store(T0 + BEHIND + 1, Ordering::SeqCst);
+    assert!(pruner.behind().await.unwrap(), "due for longer");
+
+    store
+        .task_cancel(&waiting[0].id, T0 + BEHIND + 1)
+        .await
+        .unwrap();
+    assert!(!pruner.behind().await.unwrap(), "it ended");
 }
