@@ -147,7 +147,20 @@ async fn delete(conn: &mut Connection, ids: &[String]) -> Result<()> {
 }
 
 /// Deletes every task of `lambda` and everything kept of them; how many.
+/// The tasks' rows are locked first (on Postgres; SQLite has one writer),
+/// so no call that writes a task's rows (a journal write, a result, a
+/// signal: each locks the task's row first) can add one after its table
+/// was cleared: nothing is left behind without its task.
 pub(super) async fn delete_lambda_tasks(conn: &mut Connection, lambda: &str) -> Result<u64> {
+    if !DIALECT.row_lock.is_empty() {
+        sqlx::query(sql(format!(
+            "SELECT id FROM tasks WHERE lambda = $1 {}",
+            DIALECT.row_lock
+        )))
+        .bind(lambda)
+        .execute(&mut *conn)
+        .await?;
+    }
     for table in ["attempts", "journal", "signals", "awaits"] {
         sqlx::query(sql(format!(
             "DELETE FROM {table} WHERE task_id IN (SELECT id FROM tasks WHERE lambda = $1)"
