@@ -55,7 +55,7 @@ const DUTY: &str = "pruner";
 const MIN_PAUSE: Duration = Duration::from_millis(10);
 /// The pipeline is behind while a due task has waited to start longer
 /// than this (ms): the pruner then yields to it.
-pub const BEHIND: Millis = 100;
+pub const BEHIND: Millis = 50;
 /// While the pipeline is behind, the pruner works one part of time in
 /// this many.
 pub const YIELDING: u32 = 40;
@@ -79,7 +79,8 @@ pub struct RetentionConfig {
     /// Tasks cancelled (default 24h).
     #[serde(deserialize_with = "deserialize_keep")]
     pub cancelled: Keep,
-    /// Tasks deleted per batch (default 1000).
+    /// Tasks deleted per batch (default 250: a batch holds SQLite's
+    /// writer some 10 ms).
     pub batch: u32,
     /// How often the pruner looks for tasks past their retention
     /// (default 10 s).
@@ -100,7 +101,7 @@ impl Default for RetentionConfig {
             fatal: keep(End::Fatal),
             dropped: keep(End::Dropped),
             cancelled: keep(End::Cancelled),
-            batch: 1000,
+            batch: 250,
             interval: Duration::from_secs(10),
             history: Duration::from_secs(7 * 24 * 3600),
         }
@@ -132,6 +133,14 @@ impl RetentionConfig {
             );
         }
         Ok(())
+    }
+}
+
+/// Sleeps `duration`; false if `stop` came first.
+async fn pause(stop: &CancellationToken, duration: Duration) -> bool {
+    tokio::select! {
+        () = stop.cancelled() => false,
+        () = tokio::time::sleep(duration) => true,
     }
 }
 
@@ -217,15 +226,14 @@ impl Pruner {
                 }
                 renewed = Instant::now();
             }
+            // Half the time at most; and whether the pipeline is behind is
+            // asked after that pause, just before the next batch, so a
+            // burst that began meanwhile is yielded to at once.
             let took = started.elapsed().max(MIN_PAUSE);
-            let pause = if self.behind().await? {
-                took * (YIELDING - 1)
-            } else {
-                took
-            };
-            tokio::select! {
-                () = stop.cancelled() => return Ok(deleted),
-                () = tokio::time::sleep(pause) => {}
+            if !pause(stop, took).await
+                || (self.behind().await? && !pause(stop, took * (YIELDING - 2)).await)
+            {
+                return Ok(deleted);
             }
         }
     }
