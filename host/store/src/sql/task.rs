@@ -195,18 +195,18 @@ pub(super) async fn attempts(store: &Store, task_id: &str) -> Result<Vec<Attempt
     rows.iter().map(rows::attempt).collect()
 }
 
-/// Redrives dead tasks with a fresh attempt budget. A task keeps its
-/// journal, and so the version that wrote it (its budget too), unless the
-/// redrive pins a version or asks for a fresh start: then the journal is
-/// discarded and the task runs as if it had never run.
-/// The lambda of dead task `id`; an error if it is missing or not dead.
+/// The lambda of dead task `id`, whose row stays locked (on Postgres)
+/// until the transaction ends, so that a redrive and a purge of it happen
+/// one after the other; an error if it is missing or not dead.
 pub(super) async fn require_dead(conn: &mut Connection, id: &str) -> Result<String> {
-    let (status, lambda): (String, String) =
-        sqlx::query_as("SELECT status, lambda FROM tasks WHERE id = $1")
-            .bind(text_in(id))
-            .fetch_optional(&mut *conn)
-            .await?
-            .ok_or_else(|| StoreError::TaskNotFound(id.to_owned()))?;
+    let (status, lambda): (String, String) = sqlx::query_as(sql(format!(
+        "SELECT status, lambda FROM tasks WHERE id = $1 {}",
+        DIALECT.row_lock
+    )))
+    .bind(text_in(id))
+    .fetch_optional(&mut *conn)
+    .await?
+    .ok_or_else(|| StoreError::TaskNotFound(id.to_owned()))?;
     match rows::task_status(status)? {
         TaskStatus::Dead => Ok(lambda),
         status => Err(StoreError::NotDead {
@@ -216,6 +216,10 @@ pub(super) async fn require_dead(conn: &mut Connection, id: &str) -> Result<Stri
     }
 }
 
+/// Redrives dead tasks with a fresh attempt budget. A task keeps its
+/// journal, and so the version that wrote it (its budget too), unless the
+/// redrive pins a version or asks for a fresh start: then the journal is
+/// discarded and the task runs as if it had never run.
 pub(super) async fn redrive(tx: &mut Connection, params: DeadRedrive) -> Result<u64> {
     let discard = params.fresh || params.version.is_some();
     let version = params.version.map(i64::from);
