@@ -15,9 +15,12 @@
 //! than [`BEHIND`]), the pause after a batch is as long as the batch took:
 //! the pruner works half the time, and deletes far faster than tasks end.
 //! While due tasks wait, it works one part of time in [`YIELDING`], and the
-//! backlog of ended tasks it leaves is deleted once the burst is over. It
-//! does not see writes that make no task wait (a flood of tasks held behind
-//! a gate): BENCHMARKS.md, *Retention*, has what it costs still.
+//! backlog of ended tasks it leaves is deleted once the burst is over.
+//! Beside SQLite, whose one writer every write goes through, it also waits
+//! after each batch for that writer to have idled half as long as the
+//! batch took, so it yields to writes that make no task wait (a flood of
+//! tasks held behind a gate) too. BENCHMARKS.md, *Retention*, has what
+//! it costs the pipeline.
 //!
 //! How long each end is kept is the installation's (`[retention]`), or a
 //! lambda's own where its deploy set one; dead letters are never pruned
@@ -136,6 +139,14 @@ impl RetentionConfig {
     }
 }
 
+/// Whether, `elapsed` after a batch that took `took` ended, the store's
+/// one writer has left the pruner its share: it has been idle (not
+/// `busy`) half as long as the batch took, or the pruner has waited as
+/// long as it ever yields.
+fn writer_rested(took: Duration, elapsed: Duration, busy: Duration) -> bool {
+    elapsed.saturating_sub(busy) >= took / 2 || elapsed >= took * (YIELDING - 1)
+}
+
 /// Sleeps `duration`; false if `stop` came first.
 async fn pause(stop: &CancellationToken, duration: Duration) -> bool {
     tokio::select! {
@@ -226,14 +237,43 @@ impl Pruner {
                 }
                 renewed = Instant::now();
             }
-            // Half the time at most; and whether the pipeline is behind is
-            // asked after that pause, just before the next batch, so a
-            // burst that began meanwhile is yielded to at once.
-            let took = started.elapsed().max(MIN_PAUSE);
-            if !pause(stop, took).await
-                || (self.behind().await? && !pause(stop, took * (YIELDING - 2)).await)
-            {
+            if !self.rest(stop, started.elapsed().max(MIN_PAUSE)).await? {
                 return Ok(deleted);
+            }
+        }
+    }
+
+    /// The pause after a batch that took `took`; false if `stop` came
+    /// first. At least as long as the batch, so the pruner works half the
+    /// time at most. Whether the pipeline is behind is asked after that,
+    /// just before the next batch, so a burst that began meanwhile is
+    /// yielded to at once: then the pause lasts until the pruner has worked
+    /// one part of time in [`YIELDING`]. Beside a store with one writer
+    /// (SQLite), the pause also lasts until that writer has been idle half
+    /// as long as the batch took: pruning takes at most two thirds of the
+    /// time the writer would have idled, and yields to writes that make no
+    /// task wait (a flood of tasks held behind a gate) as to waiting tasks.
+    async fn rest(&self, stop: &CancellationToken, took: Duration) -> Result<bool, StoreError> {
+        let since = Instant::now();
+        let busy_before = self.store.writer_busy();
+        if !pause(stop, took).await {
+            return Ok(false);
+        }
+        let longest = took * (YIELDING - 1);
+        if self.behind().await? {
+            return Ok(pause(stop, longest.saturating_sub(since.elapsed())).await);
+        }
+        let Some(busy_before) = busy_before else {
+            return Ok(true);
+        };
+        let step = (took / 4).max(Duration::from_millis(1));
+        loop {
+            let busy = self.store.writer_busy().unwrap_or_default();
+            if writer_rested(took, since.elapsed(), busy.saturating_sub(busy_before)) {
+                return Ok(true);
+            }
+            if !pause(stop, step).await {
+                return Ok(false);
             }
         }
     }
@@ -323,5 +363,30 @@ impl Pruner {
                 lease_ms: u64::try_from(self.config.interval.as_millis() * 3).unwrap_or(u64::MAX),
             })
             .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    /// Beside an idle writer, the pruner's pause ends once the writer has
+    /// idled half the batch; beside one kept busy, only at the yielding
+    /// pace; beside one busy most of the time, once its idle moments add
+    /// up.
+    #[test]
+    fn the_writer_rests_once_it_has_idled_half_the_batch() {
+        let took = 10 * MS;
+        assert!(!writer_rested(took, 4 * MS, Duration::ZERO));
+        assert!(writer_rested(took, 5 * MS, Duration::ZERO));
+
+        let longest = took * (YIELDING - 1);
+        assert!(!writer_rested(took, longest - MS, longest - MS));
+        assert!(writer_rested(took, longest, longest));
+
+        assert!(!writer_rested(took, 40 * MS, 36 * MS));
+        assert!(writer_rested(took, 40 * MS, 35 * MS));
     }
 }

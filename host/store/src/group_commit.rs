@@ -21,6 +21,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use sqlx::SqliteConnection;
 use sqlx::SqlitePool;
@@ -47,6 +48,9 @@ pub(crate) struct GroupCommit {
     jobs: mpsc::Sender<Box<dyn Job>>,
     /// Transactions committed so far.
     commits: Arc<AtomicU64>,
+    /// How long the writer has been busy so far, in nanoseconds: from
+    /// taking a group's first job to answering the group.
+    busy: Arc<AtomicU64>,
 }
 
 impl GroupCommit {
@@ -54,13 +58,25 @@ impl GroupCommit {
     pub(crate) fn start(pool: SqlitePool) -> Self {
         let (jobs, queue) = mpsc::channel(QUEUE);
         let commits = Arc::new(AtomicU64::new(0));
-        tokio::spawn(writer(pool, queue, commits.clone()));
-        Self { jobs, commits }
+        let busy = Arc::new(AtomicU64::new(0));
+        tokio::spawn(writer(pool, queue, commits.clone(), busy.clone()));
+        Self {
+            jobs,
+            commits,
+            busy,
+        }
     }
 
     /// How many transactions the writer has committed.
     pub(crate) fn commits(&self) -> u64 {
         self.commits.load(Ordering::Relaxed)
+    }
+
+    /// How long the writer has been busy since it started: the groups it
+    /// has run, each counted once it has answered. Its growth over a span
+    /// of time is how much of that span the writer had work.
+    pub(crate) fn busy(&self) -> Duration {
+        Duration::from_nanos(self.busy.load(Ordering::Relaxed))
     }
 
     /// Runs `work` in the next group's transaction; answers once that
@@ -89,8 +105,10 @@ async fn writer(
     pool: SqlitePool,
     mut queue: mpsc::Receiver<Box<dyn Job>>,
     commits: Arc<AtomicU64>,
+    busy: Arc<AtomicU64>,
 ) {
     while let Some(first) = queue.recv().await {
+        let started = Instant::now();
         let mut group = vec![first];
         while group.len() < MAX_GROUP {
             match queue.try_recv() {
@@ -108,6 +126,8 @@ async fn writer(
                 tracing::error!(%error, "a write to the task store panicked; its group was rolled back");
             }
         }
+        let took = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        busy.fetch_add(took, Ordering::Relaxed);
     }
 }
 
@@ -439,6 +459,34 @@ mod tests {
             ran, QUEUE,
             "{ran} calls were queued behind the stalled writer"
         );
+    }
+
+    /// The writer's busy time grows by at least as long as a call held
+    /// it, and not at all while no call comes.
+    #[tokio::test(flavor = "current_thread")]
+    async fn busy_time_is_the_time_calls_hold_the_writer() {
+        let (_dir, _pool, writer) = open().await;
+        assert_eq!(writer.busy(), Duration::ZERO);
+        let hold = Duration::from_millis(30);
+        writer
+            .write(move |_conn| {
+                Box::pin(async move {
+                    tokio::time::sleep(hold).await;
+                    Ok(())
+                })
+            })
+            .await
+            .unwrap();
+        // A group's time is counted once it has answered: wait for the
+        // writer to be done with it.
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        let busy = writer.busy();
+        assert!(
+            busy >= hold,
+            "busy {busy:?} after a call held the writer {hold:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(writer.busy(), busy, "the writer was idle");
     }
 
     /// A call that takes the transaction down with it (here by rolling it

@@ -147,6 +147,12 @@ pub trait TaskStore: Send + Sync {
     /// Per `<lambda, priority>`, the oldest task that is due and waiting to
     /// start (new, retrying or in its queue; not held by a gate).
     async fn task_backlog(&self, now: Millis) -> Result<Vec<Backlog>>;
+    /// How long the store's one writer has been busy since the store was
+    /// opened, for a backend whose writes all go through one (SQLite's
+    /// group commit); `None` for one whose writes run side by side
+    /// (Postgres). What the pruner reads to leave that writer to the
+    /// pipeline.
+    fn writer_busy(&self) -> Option<std::time::Duration>;
     /// The ended executions of a task, oldest first.
     async fn attempt_list(&self, task_id: &str) -> Result<Vec<Attempt>>;
 

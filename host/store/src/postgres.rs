@@ -188,6 +188,11 @@ impl PostgresStore {
             crate::StoreError::Commit(format!("the transaction's task failed: {error}"))
         })?
     }
+
+    /// Postgres has no one writer: its transactions run side by side.
+    fn busy(&self) -> Option<std::time::Duration> {
+        None
+    }
 }
 
 // The shared SQL (`sql/`), compiled for this backend's types. The same

@@ -69,6 +69,11 @@ impl SqliteStore {
         self.writer.commits()
     }
 
+    /// How long the writer has been busy since the store was opened.
+    fn busy(&self) -> Option<Duration> {
+        Some(self.writer.busy())
+    }
+
     /// Runs a writing call's work in a transaction, with other calls'.
     async fn write<T, F>(&self, work: F) -> Result<T>
     where

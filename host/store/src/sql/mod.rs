@@ -2,8 +2,9 @@
 //!
 //! This module is mounted twice, once inside each backend's module
 //! (`sqlite.rs`, `postgres.rs`), which names what the SQL needs of it:
-//! `Store` (with its `pool` and a `write(work)` that runs work in a writing
-//! transaction), the `Connection` and `Row` types, and its [`Dialect`]
+//! `Store` (with its `pool`, a `write(work)` that runs work in a writing
+//! transaction and `busy()`, how long its one writer has worked, if it has
+//! one), the `Connection` and `Row` types, and its [`Dialect`]
 //! (`DIALECT`). So every statement is plain Rust, compiled against each
 //! driver's concrete types, instead of a generic maze of sqlx bounds or one
 //! macro body that rustfmt and rust-analyzer cannot read.
@@ -202,6 +203,9 @@ impl TaskStore for Store {
 
     async fn task_backlog(&self, now: Millis) -> Result<Vec<Backlog>> {
         task::backlog(self, now).await
+    }
+    fn writer_busy(&self) -> Option<std::time::Duration> {
+        self.busy()
     }
     async fn attempt_list(&self, task_id: &str) -> Result<Vec<Attempt>> {
         task::attempts(self, task_id).await
