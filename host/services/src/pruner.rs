@@ -20,11 +20,12 @@
 //! after each batch for that writer to have idled a quarter as long as the
 //! batch took, so it yields to writes that make no task wait (a flood of
 //! tasks held behind a gate) too. The idle it waits for is short because
-//! idle moments are rare well below the peak: the writer's group commit
-//! keeps it busy while each group waits for its fsync and the next one
-//! gathers (some nine tenths of the time at half of the peak). A quarter
-//! of the batch lets the pruner delete some 60 % faster than tasks end
-//! there. BENCHMARKS.md, *Retention*, has what it costs the pipeline.
+//! idle moments are rare just after a batch, even well below the peak: the
+//! writer first catches up with what queued behind the batch, and its group
+//! commit keeps it busy while each group waits for its fsync and the next
+//! one gathers (at half of the peak it idled about a tenth of the time in
+//! the pauses). A quarter of the batch lets the pruner delete some 60 %
+//! faster than tasks end there. BENCHMARKS.md, *Retention*, has what it costs the pipeline.
 //!
 //! How long each end is kept is the installation's (`[retention]`), or a
 //! lambda's own where its deploy set one; dead letters are never pruned
