@@ -80,7 +80,10 @@ fn open_fds() -> usize {
 /// Connections to `sink` established now, counted by their client side in
 /// the kernel's table. A client closes its socket before it gives back its
 /// permit, so no count here can see a connection that the cap let through
-/// twice.
+/// twice. The table is read in pages, not as one snapshot: while sockets
+/// open and close between two reads, the kernel may list one socket twice
+/// (a busy machine showed 204 for a cap of 200), so each is counted once,
+/// by its local address.
 fn connected_to(sink: std::net::SocketAddr) -> usize {
     const ESTABLISHED: &str = "01";
     let remote = format!(":{:04X}", sink.port());
@@ -88,11 +91,13 @@ fn connected_to(sink: std::net::SocketAddr) -> usize {
         .unwrap_or_default()
         .lines()
         .skip(1)
-        .filter(|line| {
+        .filter_map(|line| {
             let fields: Vec<&str> = line.split_whitespace().collect();
-            fields.len() > 3 && fields[2].ends_with(&remote) && fields[3] == ESTABLISHED
+            (fields.len() > 3 && fields[2].ends_with(&remote) && fields[3] == ESTABLISHED)
+                .then(|| fields[1].to_owned())
         })
-        .count()
+        .collect::<std::collections::HashSet<_>>()
+        .len()
 }
 
 fn granted(origin: &str, limits: OutboundLimits) -> Sandbox {
