@@ -25,7 +25,8 @@
 //! commit keeps it busy while each group waits for its fsync and the next
 //! one gathers (at half of the peak it idled about a tenth of the time in
 //! the pauses). A quarter of the batch lets the pruner delete some 60 %
-//! faster than tasks end there. BENCHMARKS.md, *Retention*, has what it costs the pipeline.
+//! faster than tasks end there. BENCHMARKS.md, *Retention*, has what it
+//! costs the pipeline.
 //!
 //! How long each end is kept is the installation's (`[retention]`), or a
 //! lambda's own where its deploy set one; dead letters are never pruned
@@ -145,7 +146,7 @@ impl RetentionConfig {
 }
 
 /// What the pause after a batch that took `took` waits for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy)]
 struct Rest {
     /// At least this long: as long as the batch (and [`MIN_PAUSE`]).
     least: Duration,
@@ -297,7 +298,7 @@ impl Pruner {
         let Some(busy_before) = busy_before else {
             return Ok(true);
         };
-        let step = (took / 4).max(Duration::from_millis(1));
+        let step = rest.idle.max(Duration::from_millis(1));
         loop {
             let busy = self.store.writer_busy().unwrap_or_default();
             if rest.writer_rested(since.elapsed(), busy.saturating_sub(busy_before)) {
