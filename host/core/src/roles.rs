@@ -77,6 +77,9 @@ pub struct TaskRequest {
     pub then: Option<Continuation>,
     /// The trace the task joins: its client's, or its parent execution's.
     pub trace: Option<TraceContext>,
+    /// The id a running execution chose for its child (only with
+    /// `parent_lease`); a new id when absent.
+    pub id: Option<String>,
 }
 
 /// A periodic schedule a client asks for: a task of `lambda` at every

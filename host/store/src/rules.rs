@@ -74,6 +74,9 @@ pub(crate) fn admit(
             check_client_key(key, task.parent_id.as_deref(), task.parent_lease)?;
         }
     }
+    if let Some(id) = &task.id {
+        check_chosen_id(id, task.parent_id.as_deref(), task.parent_lease)?;
+    }
     Ok(Admitted {
         collection,
         priority,
@@ -122,6 +125,27 @@ pub(crate) fn check_client_key(
              itself; choose another key"
         ))),
         _ => Ok(()),
+    }
+}
+
+/// An id chosen by the task's parent execution: only a running parent (its
+/// lease, which the insert checks) may choose its child's id, and only a
+/// ULID spelt as Waft spells ids, so ids keep one form and their order.
+pub(crate) fn check_chosen_id(
+    id: &str,
+    parent: Option<&str>,
+    parent_lease: Option<i64>,
+) -> Result<()> {
+    if parent.is_none() || parent_lease.is_none() {
+        return Err(StoreError::Invalid(
+            "only a running parent's child may come with its id".into(),
+        ));
+    }
+    match ulid::Ulid::from_string(id) {
+        Ok(ulid) if ulid.to_string() == id => Ok(()),
+        _ => Err(StoreError::Invalid(format!(
+            "a task id is a ULID (26 characters of Crockford's base 32, upper case), not {id:?}"
+        ))),
     }
 }
 

@@ -149,6 +149,7 @@ conformance!(
     ],
     children: [
         children_of_a_superseded_execution_are_not_created,
+        a_child_keeps_the_id_its_parent_chose,
         a_continuation_runs_once_on_success_with_the_output,
         a_trace_context_travels_with_the_task_and_its_continuation,
     ],

@@ -423,6 +423,7 @@ fn schedule_request(schedule: ScheduleArgs) -> Result<TaskRequest, Failure> {
         parent_id: None,
         version: schedule.pin_version,
         parent_lease: None,
+        id: None,
         then: schedule.then.map(|lambda| Continuation {
             lambda,
             collection: schedule.then_collection,

@@ -125,6 +125,7 @@ pub fn new_task_from_proto(task: proto::NewTask) -> ServiceResult<TaskRequest> {
         parent_lease: task.parent_lease,
         then: task.then.map(continuation_from_proto).transpose()?,
         trace: trace_from_proto(task.traceparent, task.tracestate)?,
+        id: task.id,
     })
 }
 
@@ -160,6 +161,7 @@ pub fn new_task_to_proto(task: TaskRequest) -> proto::NewTask {
         payload_is_json: false,
         tracestate: task.trace.as_ref().and_then(|t| t.tracestate.clone()),
         traceparent: task.trace.map(|t| t.traceparent),
+        id: task.id,
     }
 }
 

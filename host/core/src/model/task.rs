@@ -85,6 +85,11 @@ pub struct NewTask {
     pub continuation: Option<Continuation>,
     /// The trace the task's spans join (the Frontend's `schedule` span).
     pub trace: Option<TraceContext>,
+    /// The id its parent's execution chose for it (only with
+    /// `parent_lease`): the lambda learns a child's id before the child is
+    /// written, so that its executor can write children in batches. A new
+    /// id when absent.
+    pub id: Option<String>,
 }
 
 /// Inserts tasks, all or none.

@@ -558,6 +558,7 @@ fn new_tasks(
                 parent_lease: task.parent_lease,
                 continuation: task.then,
                 trace: task.trace,
+                id: task.id,
             })
         })
         .collect::<ServiceResult<Vec<_>>>()?;

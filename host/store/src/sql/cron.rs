@@ -114,6 +114,7 @@ pub(super) async fn materialize(
         continuation: None,
         // A cron's task starts a trace of its own, at its enqueue.
         trace: None,
+        id: None,
     };
     // Refused input is found before anything is written: the
     // schedule still moves on, past the occurrence it skips.

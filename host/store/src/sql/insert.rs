@@ -71,7 +71,7 @@ pub(super) async fn insert(
         }
         check_parent(conn, &mut batch, &task).await?;
         let continuation = check_continuation(conn, &task).await?;
-        let id = task_id(now);
+        let id = task.id.clone().unwrap_or_else(|| task_id(now));
         if let Some(key) = &task.idempotency_key {
             batch
                 .keys

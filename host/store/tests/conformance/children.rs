@@ -44,6 +44,59 @@ pub async fn children_of_a_superseded_execution_are_not_created(store: &dyn Task
     assert_eq!(store.task_list(children).await.unwrap().len(), 2);
 }
 
+/// A child whose parent's execution chose its id is stored under that id,
+/// and a repeat with the child's idempotency key answers the first child
+/// whatever id it names; an id is refused without a lease or in any other
+/// spelling than a ULID's, and nothing is written.
+pub async fn a_child_keeps_the_id_its_parent_chose(store: &dyn TaskStore) {
+    deploy(store, "mail").await;
+    let parent = insert(store, new_task("mail"), T0).await;
+    let lease = start(store, &parent, T0).await;
+    let child = |id: &str, lease: Option<i64>| NewTask {
+        parent_id: Some(parent.clone()),
+        parent_lease: lease,
+        idempotency_key: Some(format!("child:{parent}:0")),
+        id: Some(id.into()),
+        ..new_task("mail")
+    };
+    let chosen = "01KB0000000000000000000000";
+    assert_eq!(insert(store, child(chosen, Some(lease)), T0).await, chosen);
+    let stored = store.task_get(chosen).await.unwrap().expect("the child");
+    assert_eq!(stored.parent_id, Some(parent.clone()));
+    let again = store
+        .task_insert_many(TaskInsertMany {
+            tasks: vec![child("01KB0000000000000000000001", Some(lease))],
+            now: T0,
+        })
+        .await
+        .unwrap();
+    assert_eq!((again[0].id.as_str(), again[0].created), (chosen, false));
+    for (id, lease) in [
+        ("01KB0000000000000000000002", None),
+        ("01kb0000000000000000000002", Some(lease)),
+        ("not-an-id", Some(lease)),
+    ] {
+        let refused = store
+            .task_insert_many(TaskInsertMany {
+                tasks: vec![NewTask {
+                    idempotency_key: None,
+                    ..child(id, lease)
+                }],
+                now: T0,
+            })
+            .await;
+        assert!(
+            matches!(refused, Err(StoreError::Invalid(_))),
+            "{id}: {refused:?}"
+        );
+    }
+    let children = TaskList {
+        parent_id: Some(parent.clone()),
+        ..TaskList::default()
+    };
+    assert_eq!(store.task_list(children).await.unwrap().len(), 1);
+}
+
 /// A continuation declared at schedule time runs on the task's success with
 /// its output, once; one that cannot be created leaves the success standing
 /// with the reason in `last_error`.

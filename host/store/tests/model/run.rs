@@ -126,7 +126,7 @@ impl Run<'_> {
             (Op::Insert { .. }, Input::Insert(task)) => {
                 store
                     .task_insert_many(TaskInsertMany {
-                        tasks: vec![task.clone()],
+                        tasks: vec![(**task).clone()],
                         now,
                     })
                     .await
@@ -377,14 +377,14 @@ impl Run<'_> {
                 if self.ids.len() >= MAX_TASKS {
                     return Input::Nothing;
                 }
-                Input::Insert(NewTask {
+                Input::Insert(Box::new(NewTask {
                     lambda: LAMBDAS[*lambda].into(),
                     collection: Some(COLLECTIONS[*collection].into()),
                     payload: b"\0".to_vec(),
                     run_at: Some(self.now + delay),
                     parent_id: parent.and_then(|parent| self.task(parent)),
                     ..NewTask::default()
-                })
+                }))
             }
             Op::Claim(task, which) => {
                 match self.task_in(*task, machine::StatusSet::of(&[TaskStatus::Enqueued])) {
@@ -562,7 +562,7 @@ impl Run<'_> {
 /// The inputs an operation was run with.
 #[derive(Debug, Clone)]
 pub enum Input {
-    Insert(NewTask),
+    Insert(Box<NewTask>),
     /// A task's id and the token or lease given.
     Task(String, i64),
     /// A journal write: the task, the lease and version it is written
