@@ -72,8 +72,18 @@ pub trait TaskHost: Send + Sync {
     /// The lambda says it is alive; `Err` when the lease is gone.
     async fn heartbeat(&self, progress: Option<String>) -> Result<(), LeaseLost>;
 
-    /// The lambda asks for a child task; returns its id.
+    /// The lambda asks for a child task; returns its id. The host may
+    /// answer before the child is written, if it writes it before
+    /// anything of the execution reaches outside (see [`TaskHost::settle`]).
     async fn schedule(&self, child: ChildRequest) -> Result<String, ScheduleRejection>;
+
+    /// Writes what the lambda was answered before it was written (children)
+    /// before something of the execution reaches outside: an outbound
+    /// request; journal writes, children reads and results do it
+    /// themselves. `Err` when that failed, and the execution then stops.
+    async fn settle(&self) -> Result<(), LeaseLost> {
+        Ok(())
+    }
 
     /// Writes entries to the task's journal before the answer of a call
     /// that reached outside the sandbox is handed to the lambda (a

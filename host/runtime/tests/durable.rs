@@ -5,15 +5,16 @@
 
 mod support;
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use support::output;
-use waft_core::model::{JournalEntry, JournalWrite};
+use waft_core::model::{ChildrenState, JournalEntry, JournalWrite};
 use waft_core::{Grants, Limits, OnDivergence};
 use waft_runtime::{
-    Execution, Outcome, PreparedLambda, Runtime, RuntimeConfig, Sandbox, TaskInput,
+    ChildRequest, Execution, KillSwitch, LeaseLost, Outcome, PreparedLambda, Runtime,
+    RuntimeConfig, Sandbox, ScheduleRejection, TaskHost, TaskInput, Unread,
 };
 use waft_sample_artifacts as samples;
 use waft_testing::http::{HttpServer, Reply};
@@ -107,6 +108,78 @@ async fn a_lambda_that_makes_no_journaled_call_writes_nothing() {
     output(&execution);
     assert!(journal.is_empty(), "{:?}", calls(&journal));
     assert_eq!(execution.journal, JournalWrite::default());
+}
+
+/// A platform that answers children at once, as the executor's does, and
+/// notes in one sequence what it was asked and what the server heard.
+struct Ordered {
+    events: Arc<Mutex<Vec<&'static str>>>,
+}
+
+#[async_trait::async_trait]
+impl TaskHost for Ordered {
+    async fn heartbeat(&self, _: Option<String>) -> Result<(), LeaseLost> {
+        Ok(())
+    }
+
+    async fn schedule(&self, child: ChildRequest) -> Result<String, ScheduleRejection> {
+        self.events.lock().unwrap().push("schedule");
+        Ok(format!("child-{}", child.rank))
+    }
+
+    async fn settle(&self) -> Result<(), LeaseLost> {
+        self.events.lock().unwrap().push("settle");
+        Ok(())
+    }
+
+    async fn journal(&self, _: JournalWrite) -> Result<(), LeaseLost> {
+        self.events.lock().unwrap().push("journal");
+        Ok(())
+    }
+
+    async fn signal(&self, _: &str, _: u32) -> Result<Option<Vec<u8>>, Unread> {
+        Ok(None)
+    }
+
+    async fn children(&self, _: &[String]) -> Result<ChildrenState, Unread> {
+        Err(Unread::Unavailable("no children here".into()))
+    }
+}
+
+/// A host may answer a child before writing it: it is asked to write what
+/// it holds before a request of the execution leaves, so nobody outside
+/// hears of an execution whose children do not exist yet.
+#[tokio::test]
+async fn the_host_settles_before_a_request_leaves() {
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let heard = events.clone();
+    let server = HttpServer::start(move |_| {
+        heard.lock().unwrap().push("request");
+        Reply::status(200, "ok")
+    })
+    .await;
+    let runtime = runtime();
+    let lambda = support::prepare(&runtime, samples::DURABLE).await;
+    let plan = json!({"url": server.url(), "posts": 1, "children": 2, "children_first": true});
+    let host = Arc::new(Ordered {
+        events: events.clone(),
+    });
+    let execution = lambda
+        .run(
+            support::task("01DURABLE", "durable", &plan),
+            &sandbox(Some(&server.url())),
+            host,
+            &KillSwitch::new(),
+        )
+        .await;
+    output(&execution);
+    let events = events.lock().unwrap().clone();
+    let request = events.iter().position(|e| *e == "request").unwrap();
+    assert_eq!(
+        events[..request],
+        ["schedule", "schedule", "settle"],
+        "{events:?}"
+    );
 }
 
 #[tokio::test]

@@ -13,8 +13,9 @@
 //! task) (crashing before post number `crash_after` on the
 //! first attempt), gives up (`retriable`) at the end of the first attempt
 //! with `give_up`, schedules `children` children of itself (with
-//! `{"posts": 0}`; with `"gather": true` it waits for them to end, and
-//! their statuses are the output's `gathered`), works with floats (NaNs included), heartbeats, and
+//! `{"posts": 0}`; after the posts, or before them with
+//! `"children_first": true`; with `"gather": true` it waits for them to
+//! end, and their statuses are the output's `gathered`), works with floats (NaNs included), heartbeats, and
 //! answers everything it saw.
 //! Replayed from its journal, a later attempt answers the same but for
 //! `attempt`.
@@ -24,7 +25,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::Deserialize;
 use serde_json::json;
-use waft_sdk::{Child, Error, Outcome, Task, config, heartbeat_with, http, lambda, schedule};
+use waft_sdk::{
+    Child, Error, Outcome, Task, TaskId, config, heartbeat_with, http, lambda, schedule,
+};
 
 #[derive(Deserialize, Default)]
 #[serde(default)]
@@ -35,6 +38,8 @@ struct Plan {
     /// Give up (retriable) at the end of the first attempt.
     give_up: bool,
     children: u32,
+    /// Schedule the children before the posts.
+    children_first: bool,
     /// Wait for the children to end.
     gather: bool,
     sleep_ms: u64,
@@ -76,6 +81,10 @@ fn durable(task: Task) -> Result<Outcome, Error> {
             waft_sdk::wait_signal(name, timeout).map(|p| String::from_utf8_lossy(&p).into_owned())
         })
         .collect();
+    let mut ids = Vec::new();
+    if plan.children_first {
+        ids = schedule_children(plan.children)?;
+    }
     let mut answers = Vec::new();
     for n in 0..plan.posts {
         if plan.crash_after == Some(n) && task.attempt() == 1 {
@@ -92,11 +101,8 @@ fn durable(task: Task) -> Result<Outcome, Error> {
             .map_err(|e| Error::retriable(e.to_string()))?;
         answers.push(response.text());
     }
-    let mut ids = Vec::new();
-    for n in 0..plan.children {
-        let child = Child::new("durable").json(&json!({"posts": 0, "n": n}))?;
-        let id = schedule(child).map_err(|e| Error::retriable(e.to_string()))?;
-        ids.push(id);
+    if !plan.children_first {
+        ids = schedule_children(plan.children)?;
     }
     let gathered: Vec<String> = if plan.gather {
         waft_sdk::children::wait_all(&ids)
@@ -125,6 +131,16 @@ fn durable(task: Task) -> Result<Outcome, Error> {
         "gathered": gathered,
         "floats": floats(coin),
     }))
+}
+
+/// Schedules `count` children of this lambda that post nothing.
+fn schedule_children(count: u32) -> Result<Vec<TaskId>, Error> {
+    (0..count)
+        .map(|n| {
+            let child = Child::new("durable").json(&json!({"posts": 0, "n": n}))?;
+            schedule(child).map_err(|e| Error::retriable(e.to_string()))
+        })
+        .collect()
 }
 
 /// Float work whose bits depend on the coin, NaNs included: the engine

@@ -2,10 +2,13 @@
 //! platform's [`TaskHost`](crate::TaskHost), which checks what the lambda
 //! may schedule; a refusal is written to the task's log.
 //!
-//! Journaled (see `durable`): a child's id is written to the store before
-//! the lambda learns it, so a replay never schedules it again; each child
-//! has its rank among the task's children, replayed ones included, which
-//! its idempotency key carries.
+//! Journaled (see `durable`): each child has its rank among the task's
+//! children, replayed ones included, which its idempotency key carries, so
+//! an attempt that schedules again a child an earlier one scheduled (its
+//! entry lost with that attempt) gets the same child back. So a child's
+//! entry need not be written before the lambda learns its id: it goes with
+//! the journal's next write, and the host may write the child itself later
+//! too (see [`TaskHost::settle`](crate::TaskHost::settle)).
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -85,11 +88,6 @@ impl children::Host for HostState {
         };
         self.journal
             .record(ticket, &digest, encode(&answer), summary, outside(&answer))?;
-        if let Err(lost) = self.journal.commit().await {
-            return Ok(Err(children::ScheduleError::LeaseLost(types::LeaseLost {
-                reason: lost.reason,
-            })));
-        }
         Ok(answer.map_err(Refused::into_wit))
     }
 

@@ -18,10 +18,11 @@
 //!   before it is matched ([`Journal::settled`]), so nothing live goes out
 //!   after a mismatch.
 //! - Before the answer of a call that reached outside the sandbox (an HTTP
-//!   response, a child's id) is handed to the lambda, the journal up to it
-//!   is written to the store under the execution's lease
-//!   ([`Journal::commit`]): a durability point. Other entries wait for the
-//!   next one, or for the execution's result.
+//!   response) is handed to the lambda, the journal up to it is written to
+//!   the store under the execution's lease ([`Journal::commit`]): a
+//!   durability point. Other entries wait for the next one, or for the
+//!   execution's result; so does a child's, whose rank gives a repeated
+//!   schedule the same child back (see `capabilities/children.rs`).
 //! - An outside call that never answered (in flight when a write happened,
 //!   or given up) is written as a *hole* (an entry with no digest): a
 //!   replay makes it live again, at its place.

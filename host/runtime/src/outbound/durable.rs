@@ -201,6 +201,11 @@ pub(super) async fn exchange(
         .settled(ticket.seq())
         .await
         .map_err(|h| halted(&h))?;
+    // The children the lambda scheduled before this request exist before
+    // anyone can hear of it.
+    if let Err(lost) = journal.host().settle().await {
+        return Err(Error::InternalError(Some(lost.reason)));
+    }
     // Redacted as sent, then decoded (and redacted again when recorded), so
     // that the redaction of secrets (an exact match) finds one the URL
     // carries raw or percent-encoded.

@@ -1,10 +1,10 @@
 //! What an execution's lambda reaches outside its instance: its progress
 //! note (carried by the watchdog's next heartbeat), the children it
-//! schedules through the Frontend, up to the executor's `max_children` (a
-//! lambda scheduling in a loop would otherwise fill the shared store at the
-//! speed of its loop), its task's journal, written through the HSC at
-//! each durability point (`durable.rs`), and the signals it waits for, read
-//! through the HSC.
+//! schedules through the Frontend, in batches (`children.rs`), up to the
+//! executor's `max_children` (a lambda scheduling in a loop would otherwise
+//! fill the shared store at the speed of its loop), its task's journal,
+//! written through the HSC at each durability point (`durable.rs`), and the
+//! signals it waits for, read through the HSC.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -17,6 +17,7 @@ use waft_store::{
     ChildrenState, JournalWrite, Refusal, TaskChildrenRead, TaskResult, TaskSignalRead,
 };
 
+use super::children::{Children, child_id};
 use super::durable::{JournalFailure, JournalLink};
 use crate::batch::WireSize;
 use crate::{FrontendApi, HscApi, RunAt, ServiceError, ServiceResult, TaskRequest, lock};
@@ -49,6 +50,8 @@ pub(super) struct ExecutionHost {
     /// The execution's span's context: the children it schedules join its
     /// trace, their `schedule` spans its children.
     pub(super) trace: Option<waft_core::TraceContext>,
+    /// Its children waiting for their batch.
+    pub(super) children: tokio::sync::Mutex<Children>,
 }
 
 impl ExecutionHost {
@@ -96,6 +99,12 @@ impl ExecutionHost {
     /// many messages as it takes), and the result goes without it. `None`
     /// when the lease was lost meanwhile: there is nothing to report.
     pub(super) async fn carried(&self, mut result: TaskResult) -> Option<TaskResult> {
+        // Whatever the result, the children the lambda was told of exist
+        // before it is reported.
+        if let Err(reason) = self.write_children().await {
+            tracing::warn!(task = %result.id, %reason, "reporting nothing");
+            return None;
+        }
         if result.wire_size() <= MAX_BATCH_BYTES {
             return Some(result);
         }
@@ -151,6 +160,7 @@ impl TaskHost for ExecutionHost {
             Some(at) => RunAt::At(waft_core::model::millis_of(at)),
         };
         let request = TaskRequest {
+            id: Some(child_id(&self.task_id, child.rank)),
             lambda: child.lambda,
             payload: child.payload,
             collection: child.collection,
@@ -162,21 +172,13 @@ impl TaskHost for ExecutionHost {
             trace: self.trace.clone(),
             ..TaskRequest::default()
         };
-        match self.frontend.task_schedule_many(vec![request]).await {
-            Ok(mut inserted) if inserted.len() == 1 => Ok(inserted.remove(0).id),
-            Ok(_) => Err(ScheduleRejection::Unavailable(
-                "the Frontend gave no answer".into(),
-            )),
-            Err(ServiceError::Unavailable(message) | ServiceError::Internal(message)) => {
-                Err(ScheduleRejection::Unavailable(message))
-            }
-            // The only precondition of a child insert: the parent's lease.
-            Err(ServiceError::FailedPrecondition(message)) => {
-                Err(ScheduleRejection::LeaseLost(message))
-            }
-            Err(ServiceError::PermissionDenied(message)) => Err(ScheduleRejection::Denied(message)),
-            Err(error) => Err(ScheduleRejection::Invalid(error.to_string())),
-        }
+        self.schedule_child(request).await
+    }
+
+    async fn settle(&self) -> Result<(), LeaseLost> {
+        self.write_children()
+            .await
+            .map_err(|reason| LeaseLost { reason })
     }
 
     async fn journal(&self, write: JournalWrite) -> Result<(), LeaseLost> {
@@ -185,6 +187,7 @@ impl TaskHost for ExecutionHost {
                 reason: reason.to_owned(),
             });
         }
+        self.settle().await?;
         self.commit(write).await.map_err(|failure| LeaseLost {
             reason: failure.message().to_owned(),
         })
@@ -202,6 +205,7 @@ impl TaskHost for ExecutionHost {
     }
 
     async fn children(&self, ids: &[String]) -> Result<ChildrenState, Unread> {
+        self.write_children().await.map_err(Unread::LeaseLost)?;
         let read = TaskChildrenRead {
             id: self.task_id.clone(),
             lease_token: self.lease_token,
@@ -266,14 +270,15 @@ impl ExecutionHost {
 #[cfg(test)]
 mod tests {
     use std::sync::Mutex;
+    use std::time::SystemTime;
 
-    use waft_runtime::{Allocator, Runtime, RuntimeConfig};
+    use waft_runtime::{Allocator, ChildRequest, Runtime, RuntimeConfig};
     use waft_store::{JournalEntry, ResultOutcome, SqliteStore, TaskStore};
 
     use super::super::durable::tests::JournalHsc;
     use super::*;
     use crate::journal_entry;
-    use crate::{Frontend, SystemClock, Wake};
+    use crate::{Clock, Frontend, SystemClock, Wake};
 
     #[test]
     fn a_childs_key_is_its_task_and_rank() {
@@ -292,6 +297,14 @@ mod tests {
     async fn host(hsc: Arc<JournalHsc>, max_children: usize) -> ExecutionHost {
         let store: Arc<dyn TaskStore> =
             Arc::new(SqliteStore::connect("sqlite::memory:").await.unwrap());
+        host_on(store, hsc, max_children)
+    }
+
+    fn host_on(
+        store: Arc<dyn TaskStore>,
+        hsc: Arc<JournalHsc>,
+        max_children: usize,
+    ) -> ExecutionHost {
         let runtime = Runtime::new(RuntimeConfig {
             allocator: Allocator::OnDemand,
             ..RuntimeConfig::default()
@@ -315,6 +328,7 @@ mod tests {
             journal_end: AtomicU32::new(4),
             journal_patience: Duration::from_secs(30),
             trace: None,
+            children: Default::default(),
         }
     }
 
@@ -356,6 +370,170 @@ mod tests {
             matches!(&reached, ScheduleRejection::Invalid(m) if m.contains("unknown lambda")),
             "{reached:?}"
         );
+    }
+
+    /// A store with lambdas `mail` and `paced` (which has a schedule
+    /// quota), and the host of a running execution of a `mail` task.
+    async fn running() -> (Arc<dyn TaskStore>, ExecutionHost) {
+        let store: Arc<dyn TaskStore> =
+            Arc::new(SqliteStore::connect("sqlite::memory:").await.unwrap());
+        let now = SystemClock.now();
+        for (name, quota_per_sec) in [("paced", Some(1_000.0)), ("mail", None)] {
+            let config = waft_core::LambdaConfig {
+                quota_per_sec,
+                allowed_children: vec!["paced".into()],
+                ..waft_core::LambdaConfig::default()
+            };
+            let deploy = waft_store::LambdaDeploy {
+                name: name.into(),
+                digest: format!("digest-of-{name}"),
+                component: name.as_bytes().to_vec(),
+                artifact: None,
+                config,
+                now,
+            };
+            store.lambda_deploy(deploy).await.unwrap();
+        }
+        let parent = waft_store::NewTask {
+            lambda: "mail".into(),
+            ..waft_store::NewTask::default()
+        };
+        let tasks = vec![parent];
+        let id = store
+            .task_insert_many(waft_store::TaskInsertMany { tasks, now })
+            .await
+            .unwrap()
+            .remove(0)
+            .id;
+        let ready = waft_store::TaskEnqueueReady {
+            now,
+            limit: 10,
+            enqueue_timeout: Duration::from_secs(60),
+        };
+        let token = store.task_enqueue_ready(ready).await.unwrap().enqueued[0].enqueue_token;
+        let claims = waft_store::TaskClaimMany {
+            claims: vec![(id.clone(), token)],
+            now,
+            claim_timeout: Duration::from_secs(60),
+        };
+        let claimed = store
+            .task_claim_many(claims)
+            .await
+            .unwrap()
+            .remove(0)
+            .unwrap();
+        let mut host = host_on(store.clone(), Arc::new(JournalHsc::default()), 100);
+        host.task_id = id;
+        host.lease_token = claimed.lease_token;
+        (store, host)
+    }
+
+    fn child_of(lambda: &str, rank: u32) -> ChildRequest {
+        ChildRequest {
+            lambda: lambda.into(),
+            payload: b"{}".to_vec(),
+            collection: None,
+            priority: None,
+            not_before: None,
+            rank,
+        }
+    }
+
+    async fn children_of(store: &dyn TaskStore, parent: &str) -> Vec<String> {
+        let list = waft_store::TaskList {
+            parent_id: Some(parent.into()),
+            ..waft_store::TaskList::default()
+        };
+        let mut ids: Vec<String> = store
+            .task_list(list)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|task| task.id)
+            .collect();
+        ids.sort();
+        ids
+    }
+
+    /// The first child of a lambda, collection and priority is written at
+    /// once; the next ones are answered at once and written before the
+    /// execution's next step outside, under the ids they were answered
+    /// with, which are the same in every attempt.
+    #[tokio::test]
+    async fn children_wait_for_their_batch_under_the_ids_they_were_told() {
+        let (store, host) = running().await;
+        let first = host.schedule(child_of("mail", 0)).await.unwrap();
+        assert_eq!(first, child_id(&host.task_id, 0));
+        assert_eq!(
+            children_of(store.as_ref(), &host.task_id).await,
+            vec![first.clone()]
+        );
+        let mut told = Vec::new();
+        for rank in [1, 2] {
+            told.push(host.schedule(child_of("mail", rank)).await.unwrap());
+        }
+        assert_eq!(
+            told,
+            [child_id(&host.task_id, 1), child_id(&host.task_id, 2)]
+        );
+        assert_eq!(children_of(store.as_ref(), &host.task_id).await.len(), 1);
+        host.settle().await.unwrap();
+        let mut all = vec![first, told[0].clone(), told[1].clone()];
+        all.sort();
+        assert_eq!(children_of(store.as_ref(), &host.task_id).await, all);
+        // A journal write and a result write them too (and a read of the
+        // children, which this HSC does not answer).
+        host.schedule(child_of("mail", 3)).await.unwrap();
+        host.journal(JournalWrite::default()).await.unwrap();
+        assert_eq!(children_of(store.as_ref(), &host.task_id).await.len(), 4);
+        host.schedule(child_of("mail", 4)).await.unwrap();
+        let mut done = result(0, JournalWrite::default());
+        done.id = host.task_id.clone();
+        assert!(host.carried(done).await.is_some());
+        assert_eq!(children_of(store.as_ref(), &host.task_id).await.len(), 5);
+    }
+
+    /// Children the store could refuse are written at once, each answered
+    /// as the store answers: of a lambda with a schedule quota, due later,
+    /// or of another collection than those taken.
+    #[tokio::test]
+    async fn a_child_the_store_could_refuse_is_written_at_once() {
+        let (store, host) = running().await;
+        let later = ChildRequest {
+            not_before: Some(SystemTime::now() + Duration::from_secs(60)),
+            ..child_of("mail", 2)
+        };
+        let other = ChildRequest {
+            collection: Some("other".into()),
+            ..child_of("mail", 3)
+        };
+        let requests = [child_of("paced", 0), child_of("paced", 1), later, other];
+        for (written, child) in requests.into_iter().enumerate() {
+            host.schedule(child).await.unwrap();
+            let stored = children_of(store.as_ref(), &host.task_id).await.len();
+            assert_eq!(stored, written + 1);
+        }
+    }
+
+    /// A batch the store refuses stops the execution, which reports
+    /// nothing: its lambda was told of children that do not exist.
+    #[tokio::test]
+    async fn a_refused_batch_stops_the_execution() {
+        let (store, host) = running().await;
+        host.schedule(child_of("mail", 0)).await.unwrap();
+        host.schedule(child_of("mail", 1)).await.unwrap();
+        // The task ends under the execution, which no longer holds it.
+        store
+            .task_cancel(&host.task_id, SystemClock.now())
+            .await
+            .unwrap();
+        assert!(host.settle().await.is_err());
+        assert!(host.kill.reason().unwrap().contains("told were scheduled"));
+        assert_eq!(children_of(store.as_ref(), &host.task_id).await.len(), 1);
+        host.schedule(child_of("mail", 2)).await.unwrap_err();
+        let mut done = result(0, JournalWrite::default());
+        done.id = host.task_id.clone();
+        assert_eq!(host.carried(done).await, None);
     }
 
     #[tokio::test]

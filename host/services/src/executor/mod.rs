@@ -26,6 +26,7 @@
 //! (`reporter`), and loading lambda versions (`load`) into a bounded set
 //! (`versions`).
 
+mod children;
 mod durable;
 mod heartbeats;
 mod host;
@@ -331,6 +332,7 @@ impl Executor {
             journal_end: AtomicU32::new(task.journal_len),
             journal_patience: self.config.heartbeat.heartbeat_timeout,
             trace: waft_telemetry::context_of(&tracing::Span::current()),
+            children: Default::default(),
         });
         let sink: Arc<dyn HeartbeatSink> = self.heartbeats.clone();
         let (done, finished) = tokio::sync::oneshot::channel::<()>();
