@@ -36,17 +36,21 @@ struct NewRow {
 }
 
 /// A new task's parent, as its insert reads it.
-#[derive(sqlx::FromRow)]
+#[derive(sqlx::FromRow, Clone)]
 struct Parent {
     lambda: String,
     status: String,
     lease_token: i64,
 }
 
-/// What a batch has learnt so far: lambdas read, keys given out, answers.
+/// What a batch has learnt so far: lambdas and parents read, keys held
+/// already and given out, answers.
 #[derive(Default)]
 struct Batch {
     lambdas: HashMap<String, Lambda>,
+    parents: HashMap<String, Parent>,
+    /// `(lambda, idempotency key)` to the task holding it before the batch.
+    held: HashMap<(String, String), String>,
     /// `(lambda, idempotency key)` to the id this batch gave it.
     keys: HashMap<(String, String), String>,
     answers: Vec<TaskInserted>,
@@ -61,11 +65,14 @@ pub(super) async fn insert(
     origin: Origin,
     now: Millis,
 ) -> Result<Vec<TaskInserted>> {
-    let mut batch = Batch::default();
+    let mut batch = Batch {
+        held: held_keys(conn, &tasks).await?,
+        ..Batch::default()
+    };
     let mut rows = Vec::with_capacity(tasks.len());
     for task in tasks {
         let (admitted, max_attempts) = admit_task(conn, &mut batch, &task, origin, now).await?;
-        if let Some(id) = existing_key(conn, &batch, &task).await? {
+        if let Some(id) = existing_key(&batch, &task) {
             batch.answers.push(TaskInserted { id, created: false });
             continue;
         }
@@ -124,26 +131,62 @@ async fn admit_task(
     Ok((admitted, max_attempts))
 }
 
-/// The task already holding the new task's idempotency key, in this
-/// batch or in the database.
-async fn existing_key(
+/// The tasks already holding the batch's idempotency keys, read at once
+/// (one round trip, not one a task: a parent's children all have keys).
+async fn held_keys(
     conn: &mut Connection,
-    batch: &Batch,
-    task: &NewTask,
-) -> Result<Option<String>> {
-    let Some(key) = &task.idempotency_key else {
-        return Ok(None);
-    };
-    if let Some(id) = batch.keys.get(&(task.lambda.clone(), key.clone())) {
-        return Ok(Some(id.clone()));
+    tasks: &[NewTask],
+) -> Result<HashMap<(String, String), String>> {
+    #[derive(Serialize)]
+    struct Wanted<'a> {
+        lambda: &'a str,
+        key: std::borrow::Cow<'a, str>,
     }
-    Ok(
-        sqlx::query_scalar("SELECT id FROM tasks WHERE lambda = $1 AND idempotency_key = $2")
-            .bind(&task.lambda)
-            .bind(text_in(key))
-            .fetch_optional(&mut *conn)
-            .await?,
-    )
+    // As the database keeps them, each back to the key it came from.
+    let mut kept = HashMap::new();
+    let wanted: Vec<Wanted> = tasks
+        .iter()
+        .filter_map(|task| {
+            let key = task.idempotency_key.as_deref()?;
+            let stored = text_in(key);
+            kept.insert((task.lambda.as_str(), stored.clone()), key);
+            Some(Wanted {
+                lambda: &task.lambda,
+                key: stored,
+            })
+        })
+        .collect();
+    if wanted.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let held: Vec<(String, String, String)> = sqlx::query_as(sql(format!(
+        "SELECT t.lambda, t.idempotency_key, t.id FROM tasks t \
+         JOIN (SELECT j.value->>'lambda' AS wanted_lambda, j.value->>'key' AS wanted_key \
+            FROM {}) AS w ON t.lambda = w.wanted_lambda AND t.idempotency_key = w.wanted_key \
+         WHERE t.idempotency_key IS NOT NULL",
+        DIALECT.json_rows
+    )))
+    .bind(batch_json(&wanted)?)
+    .fetch_all(&mut *conn)
+    .await?;
+    Ok(held
+        .into_iter()
+        .filter_map(|(lambda, stored, id)| {
+            let key = *kept.get(&(lambda.as_str(), std::borrow::Cow::Borrowed(stored.as_str())))?;
+            Some(((lambda, key.to_owned()), id))
+        })
+        .collect())
+}
+
+/// The task already holding the new task's idempotency key, in this
+/// batch or before it.
+fn existing_key(batch: &Batch, task: &NewTask) -> Option<String> {
+    let key = (task.lambda.clone(), task.idempotency_key.clone()?);
+    batch
+        .keys
+        .get(&key)
+        .or_else(|| batch.held.get(&key))
+        .cloned()
 }
 
 /// A parent must exist; a parent's lease, when given, must be the running
@@ -157,11 +200,20 @@ async fn check_parent(conn: &mut Connection, batch: &mut Batch, task: &NewTask) 
         }
         return Ok(());
     };
-    let row: Parent = sqlx::query_as("SELECT lambda, status, lease_token FROM tasks WHERE id = $1")
-        .bind(text_in(parent))
-        .fetch_optional(&mut *conn)
-        .await?
-        .ok_or_else(|| StoreError::Invalid(format!("unknown parent task {parent}")))?;
+    // Read once a batch: a parent's children come together.
+    let row = match batch.parents.get(parent) {
+        Some(row) => row.clone(),
+        None => {
+            let row: Parent =
+                sqlx::query_as("SELECT lambda, status, lease_token FROM tasks WHERE id = $1")
+                    .bind(text_in(parent))
+                    .fetch_optional(&mut *conn)
+                    .await?
+                    .ok_or_else(|| StoreError::Invalid(format!("unknown parent task {parent}")))?;
+            batch.parents.insert(parent.clone(), row.clone());
+            row
+        }
+    };
     let Some(lease) = task.parent_lease else {
         return Ok(());
     };

@@ -127,6 +127,26 @@ pub async fn idempotency_keys_deduplicate(store: &dyn TaskStore) {
     assert!(first[0].created && !second[0].created);
     assert_eq!(first[0].id, second[0].id);
     assert_eq!(store.task_list(TaskList::default()).await.unwrap().len(), 1);
+    // Keys of any characters, several in one batch, one of them held
+    // already and one given twice.
+    let keyed = |key: &str| NewTask {
+        idempotency_key: Some(key.into()),
+        ..new_task("mail")
+    };
+    let held = insert(store, keyed("nul\0 and \\"), T0).await;
+    let keys = ["nul\0 and \\", "back\\slash", "plain", "back\\slash"];
+    let answers = store
+        .task_insert_many(TaskInsertMany {
+            tasks: keys.iter().map(|key| keyed(key)).collect(),
+            now: T0,
+        })
+        .await
+        .unwrap();
+    let created: Vec<bool> = answers.iter().map(|a| a.created).collect();
+    assert_eq!(created, [false, true, true, false]);
+    assert_eq!(answers[0].id, held);
+    assert_eq!(answers[3].id, answers[1].id);
+    assert_eq!(store.task_list(TaskList::default()).await.unwrap().len(), 4);
 }
 
 /// Concurrent inserts with one idempotency key make one task, and every
