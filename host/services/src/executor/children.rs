@@ -14,13 +14,14 @@
 //!
 //! Only a child the store has no reason to refuse waits for its batch: one
 //! of a lambda, collection and priority the store took a child of in this
-//! execution, due now, whose payload fits its lambda's `max_payload`, of a
-//! lambda with no schedule quota. Any other child is written at once, after
-//! the batch, and answered as the store answers. A batch refused all the
-//! same (the lambda deleted meanwhile, the lease lost) stops the execution:
-//! its lambda was told of children that do not exist.
+//! execution, due now, whose payload fits its lambda's `max_payload` (and
+//! a batch's bytes), of a lambda with no schedule quota. Any other child is
+//! written at once, after the batch, and answered as the store answers. A
+//! batch refused all the same (the lambda deleted meanwhile, the lease
+//! lost) stops the execution: its lambda was told of children that do not
+//! exist.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use tokio::time::Instant;
 use waft_runtime::ScheduleRejection;
@@ -32,7 +33,9 @@ use crate::{RunAt, ServiceError, TaskRequest};
 /// Children one batch holds at most.
 const BATCH: usize = 1_000;
 
-/// Payload bytes one batch holds at most: well inside one message.
+/// Payload bytes that make a batch full. The child that crosses it is
+/// under it too, so a batch holds less than twice this: well inside one
+/// message.
 const BATCH_BYTES: usize = 4 << 20;
 
 /// An execution's children not yet written, and what it knows of what the
@@ -43,7 +46,7 @@ pub(super) struct Children {
     pending: Vec<TaskRequest>,
     bytes: usize,
     /// Where the store took a child of this execution.
-    taken: std::collections::HashSet<Target>,
+    taken: HashSet<Target>,
     /// Per lambda, the largest payload a child may carry without being
     /// written at once; `None` for a lambda with a schedule quota.
     limits: HashMap<String, Option<u64>>,
@@ -133,8 +136,11 @@ impl ExecutionHost {
     }
 
     async fn may_wait(&self, children: &mut Children, request: &TaskRequest) -> bool {
+        // A payload over a batch's bytes goes alone, so no batch is
+        // more than twice that.
         if children.off
             || request.run_at != RunAt::Now
+            || request.payload.len() > BATCH_BYTES
             || !children.taken.contains(&Target::of(request))
         {
             return false;
