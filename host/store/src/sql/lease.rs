@@ -227,7 +227,8 @@ async fn claim_refusal(conn: &mut Connection, id: &str, now: Millis) -> Result<R
         }
         return Ok(match gate {
             GateEffect::Hold => {
-                poll::hold(conn, id, None, &queued).await?;
+                let task = poll::Marked { id, error: None };
+                poll::hold(conn, &[task], &queued).await?;
                 Refusal::Held
             }
             GateEffect::Drop => {

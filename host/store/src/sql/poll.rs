@@ -34,12 +34,12 @@ struct DueRow {
     gate: Option<i64>,
 }
 
-/// A task to enqueue as the update of [`enqueue`] reads it (the field
+/// A task the poll enqueues or holds, as the update reads it (the field
 /// names are its JSON keys): the error a lapsed execution left.
 #[derive(Serialize)]
-struct EnqueueRow<'a> {
-    id: &'a str,
-    error: Option<&'static str>,
+pub(super) struct Marked<'a> {
+    pub(super) id: &'a str,
+    pub(super) error: Option<&'static str>,
 }
 
 /// A task [`enqueue`] enqueued, as the update returns it.
@@ -63,11 +63,17 @@ pub(super) async fn enqueue_ready(
     let mut report = EnqueueReport::default();
     let mut open = Vec::with_capacity(due.len());
     let mut lost = Vec::new();
+    let mut held = Vec::new();
     for row in &due {
-        if let Some(task) = triage(&mut *tx, row, now, &mut lost, &mut report).await? {
-            open.push(task);
+        let decided = triage(&mut *tx, row, now, &mut lost, &mut held).await?;
+        match decided {
+            Triage::Open(task) => open.push(task),
+            Triage::Held => report.held += 1,
+            Triage::Dropped => report.dropped += 1,
+            Triage::Dead => report.dead += 1,
         }
     }
+    hold(&mut *tx, &held, "").await?;
     attempt::record(&mut *tx, lost, now).await?;
     let to_enqueue = pace::pace(&mut *tx, open, now, &mut report).await?;
     report.enqueued = enqueue(&mut *tx, to_enqueue, now, params.enqueue_timeout).await?;
@@ -113,16 +119,28 @@ fn lapse(status: TaskStatus) -> Option<&'static str> {
     })
 }
 
+/// What the poll made of a due task.
+enum Triage {
+    /// To be paced and enqueued.
+    Open(Due),
+    /// Under a paused gate: to be held with the others.
+    Held,
+    Dropped,
+    /// Its last attempt lapsed.
+    Dead,
+}
+
 /// Decides one due task: a lapsed execution is recorded as lost (and its
-/// last attempt ends the task dead); a closed gate drops or holds it;
-/// else it is answered, to be paced and enqueued.
-async fn triage(
+/// last attempt ends the task dead); a closed gate drops it, or holds it
+/// (with the others the poll holds, in one update); else it is to be
+/// paced and enqueued.
+async fn triage<'a>(
     tx: &mut Connection,
-    row: &DueRow,
+    row: &'a DueRow,
     now: Millis,
     lost: &mut Vec<Ended>,
-    report: &mut EnqueueReport,
-) -> Result<Option<Due>> {
+    held: &mut Vec<Marked<'a>>,
+) -> Result<Triage> {
     let status: TaskStatus = row
         .status
         .parse()
@@ -157,22 +175,22 @@ async fn triage(
             .fetch_one(&mut *tx)
             .await?;
             fan_in::ended(&mut *tx, child_of(&row.id, parent), now).await?;
-            report.dead += 1;
-            return Ok(None);
+            return Ok(Triage::Dead);
         }
     }
     match gate {
         GateEffect::Drop => {
             drop_task(&mut *tx, &row.id, now, "").await?;
-            report.dropped += 1;
-            Ok(None)
+            Ok(Triage::Dropped)
         }
         GateEffect::Hold => {
-            hold(&mut *tx, &row.id, lapsed, "").await?;
-            report.held += 1;
-            Ok(None)
+            held.push(Marked {
+                id: &row.id,
+                error: lapsed,
+            });
+            Ok(Triage::Held)
         }
-        GateEffect::Open => Ok(Some(Due {
+        GateEffect::Open => Ok(Triage::Open(Due {
             id: row.id.clone(),
             lambda: row.lambda.clone(),
             paced: row.paced,
@@ -194,7 +212,7 @@ async fn enqueue(
     }
     let rows: Vec<_> = tasks
         .iter()
-        .map(|t| EnqueueRow {
+        .map(|t| Marked {
             id: &t.id,
             error: t.lapsed,
         })
@@ -235,27 +253,26 @@ async fn enqueue(
         .collect()
 }
 
-/// Holds a task under a paused gate: it waits in the store, not
-/// due, until the gate opens, then comes due at the earlier of
-/// when it was due and when it was looked at. Whatever message of it a queue still
-/// has goes stale, and a lapsed execution's error is kept.
-/// `guard` narrows the update for a caller that holds no row lock:
-/// of two such callers, the second finds the task held and leaves
-/// it.
-pub(super) async fn hold(
-    conn: &mut Connection,
-    id: &str,
-    lapsed: Option<&str>,
-    guard: &str,
-) -> Result<()> {
+/// Holds tasks under a paused gate, in one update: each waits in the
+/// store, not due, until the gate opens, then comes due at the earlier of
+/// when it was due and when it was looked at. Whatever message of it a
+/// queue still has goes stale, and a lapsed execution's error is kept.
+/// `guard` narrows the update for a caller that holds no row lock: of two
+/// such callers, the second finds the task held and leaves it.
+pub(super) async fn hold(conn: &mut Connection, tasks: &[Marked<'_>], guard: &str) -> Result<()> {
+    if tasks.is_empty() {
+        return Ok(());
+    }
     sqlx::query(sql(format!(
         "UPDATE tasks SET status = {NEXT_ATTEMPT}, held = TRUE, \
          due_at = CASE WHEN next_trigger_at < due_at THEN next_trigger_at ELSE due_at END, \
          next_trigger_at = NULL, paced = FALSE, enqueue_token = enqueue_token + 1, \
-         last_error = COALESCE($2, last_error) WHERE id = $1 {guard}"
+         last_error = COALESCE(h.hold_error, last_error) \
+         FROM (SELECT j.value->>'id' AS hold_id, j.value->>'error' AS hold_error FROM {}) AS h \
+         WHERE tasks.id = h.hold_id {guard}",
+        DIALECT.json_rows
     )))
-    .bind(id)
-    .bind(lapsed)
+    .bind(batch_json(tasks)?)
     .execute(&mut *conn)
     .await?;
     Ok(())

@@ -109,6 +109,11 @@ pub async fn a_lapsed_execution_under_a_pause_is_held_and_counted(store: &dyn Ta
     assert!(task.held && task.next_trigger_at.is_none());
     assert!(!task.status.is_terminal());
     assert_eq!(
+        task.last_error.as_deref(),
+        Some("the executor stopped heartbeating"),
+        "the hold keeps why the execution lapsed"
+    );
+    assert_eq!(
         finish(store, &id, lease, success(), later + 1)
             .await
             .map(|_| ()),
