@@ -1033,7 +1033,7 @@ pub async fn chaining(cluster: &Cluster) {
     let id = cluster
         .schedule(
             "chain",
-            json!({"lambda": "hello", "names": ["x", "y"]}),
+            json!({"lambda": "hello", "names": ["v", "w", "x", "y", "z"]}),
             None,
         )
         .await;
@@ -1047,7 +1047,21 @@ pub async fn chaining(cluster: &Cluster) {
         })
         .await
         .unwrap();
-    assert_eq!(children.len(), 2);
+    assert_eq!(children.len(), 5);
+    // The first child is written at once, the others in a batch: each
+    // under the id the lambda was told.
+    let output: serde_json::Value =
+        serde_json::from_slice(parent.output.as_deref().unwrap()).unwrap();
+    let mut told: Vec<&str> = output["children"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|id| id.as_str().unwrap())
+        .collect();
+    let mut stored: Vec<&str> = children.iter().map(|child| child.id.as_str()).collect();
+    told.sort_unstable();
+    stored.sort_unstable();
+    assert_eq!(told, stored);
     for child in children {
         let child = cluster.finished(&child.id, WITHIN).await;
         assert_eq!(child.status, TaskStatus::Success);
@@ -1059,11 +1073,11 @@ pub async fn chaining(cluster: &Cluster) {
     let tree: serde_json::Value = serde_json::from_str(&tree).unwrap();
     assert_eq!(tree["status"], "success");
     let children = tree["children"].as_array().unwrap();
-    assert_eq!(children.len(), 2);
+    assert_eq!(children.len(), 5);
     assert!(children.iter().all(|c| c["status"] == "success"));
     let logs = cluster.cli(&["task", "logs", &id]);
-    assert!(logs.contains("scheduled 2 children"), "{logs}");
-    // Its journal: the two children, made live by its one attempt.
+    assert!(logs.contains("scheduled 5 children"), "{logs}");
+    // Its journal: the five children, made live by its one attempt.
     let journal = cluster.cli(&["task", "journal", &id, "--json"]);
     let journal: serde_json::Value = serde_json::from_str(&journal).unwrap();
     let scheduled: Vec<&serde_json::Value> = journal["entries"]
@@ -1072,7 +1086,7 @@ pub async fn chaining(cluster: &Cluster) {
         .iter()
         .filter(|e| e["call"] == "waft:lambda/children.schedule")
         .collect();
-    assert_eq!(scheduled.len(), 2, "{journal:#}");
+    assert_eq!(scheduled.len(), 5, "{journal:#}");
     for entry in scheduled {
         assert_eq!(
             (
