@@ -157,9 +157,10 @@ impl std::error::Error for ScheduleError {}
 /// Schedules a child task, linked to the running task as its parent.
 ///
 /// Its id is the same in every attempt of the running task. The platform
-/// may write the child after this returns (a fan-out's children are written
-/// in batches), but always before anything the task does next can be seen
-/// outside: an outbound request, a wait for its children, its outcome.
+/// may write the child shortly after this returns (a fan-out's children are
+/// written in batches), but always before anything the task does next can
+/// be seen outside: an outbound request, a wait for its children, its
+/// outcome.
 ///
 /// ```no_run
 /// let id = waft_sdk::schedule(waft_sdk::Child::new("thumbnail").payload(b"img-42".to_vec()))?;

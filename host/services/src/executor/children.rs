@@ -5,10 +5,11 @@
 //! waited for 20,000 commits. Now the execution chooses each child's id
 //! itself ([`child_id`]: from its task's id and the child's rank, the same
 //! in every attempt), answers the lambda at once, and writes its children
-//! in batches: when a batch is full, and before anything the execution does
-//! next can be seen outside — a journal write (which every outside call's
-//! answer waits for), an outbound request, a read of its children, its
-//! result. A child therefore exists before anything that could reveal it
+//! in batches: when a batch is full, once its first child has waited
+//! [`LINGER`] (a lambda busy after scheduling does not hold its children
+//! back), and before anything the execution does next can be seen outside
+//! — a journal write (which every outside call's answer waits for), an
+//! outbound request, a read of its children, its result. A child therefore exists before anything that could reveal it
 //! does, and one lost with its execution is scheduled again, under the same
 //! id, by the next attempt (its idempotency key is its rank too).
 //!
@@ -22,7 +23,10 @@
 //! exist.
 
 use std::collections::{HashMap, HashSet};
+use std::convert::Infallible;
+use std::time::Duration;
 
+use tokio::sync::{Mutex, Notify};
 use tokio::time::Instant;
 use waft_runtime::ScheduleRejection;
 
@@ -38,10 +42,21 @@ const BATCH: usize = 1_000;
 /// message.
 const BATCH_BYTES: usize = 4 << 20;
 
-/// An execution's children not yet written, and what it knows of what the
-/// store takes.
+/// How long a child waits for its batch to fill at most.
+const LINGER: Duration = Duration::from_millis(10);
+
+/// An execution's children not yet written.
 #[derive(Default)]
 pub(super) struct Children {
+    batch: Mutex<Batch>,
+    /// A child waits in a batch that was empty.
+    waiting: Notify,
+}
+
+/// The children not yet written, and what the execution knows of what the
+/// store takes.
+#[derive(Default)]
+struct Batch {
     /// Children the lambda was told of, in the order it scheduled them.
     pending: Vec<TaskRequest>,
     bytes: usize,
@@ -101,9 +116,12 @@ impl ExecutionHost {
         &self,
         request: TaskRequest,
     ) -> Result<String, ScheduleRejection> {
-        let mut children = self.children.lock().await;
+        let mut children = self.children.batch.lock().await;
         let chosen = request.id.clone().unwrap_or_default();
         if self.may_wait(&mut children, &request).await {
+            if children.pending.is_empty() {
+                self.children.waiting.notify_one();
+            }
             children.bytes += request.payload.len();
             children.pending.push(request);
             if children.pending.len() >= BATCH || children.bytes >= BATCH_BYTES {
@@ -131,11 +149,24 @@ impl ExecutionHost {
     /// Writes the children waiting for their batch; `Err` (why) when they
     /// could not be, and the execution is then stopped.
     pub(super) async fn write_children(&self) -> Result<(), String> {
-        let mut children = self.children.lock().await;
+        let mut children = self.children.batch.lock().await;
         self.write_pending(&mut children).await
     }
 
-    async fn may_wait(&self, children: &mut Children, request: &TaskRequest) -> bool {
+    /// Writes the children waiting for their batch once the first has
+    /// waited [`LINGER`]; runs beside the execution, until dropped with it.
+    pub(super) async fn write_children_when_due(&self) -> Infallible {
+        loop {
+            self.children.waiting.notified().await;
+            tokio::time::sleep(LINGER).await;
+            if self.write_children().await.is_err() {
+                // The execution is being stopped, with the reason.
+                return std::future::pending().await;
+            }
+        }
+    }
+
+    async fn may_wait(&self, children: &mut Batch, request: &TaskRequest) -> bool {
         // A payload over a batch's bytes goes alone, so no batch is
         // more than twice that.
         if children.off
@@ -168,7 +199,7 @@ impl ExecutionHost {
             .then(|| config.max_payload.bytes())
     }
 
-    async fn write_pending(&self, children: &mut Children) -> Result<(), String> {
+    async fn write_pending(&self, children: &mut Batch) -> Result<(), String> {
         if let Some(reason) = &children.failed {
             return Err(reason.clone());
         }

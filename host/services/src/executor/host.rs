@@ -51,7 +51,7 @@ pub(super) struct ExecutionHost {
     /// trace, their `schedule` spans its children.
     pub(super) trace: Option<waft_core::TraceContext>,
     /// Its children waiting for their batch.
-    pub(super) children: tokio::sync::Mutex<Children>,
+    pub(super) children: Children,
 }
 
 impl ExecutionHost {
@@ -491,6 +491,27 @@ mod tests {
         done.id = host.task_id.clone();
         assert!(host.carried(done).await.is_some());
         assert_eq!(children_of(store.as_ref(), &host.task_id).await.len(), 5);
+    }
+
+    /// A child waiting for its batch is written soon even when the lambda
+    /// takes no step outside for long (it computes): the execution's
+    /// writer beside it writes what has waited a moment.
+    #[tokio::test]
+    async fn a_waiting_child_is_written_soon_whatever_the_lambda_does() {
+        let (store, host) = running().await;
+        host.schedule(child_of("mail", 0)).await.unwrap();
+        host.schedule(child_of("mail", 1)).await.unwrap();
+        assert_eq!(children_of(store.as_ref(), &host.task_id).await.len(), 1);
+        let written = async {
+            while children_of(store.as_ref(), &host.task_id).await.len() < 2 {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        };
+        tokio::select! {
+            () = written => {}
+            never = host.write_children_when_due() => match never {},
+            () = tokio::time::sleep(Duration::from_secs(10)) => panic!("the child still waits"),
+        }
     }
 
     /// Children the store could refuse are written at once, each answered

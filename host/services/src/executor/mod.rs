@@ -366,7 +366,10 @@ impl Executor {
             return None;
         }
         self.note_started(&task);
-        let (execution, watched) = tokio::join!(execution, watchdog);
+        let (execution, watched) = tokio::select! {
+            ran = async { tokio::join!(execution, watchdog) } => ran,
+            never = host.write_children_when_due() => match never {},
+        };
         self.note_ended(&task, &execution, &watched);
         let journal_end = host.journal_end();
         let result = reported(task, execution, watched, journal_end)?;
