@@ -9,9 +9,10 @@
 //! [`LINGER`] (a lambda busy after scheduling does not hold its children
 //! back), and before anything the execution does next can be seen outside
 //! — a journal write (which every outside call's answer waits for), an
-//! outbound request, a read of its children, its result. A child therefore exists before anything that could reveal it
-//! does, and one lost with its execution is scheduled again, under the same
-//! id, by the next attempt (its idempotency key is its rank too).
+//! outbound request, a read of its children, its result. A child therefore
+//! exists before anything that could reveal it does, and one lost with its
+//! execution is scheduled again, under the same id, by the next attempt
+//! (its idempotency key is its rank too).
 //!
 //! Only a child the store has no reason to refuse waits for its batch: one
 //! of a lambda, collection and priority the store took a child of in this
