@@ -31,7 +31,7 @@ fn shapes() -> &'static [Shape; 2] {
     SHAPES.get_or_init(|| {
         let wit = concat!(env!("CARGO_MANIFEST_DIR"), "/../wit");
         [
-            (wit.to_owned(), "waft:lambda/lambda@0.2.2"),
+            (wit.to_owned(), "waft:lambda/lambda@0.2.3"),
             (
                 format!("{wit}/released/lambda-0.1.0"),
                 "waft:lambda/lambda@0.1.0",

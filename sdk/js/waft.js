@@ -26,10 +26,14 @@
 // componentize-js finds an import by its full name, version included: these
 // name the `waft:lambda` version of `wit/lambda.wit`, which the runtime's
 // tests/contract.rs checks.
-import { beat } from "waft:lambda/heartbeat@0.2.2";
-import { log as hostLog } from "waft:lambda/log@0.2.2";
-import { schedule as hostSchedule, waitAll as hostWaitAll } from "waft:lambda/children@0.2.2";
-import { wait as hostWaitSignal } from "waft:lambda/signals@0.2.2";
+import { beat } from "waft:lambda/heartbeat@0.2.3";
+import { log as hostLog } from "waft:lambda/log@0.2.3";
+import {
+  schedule as hostSchedule,
+  scheduleKeyed as hostScheduleKeyed,
+  waitAll as hostWaitAll,
+} from "waft:lambda/children@0.2.3";
+import { wait as hostWaitSignal } from "waft:lambda/signals@0.2.3";
 import { get as configGet } from "wasi:config/store@0.2.0-rc.1";
 
 const encoder = new TextEncoder();
@@ -142,8 +146,12 @@ export class ScheduleError extends Error {
   }
 }
 
-/** Schedules a child task of `lambda`; returns its id. */
-export function schedule(lambda, payload, { collection, priority, delayMs } = {}) {
+/**
+ * Schedules a child task of `lambda`; returns its id. `key` is the child's
+ * key within its lambda (a customer, an account), which its limits per key
+ * count by.
+ */
+export function schedule(lambda, payload, { collection, priority, delayMs, key } = {}) {
   const child = {
     lambda,
     payload: bytes(payload) ?? new Uint8Array(),
@@ -152,7 +160,7 @@ export function schedule(lambda, payload, { collection, priority, delayMs } = {}
     notBefore: delayMs === undefined ? undefined : BigInt(Date.now() + delayMs),
   };
   try {
-    return hostSchedule(child);
+    return key === undefined ? hostSchedule(child) : hostScheduleKeyed(child, key);
   } catch (error) {
     const rejection = error.payload;
     if (rejection?.tag === "lease-lost") throw new LeaseLost(rejection.val.reason);

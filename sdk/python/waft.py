@@ -136,11 +136,15 @@ class ScheduleError(Exception):
         self.retriable = retriable
 
 
-def schedule(lambda_name, payload=b"", collection=None, priority=None):
-    """Schedules a child task of `lambda_name`; returns its id."""
+def schedule(lambda_name, payload=b"", collection=None, priority=None, key=None):
+    """Schedules a child task of `lambda_name`; returns its id. `key` is the
+    child's key within its lambda (a customer, an account), which its limits
+    per key count by."""
     child = children.ChildTask(lambda_name, _bytes(payload) or b"", collection, priority, None)
     try:
-        return children.schedule(child)
+        if key is None:
+            return children.schedule(child)
+        return children.schedule_keyed(child, key)
     except Err as error:
         rejection = error.value
         if isinstance(rejection, children.ScheduleError_LeaseLost):

@@ -39,6 +39,7 @@ pub struct Child {
     collection: Option<String>,
     priority: Option<u8>,
     not_before: Option<SystemTime>,
+    key: Option<String>,
 }
 
 impl Child {
@@ -54,6 +55,7 @@ impl Child {
             collection: None,
             priority: None,
             not_before: None,
+            key: None,
         }
     }
 
@@ -96,6 +98,18 @@ impl Child {
     /// ```
     pub fn priority(mut self, priority: u8) -> Self {
         self.priority = Some(priority);
+        self
+    }
+
+    /// Gives the child a key within its lambda (a customer, an account, a
+    /// document: 1 to 255 bytes of any text), which its lambda's limits per
+    /// key count by.
+    ///
+    /// ```no_run
+    /// let child = waft_sdk::Child::new("sync-account").key("customer-42");
+    /// ```
+    pub fn key(mut self, key: impl Into<String>) -> Self {
+        self.key = Some(key.into());
         self
     }
 
@@ -181,7 +195,11 @@ pub fn schedule(child: Child) -> Result<TaskId, ScheduleError> {
         priority: child.priority,
         not_before,
     };
-    raw::schedule(&request).map(TaskId).map_err(|e| match e {
+    let scheduled = match &child.key {
+        None => raw::schedule(&request),
+        Some(key) => raw::schedule_keyed(&request, key),
+    };
+    scheduled.map(TaskId).map_err(|e| match e {
         raw::ScheduleError::Invalid(why) => ScheduleError::Invalid(why),
         raw::ScheduleError::LeaseLost(lost) => ScheduleError::LeaseLost(LeaseLost {
             reason: lost.reason,

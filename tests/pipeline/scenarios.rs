@@ -1033,7 +1033,7 @@ pub async fn chaining(cluster: &Cluster) {
     let id = cluster
         .schedule(
             "chain",
-            json!({"lambda": "hello", "names": ["v", "w", "x", "y", "z"]}),
+            json!({"lambda": "hello", "names": ["v", "w", "x", "y", "z"], "key": "chain acme/é"}),
             None,
         )
         .await;
@@ -1066,7 +1066,20 @@ pub async fn chaining(cluster: &Cluster) {
         let child = cluster.finished(&child.id, WITHIN).await;
         assert_eq!(child.status, TaskStatus::Success);
         assert_eq!(child.parent_id.as_deref(), Some(id.as_str()));
+        assert_eq!(child.key.as_deref(), Some("chain acme/é"));
     }
+    // Listed by their key, through the CLI too.
+    let keyed = cluster.cli(&[
+        "task",
+        "list",
+        "--lambda",
+        "hello",
+        "--key",
+        "chain acme/é",
+        "--json",
+    ]);
+    let keyed: serde_json::Value = serde_json::from_str(&keyed).unwrap();
+    assert_eq!(keyed.as_array().unwrap().len(), 5, "{keyed}");
 
     // The CLI shows the chain and the parent's log.
     let tree = cluster.cli(&["task", "tree", &id, "--json"]);
@@ -1670,7 +1683,7 @@ async fn hello_and_webhook(cluster: &Cluster, suffix: &str, hello: &str, webhook
 
     // A fan-in: two children of its own, gathered.
     let children = json!([
-        {"lambda": hello_name, "payload": {"name": "Ada"}},
+        {"lambda": hello_name, "payload": {"name": "Ada"}, "key": "ada"},
         {"lambda": hello_name, "payload": {"name": "Lin"}},
     ]);
     let id = cluster
@@ -1694,6 +1707,17 @@ async fn hello_and_webhook(cluster: &Cluster, suffix: &str, hello: &str, webhook
         ends[1]["output"].as_str().unwrap().contains("Hello, Lin!"),
         "{output}"
     );
+    // The first child was scheduled with a key, the second without.
+    let keys: Vec<Option<String>> = ends
+        .iter()
+        .map(|end| end["id"].as_str().unwrap())
+        .map(|child| {
+            let get = cluster.cli(&["task", "get", child, "--json"]);
+            let child: serde_json::Value = serde_json::from_str(&get).unwrap();
+            child["key"].as_str().map(str::to_owned)
+        })
+        .collect();
+    assert_eq!(keys, [Some("ada".to_owned()), None]);
 
     let server = HttpServer::start(|request| {
         Reply::status(200, request.header("authorization").unwrap_or("none"))

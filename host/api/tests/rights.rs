@@ -179,6 +179,7 @@ fn mail_count() -> TaskCount {
         lambda: "mail".into(),
         collection: None,
         parent_id: None,
+        key: None,
     }
 }
 

@@ -67,6 +67,8 @@ pub struct TaskRequest {
     /// A second request with the same key (per lambda) returns the first
     /// task instead of creating another.
     pub idempotency_key: Option<String>,
+    /// The task's key within its lambda: what its limits per key count by.
+    pub key: Option<String>,
     pub parent_id: Option<String>,
     /// Run this version of the lambda, not the one current when it starts.
     pub version: Option<u32>,
@@ -93,6 +95,8 @@ pub struct CronRequest {
     pub timezone: Option<String>,
     pub payload: Vec<u8>,
     pub collection: Option<String>,
+    /// The key of the tasks it makes.
+    pub key: Option<String>,
     pub priority: Option<u8>,
     /// After downtime: run every missed occurrence (true), or only the most
     /// recent one (false).

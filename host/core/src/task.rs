@@ -173,7 +173,6 @@ pub fn check_collection_name(name: &str) -> Result<(), NameError> {
     check_name("collection name", name)
 }
 
-/// The collection of tasks scheduled without one.
 /// Checks that a payload its client declared JSON is JSON; the error names
 /// where it is not (`expected value at line 1 column 2`).
 pub fn check_json_payload(payload: &[u8]) -> Result<(), String> {
@@ -182,7 +181,28 @@ pub fn check_json_payload(payload: &[u8]) -> Result<(), String> {
         .map_err(|error| format!("the payload is not JSON: {error}"))
 }
 
+/// The collection of tasks scheduled without one.
 pub const DEFAULT_COLLECTION: &str = "default";
+
+/// The most bytes a task's key may have.
+pub const MAX_KEY_BYTES: usize = 255;
+
+/// Checks a task's key: any text of 1 to [`MAX_KEY_BYTES`] bytes (a
+/// customer's id, an e-mail address, a URL).
+///
+/// ```
+/// assert!(waft_core::task::check_key("customer-42").is_ok());
+/// assert!(waft_core::task::check_key("").is_err());
+/// ```
+pub fn check_key(key: &str) -> Result<(), String> {
+    if key.is_empty() || key.len() > MAX_KEY_BYTES {
+        return Err(format!(
+            "a task's key must be 1 to {MAX_KEY_BYTES} bytes (this one has {})",
+            key.len()
+        ));
+    }
+    Ok(())
+}
 
 #[cfg(test)]
 mod tests {

@@ -15,6 +15,8 @@ pub struct ChildRequest {
     pub collection: Option<String>,
     pub priority: Option<u8>,
     pub not_before: Option<SystemTime>,
+    /// Its key within its lambda (see `waft_core::model::Task::key`).
+    pub key: Option<String>,
     /// Its place among the children the task's executions asked for, from
     /// 0, replayed ones included: the same child has the same rank in
     /// every attempt.

@@ -191,6 +191,7 @@ mod tests {
             timezone: "UTC".into(),
             payload: vec![],
             collection: None,
+            key: None,
             priority: None,
             catch_up,
             next_at,

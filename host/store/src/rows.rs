@@ -55,7 +55,7 @@ fn json<T: serde::de::DeserializeOwned>(what: &str, json: &str) -> Result<T, Sto
 pub(crate) const TASK_COLUMNS: &str = "id, lambda, collection, priority, payload, status, attempt, \
     max_attempts, scheduled_at, next_trigger_at, held, enqueue_token, lease_token, created_at, \
     enqueued_at, claimed_at, heartbeat_at, finished_at, progress, last_error, log, output, parent_id, \
-    idempotency_key, cron_id, version, continuation, wait_kind, wait_signal";
+    idempotency_key, key, cron_id, version, continuation, wait_kind, wait_signal";
 
 /// A row of `tasks`, as [`TASK_COLUMNS`] selects it.
 #[derive(FromRow)]
@@ -84,6 +84,7 @@ pub(crate) struct TaskRow {
     output: Option<Vec<u8>>,
     parent_id: Option<String>,
     idempotency_key: Option<String>,
+    key: Option<String>,
     cron_id: Option<String>,
     version: Option<i64>,
     continuation: Option<String>,
@@ -122,6 +123,7 @@ impl TryFrom<TaskRow> for Task {
             output: row.output,
             parent_id: row.parent_id,
             idempotency_key: free_text(row.idempotency_key),
+            key: free_text(row.key),
             cron_id: row.cron_id,
             version: row.version.map(|v| small(v, "version")).transpose()?,
             continuation: row
@@ -262,7 +264,7 @@ where
 
 /// The columns [`cron`] reads.
 pub(crate) const CRON_COLUMNS: &str =
-    "id, lambda, cron, timezone, payload, collection, priority, catch_up, next_at, created_at";
+    "id, lambda, cron, timezone, payload, collection, key, priority, catch_up, next_at, created_at";
 
 /// A row of `crons`.
 #[derive(FromRow)]
@@ -273,6 +275,7 @@ pub(crate) struct CronRow {
     timezone: String,
     payload: Vec<u8>,
     collection: Option<String>,
+    key: Option<String>,
     priority: Option<i64>,
     catch_up: bool,
     next_at: Millis,
@@ -290,6 +293,7 @@ impl TryFrom<CronRow> for Cron {
             timezone: row.timezone,
             payload: row.payload,
             collection: row.collection,
+            key: row.key.map(crate::support::text_out),
             priority: row.priority.map(|p| small(p, "priority")).transpose()?,
             catch_up: row.catch_up,
             next_at: row.next_at,

@@ -74,6 +74,9 @@ pub(crate) fn admit(
             check_client_key(key, task.parent_id.as_deref(), task.parent_lease)?;
         }
     }
+    if let Some(key) = &task.key {
+        waft_core::task::check_key(key).map_err(StoreError::Invalid)?;
+    }
     if let Some(id) = &task.id {
         check_chosen_id(id, task.parent_id.as_deref(), task.parent_lease)?;
     }

@@ -142,6 +142,7 @@ conformance!(
     ],
     task_lists: [
         lists_filter_and_page,
+        keys_round_trip_and_filter,
         lists_keep_to_the_lambdas_given,
         counts_follow_statuses,
         lists_by_creation_time_both_ways,

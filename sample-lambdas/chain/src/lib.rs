@@ -2,7 +2,8 @@
 //!
 //! `{"lambda": "hello", "names": ["a", "b"]}` schedules one `hello` task per
 //! name; `{"children": [{"lambda": "fatal", "payload": {...}}, ...]}` one
-//! task per entry. The output is the children's ids, `{"children": [...]}`;
+//! task per entry. A `"key"` beside the names, or in an entry, is the
+//! children's key. The output is the children's ids, `{"children": [...]}`;
 //! with `"wait": true` the task then waits for them all to end
 //! (`children::wait_all`), and the output also holds each one's end,
 //! `"ends": [{"id", "status", "output", "error"}]` (the output as text).
@@ -17,6 +18,8 @@ struct Input {
     #[serde(default)]
     names: Vec<String>,
     #[serde(default)]
+    key: Option<String>,
+    #[serde(default)]
     children: Vec<Spec>,
     #[serde(default)]
     wait: bool,
@@ -27,6 +30,8 @@ struct Spec {
     lambda: String,
     #[serde(default)]
     payload: serde_json::Value,
+    #[serde(default)]
+    key: Option<String>,
 }
 
 #[lambda]
@@ -35,12 +40,16 @@ fn chain(task: Task) -> Result<Outcome, Error> {
     let named = input.names.iter().map(|name| Spec {
         lambda: input.lambda.clone(),
         payload: serde_json::json!({ "name": name }),
+        key: input.key.clone(),
     });
     let mut ids = Vec::with_capacity(input.names.len() + input.children.len());
     for spec in named.chain(input.children) {
-        let child = Child::new(&spec.lambda)
+        let mut child = Child::new(&spec.lambda)
             .json(&spec.payload)?
             .collection(task.collection());
+        if let Some(key) = spec.key {
+            child = child.key(key);
+        }
         match waft_sdk::schedule(child) {
             Ok(id) => ids.push(id),
             Err(ScheduleError::Invalid(why)) => return Err(Error::fatal(why)),

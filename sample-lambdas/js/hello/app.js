@@ -2,7 +2,7 @@
 //
 // `{"name": "Ada"}` → `{"greeting": "Hello, Ada!"}`, and a log record
 // `greeted on attempt N`. With `"children": [{"lambda": ..., "payload":
-// {...}}]` it schedules those tasks, waits for them all to end
+// {...}, "key": ...}]` it schedules those tasks (keyed when a key is given), waits for them all to end
 // (`waft.waitAll`) and adds their ends to its output, `"ends": [{"id",
 // "status", "output"}]`.
 
@@ -13,7 +13,7 @@ export const handler = waft.handler(async (task) => {
   waft.info(`greeted on attempt ${task.attempt}`, { name });
   const output = { greeting: `Hello, ${name}!` };
   if (children.length > 0) {
-    const ids = children.map((child) => waft.schedule(child.lambda, child.payload ?? {}));
+    const ids = children.map((child) => waft.schedule(child.lambda, child.payload ?? {}, { key: child.key }));
     const ends = await waft.waitAll(ids);
     output.ends = ends.map((end) => ({
       id: end.id,

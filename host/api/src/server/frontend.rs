@@ -172,6 +172,7 @@ impl proto::frontend_server::Frontend for FrontendService {
             // Every lambda; the Frontend keeps it to the caller's.
             lambdas: None,
             collection: request.collection,
+            key: request.key,
             parent_id: request.parent_id,
             created_from: request.created_from_ms,
             created_before: request.created_before_ms,
@@ -218,6 +219,7 @@ impl proto::frontend_server::Frontend for FrontendService {
             .task_count(TaskCount {
                 lambda: request.lambda,
                 collection: request.collection,
+                key: request.key,
                 parent_id: request.parent_id,
             })
             .await

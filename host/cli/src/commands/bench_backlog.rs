@@ -91,6 +91,7 @@ impl Backlog {
                 lambda: self.lambda.clone(),
                 collection: None,
                 parent_id: None,
+                ..TaskCount::default()
             })
             .await
             .map_err(failed("count the backlog"))?;

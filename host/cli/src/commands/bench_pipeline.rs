@@ -476,6 +476,7 @@ pub(crate) async fn wait_all(
                 lambda: lambda.to_owned(),
                 collection: Some(collection.to_owned()),
                 parent_id: None,
+                ..TaskCount::default()
             })
             .await
             .map_err(failed("count"))?;

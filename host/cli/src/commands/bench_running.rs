@@ -176,6 +176,7 @@ pub(crate) async fn count(
             lambda: lambda.to_owned(),
             collection: Some(collection.to_owned()),
             parent_id: None,
+            ..TaskCount::default()
         })
         .await
         .map_err(failed("count"))?

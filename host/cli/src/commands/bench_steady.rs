@@ -215,6 +215,7 @@ async fn counts(frontend: &FrontendClient, lambda: &str) -> Result<(u64, u64), F
             lambda: lambda.to_owned(),
             collection: None,
             parent_id: None,
+            ..TaskCount::default()
         })
         .await
         .map_err(failed("count"))?;

@@ -46,6 +46,9 @@ pub struct AddArgs {
     /// Priority of the tasks; the lambda's default when absent.
     #[arg(long)]
     pub priority: Option<u8>,
+    /// The key of the tasks (see `waft task schedule --key`).
+    #[arg(long, value_name = "KEY")]
+    pub key: Option<String>,
     /// After downtime, run every missed occurrence instead of only the
     /// most recent one.
     #[arg(long)]
@@ -67,6 +70,7 @@ pub fn run(args: CronArgs) -> Result<ExitCode, Failure> {
                         timezone: Some(add.timezone),
                         payload,
                         collection: add.collection,
+                        key: add.key,
                         priority: add.priority,
                         catch_up: add.catch_up,
                     })
@@ -129,6 +133,7 @@ fn cron_json(s: &Cron) -> serde_json::Value {
         "timezone": s.timezone,
         "payload": json_bytes(&s.payload),
         "collection": s.collection,
+        "key": s.key,
         "priority": s.priority,
         "catch_up": s.catch_up,
         "next_at": (s.next_at != Millis::MAX).then(|| time(s.next_at)),

@@ -227,6 +227,7 @@ mod tests {
             output: None,
             parent_id: None,
             idempotency_key: None,
+            key: None,
             cron_id: None,
             version: Some(4),
             continuation: None,

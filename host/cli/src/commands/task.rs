@@ -86,7 +86,12 @@ pub struct ScheduleArgs {
     /// Collection (`default` when absent).
     #[arg(long)]
     pub collection: Option<String>,
-    /// Schedule at most one task per key and lambda; repeats return it.
+    /// The task's key within its lambda (a customer, an account, a
+    /// document): the lambda's limits per key count by it.
+    #[arg(long, value_name = "KEY")]
+    pub key: Option<String>,
+    /// Schedule at most one task per idempotency key and lambda; repeats
+    /// return it.
     #[arg(long, value_name = "KEY")]
     pub idempotency_key: Option<String>,
     /// Run this version of the lambda, not the one current when it starts.
@@ -101,6 +106,9 @@ pub struct ScheduleArgs {
     /// The continuation's priority.
     #[arg(long, value_name = "P", requires = "then")]
     pub then_priority: Option<u8>,
+    /// The continuation's key (a key is not passed on by itself).
+    #[arg(long, value_name = "KEY", requires = "then")]
+    pub then_key: Option<String>,
     /// The W3C trace context the task's spans join
     /// (`00-<trace id>-<span id>-<flags>`), e.g. a CI job's or a script's.
     #[arg(long, value_name = "TRACEPARENT", env = "TRACEPARENT")]
@@ -117,6 +125,9 @@ pub struct ListArgs {
     pub lambda: Option<String>,
     #[arg(long)]
     pub collection: Option<String>,
+    /// Tasks with this key.
+    #[arg(long, value_name = "KEY")]
+    pub key: Option<String>,
     #[arg(long, value_parser = parse_status, help = status_help())]
     pub status: Option<TaskStatus>,
     /// Children of this task.
@@ -243,6 +254,7 @@ impl Call<'_> {
         let filter = TaskList {
             lambda: list.lambda,
             collection: list.collection,
+            key: list.key,
             status: list.status,
             parent_id: list.parent,
             newest_first: list.newest_first,
@@ -262,8 +274,12 @@ impl Call<'_> {
         }
         for task in &tasks {
             let waiting = waiting_for(task).map_or(String::new(), |w| format!("  waiting for {w}"));
+            let key = task
+                .key
+                .as_deref()
+                .map_or(String::new(), |key| format!("  key {key:?}"));
             println!(
-                "{}  {:<17}  {}  attempt {}/{}  created {}{waiting}",
+                "{}  {:<17}  {}  attempt {}/{}  created {}{key}{waiting}",
                 task.id,
                 task.status.as_str(),
                 task.lambda,
@@ -420,6 +436,7 @@ fn schedule_request(schedule: ScheduleArgs) -> Result<TaskRequest, Failure> {
         priority: schedule.priority,
         run_at,
         idempotency_key: schedule.idempotency_key,
+        key: schedule.key,
         parent_id: None,
         version: schedule.pin_version,
         parent_lease: None,
@@ -428,6 +445,7 @@ fn schedule_request(schedule: ScheduleArgs) -> Result<TaskRequest, Failure> {
             lambda,
             collection: schedule.then_collection,
             priority: schedule.then_priority,
+            key: schedule.then_key,
         }),
     })
 }
@@ -526,6 +544,7 @@ pub(crate) fn task_json(task: &Task) -> serde_json::Value {
         "log": task.log,
         "parent_id": task.parent_id,
         "idempotency_key": task.idempotency_key,
+        "key": task.key,
         "version": task.version,
         "waiting_for_signal": task.waiting_for_signal,
         "waiting_for_children": task.waiting_for_children,
@@ -533,6 +552,7 @@ pub(crate) fn task_json(task: &Task) -> serde_json::Value {
             "lambda": then.lambda,
             "collection": then.collection,
             "priority": then.priority,
+            "key": then.key,
         })),
     })
 }
@@ -573,6 +593,7 @@ fn print_task(task: &Task, as_json: bool) {
             // Until its next trigger: the wait's end, or now once woken.
             waiting_for(task),
         ),
+        ("key", task.key.clone()),
         ("progress", task.progress.clone()),
         ("last error", task.last_error.clone()),
         ("parent", task.parent_id.clone()),

@@ -147,6 +147,7 @@ impl ClientApi for FrontendClient {
         let request = proto::ListTasksRequest {
             lambda: filter.lambda,
             collection: filter.collection,
+            key: filter.key,
             status: filter.status.map(|s| status_to_proto(s) as i32),
             parent_id: filter.parent_id,
             after: filter.after,
@@ -196,6 +197,7 @@ impl ClientApi for FrontendClient {
             lambda: filter.lambda,
             collection: filter.collection,
             parent_id: filter.parent_id,
+            key: filter.key,
         };
         let response = self
             .0

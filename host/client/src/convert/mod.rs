@@ -227,6 +227,7 @@ mod tests {
             timezone: Some("Europe/Paris".into()),
             payload: b"{}".to_vec(),
             collection: Some("eu".into()),
+            key: Some("customer-9".into()),
             priority: Some(1),
             catch_up: true,
         };
@@ -241,6 +242,7 @@ mod tests {
             timezone: "UTC".into(),
             payload: Vec::new(),
             collection: None,
+            key: Some("customer-9".into()),
             priority: None,
             catch_up: false,
             next_at: Millis::MAX,
@@ -263,6 +265,12 @@ mod tests {
                 payload: b"{}".to_vec(),
                 priority: Some(2),
                 run_at,
+                key: Some("customer-9".into()),
+                then: Some(waft_core::model::Continuation {
+                    lambda: "next".into(),
+                    key: Some("customer-10".into()),
+                    ..Default::default()
+                }),
                 ..TaskRequest::default()
             };
             assert_eq!(

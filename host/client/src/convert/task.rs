@@ -60,6 +60,7 @@ pub fn task_to_proto(task: Task) -> proto::Task {
         output: task.output,
         parent_id: task.parent_id,
         idempotency_key: task.idempotency_key,
+        key: task.key,
         schedule_id: task.cron_id,
         log: task.log,
         version: task.version,
@@ -96,6 +97,7 @@ pub fn task_from_proto(task: proto::Task) -> ServiceResult<Task> {
         output: task.output,
         parent_id: task.parent_id,
         idempotency_key: task.idempotency_key,
+        key: task.key,
         cron_id: task.schedule_id,
         version: task.version,
         continuation: task.then.map(continuation_from_proto).transpose()?,
@@ -120,6 +122,7 @@ pub fn new_task_from_proto(task: proto::NewTask) -> ServiceResult<TaskRequest> {
         collection: task.collection,
         run_at,
         idempotency_key: task.idempotency_key,
+        key: task.key,
         parent_id: task.parent_id,
         version: task.version,
         parent_lease: task.parent_lease,
@@ -154,6 +157,7 @@ pub fn new_task_to_proto(task: TaskRequest) -> proto::NewTask {
             )),
         },
         idempotency_key: task.idempotency_key,
+        key: task.key,
         parent_id: task.parent_id,
         version: task.version,
         parent_lease: task.parent_lease,
@@ -170,6 +174,7 @@ pub fn continuation_to_proto(then: Continuation) -> proto::Continuation {
         lambda: then.lambda,
         collection: then.collection,
         priority: then.priority.map(u32::from),
+        key: then.key,
     }
 }
 
@@ -178,6 +183,7 @@ pub fn continuation_from_proto(then: proto::Continuation) -> ServiceResult<Conti
         priority: then.priority.map(priority).transpose()?,
         lambda: then.lambda,
         collection: then.collection,
+        key: then.key,
     })
 }
 

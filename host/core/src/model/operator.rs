@@ -86,6 +86,8 @@ pub struct Cron {
     pub timezone: String,
     pub payload: Vec<u8>,
     pub collection: Option<String>,
+    /// The key of the tasks it makes.
+    pub key: Option<String>,
     pub priority: Option<u8>,
     /// After downtime: run every missed occurrence (true), or only the most
     /// recent one (false).

@@ -38,6 +38,9 @@ pub struct Task {
     pub output: Option<Vec<u8>>,
     pub parent_id: Option<String>,
     pub idempotency_key: Option<String>,
+    /// The task's key within its lambda (a customer, an account, a
+    /// document): what the lambda's limits per key count by.
+    pub key: Option<String>,
     /// The periodic schedule that created the task, if any.
     pub cron_id: Option<String>,
     /// The lambda version the task is pinned to; `None` runs the version
@@ -60,6 +63,9 @@ pub struct Continuation {
     pub lambda: String,
     pub collection: Option<String>,
     pub priority: Option<u8>,
+    /// The next task's key; none when absent (a key is not inherited).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
 }
 
 /// A task to insert.
@@ -76,6 +82,8 @@ pub struct NewTask {
     /// A second insert with the same key (per lambda) returns the first
     /// task instead of creating another.
     pub idempotency_key: Option<String>,
+    /// The task's key within its lambda (see [`Task::key`]).
+    pub key: Option<String>,
     pub parent_id: Option<String>,
     /// Run this version of the lambda, not the one current at the claim.
     pub version: Option<u32>,
@@ -119,6 +127,7 @@ pub struct TaskList {
     /// caller's token.
     pub lambdas: Option<Vec<String>>,
     pub collection: Option<String>,
+    pub key: Option<String>,
     pub status: Option<TaskStatus>,
     pub parent_id: Option<String>,
     /// Tasks created at or after this time.
@@ -135,11 +144,13 @@ pub struct TaskList {
 }
 
 /// Which tasks to count (`TaskStore::task_count`, `ClientApi::task_count`):
-/// a lambda's, optionally only one collection's or one parent's children.
+/// a lambda's, optionally only one collection's, one key's or one parent's
+/// children.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct TaskCount {
     pub lambda: String,
     pub collection: Option<String>,
+    pub key: Option<String>,
     pub parent_id: Option<String>,
 }
 

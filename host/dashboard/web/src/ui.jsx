@@ -122,14 +122,18 @@ export function fieldOf(message, fields) {
   return "form";
 }
 
-/** Where a new task goes — its collection and priority — in the forms that
- * make tasks (schedule, cron). */
+/** Where a new task goes — its collection, key and priority — in the forms
+ * that make tasks (schedule, cron). */
 export function Placement({ form, errors, update }) {
   return (
     <>
       <Field label="Collection" name="collection" error={errors.collection}>
         <input name="collection" placeholder="default" value={form.collection ?? ""}
           onInput={(e) => update({ collection: e.currentTarget.value })} />
+      </Field>
+      <Field label="Key" name="key" error={errors.key}>
+        <input name="key" placeholder="none (a customer, an account…)" value={form.key ?? ""}
+          onInput={(e) => update({ key: e.currentTarget.value })} />
       </Field>
       <Field label="Priority" name="priority" error={errors.priority}>
         <input name="priority" type="number" min="0" placeholder="the lambda's default" value={form.priority ?? ""}

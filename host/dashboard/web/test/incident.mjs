@@ -156,11 +156,19 @@ try {
       assert.match(await error.innerText(), /^invalid argument: the payload is not JSON: EOF while parsing/);
       await shot(page, "schedule-invalid");
       await page.fill('textarea[name="payload"]', '{"name": "Grace"}');
+      await page.fill('input[name="key"]', "customer 42/é");
       await page.getByRole("button", { name: "Schedule" }).click();
       await page.locator(".done a").click();
       await until("the scheduled task succeeded", async () =>
         /success/.test(await page.locator(".sub .status").innerText()), 20_000);
       assert.match(await page.locator("pre.output").innerText(), /Hello, Grace!/);
+      // Its key is on its page, a link to the tasks of that key.
+      assert.match(await page.locator(".sub").innerText(), /key customer 42\/é/);
+      await page.locator(".sub").getByRole("link", { name: "customer 42/é" }).click();
+      await until("the key's one task listed", async () =>
+        (await page.locator("table.tasks tbody tr").count()) === 1);
+      assert.equal(await page.locator('input[name="key"]').inputValue(), "customer 42/é");
+      assert.match(await page.locator("table.tasks tbody tr").innerText(), /customer 42\/é/);
     }],
     ["a cron expression is previewed, refused next to its field, saved, removed", async () => {
       await visit(page, "#/cron");

@@ -34,6 +34,31 @@ impl children::Host for HostState {
         &mut self,
         child: children::ChildTask,
     ) -> wasmtime::Result<Result<String, children::ScheduleError>> {
+        self.schedule_child(child, None).await
+    }
+
+    async fn schedule_keyed(
+        &mut self,
+        child: children::ChildTask,
+        key: String,
+    ) -> wasmtime::Result<Result<String, children::ScheduleError>> {
+        self.schedule_child(child, Some(key)).await
+    }
+
+    async fn wait_all(&mut self, ids: Vec<String>) -> wasmtime::Result<Vec<children::ChildEnd>> {
+        HostState::wait_all(self, ids).await
+    }
+}
+
+impl HostState {
+    /// Schedules a child, with its key when it has one; one journal entry
+    /// either way (a keyed child's arguments hold its key, so a replay
+    /// that asks for it unkeyed, or by another key, diverges).
+    async fn schedule_child(
+        &mut self,
+        child: children::ChildTask,
+        key: Option<String>,
+    ) -> wasmtime::Result<Result<String, children::ScheduleError>> {
         self.ensure_running()?;
         let rank = self.children;
         self.children += 1;
@@ -44,7 +69,10 @@ impl children::Host for HostState {
             child.priority,
             child.not_before,
         );
-        let digest = digest(SCHEDULE, &arguments);
+        let digest = match &key {
+            None => digest(SCHEDULE, &arguments),
+            Some(key) => digest(SCHEDULE, &(arguments, key)),
+        };
         let ticket = match self.journal.call(SCHEDULE, &digest)? {
             Step::Replay { seq, answer } => {
                 let answer: Result<String, Refused> =
@@ -64,6 +92,7 @@ impl children::Host for HostState {
             collection: child.collection,
             priority: child.priority,
             not_before: child.not_before.map(from_unix_millis),
+            key,
             rank,
         };
         let answer = match self.host.schedule(request).await {
@@ -89,10 +118,6 @@ impl children::Host for HostState {
         self.journal
             .record(ticket, &digest, encode(&answer), summary, outside(&answer))?;
         Ok(answer.map_err(Refused::into_wit))
-    }
-
-    async fn wait_all(&mut self, ids: Vec<String>) -> wasmtime::Result<Vec<children::ChildEnd>> {
-        HostState::wait_all(self, ids).await
     }
 }
 

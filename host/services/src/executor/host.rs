@@ -155,6 +155,11 @@ impl TaskHost for ExecutionHost {
                 self.max_children
             )));
         }
+        // Checked here, as the store would: a child the store refused in
+        // a batch would end the execution.
+        if let Some(key) = &child.key {
+            waft_core::task::check_key(key).map_err(ScheduleRejection::Invalid)?;
+        }
         let run_at = match child.not_before {
             None => RunAt::Now,
             Some(at) => RunAt::At(waft_core::model::millis_of(at)),
@@ -165,6 +170,7 @@ impl TaskHost for ExecutionHost {
             payload: child.payload,
             collection: child.collection,
             priority: child.priority,
+            key: child.key,
             run_at,
             idempotency_key: Some(Self::child_key(&self.task_id, child.rank)),
             parent_id: Some(self.task_id.clone()),
@@ -356,6 +362,7 @@ mod tests {
             collection: None,
             priority: None,
             not_before: None,
+            key: None,
             rank,
         };
         let refused = host.schedule(child(2)).await.unwrap_err();
@@ -435,6 +442,7 @@ mod tests {
             collection: None,
             priority: None,
             not_before: None,
+            key: None,
             rank,
         }
     }
@@ -534,6 +542,38 @@ mod tests {
             let stored = children_of(store.as_ref(), &host.task_id).await.len();
             assert_eq!(stored, written + 1);
         }
+    }
+
+    /// A child's key reaches the store, in a batch as alone; a key the
+    /// store would refuse is refused at once, before any batch holds it.
+    #[tokio::test]
+    async fn a_childs_key_is_kept_and_a_bad_one_refused_at_once() {
+        let (store, host) = running().await;
+        let keyed = |rank, key: &str| ChildRequest {
+            key: Some(key.into()),
+            ..child_of("mail", rank)
+        };
+        host.schedule(keyed(0, "acme")).await.unwrap();
+        host.schedule(keyed(1, "globex")).await.unwrap();
+        let refused = host.schedule(keyed(2, "")).await.unwrap_err();
+        assert!(
+            matches!(&refused, ScheduleRejection::Invalid(m) if m.contains("key")),
+            "{refused:?}"
+        );
+        host.settle().await.unwrap();
+        let list = waft_store::TaskList {
+            parent_id: Some(host.task_id.clone()),
+            ..waft_store::TaskList::default()
+        };
+        let mut keys: Vec<Option<String>> = store
+            .task_list(list)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|task| task.key)
+            .collect();
+        keys.sort();
+        assert_eq!(keys, [Some("acme".into()), Some("globex".into())]);
     }
 
     /// A batch the store refuses stops the execution, which reports

@@ -1,6 +1,6 @@
 //! Periodic schedules and their occurrences, each materialised once.
 
-use waft_core::task::{check_collection_name, check_lambda_name};
+use waft_core::task::{check_collection_name, check_key, check_lambda_name};
 
 use super::lambda;
 use super::{Connection, Store};
@@ -13,6 +13,9 @@ pub(super) async fn create(tx: &mut Connection, schedule: Cron) -> Result<()> {
     check_lambda_name(&schedule.lambda)?;
     if let Some(collection) = &schedule.collection {
         check_collection_name(collection)?;
+    }
+    if let Some(key) = &schedule.key {
+        check_key(key).map_err(StoreError::Invalid)?;
     }
     let lambda = lambda::require_lambda(&mut *tx, &schedule.lambda).await?;
     if let Some(priority) = schedule.priority
@@ -33,7 +36,8 @@ pub(super) async fn create(tx: &mut Connection, schedule: Cron) -> Result<()> {
     }
     sqlx::query(
         "INSERT INTO crons (id, lambda, cron, timezone, payload, collection, priority, \
-         catch_up, next_at, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+         catch_up, next_at, created_at, key) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
     )
     .bind(&schedule.id)
     .bind(&schedule.lambda)
@@ -45,6 +49,7 @@ pub(super) async fn create(tx: &mut Connection, schedule: Cron) -> Result<()> {
     .bind(schedule.catch_up)
     .bind(schedule.next_at)
     .bind(schedule.created_at)
+    .bind(schedule.key.as_deref().map(text_in))
     .execute(&mut *tx)
     .await?;
     Ok(())
@@ -108,6 +113,7 @@ pub(super) async fn materialize(
         payload: schedule.payload,
         run_at: Some(params.occurrence),
         idempotency_key: Some(format!("cron:{}:{}", schedule.id, params.occurrence)),
+        key: schedule.key,
         parent_id: None,
         version: None,
         parent_lease: None,

@@ -28,6 +28,7 @@ struct NewRow {
     max_attempts: i64,
     run_at: Millis,
     parent_id: Option<String>,
+    idempotency_key: Option<String>,
     key: Option<String>,
     version: Option<u32>,
     continuation: Option<String>,
@@ -91,10 +92,11 @@ pub(super) async fn insert(
             payload: hex::encode(&task.payload),
             max_attempts,
             run_at: admitted.run_at,
-            key: task
+            idempotency_key: task
                 .idempotency_key
                 .as_deref()
                 .map(|key| text_in(key).into_owned()),
+            key: task.key.as_deref().map(|key| text_in(key).into_owned()),
             version: task.version,
             continuation,
             lambda: task.lambda,
@@ -251,6 +253,9 @@ async fn check_continuation(conn: &mut Connection, task: &NewTask) -> Result<Opt
     if let Some(collection) = &then.collection {
         check_collection_name(collection)?;
     }
+    if let Some(key) = &then.key {
+        waft_core::task::check_key(key).map_err(StoreError::Invalid)?;
+    }
     let next = lambda::require_lambda(conn, &then.lambda).await?;
     if let Some(priority) = then.priority
         && priority >= next.config.priorities
@@ -277,12 +282,13 @@ async fn insert_rows(
     Ok(sqlx::query_scalar(sql(format!(
         "INSERT INTO tasks (id, lambda, collection, priority, payload, status, \
          max_attempts, scheduled_at, due_at, next_trigger_at, created_at, parent_id, \
-         idempotency_key, cron_id, version, continuation, traceparent, tracestate) \
+         idempotency_key, key, cron_id, version, continuation, traceparent, tracestate) \
          SELECT j.value->>'id', j.value->>'lambda', j.value->>'collection', \
          CAST(j.value->>'priority' AS BIGINT), {payload}, {NEW}, \
          CAST(j.value->>'max_attempts' AS BIGINT), CAST(j.value->>'run_at' AS BIGINT), \
          CAST(j.value->>'run_at' AS BIGINT), CAST(j.value->>'run_at' AS BIGINT), $2, \
-         j.value->>'parent_id', j.value->>'key', $3, CAST(j.value->>'version' AS BIGINT), \
+         j.value->>'parent_id', j.value->>'idempotency_key', j.value->>'key', $3, \
+         CAST(j.value->>'version' AS BIGINT), \
          j.value->>'continuation', j.value->>'traceparent', j.value->>'tracestate' \
          FROM {rows} WHERE TRUE \
          ON CONFLICT (lambda, idempotency_key) WHERE idempotency_key IS NOT NULL \

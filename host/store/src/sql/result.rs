@@ -610,6 +610,7 @@ async fn continue_successes(
             lambda: then.lambda,
             collection: then.collection,
             priority: then.priority,
+            key: then.key,
             payload: output.unwrap_or_default(),
             idempotency_key: Some(format!("then:{id}")),
             parent_id: Some(id.clone()),

@@ -40,7 +40,8 @@ pub(super) async fn list(store: &Store, params: TaskList) -> Result<Vec<Task>> {
     };
     // Only the filters given enter the statement, so the planner can take
     // the index they fit — lambda and status (`tasks_lambda_status`),
-    // lambda and collection (`tasks_collection`), status (`tasks_status`),
+    // lambda and collection (`tasks_collection`), lambda and key
+    // (`tasks_key`), status (`tasks_status`),
     // parent (`tasks_parent`), or the ids alone, most read in id order —
     // instead of one statement testing every filter on every row. Creation
     // times bound the ids, which are ULIDs and begin with them.
@@ -68,6 +69,9 @@ pub(super) async fn list(store: &Store, params: TaskList) -> Result<Vec<Task>> {
     }
     if let Some(collection) = &params.collection {
         filter("collection", "=", text_in(collection).into_owned());
+    }
+    if let Some(key) = &params.key {
+        filter("key", "=", text_in(key).into_owned());
     }
     if let Some(status) = params.status {
         filter("status", "=", status.as_str().to_owned());
@@ -108,11 +112,12 @@ pub(super) async fn count(store: &Store, params: TaskCount) -> Result<Vec<Status
     let rows: Vec<(String, i64)> = sqlx::query_as(
         "SELECT status, COUNT(*) AS n FROM tasks WHERE lambda = $1 \
          AND ($2 IS NULL OR collection = $2) AND ($3 IS NULL OR parent_id = $3) \
-         GROUP BY status",
+         AND ($4 IS NULL OR key = $4) GROUP BY status",
     )
     .bind(text_in(&params.lambda))
     .bind(params.collection.as_deref().map(text_in))
     .bind(params.parent_id.as_deref().map(text_in))
+    .bind(params.key.as_deref().map(text_in))
     .fetch_all(&store.pool)
     .await?;
     let mut counts = rows

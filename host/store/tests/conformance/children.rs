@@ -116,7 +116,9 @@ pub async fn a_continuation_runs_once_on_success_with_the_output(store: &dyn Tas
             lambda: lambda.into(),
             collection: Some("next".into()),
             priority: Some(1),
+            key: Some("account-7".into()),
         }),
+        key: Some("account-1".into()),
         ..new_task("mail")
     };
     let first = insert(store, then("mail"), T0).await;
@@ -144,9 +146,10 @@ pub async fn a_continuation_runs_once_on_success_with_the_output(store: &dyn Tas
             next[0].lambda.as_str(),
             next[0].payload.as_slice(),
             next[0].collection.as_str(),
-            next[0].priority
+            next[0].priority,
+            next[0].key.as_deref()
         ),
-        ("mail", &b"out"[..], "next", 1)
+        ("mail", &b"out"[..], "next", 1, Some("account-7"))
     );
 
     // The output is over the next lambda's payload limit.

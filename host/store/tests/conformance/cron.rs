@@ -13,6 +13,7 @@ pub async fn each_occurrence_materialises_once(store: &dyn TaskStore) {
         timezone: "UTC".into(),
         payload: b"{}".to_vec(),
         collection: None,
+        key: Some("acme\0corp".into()),
         priority: Some(1),
         catch_up: false,
         next_at: T0,
@@ -45,8 +46,13 @@ pub async fn each_occurrence_materialises_once(store: &dyn TaskStore) {
     );
     let task = store.task_get(&task).await.unwrap().unwrap();
     assert_eq!(
-        (task.cron_id.as_deref(), task.priority, task.scheduled_at),
-        (Some("nightly"), 1, T0)
+        (
+            task.cron_id.as_deref(),
+            task.priority,
+            task.scheduled_at,
+            task.key.as_deref()
+        ),
+        (Some("nightly"), 1, T0, Some("acme\0corp"))
     );
     assert_eq!(store.cron_list().await.unwrap()[0].next_at, T0 + 86_400_000);
 

@@ -483,6 +483,7 @@ pub async fn a_cron_whose_task_is_refused_moves_on(store: &dyn TaskStore) {
             timezone: "UTC".into(),
             payload: vec![b'x'; 100],
             collection: None,
+            key: None,
             priority: None,
             catch_up: true,
             next_at: T0,

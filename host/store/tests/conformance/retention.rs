@@ -329,6 +329,7 @@ pub async fn a_lambda_is_deleted_with_all_it_has_once_nothing_of_it_may_run(stor
             timezone: "UTC".into(),
             payload: b"{}".to_vec(),
             collection: None,
+            key: None,
             priority: None,
             catch_up: false,
             next_at: T0 + HOUR,

@@ -53,6 +53,80 @@ pub async fn lists_filter_and_page(store: &dyn TaskStore) {
     assert_eq!(child.parent_id.as_deref(), Some(parent.as_str()));
 }
 
+/// A task's key is kept as given (any text a Rust string may hold), lists
+/// and counts filter by it within a lambda, and a key out of bounds is
+/// refused with nothing written.
+pub async fn keys_round_trip_and_filter(store: &dyn TaskStore) {
+    deploy(store, "mail").await;
+    deploy(store, "other").await;
+    let keyed = |lambda: &str, key: &str| NewTask {
+        key: Some(key.into()),
+        ..new_task(lambda)
+    };
+    let odd = "a\0b\\0c\\é€😀 \n";
+    let mut acme = Vec::new();
+    for _ in 0..3 {
+        acme.push(insert(store, keyed("mail", "acme"), T0).await);
+    }
+    let odd_id = insert(store, keyed("mail", odd), T0).await;
+    let plain = insert(store, new_task("mail"), T0).await;
+    insert(store, keyed("other", "acme"), T0).await;
+
+    let got = store.task_get(&odd_id).await.unwrap().unwrap();
+    assert_eq!(got.key.as_deref(), Some(odd));
+    assert_eq!(store.task_get(&plain).await.unwrap().unwrap().key, None);
+
+    let by_key = |key: &str| TaskList {
+        lambda: Some("mail".into()),
+        key: Some(key.into()),
+        limit: 2,
+        ..TaskList::default()
+    };
+    acme.sort();
+    assert_eq!(paged(store, by_key("acme")).await, acme);
+    assert_eq!(paged(store, by_key(odd)).await, vec![odd_id.clone()]);
+    // The NUL is part of the key: its prefix is another key.
+    assert!(paged(store, by_key("a")).await.is_empty());
+    let every_lambda = TaskList {
+        key: Some("acme".into()),
+        ..TaskList::default()
+    };
+    assert_eq!(store.task_list(every_lambda).await.unwrap().len(), 4);
+
+    let count = |key: &str| TaskCount {
+        lambda: "mail".into(),
+        key: Some(key.into()),
+        ..TaskCount::default()
+    };
+    assert_eq!(
+        store.task_count(count("acme")).await.unwrap(),
+        vec![StatusCount {
+            status: TaskStatus::New,
+            count: 3
+        }]
+    );
+    assert_eq!(store.task_count(count(odd)).await.unwrap()[0].count, 1);
+
+    for bad in [String::new(), "k".repeat(256)] {
+        let refused = store
+            .task_insert_many(waft_store::TaskInsertMany {
+                tasks: vec![new_task("mail"), keyed("mail", &bad)],
+                now: T0,
+            })
+            .await;
+        assert!(
+            matches!(&refused, Err(StoreError::Invalid(m)) if m.contains("key")),
+            "{refused:?}"
+        );
+    }
+    assert!(paged(store, by_key(&"k".repeat(255))).await.is_empty());
+    let all_mail = TaskList {
+        lambda: Some("mail".into()),
+        ..TaskList::default()
+    };
+    assert_eq!(store.task_list(all_mail).await.unwrap().len(), 5);
+}
+
 /// A list kept to some lambdas (a token's) fills its pages with their tasks
 /// alone, however many of other lambdas' lie between, both ways; with no
 /// lambda, it is empty.
@@ -116,6 +190,7 @@ pub async fn counts_follow_statuses(store: &dyn TaskStore) {
         lambda: "mail".into(),
         collection: collection.map(str::to_owned),
         parent_id: parent.map(str::to_owned),
+        ..TaskCount::default()
     };
     assert_eq!(store.task_count(count(None, None)).await.unwrap(), vec![]);
     let parent = insert(store, new_task("mail"), T0).await;

@@ -624,6 +624,7 @@ async fn setup(store: &dyn TaskStore) -> Model {
                 timezone: "UTC".into(),
                 payload: vec![],
                 collection: None,
+                key: None,
                 priority: None,
                 catch_up: true,
                 next_at: T0,

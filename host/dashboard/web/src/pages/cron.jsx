@@ -11,6 +11,7 @@ const FIELDS = {
   payload: ["payload"],
   priority: ["priority"],
   collection: ["collection"],
+  key: ["key"],
   lambda: ["lambda"],
 };
 
@@ -87,6 +88,7 @@ function NewCron({ onSaved }) {
         payload: utf8(form.payload),
         payloadIsJson: true,
         collection: form.collection || undefined,
+        key: form.key || undefined,
         priority: form.priority === undefined || form.priority === "" ? undefined : Number(form.priority),
         catchUp: form.catchUp,
       });

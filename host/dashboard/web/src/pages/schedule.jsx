@@ -10,6 +10,7 @@ const FIELDS = {
   priority: ["priority"],
   collection: ["collection"],
   idempotency: ["idempotency"],
+  key: ["key"],
   delay: ["delay", "run_at"],
   lambda: ["lambda"],
 };
@@ -45,7 +46,8 @@ export function Schedule({ query }) {
           collection: form.collection || undefined,
           priority: form.priority ? Number(form.priority) : undefined,
           when: delay ? { case: "delayMs", value: BigInt(delay) } : undefined,
-          idempotencyKey: form.key || undefined,
+          idempotencyKey: form.idempotencyKey || undefined,
+          key: form.key || undefined,
         },
       });
       setScheduled(answer);
@@ -69,7 +71,8 @@ export function Schedule({ query }) {
               onInput={(e) => update({ delay: e.currentTarget.value })} />
           </Field>
           <Field label="Idempotency key" name="idempotency" error={errors.idempotency}>
-            <input name="key" value={form.key ?? ""} onInput={(e) => update({ key: e.currentTarget.value })} />
+            <input name="idempotency" value={form.idempotencyKey ?? ""}
+              onInput={(e) => update({ idempotencyKey: e.currentTarget.value })} />
           </Field>
         </div>
         <Field label="Payload (JSON)" name="payload" error={errors.payload}

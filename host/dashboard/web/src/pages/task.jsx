@@ -40,6 +40,7 @@ export function TaskPage({ id }) {
         <Status status={status} /> {task.held ? "held by a paused gate · " : ""}
         <a href={`#/lambda/${encodeURIComponent(task.lambda)}`}>{task.lambda}</a>
         {task.version !== undefined ? ` v${task.version}` : ""} · collection {task.collection} ·
+        {task.key !== undefined ? <> key <a href={`#/tasks?lambda=${encodeURIComponent(task.lambda)}&key=${encodeURIComponent(task.key)}`}>{task.key}</a> ·</> : null}
         priority {task.priority} · attempt {task.attempt} of {task.maxAttempts}
         {task.parentId ? <> · parent <a class="mono" href={`#/task/${task.parentId}`}>{task.parentId}</a></> : null}
       </p>

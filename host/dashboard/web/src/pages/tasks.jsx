@@ -16,6 +16,7 @@ export function Tasks({ query }) {
       lambda: filter.lambda,
       status: filter.status ? enumNumber("TaskStatus", filter.status) : undefined,
       collection: filter.collection,
+      key: filter.key,
       parentId: filter.parent,
       createdFromMs: toMs(filter.from) !== undefined ? BigInt(toMs(filter.from)) : undefined,
       createdBeforeMs: toMs(filter.to) !== undefined ? BigInt(toMs(filter.to)) : undefined,
@@ -28,8 +29,10 @@ export function Tasks({ query }) {
   }, [query.toString()]);
   // Counted apart, so the list never waits for a count.
   const counts = useData(async () => filter.lambda
-    ? (await call("countTasks", { lambda: filter.lambda, collection: filter.collection, parentId: filter.parent })).counts
-    : undefined, [filter.lambda, filter.collection, filter.parent]);
+    ? (await call("countTasks", {
+      lambda: filter.lambda, collection: filter.collection, key: filter.key, parentId: filter.parent,
+    })).counts
+    : undefined, [filter.lambda, filter.collection, filter.key, filter.parent]);
   const set = (changes) => go("/tasks", { ...filter, after: undefined, ...changes });
   return (
     <>
@@ -42,6 +45,8 @@ export function Tasks({ query }) {
         </select>
         <input name="collection" placeholder="collection" value={filter.collection ?? ""}
           onChange={(e) => set({ collection: e.currentTarget.value })} />
+        <input name="key" placeholder="key" value={filter.key ?? ""}
+          onChange={(e) => set({ key: e.currentTarget.value })} />
         <input name="parent" placeholder="parent task id" value={filter.parent ?? ""}
           onChange={(e) => set({ parent: e.currentTarget.value })} />
         <label class="inline">from <input name="from" type="datetime-local" value={filter.from ?? ""}
@@ -70,7 +75,7 @@ export function Tasks({ query }) {
         <>
           <table class="tasks">
             <thead>
-              <tr><th>Task</th><th>Lambda</th><th>Collection</th><th>Status</th><th>Attempt</th>
+              <tr><th>Task</th><th>Lambda</th><th>Collection</th><th>Key</th><th>Status</th><th>Attempt</th>
                 <th>Created</th><th>Last error</th></tr>
             </thead>
             <tbody>
@@ -81,6 +86,7 @@ export function Tasks({ query }) {
                     <td><a class="mono" href={`#/task/${t.id}`}>{t.id}</a></td>
                     <td>{t.lambda}</td>
                     <td>{t.collection}</td>
+                    <td class="clip">{t.key ?? ""}</td>
                     <td><Status status={status} />{t.held ? <span class="muted"> held</span> : null}</td>
                     <td>{t.attempt}/{t.maxAttempts}</td>
                     <td>{time(t.createdAtMs)}</td>
