@@ -106,10 +106,12 @@ fn linearize_polls_as_one(
 }
 
 /// Like [`linearize`], with the race's polls skipping the tasks its
-/// signals and journal writes name: each locks its task's row and leaves
-/// the task as due as it was (a signal while it looks whether the task
-/// waits for it, a journal write as it writes), and a poll skips locked
-/// rows (`SKIP LOCKED`), leaving the task to the next poll. (Other writers
+/// signals, journal writes and redrives name: each locks its task's row and
+/// leaves the task as due as it was (a signal while it looks whether the
+/// task waits for it, a journal write as it writes, a redrive refused as
+/// it looks whether the task is dead), and a poll skips locked
+/// rows (`SKIP LOCKED`), leaving the task to the next poll: any of the
+/// locked tasks, as the poll read each before or after its lock. (Other writers
 /// make the task not due, or end it, so a poll after them skips it too.)
 /// So do the rows fan-ins lock: an ending task's parent, a waiting task's
 /// children.
@@ -122,33 +124,60 @@ fn linearize_polls_skipping_locked(
     made: &[String],
 ) -> Vec<Model> {
     let parent = |id: &str| model.tasks.get(id).and_then(|t| t.parent.clone());
-    let locked: Vec<String> = inputs
+    let locked: Vec<String> = ops
         .iter()
-        .flat_map(|input| match input {
-            Input::Signal(id, _) | Input::Journal { id, .. } => vec![id.clone()],
-            // A result's end (a claim's drop, a cancel) locks the task's
-            // parent while it looks whether it waits for its children; a
-            // wait for children locks them.
-            Input::Result { id, children, .. } => parent(id)
-                .into_iter()
-                .chain(children.iter().cloned())
-                .collect(),
-            Input::Task(id, _) => parent(id).into_iter().collect(),
-            _ => Vec::new(),
+        .zip(inputs)
+        .flat_map(|(op, input)| match (op, input) {
+            // A redrive locks the task while it looks whether it is dead: a
+            // refused one leaves it as due as it was.
+            (Op::Redrive { .. }, Input::Task(id, _)) => {
+                parent(id).into_iter().chain([id.clone()]).collect()
+            }
+            (_, input) => locked_by(input, &parent),
         })
         .collect();
+    let mut locked = locked;
+    locked.sort();
+    locked.dedup();
     if locked.is_empty() || !ops.iter().any(|op| matches!(op, Op::Poll)) {
         return Vec::new();
     }
-    let inputs: Vec<Input> = ops
-        .iter()
-        .zip(inputs)
-        .map(|(op, input)| match op {
-            Op::Poll => Input::PollSkipping(locked.clone()),
-            _ => input.clone(),
-        })
-        .collect();
-    linearize(model, now, ops, &inputs, answers, made)
+    // The poll may have read a task before or after its lock was taken:
+    // it skipped some of the locked tasks, any of them.
+    let mut serials = Vec::new();
+    for subset in 1..1u32 << locked.len() {
+        let skipped: Vec<String> = (0..locked.len())
+            .filter(|bit| subset & (1 << bit) != 0)
+            .map(|bit| locked[bit].clone())
+            .collect();
+        let inputs: Vec<Input> = ops
+            .iter()
+            .zip(inputs)
+            .map(|(op, input)| match op {
+                Op::Poll => Input::PollSkipping(skipped.clone()),
+                _ => input.clone(),
+            })
+            .collect();
+        serials.extend(linearize(model, now, ops, &inputs, answers, made));
+    }
+    serials
+}
+
+/// The rows an operation's input locks while it runs, besides what a
+/// redrive locks.
+fn locked_by(input: &Input, parent: &dyn Fn(&str) -> Option<String>) -> Vec<String> {
+    match input {
+        Input::Signal(id, _) | Input::Journal { id, .. } => vec![id.clone()],
+        // A result's end (a claim's drop, a cancel) locks the task's
+        // parent while it looks whether it waits for its children; a wait
+        // for children locks them.
+        Input::Result { id, children, .. } => parent(id)
+            .into_iter()
+            .chain(children.iter().cloned())
+            .collect(),
+        Input::Task(id, _) => parent(id).into_iter().collect(),
+        _ => Vec::new(),
+    }
 }
 
 /// The models after each serial order of `ops` that gives exactly the
