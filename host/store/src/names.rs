@@ -67,6 +67,9 @@ pub(crate) mod status {
     pub const RUNNING: Set = Set(machine::RUNNING);
     /// Due to start: new, retrying, or in a queue.
     pub const WAITING: Set = Set(machine::WAITING);
+    /// In flight: enqueued or running, what a lambda's concurrency per key
+    /// counts (migration 0025's trigger spells it: a test holds it to it).
+    pub const IN_FLIGHT: Set = Set(machine::IN_FLIGHT);
     /// Ended for good: nothing brings the task back (a redrive brings
     /// `dead` back).
     pub const FINAL: Set = Set(machine::FINAL);
@@ -169,6 +172,31 @@ mod tests {
                 newest.contains(&live),
                 "{backend}: tasks_live must be defined with the live set {live}"
             );
+        }
+    }
+
+    /// The trigger that marks a key when one of its tasks lands (migration
+    /// 0025) spells the set of states in flight; as for `tasks_live`, the
+    /// newest migration that makes it must spell today's set.
+    #[test]
+    fn the_landing_trigger_knows_the_states_in_flight() {
+        let in_flight = status::IN_FLIGHT.to_string();
+        for (backend, migrator) in [
+            ("sqlite", &crate::sqlite::MIGRATOR),
+            ("postgres", &crate::postgres::MIGRATOR),
+        ] {
+            let newest = migrator
+                .iter()
+                .rev()
+                .map(|migration| migration.sql.as_str())
+                .find(|sql| sql.contains("TRIGGER tasks_landed"))
+                .unwrap_or_else(|| panic!("{backend}: no migration makes tasks_landed"));
+            for spelled in [
+                format!("OLD.status IN {in_flight}"),
+                format!("NEW.status NOT IN {in_flight}"),
+            ] {
+                assert!(newest.contains(&spelled), "{backend}: {spelled}");
+            }
         }
     }
 

@@ -577,7 +577,7 @@ fn apply(task: &mut ModelTask, operation: Operation, now: Millis, backoff: Milli
             task.due_at = now + backoff;
             Some(task.due_at)
         }
-        Trigger::Gate => {
+        Trigger::Gate | Trigger::Landing => {
             if let Some(next) = task.next_trigger_at {
                 task.due_at = task.due_at.min(next);
             }

@@ -1,0 +1,30 @@
+-- Concurrency per key: a lambda's limit on its tasks of one key in flight
+-- (enqueued, claimed or processing; NULL: none). A due task whose key has
+-- as many in flight waits parked (no trigger) until one of them lands
+-- (leaves flight). A landing marks its key in `key_landings`, in the same
+-- transaction, for the next poll to unpark the key's oldest parked tasks:
+-- a trigger, so that every way out of flight marks it, whichever statement
+-- takes it. Only keys of lambdas with a limit are marked.
+ALTER TABLE lambda_versions ADD COLUMN key_concurrency INTEGER;
+ALTER TABLE tasks ADD COLUMN parked INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX tasks_parked ON tasks (lambda, key, due_at, id) WHERE parked = 1;
+CREATE TABLE key_landings (
+    lambda TEXT NOT NULL,
+    key    TEXT NOT NULL,
+    PRIMARY KEY (lambda, key)
+);
+CREATE TRIGGER tasks_landed AFTER UPDATE OF status ON tasks
+WHEN NEW.key IS NOT NULL
+    AND OLD.status IN ('enqueued', 'claimed', 'processing')
+    AND NEW.status NOT IN ('enqueued', 'claimed', 'processing')
+    AND EXISTS (SELECT 1 FROM lambdas l JOIN lambda_versions v
+        ON v.lambda = l.name AND v.version = l.current_version
+        WHERE l.name = NEW.lambda AND v.key_concurrency IS NOT NULL)
+BEGIN
+    INSERT INTO key_landings (lambda, key) VALUES (NEW.lambda, NEW.key) ON CONFLICT DO NOTHING;
+END;
+-- The overview counts parked tasks apart from the ready ones, from the
+-- index of live tasks alone: it holds `parked` now.
+DROP INDEX tasks_live;
+CREATE INDEX tasks_live ON tasks (lambda, priority, status, held, parked, due_at)
+    WHERE status IN ('new', 'enqueued', 'claimed', 'processing', 'suspended', 'retriable_failure', 'dead');

@@ -1,0 +1,217 @@
+//! Concurrency per key: at most a lambda's `key_concurrency` of its tasks
+//! of one key in flight (enqueued, claimed or processing) at once, across
+//! every consumer, controller and executor.
+//!
+//! The poll decides it, where a task is given the enqueue token its claim
+//! needs: a due task whose key has as many in flight is parked (it waits
+//! in the store with no trigger, spending no attempt) instead of enqueued.
+//! When a task of a limited lambda's key lands (leaves flight, by whatever
+//! statement), a trigger marks its key in `key_landings` in the same
+//! transaction (migration 0025), and the next poll unparks the key's oldest
+//! parked tasks, as many as there are places. Polls count and decide under
+//! one lock (`keys_lock`), so two consumers never both take a key's last
+//! place; an execution that lands meanwhile only adds a mark, which the
+//! next poll reads.
+
+use std::collections::{BTreeSet, HashMap};
+
+use serde::Serialize;
+
+use super::pace::Due;
+use super::{Connection, DIALECT};
+use crate::names::status::{IN_FLIGHT, NEXT_ATTEMPT};
+use crate::support::{batch_json, sql};
+use crate::{EnqueueReport, Result};
+
+/// A key of a lambda, as the database keeps it (the field names are the
+/// statements' JSON keys).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, sqlx::FromRow)]
+struct Key {
+    lambda: String,
+    key: String,
+}
+
+/// Marks read at most per poll.
+const MARKS_PER_POLL: i64 = 256;
+
+/// Unparks the oldest parked tasks of every key a landing marked, as many
+/// as its lambda's limit leaves places for (every one, when the lambda has
+/// no limit now), and clears the marks. Answers how many came due.
+pub(super) async fn unpark_landed(conn: &mut Connection) -> Result<u64> {
+    let marked: Vec<Key> = sqlx::query_as("SELECT lambda, key FROM key_landings LIMIT $1")
+        .bind(MARKS_PER_POLL)
+        .fetch_all(&mut *conn)
+        .await?;
+    if marked.is_empty() {
+        return Ok(0);
+    }
+    lock(conn).await?;
+    let limits = limits(conn).await?;
+    let flying = in_flight(conn, &marked).await?;
+    let mut woken = 0;
+    for key in &marked {
+        let places = match limits.get(&key.lambda) {
+            Some(limit) => limit - flying.get(key).copied().unwrap_or(0),
+            None => i64::MAX,
+        };
+        if places > 0 {
+            woken += unpark(conn, key, places).await?;
+        }
+    }
+    sqlx::query(sql(format!(
+        "DELETE FROM key_landings WHERE EXISTS (SELECT 1 FROM {} \
+         WHERE key_landings.lambda = j.value->>'lambda' AND key_landings.key = j.value->>'key')",
+        DIALECT.json_rows
+    )))
+    .bind(batch_json(&marked)?)
+    .execute(&mut *conn)
+    .await?;
+    Ok(woken)
+}
+
+/// Of the tasks the poll would enqueue, in due order, those that may go:
+/// a task of a limited lambda's key goes while its key has places, and is
+/// parked otherwise. A task in flight already (re-enqueued, or expired)
+/// holds its place and goes.
+pub(super) async fn admit(
+    conn: &mut Connection,
+    open: Vec<Due>,
+    report: &mut EnqueueReport,
+) -> Result<Vec<Due>> {
+    if open.iter().all(|due| due.key.is_none()) {
+        return Ok(open);
+    }
+    let limits = limits(conn).await?;
+    let counted = |due: &Due| !due.in_flight && limits.contains_key(&due.lambda);
+    let keys: BTreeSet<Key> = open
+        .iter()
+        .filter(|due| counted(due))
+        .filter_map(|due| {
+            Some(Key {
+                lambda: due.lambda.clone(),
+                key: due.key.clone()?,
+            })
+        })
+        .collect();
+    if keys.is_empty() {
+        return Ok(open);
+    }
+    lock(conn).await?;
+    let keys: Vec<Key> = keys.into_iter().collect();
+    let mut flying = in_flight(conn, &keys).await?;
+    let mut going = Vec::with_capacity(open.len());
+    let mut parked = Vec::new();
+    for due in open {
+        let (true, Some(key)) = (counted(&due), &due.key) else {
+            going.push(due);
+            continue;
+        };
+        let key = Key {
+            lambda: due.lambda.clone(),
+            key: key.clone(),
+        };
+        let count = flying.entry(key).or_insert(0);
+        if *count < limits[&due.lambda] {
+            *count += 1;
+            going.push(due);
+        } else {
+            parked.push(due.id);
+        }
+    }
+    park(conn, &parked).await?;
+    report.parked = parked.len() as u64;
+    Ok(going)
+}
+
+/// Marks every key with parked tasks of `lambda`, deployed anew: its limit
+/// may have grown or gone, and the next poll unparks what it allows.
+pub(super) async fn redeployed(conn: &mut Connection, lambda: &str) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO key_landings (lambda, key) \
+         SELECT DISTINCT lambda, key FROM tasks WHERE lambda = $1 AND parked = TRUE \
+         ON CONFLICT DO NOTHING",
+    )
+    .bind(lambda)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+async fn lock(conn: &mut Connection) -> Result<()> {
+    if !DIALECT.keys_lock.is_empty() {
+        sqlx::query(DIALECT.keys_lock).execute(&mut *conn).await?;
+    }
+    Ok(())
+}
+
+/// The concurrency per key of every lambda that has one, at its current
+/// version.
+async fn limits(conn: &mut Connection) -> Result<HashMap<String, i64>> {
+    let limits: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT l.name, v.key_concurrency FROM lambdas l JOIN lambda_versions v \
+         ON v.lambda = l.name AND v.version = l.current_version \
+         WHERE v.key_concurrency IS NOT NULL",
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    Ok(limits.into_iter().collect())
+}
+
+/// How many tasks of each key are in flight, in one statement.
+async fn in_flight(conn: &mut Connection, keys: &[Key]) -> Result<HashMap<Key, i64>> {
+    let counts: Vec<(String, String, i64)> = sqlx::query_as(sql(format!(
+        "SELECT j.value->>'lambda', j.value->>'key', \
+         (SELECT COUNT(*) FROM tasks t WHERE t.lambda = j.value->>'lambda' \
+            AND t.key = j.value->>'key' AND t.status IN {IN_FLIGHT}) \
+         FROM {}",
+        DIALECT.json_rows
+    )))
+    .bind(batch_json(keys)?)
+    .fetch_all(&mut *conn)
+    .await?;
+    Ok(counts
+        .into_iter()
+        .map(|(lambda, key, n)| (Key { lambda, key }, n))
+        .collect())
+}
+
+/// Parks tasks, in one update: each waits in the store, not due, its due
+/// time kept (the earlier of when it was due and when it was looked at).
+async fn park(conn: &mut Connection, ids: &[String]) -> Result<()> {
+    #[derive(Serialize)]
+    struct Parked<'a> {
+        id: &'a str,
+    }
+    if ids.is_empty() {
+        return Ok(());
+    }
+    let rows: Vec<Parked> = ids.iter().map(|id| Parked { id }).collect();
+    sqlx::query(sql(format!(
+        "UPDATE tasks SET status = {NEXT_ATTEMPT}, parked = TRUE, \
+         due_at = CASE WHEN next_trigger_at < due_at THEN next_trigger_at ELSE due_at END, \
+         next_trigger_at = NULL, paced = FALSE \
+         FROM (SELECT j.value->>'id' AS park_id FROM {}) AS p \
+         WHERE tasks.id = p.park_id",
+        DIALECT.json_rows
+    )))
+    .bind(batch_json(&rows)?)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+/// Unparks up to `places` of the key's parked tasks, oldest due first:
+/// each is due again at its due time. Answers how many.
+async fn unpark(conn: &mut Connection, key: &Key, places: i64) -> Result<u64> {
+    Ok(sqlx::query(
+        "UPDATE tasks SET parked = FALSE, next_trigger_at = due_at WHERE id IN \
+         (SELECT id FROM tasks WHERE lambda = $1 AND key = $2 AND parked = TRUE \
+          ORDER BY due_at, id LIMIT $3)",
+    )
+    .bind(&key.lambda)
+    .bind(&key.key)
+    .bind(places)
+    .execute(&mut *conn)
+    .await?
+    .rows_affected())
+}
