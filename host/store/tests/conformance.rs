@@ -145,6 +145,7 @@ conformance!(
     keys: [
         a_keys_tasks_in_flight_stay_within_its_limit,
         a_redeploy_lets_parked_tasks_go,
+        a_woken_task_that_does_not_go_leaves_its_place,
         racing_consumers_never_pass_a_keys_limit,
     ],
     task_lists: [

@@ -1,10 +1,13 @@
 -- Concurrency per key: a lambda's limit on its tasks of one key in flight
 -- (enqueued, claimed or processing; NULL: none). A due task whose key has
 -- as many in flight waits parked (no trigger) until one of them lands
--- (leaves flight). A landing marks its key in `key_landings`, in the same
--- transaction, for the next poll to unpark the key's oldest parked tasks:
--- a trigger, so that every way out of flight marks it, whichever statement
--- takes it. Only keys of lambdas with a limit are marked.
+-- (leaves flight). A change of state outside flight of a task not parked
+-- — a landing, or a woken task held by a gate, dropped, cancelled or paced
+-- instead of taking its place — marks its key in `key_landings`, in the
+-- same transaction, for the next poll to unpark as many of the key's
+-- oldest parked tasks as there are places: a trigger, so that every such
+-- change marks it, whichever statement makes it. Only keys of lambdas with
+-- a limit are marked.
 ALTER TABLE lambda_versions ADD COLUMN key_concurrency BIGINT;
 ALTER TABLE tasks ADD COLUMN parked BOOLEAN NOT NULL DEFAULT FALSE;
 CREATE INDEX tasks_parked ON tasks (lambda, key, due_at, id) WHERE parked;
@@ -24,8 +27,7 @@ BEGIN
 END
 $$;
 CREATE TRIGGER tasks_landed AFTER UPDATE OF status ON tasks FOR EACH ROW
-WHEN (NEW.key IS NOT NULL
-    AND OLD.status IN ('enqueued', 'claimed', 'processing')
+WHEN (NEW.key IS NOT NULL AND NOT NEW.parked
     AND NEW.status NOT IN ('enqueued', 'claimed', 'processing'))
 EXECUTE FUNCTION tasks_landed();
 -- The overview counts parked tasks apart from the ready ones, from the

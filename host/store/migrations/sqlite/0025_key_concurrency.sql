@@ -1,10 +1,13 @@
 -- Concurrency per key: a lambda's limit on its tasks of one key in flight
 -- (enqueued, claimed or processing; NULL: none). A due task whose key has
 -- as many in flight waits parked (no trigger) until one of them lands
--- (leaves flight). A landing marks its key in `key_landings`, in the same
--- transaction, for the next poll to unpark the key's oldest parked tasks:
--- a trigger, so that every way out of flight marks it, whichever statement
--- takes it. Only keys of lambdas with a limit are marked.
+-- (leaves flight). A change of state outside flight of a task not parked
+-- — a landing, or a woken task held by a gate, dropped, cancelled or paced
+-- instead of taking its place — marks its key in `key_landings`, in the
+-- same transaction, for the next poll to unpark as many of the key's
+-- oldest parked tasks as there are places: a trigger, so that every such
+-- change marks it, whichever statement makes it. Only keys of lambdas with
+-- a limit are marked.
 ALTER TABLE lambda_versions ADD COLUMN key_concurrency INTEGER;
 ALTER TABLE tasks ADD COLUMN parked INTEGER NOT NULL DEFAULT 0;
 CREATE INDEX tasks_parked ON tasks (lambda, key, due_at, id) WHERE parked = 1;
@@ -14,8 +17,7 @@ CREATE TABLE key_landings (
     PRIMARY KEY (lambda, key)
 );
 CREATE TRIGGER tasks_landed AFTER UPDATE OF status ON tasks
-WHEN NEW.key IS NOT NULL
-    AND OLD.status IN ('enqueued', 'claimed', 'processing')
+WHEN NEW.key IS NOT NULL AND NEW.parked = 0
     AND NEW.status NOT IN ('enqueued', 'claimed', 'processing')
     AND EXISTS (SELECT 1 FROM lambdas l JOIN lambda_versions v
         ON v.lambda = l.name AND v.version = l.current_version

@@ -6,9 +6,13 @@
 //! needs: a due task whose key has as many in flight is parked (it waits
 //! in the store with no trigger, spending no attempt) instead of enqueued.
 //! When a task of a limited lambda's key lands (leaves flight, by whatever
-//! statement), a trigger marks its key in `key_landings` in the same
-//! transaction (migration 0025), and the next poll unparks the key's oldest
-//! parked tasks, as many as there are places. Polls count and decide under
+//! statement) — or a task not parked changes state outside flight in any
+//! other way, as an unparked one does when a gate holds or drops it, a
+//! cancel ends it or its quota paces it instead of taking its place — a
+//! trigger marks its key in `key_landings` in the same transaction
+//! (migration 0025), and the next poll unparks the key's oldest parked
+//! tasks, as many as there are places. So a key never has a parked task
+//! and a free place past the next poll. Polls count and decide under
 //! one lock (`keys_lock`), so two consumers never both take a key's last
 //! place; an execution that lands meanwhile only adds a mark, which the
 //! next poll reads.
@@ -69,10 +73,10 @@ pub(super) async fn unpark_landed(conn: &mut Connection) -> Result<u64> {
     Ok(woken)
 }
 
-/// Of the tasks the poll would enqueue, in due order, those that may go:
-/// a task of a limited lambda's key goes while its key has places, and is
-/// parked otherwise. A task in flight already (re-enqueued, or expired)
-/// holds its place and goes.
+/// Of the tasks the poll would enqueue, those that may go, in due order
+/// (ties by id): a task of a limited lambda's key goes while its key has
+/// places, and is parked otherwise. A task in flight already (re-enqueued,
+/// or expired) holds its place and goes.
 pub(super) async fn admit(
     conn: &mut Connection,
     open: Vec<Due>,
@@ -97,6 +101,8 @@ pub(super) async fn admit(
         return Ok(open);
     }
     lock(conn).await?;
+    let mut open = open;
+    open.sort_by(|a, b| (a.due, &a.id).cmp(&(b.due, &b.id)));
     let keys: Vec<Key> = keys.into_iter().collect();
     let mut flying = in_flight(conn, &keys).await?;
     let mut going = Vec::with_capacity(open.len());

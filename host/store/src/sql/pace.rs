@@ -23,6 +23,8 @@ pub(super) struct Due {
     pub lapsed: Option<&'static str>,
     /// Its key, as the database keeps it.
     pub key: Option<String>,
+    /// When it came due (its trigger).
+    pub due: Millis,
     /// In flight already (enqueued, or its execution lapsed): it holds a
     /// place of its key.
     pub in_flight: bool,

@@ -32,6 +32,7 @@ struct DueRow {
     max_attempts: i64,
     paced: bool,
     lease_token: i64,
+    next_trigger_at: Millis,
     key: Option<String>,
     gate: Option<i64>,
 }
@@ -99,7 +100,7 @@ pub(super) async fn enqueue_ready(
 async fn read_due(tx: &mut Connection, now: Millis, limit: u32) -> Result<Vec<DueRow>> {
     Ok(sqlx::query_as(sql(format!(
         "SELECT t.id, t.lambda, t.status, t.attempt, t.max_attempts, t.paced, \
-         t.lease_token, t.key, {GATE_OF_TASK} AS gate \
+         t.lease_token, t.next_trigger_at, t.key, {GATE_OF_TASK} AS gate \
          FROM tasks t WHERE t.next_trigger_at IS NOT NULL AND t.next_trigger_at <= $1 \
          ORDER BY t.next_trigger_at LIMIT $2 {}",
         DIALECT.poll_lock
@@ -200,6 +201,7 @@ async fn triage<'a>(
             paced: row.paced,
             lapsed,
             key: row.key.clone(),
+            due: row.next_trigger_at,
             in_flight: machine::IN_FLIGHT.contains(status),
         })),
     }

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use waft_core::{LambdaConfig, TaskStatus};
-use waft_store::{NewTask, StatusCount, TaskCount, TaskStore};
+use waft_store::{GateSet, GateState, NewTask, StatusCount, TaskCount, TaskStore};
 
 use crate::support::*;
 
@@ -261,4 +261,54 @@ pub async fn racing_consumers_never_pass_a_keys_limit(store: &dyn TaskStore) {
         .map(|(_, n)| n)
         .sum();
     assert_eq!(ended, 30, "{counts:?}");
+}
+
+/// A parked task woken for a place it then does not take (a drop gate ends
+/// it, a paused one holds it) leaves the place to the next parked task of
+/// its key at the next poll: no key keeps a parked task beside a free place.
+pub async fn a_woken_task_that_does_not_go_leaves_its_place(store: &dyn TaskStore) {
+    deploy_with(store, "mail", limited(Some(1))).await;
+    let in_collection = |collection: &str| NewTask {
+        collection: Some(collection.into()),
+        ..keyed("acme")
+    };
+    let first = insert(store, in_collection("default"), T0).await;
+    let dropped = insert(store, in_collection("dropped"), T0 + 1).await;
+    let held = insert(store, in_collection("held"), T0 + 2).await;
+    let last = insert(store, in_collection("default"), T0 + 3).await;
+    let report = poll(store, T0 + 10).await;
+    assert_eq!(report.parked, 3);
+    for (collection, state) in [("dropped", GateState::Dropped), ("held", GateState::Paused)] {
+        store
+            .gate_set(GateSet {
+                lambda: "mail".into(),
+                collection: Some(collection.into()),
+                state,
+                now: T0 + 11,
+            })
+            .await
+            .unwrap();
+    }
+    let lease = claim(store, &first, report.enqueued[0].enqueue_token, T0 + 20)
+        .await
+        .unwrap()
+        .lease_token;
+    finish(store, &first, lease, success(), T0 + 21)
+        .await
+        .unwrap();
+    // The oldest parked is woken and dropped; then the next, held; then the
+    // last goes.
+    let mut went = Vec::new();
+    for step in 0..4 {
+        went.extend(
+            enqueued(store, T0 + 30 + step)
+                .await
+                .into_iter()
+                .map(|t| t.0),
+        );
+    }
+    assert_eq!(went, std::slice::from_ref(&last));
+    assert_eq!(status(store, &dropped).await, TaskStatus::Dropped);
+    let held = store.task_get(&held).await.unwrap().unwrap();
+    assert!(held.held && !held.parked, "{held:?}");
 }
