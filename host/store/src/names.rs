@@ -193,6 +193,17 @@ mod tests {
                 .unwrap_or_else(|| panic!("{backend}: no migration makes tasks_landed"));
             let spelled = format!("NEW.status NOT IN {in_flight}");
             assert!(newest.contains(&spelled), "{backend}: {spelled}");
+            // And the index the poll counts a key's tasks in flight from.
+            let index = migrator
+                .iter()
+                .rev()
+                .map(|migration| migration.sql.as_str())
+                .find(|sql| sql.contains("INDEX tasks_in_flight"))
+                .unwrap_or_else(|| panic!("{backend}: no migration makes tasks_in_flight"));
+            assert!(
+                index.contains(&format!("status IN {in_flight}")),
+                "{backend}"
+            );
         }
     }
 

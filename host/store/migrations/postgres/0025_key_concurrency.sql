@@ -10,6 +10,10 @@
 -- a limit are marked.
 ALTER TABLE lambda_versions ADD COLUMN key_concurrency BIGINT;
 ALTER TABLE tasks ADD COLUMN parked BOOLEAN NOT NULL DEFAULT FALSE;
+-- A key's tasks in flight, as the poll counts them: a task has an entry
+-- only while it is in flight.
+CREATE INDEX tasks_in_flight ON tasks (lambda, key)
+    WHERE key IS NOT NULL AND status IN ('enqueued', 'claimed', 'processing');
 CREATE INDEX tasks_parked ON tasks (lambda, key, due_at, id) WHERE parked;
 CREATE TABLE key_landings (
     lambda TEXT NOT NULL,

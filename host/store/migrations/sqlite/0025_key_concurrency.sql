@@ -10,7 +10,11 @@
 -- a limit are marked.
 ALTER TABLE lambda_versions ADD COLUMN key_concurrency INTEGER;
 ALTER TABLE tasks ADD COLUMN parked INTEGER NOT NULL DEFAULT 0;
-CREATE INDEX tasks_parked ON tasks (lambda, key, due_at, id) WHERE parked = 1;
+-- A key's tasks in flight, as the poll counts them: a task has an entry
+-- only while it is in flight.
+CREATE INDEX tasks_in_flight ON tasks (lambda, key)
+    WHERE key IS NOT NULL AND status IN ('enqueued', 'claimed', 'processing');
+CREATE INDEX tasks_parked ON tasks (lambda, key, due_at, id) WHERE parked;
 CREATE TABLE key_landings (
     lambda TEXT NOT NULL,
     key    TEXT NOT NULL,

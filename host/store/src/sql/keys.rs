@@ -25,7 +25,7 @@ use super::pace::Due;
 use super::{Connection, DIALECT};
 use crate::names::status::{IN_FLIGHT, NEXT_ATTEMPT};
 use crate::support::{batch_json, sql};
-use crate::{EnqueueReport, Result};
+use crate::{EnqueueReport, Millis, Result};
 
 /// A key of a lambda, as the database keeps it (the field names are the
 /// statements' JSON keys).
@@ -37,6 +37,12 @@ struct Key {
 
 /// Marks read at most per poll.
 const MARKS_PER_POLL: i64 = 256;
+
+/// How soon a poll comes again while tasks are parked: a landing marks its
+/// key but wakes no consumer (it may be another process's result), so the
+/// consumer looks again this soon, and a parked task waits at most this
+/// long past its key's landing.
+const RECHECK_MS: Millis = 20;
 
 /// Unparks the oldest parked tasks of every key a landing marked, as many
 /// as its lambda's limit leaves places for (every one, when the lambda has
@@ -129,12 +135,24 @@ pub(super) async fn admit(
     Ok(going)
 }
 
+/// When the consumer should poll again for landings: soon, while any task
+/// is parked (one probe of the index of parked tasks; every statement here
+/// spells its predicate `parked`, as the index does, for SQLite's planner
+/// to take it).
+pub(super) async fn recheck(conn: &mut Connection, now: Millis) -> Result<Option<Millis>> {
+    let parked: Option<i64> =
+        sqlx::query_scalar("SELECT CAST(1 AS BIGINT) FROM tasks WHERE parked LIMIT 1")
+            .fetch_optional(&mut *conn)
+            .await?;
+    Ok(parked.map(|_| now.saturating_add(RECHECK_MS)))
+}
+
 /// Marks every key with parked tasks of `lambda`, deployed anew: its limit
 /// may have grown or gone, and the next poll unparks what it allows.
 pub(super) async fn redeployed(conn: &mut Connection, lambda: &str) -> Result<()> {
     sqlx::query(
         "INSERT INTO key_landings (lambda, key) \
-         SELECT DISTINCT lambda, key FROM tasks WHERE lambda = $1 AND parked = TRUE \
+         SELECT DISTINCT lambda, key FROM tasks WHERE lambda = $1 AND parked \
          ON CONFLICT DO NOTHING",
     )
     .bind(lambda)
@@ -211,7 +229,7 @@ async fn park(conn: &mut Connection, ids: &[String]) -> Result<()> {
 async fn unpark(conn: &mut Connection, key: &Key, places: i64) -> Result<u64> {
     Ok(sqlx::query(
         "UPDATE tasks SET parked = FALSE, next_trigger_at = due_at WHERE id IN \
-         (SELECT id FROM tasks WHERE lambda = $1 AND key = $2 AND parked = TRUE \
+         (SELECT id FROM tasks WHERE lambda = $1 AND key = $2 AND parked \
           ORDER BY due_at, id LIMIT $3)",
     )
     .bind(&key.lambda)

@@ -92,6 +92,9 @@ pub(super) async fn enqueue_ready(
         .bind(now)
         .fetch_one(&mut *tx)
         .await?;
+        if let Some(recheck) = keys::recheck(&mut *tx, now).await? {
+            report.next_due = Some(report.next_due.map_or(recheck, |due| due.min(recheck)));
+        }
     }
     Ok(report)
 }
