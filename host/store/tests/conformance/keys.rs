@@ -129,20 +129,25 @@ pub async fn a_keys_tasks_in_flight_stay_within_its_limit(store: &dyn TaskStore)
     store.task_cancel(&acme[2], T0 + 60_002).await.unwrap();
     let next = enqueued(store, T0 + 60_003).await;
     assert_eq!(next.iter().map(|t| &t.0).collect::<Vec<_>>(), [&acme[1]]);
-    let count = store
+    assert_eq!(in_flight(store, "acme").await, 2);
+}
+
+/// How many of `mail`'s tasks of `key` are in flight, as one count (one
+/// statement: a consistent state).
+async fn in_flight(store: &dyn TaskStore, key: &str) -> u64 {
+    let counts = store
         .task_count(TaskCount {
             lambda: "mail".into(),
-            key: Some("acme".into()),
+            key: Some(key.into()),
             ..TaskCount::default()
         })
         .await
         .unwrap();
-    let in_flight: u64 = count
+    counts
         .iter()
         .filter(|c| waft_core::machine::IN_FLIGHT.contains(c.status))
         .map(|c| c.count)
-        .sum();
-    assert_eq!(in_flight, 2, "{count:?}");
+        .sum()
 }
 
 /// A redeploy with a larger limit, or none, lets go as many parked tasks
@@ -213,20 +218,8 @@ pub async fn racing_consumers_never_pass_a_keys_limit(store: &dyn TaskStore) {
                 let _ = finish(store, &task.id, claimed.lease_token, outcome, now).await;
             }
             for key in KEYS {
-                let counts = store
-                    .task_count(TaskCount {
-                        lambda: "mail".into(),
-                        key: Some(key.into()),
-                        ..TaskCount::default()
-                    })
-                    .await
-                    .unwrap();
-                let flying: u64 = counts
-                    .iter()
-                    .filter(|c| waft_core::machine::IN_FLIGHT.contains(c.status))
-                    .map(|c| c.count)
-                    .sum();
-                assert!(flying <= LIMIT, "key {key}: {counts:?}");
+                let flying = in_flight(store, key).await;
+                assert!(flying <= LIMIT, "key {key}: {flying} in flight");
             }
         }
     };
