@@ -160,7 +160,7 @@ export function schedule(lambda, payload, { collection, priority, delayMs, key }
     notBefore: delayMs === undefined ? undefined : BigInt(Date.now() + delayMs),
   };
   try {
-    return key === undefined ? hostSchedule(child) : hostScheduleKeyed(child, key);
+    return key == null ? hostSchedule(child) : hostScheduleKeyed(child, key);
   } catch (error) {
     const rejection = error.payload;
     if (rejection?.tag === "lease-lost") throw new LeaseLost(rejection.val.reason);

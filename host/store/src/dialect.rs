@@ -32,10 +32,11 @@ pub(crate) struct Dialect {
     /// database needs none.
     pub gate_read_lock: &'static str,
     pub gate_write_lock: &'static str,
-    /// A statement run by a poll before it counts a key's tasks in flight
-    /// to park or unpark others: Postgres's advisory lock (one constant
-    /// key for "the keys"), so that two consumers never both take a key's
-    /// last place. Taken after the gates' lock, and only by polls.
+    /// A statement run by a poll before it reads the limits per key (when
+    /// a lambda has one), and by a deploy or rollback before it writes:
+    /// Postgres's advisory lock (one constant key for "the keys"), so that
+    /// two consumers never both take a key's last place and a limit never
+    /// changes under a poll. Each takes it before it locks any task.
     pub keys_lock: &'static str,
     /// Selects the database server's clock, in Unix milliseconds.
     pub clock: &'static str,

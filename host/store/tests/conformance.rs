@@ -147,6 +147,7 @@ conformance!(
         a_redeploy_lets_parked_tasks_go,
         a_woken_task_that_does_not_go_leaves_its_place,
         racing_consumers_never_pass_a_keys_limit,
+        two_polls_at_once_give_one_place,
     ],
     task_lists: [
         lists_filter_and_page,

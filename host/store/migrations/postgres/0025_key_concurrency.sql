@@ -15,17 +15,20 @@ ALTER TABLE tasks ADD COLUMN parked BOOLEAN NOT NULL DEFAULT FALSE;
 CREATE INDEX tasks_in_flight ON tasks (lambda, key)
     WHERE key IS NOT NULL AND status IN ('enqueued', 'claimed', 'processing');
 CREATE INDEX tasks_parked ON tasks (lambda, key, due_at, id) WHERE parked;
+-- Marks are only ever added (a key may have several), never updated: a
+-- landing's mark waits for nobody, and a poll consumes only the marks
+-- committed before it reads them.
 CREATE TABLE key_landings (
     lambda TEXT NOT NULL,
-    key    TEXT NOT NULL,
-    PRIMARY KEY (lambda, key)
+    key    TEXT NOT NULL
 );
+CREATE INDEX key_landings_key ON key_landings (lambda, key);
 CREATE FUNCTION tasks_landed() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF EXISTS (SELECT 1 FROM lambdas l JOIN lambda_versions v
         ON v.lambda = l.name AND v.version = l.current_version
         WHERE l.name = NEW.lambda AND v.key_concurrency IS NOT NULL) THEN
-        INSERT INTO key_landings (lambda, key) VALUES (NEW.lambda, NEW.key) ON CONFLICT DO NOTHING;
+        INSERT INTO key_landings (lambda, key) VALUES (NEW.lambda, NEW.key);
     END IF;
     RETURN NULL;
 END

@@ -15,11 +15,14 @@ ALTER TABLE tasks ADD COLUMN parked INTEGER NOT NULL DEFAULT 0;
 CREATE INDEX tasks_in_flight ON tasks (lambda, key)
     WHERE key IS NOT NULL AND status IN ('enqueued', 'claimed', 'processing');
 CREATE INDEX tasks_parked ON tasks (lambda, key, due_at, id) WHERE parked;
+-- Marks are only ever added (a key may have several), never updated: a
+-- landing's mark waits for nobody, and a poll consumes only the marks
+-- committed before it reads them.
 CREATE TABLE key_landings (
     lambda TEXT NOT NULL,
-    key    TEXT NOT NULL,
-    PRIMARY KEY (lambda, key)
+    key    TEXT NOT NULL
 );
+CREATE INDEX key_landings_key ON key_landings (lambda, key);
 CREATE TRIGGER tasks_landed AFTER UPDATE OF status ON tasks
 WHEN NEW.key IS NOT NULL AND NEW.parked = 0
     AND NEW.status NOT IN ('enqueued', 'claimed', 'processing')
@@ -27,7 +30,7 @@ WHEN NEW.key IS NOT NULL AND NEW.parked = 0
         ON v.lambda = l.name AND v.version = l.current_version
         WHERE l.name = NEW.lambda AND v.key_concurrency IS NOT NULL)
 BEGIN
-    INSERT INTO key_landings (lambda, key) VALUES (NEW.lambda, NEW.key) ON CONFLICT DO NOTHING;
+    INSERT INTO key_landings (lambda, key) VALUES (NEW.lambda, NEW.key);
 END;
 -- The overview counts parked tasks apart from the ready ones, from the
 -- index of live tasks alone: it holds `parked` now.

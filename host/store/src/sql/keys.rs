@@ -13,9 +13,10 @@
 //! (migration 0025), and the next poll unparks the key's oldest parked
 //! tasks, as many as there are places. So a key never has a parked task
 //! and a free place past the next poll. Polls count and decide under
-//! one lock (`keys_lock`), so two consumers never both take a key's last
-//! place; an execution that lands meanwhile only adds a mark, which the
-//! next poll reads.
+//! one lock (`keys_lock`), which deploys and rollbacks take too, so two
+//! consumers never both take a key's last place and a limit never changes
+//! under a poll; an execution that lands meanwhile only adds a mark (marks
+//! are only ever added), which the next poll reads.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -35,8 +36,8 @@ struct Key {
     key: String,
 }
 
-/// Marks read at most per poll.
-const MARKS_PER_POLL: i64 = 256;
+/// Keys whose marks a poll consumes at most.
+const KEYS_PER_POLL: i64 = 256;
 
 /// How soon a poll comes again while tasks are parked: a landing marks its
 /// key but wakes no consumer (it may be another process's result), so the
@@ -44,95 +45,113 @@ const MARKS_PER_POLL: i64 = 256;
 /// long past its key's landing.
 const RECHECK_MS: Millis = 20;
 
-/// Unparks the oldest parked tasks of every key a landing marked, as many
-/// as its lambda's limit leaves places for (every one, when the lambda has
-/// no limit now), and clears the marks. Answers how many came due.
-pub(super) async fn unpark_landed(conn: &mut Connection) -> Result<u64> {
-    let marked: Vec<Key> = sqlx::query_as("SELECT lambda, key FROM key_landings LIMIT $1")
-        .bind(MARKS_PER_POLL)
+/// The limits a poll decides by: the concurrency per key of every lambda
+/// that has one, read under the keys' lock when any has (so that a deploy
+/// changing one, which takes the lock too, comes wholly before or after the
+/// poll).
+pub(super) struct Limits(HashMap<String, i64>);
+
+impl Limits {
+    /// Reads the limits, taking the keys' lock first when any lambda has
+    /// one. Called before the poll locks any task, as a deploy takes the
+    /// lock before it writes anything: the two never wait on each other
+    /// the other way round.
+    pub(super) async fn read(conn: &mut Connection) -> Result<Limits> {
+        let first = limits(conn).await?;
+        if first.is_empty() {
+            return Ok(Limits(first));
+        }
+        lock(conn).await?;
+        Ok(Limits(limits(conn).await?))
+    }
+
+    /// Unparks the oldest parked tasks of every key a change marked, as
+    /// many as its lambda's limit leaves places for (every one, when the
+    /// lambda has no limit now). The marks are consumed first, in one
+    /// statement, and the tasks in flight counted after: a landing that
+    /// commits meanwhile has left a mark of its own for the next poll.
+    pub(super) async fn unpark_landed(&self, conn: &mut Connection) -> Result<u64> {
+        let consumed: Vec<Key> = sqlx::query_as(
+            "DELETE FROM key_landings WHERE (lambda, key) IN \
+             (SELECT lambda, key FROM key_landings LIMIT $1) RETURNING lambda, key",
+        )
+        .bind(KEYS_PER_POLL)
         .fetch_all(&mut *conn)
         .await?;
-    if marked.is_empty() {
-        return Ok(0);
-    }
-    lock(conn).await?;
-    let limits = limits(conn).await?;
-    let flying = in_flight(conn, &marked).await?;
-    let mut woken = 0;
-    for key in &marked {
-        let places = match limits.get(&key.lambda) {
-            Some(limit) => limit - flying.get(key).copied().unwrap_or(0),
-            None => i64::MAX,
-        };
-        if places > 0 {
-            woken += unpark(conn, key, places).await?;
+        if consumed.is_empty() {
+            return Ok(0);
         }
+        let marked: Vec<Key> = consumed
+            .into_iter()
+            .collect::<BTreeSet<Key>>()
+            .into_iter()
+            .collect();
+        let flying = in_flight(conn, &marked).await?;
+        let mut woken = 0;
+        for key in &marked {
+            let places = match self.0.get(&key.lambda) {
+                Some(limit) => limit - flying.get(key).copied().unwrap_or(0),
+                None => i64::MAX,
+            };
+            if places > 0 {
+                woken += unpark(conn, key, places).await?;
+            }
+        }
+        Ok(woken)
     }
-    sqlx::query(sql(format!(
-        "DELETE FROM key_landings WHERE EXISTS (SELECT 1 FROM {} \
-         WHERE key_landings.lambda = j.value->>'lambda' AND key_landings.key = j.value->>'key')",
-        DIALECT.json_rows
-    )))
-    .bind(batch_json(&marked)?)
-    .execute(&mut *conn)
-    .await?;
-    Ok(woken)
-}
 
-/// Of the tasks the poll would enqueue, those that may go, in due order
-/// (ties by id): a task of a limited lambda's key goes while its key has
-/// places, and is parked otherwise. A task in flight already (re-enqueued,
-/// or expired) holds its place and goes.
-pub(super) async fn admit(
-    conn: &mut Connection,
-    open: Vec<Due>,
-    report: &mut EnqueueReport,
-) -> Result<Vec<Due>> {
-    if open.iter().all(|due| due.key.is_none()) {
-        return Ok(open);
-    }
-    let limits = limits(conn).await?;
-    let counted = |due: &Due| !due.in_flight && limits.contains_key(&due.lambda);
-    let keys: BTreeSet<Key> = open
-        .iter()
-        .filter(|due| counted(due))
-        .filter_map(|due| {
-            Some(Key {
-                lambda: due.lambda.clone(),
-                key: due.key.clone()?,
+    /// Of the tasks the poll would enqueue, those that may go, in due order
+    /// (ties by id): a task of a limited lambda's key goes while its key has
+    /// places, and is parked otherwise. A task in flight already
+    /// (re-enqueued, or expired) holds its place and goes.
+    pub(super) async fn admit(
+        &self,
+        conn: &mut Connection,
+        open: Vec<Due>,
+        report: &mut EnqueueReport,
+    ) -> Result<Vec<Due>> {
+        let limits = &self.0;
+        let counted = |due: &Due| !due.in_flight && limits.contains_key(&due.lambda);
+        let keys: BTreeSet<Key> = open
+            .iter()
+            .filter(|due| counted(due))
+            .filter_map(|due| {
+                Some(Key {
+                    lambda: due.lambda.clone(),
+                    key: due.key.clone()?,
+                })
             })
-        })
-        .collect();
-    if keys.is_empty() {
-        return Ok(open);
-    }
-    lock(conn).await?;
-    let mut open = open;
-    open.sort_by(|a, b| (a.due, &a.id).cmp(&(b.due, &b.id)));
-    let keys: Vec<Key> = keys.into_iter().collect();
-    let mut flying = in_flight(conn, &keys).await?;
-    let mut going = Vec::with_capacity(open.len());
-    let mut parked = Vec::new();
-    for due in open {
-        let (true, Some(key)) = (counted(&due), &due.key) else {
-            going.push(due);
-            continue;
-        };
-        let key = Key {
-            lambda: due.lambda.clone(),
-            key: key.clone(),
-        };
-        let count = flying.entry(key).or_insert(0);
-        if *count < limits[&due.lambda] {
-            *count += 1;
-            going.push(due);
-        } else {
-            parked.push(due.id);
+            .collect();
+        if keys.is_empty() {
+            return Ok(open);
         }
+        let mut open = open;
+        open.sort_by(|a, b| (a.due, &a.id).cmp(&(b.due, &b.id)));
+        let keys: Vec<Key> = keys.into_iter().collect();
+        let mut flying = in_flight(conn, &keys).await?;
+        let mut going = Vec::with_capacity(open.len());
+        let mut parked = Vec::new();
+        for due in open {
+            let (true, Some(key)) = (counted(&due), &due.key) else {
+                going.push(due);
+                continue;
+            };
+            let key = Key {
+                lambda: due.lambda.clone(),
+                key: key.clone(),
+            };
+            let count = flying.entry(key).or_insert(0);
+            if *count < limits[&due.lambda] {
+                *count += 1;
+                going.push(due);
+            } else {
+                parked.push(due.id);
+            }
+        }
+        park(conn, &parked).await?;
+        report.parked = parked.len() as u64;
+        Ok(going)
     }
-    park(conn, &parked).await?;
-    report.parked = parked.len() as u64;
-    Ok(going)
 }
 
 /// When the consumer should poll again for landings: soon, while any task
@@ -147,13 +166,15 @@ pub(super) async fn recheck(conn: &mut Connection, now: Millis) -> Result<Option
     Ok(parked.map(|_| now.saturating_add(RECHECK_MS)))
 }
 
-/// Marks every key with parked tasks of `lambda`, deployed anew: its limit
-/// may have grown or gone, and the next poll unparks what it allows.
+/// Marks every key with parked tasks of `lambda`, deployed anew or rolled
+/// back: its limit may have grown or gone, and the next poll unparks what
+/// it allows. The caller took the keys' lock first ([`lock`]), before it
+/// wrote anything: a poll that read the old limit has committed what it
+/// parked by it, which this then sees.
 pub(super) async fn redeployed(conn: &mut Connection, lambda: &str) -> Result<()> {
     sqlx::query(
         "INSERT INTO key_landings (lambda, key) \
-         SELECT DISTINCT lambda, key FROM tasks WHERE lambda = $1 AND parked \
-         ON CONFLICT DO NOTHING",
+         SELECT DISTINCT lambda, key FROM tasks WHERE lambda = $1 AND parked",
     )
     .bind(lambda)
     .execute(&mut *conn)
@@ -161,7 +182,10 @@ pub(super) async fn redeployed(conn: &mut Connection, lambda: &str) -> Result<()
     Ok(())
 }
 
-async fn lock(conn: &mut Connection) -> Result<()> {
+/// Takes the keys' lock (Postgres; SQLite has one writer): polls that
+/// decide by limits, and deploys and rollbacks that change them, take
+/// turns.
+pub(super) async fn lock(conn: &mut Connection) -> Result<()> {
     if !DIALECT.keys_lock.is_empty() {
         sqlx::query(DIALECT.keys_lock).execute(&mut *conn).await?;
     }
@@ -225,10 +249,13 @@ async fn park(conn: &mut Connection, ids: &[String]) -> Result<()> {
 }
 
 /// Unparks up to `places` of the key's parked tasks, oldest due first:
-/// each is due again at its due time. Answers how many.
+/// each is due again at its due time. Answers how many. A task cancelled
+/// meanwhile is no longer parked when the update reaches it (Postgres
+/// checks the outer condition again on the row it waited for), and stays
+/// ended.
 async fn unpark(conn: &mut Connection, key: &Key, places: i64) -> Result<u64> {
     Ok(sqlx::query(
-        "UPDATE tasks SET parked = FALSE, next_trigger_at = due_at WHERE id IN \
+        "UPDATE tasks SET parked = FALSE, next_trigger_at = due_at WHERE parked AND id IN \
          (SELECT id FROM tasks WHERE lambda = $1 AND key = $2 AND parked \
           ORDER BY due_at, id LIMIT $3)",
     )

@@ -128,6 +128,7 @@ pub(super) async fn insert_version(
 pub(super) async fn deploy(tx: &mut Connection, params: LambdaDeploy) -> Result<Lambda> {
     check_lambda_name(&params.name)?;
     params.config.validate()?;
+    keys::lock(&mut *tx).await?;
     sqlx::query(
         "INSERT INTO components (digest, bytes, created_at) VALUES ($1, $2, $3) \
          ON CONFLICT (digest) DO NOTHING",
@@ -241,6 +242,7 @@ pub(super) async fn versions(store: &Store, name: &str) -> Result<Vec<LambdaVers
 
 pub(super) async fn rollback(tx: &mut Connection, params: LambdaRollback) -> Result<Lambda> {
     check_lambda_name(&params.name)?;
+    keys::lock(&mut *tx).await?;
     let current = require_lambda(&mut *tx, &params.name).await?;
     let to = params.to.unwrap_or(current.version.saturating_sub(1));
     if to == current.version {
@@ -282,6 +284,7 @@ pub(super) async fn rollback(tx: &mut Connection, params: LambdaRollback) -> Res
     };
     insert_version(&mut *tx, &copy, version).await?;
     pace::repace(&mut *tx, &params.name, params.now).await?;
+    keys::redeployed(&mut *tx, &params.name).await?;
     let lambda = require_lambda(&mut *tx, &params.name).await?;
     Ok(lambda)
 }

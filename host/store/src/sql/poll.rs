@@ -62,7 +62,8 @@ pub(super) async fn enqueue_ready(
 ) -> Result<EnqueueReport> {
     let now = params.now;
     lock_gates(&mut *tx, DIALECT.gate_read_lock).await?;
-    keys::unpark_landed(&mut *tx).await?;
+    let limits = keys::Limits::read(&mut *tx).await?;
+    limits.unpark_landed(&mut *tx).await?;
     let due = read_due(&mut *tx, now, params.limit).await?;
     let mut report = EnqueueReport::default();
     let mut open = Vec::with_capacity(due.len());
@@ -79,7 +80,7 @@ pub(super) async fn enqueue_ready(
     }
     hold(&mut *tx, &held, "").await?;
     attempt::record(&mut *tx, lost, now).await?;
-    let open = keys::admit(&mut *tx, open, &mut report).await?;
+    let open = limits.admit(&mut *tx, open, &mut report).await?;
     let to_enqueue = pace::pace(&mut *tx, open, now, &mut report).await?;
     report.enqueued = enqueue(&mut *tx, to_enqueue, now, params.enqueue_timeout).await?;
     if due.len() < params.limit as usize {

@@ -177,6 +177,22 @@ pub async fn a_redeploy_lets_parked_tasks_go(store: &dyn TaskStore) {
             count: 4
         }]
     );
+
+    // A rollback to a version without the limit lets them go too.
+    deploy_with(store, "mail", limited(Some(1))).await;
+    for i in 0..3 {
+        insert(store, keyed("globex"), T0 + 40 + i).await;
+    }
+    assert_eq!(poll(store, T0 + 50).await.parked, 2);
+    store
+        .lambda_rollback(waft_store::LambdaRollback {
+            name: "mail".into(),
+            to: Some(3),
+            now: T0 + 60,
+        })
+        .await
+        .unwrap();
+    assert_eq!(enqueued(store, T0 + 70).await.len(), 2);
 }
 
 /// Consumers, controllers and executors racing over keys with a limit of
@@ -304,4 +320,25 @@ pub async fn a_woken_task_that_does_not_go_leaves_its_place(store: &dyn TaskStor
     assert_eq!(status(store, &dropped).await, TaskStatus::Dropped);
     let held = store.task_get(&held).await.unwrap().unwrap();
     assert!(held.held && !held.parked, "{held:?}");
+}
+
+/// Two consumers polling at once over a key's first tasks: one place, one
+/// task enqueued between them, the others parked.
+pub async fn two_polls_at_once_give_one_place(store: &dyn TaskStore) {
+    deploy_with(store, "mail", limited(Some(1))).await;
+    for round in 0..5 {
+        let key = format!("key-{round}");
+        let tasks = (0..3).map(|_| keyed(&key)).collect();
+        let now = T0 + round * 10;
+        store
+            .task_insert_many(waft_store::TaskInsertMany { tasks, now })
+            .await
+            .unwrap();
+        let (a, b) = futures::join!(poll(store, now + 1), poll(store, now + 1));
+        assert_eq!(
+            (a.enqueued.len() + b.enqueued.len(), a.parked + b.parked),
+            (1, 2),
+            "{a:?} {b:?}"
+        );
+    }
 }
