@@ -24,6 +24,9 @@
 //!   task's last, ended in success;
 //! - **no overlap**: no two executions of a task overlapped in time, and
 //!   no lease ran twice;
+//! - **no key over its limit**: half the tasks have one of a few keys, and
+//!   `sleepy` runs at most [`KEY_CONCURRENCY`] of a key at once: no more
+//!   executions of a key ever overlapped;
 //! - **no stale result**: no result was accepted for a lease after a newer
 //!   lease of the same task had started running;
 //! - the operator's checks: nothing ran under a paused gate beyond what
@@ -277,6 +280,7 @@ async fn schedule_all(
                 .into_bytes(),
                 run_at: RunAt::Now,
                 idempotency_key: Some(format!("soak-{i}")),
+                key: (i % 2 == 0).then(|| format!("key-{}", i / 2 % KEYS)),
                 ..TaskRequest::default()
             })
             .collect();
@@ -315,9 +319,15 @@ async fn unfinished(pool: &PgPool) -> Option<i64> {
         .ok()
 }
 
+/// Keys among the soak's tasks (every other task has one).
+const KEYS: usize = 40;
+/// `sleepy`'s concurrency per key.
+const KEY_CONCURRENCY: usize = 2;
+
 /// What the store says of one task.
 struct Stored {
     lambda: String,
+    key: Option<String>,
     status: String,
     lease: i64,
 }
@@ -347,6 +357,7 @@ async fn the_guarantees_hold_under_chaos() {
         .deploy("sleepy", samples::SLEEPY, |config| {
             config.max_attempts = 1_000;
             config.concurrency = 64;
+            config.key_concurrency = Some(KEY_CONCURRENCY as u32);
         })
         .await;
     let pool = PgPool::connect(cluster.database.as_deref().unwrap())
@@ -461,7 +472,8 @@ async fn the_guarantees_hold_under_chaos() {
     tokio::time::sleep(Duration::from_secs(1)).await;
 
     let stored: HashMap<String, Stored> = sqlx::query(
-        "SELECT id, lambda, status, lease_token FROM tasks WHERE lambda IN ('sleepy', 'durable')",
+        "SELECT id, lambda, key, status, lease_token FROM tasks \
+         WHERE lambda IN ('sleepy', 'durable')",
     )
     .fetch_all(&pool)
     .await
@@ -472,6 +484,7 @@ async fn the_guarantees_hold_under_chaos() {
             row.get("id"),
             Stored {
                 lambda: row.get("lambda"),
+                key: row.get("key"),
                 status: row.get("status"),
                 lease: row.get("lease_token"),
             },
@@ -512,6 +525,7 @@ async fn the_guarantees_hold_under_chaos() {
         ));
     }
     let durable_ids = Durable::ids(&pool).await;
+    let mut by_key: BTreeMap<String, Vec<(SystemTime, SystemTime, String)>> = BTreeMap::new();
     for id in ids.iter().chain(&durable_ids) {
         let Some(task) = stored.get(id) else {
             violations.push(format!("{id}: lost (not in the store)"));
@@ -520,6 +534,10 @@ async fn the_guarantees_hold_under_chaos() {
         let mut task_runs = runs.remove(id).unwrap_or_default();
         task_runs.sort_by_key(|run| run.start);
         executions += task_runs.len();
+        if let Some(key) = &task.key {
+            let spans = task_runs.iter().map(|r| (r.start, r.end, id.clone()));
+            by_key.entry(key.clone()).or_default().extend(spans);
+        }
         if task.status != "success" {
             violations.push(format!("{id}: ended {}", task.status));
         }
@@ -567,6 +585,15 @@ async fn the_guarantees_hold_under_chaos() {
                     result.outcome, result.lease, newer.lease
                 ));
             }
+        }
+    }
+    // No key ever had more executions at once than its limit.
+    for (key, spans) in &by_key {
+        if let Some(crowd) = crowded(spans, KEY_CONCURRENCY) {
+            violations.push(format!(
+                "key {key}: {} executions at once (limit {KEY_CONCURRENCY}): {crowd:?}",
+                crowd.len()
+            ));
         }
     }
     violations.extend(chaos.operator.check(&pool, &mut runs).await);
@@ -628,4 +655,22 @@ async fn the_guarantees_hold_under_chaos() {
         }
     }
     assert!(violations.is_empty(), "{summary}");
+}
+
+/// The first moment more than `limit` of `spans` (start, end, task) ran at
+/// once, as the tasks running then; spans that only touch do not overlap.
+fn crowded(spans: &[(SystemTime, SystemTime, String)], limit: usize) -> Option<Vec<String>> {
+    let mut starts: Vec<&(SystemTime, SystemTime, String)> = spans.iter().collect();
+    starts.sort_by_key(|span| span.0);
+    for (i, span) in starts.iter().enumerate() {
+        let running: Vec<String> = starts[..=i]
+            .iter()
+            .filter(|other| other.1 > span.0)
+            .map(|other| other.2.clone())
+            .collect();
+        if running.len() > limit {
+            return Some(running);
+        }
+    }
+    None
 }

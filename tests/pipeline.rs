@@ -90,6 +90,7 @@ fn main() -> ExitCode {
         gates,
         periodic,
         quotas,
+        key_concurrency,
         metrics,
         auth,
         outbound,

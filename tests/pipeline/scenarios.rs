@@ -2025,3 +2025,82 @@ pub async fn replay_locally(cluster: &Cluster) {
 }
 
 pub use crate::waits::{durable_sleep, fan_in, signals, suspended_tasks_hold_no_slot};
+
+/// A lambda's concurrency per key: tasks of one key run one after another
+/// (`--key-concurrency 1`), whichever executor takes them, a waiting one
+/// shows it is parked, and every task ends.
+pub async fn key_concurrency(cluster: &Cluster) {
+    cluster
+        .deploy("per-customer", samples::SLEEPY, |c| {
+            c.key_concurrency = Some(1)
+        })
+        .await;
+    let keys = ["acme", "globex", "acme", "globex", "acme"];
+    let requests = keys
+        .iter()
+        .map(|key| TaskRequest {
+            lambda: "per-customer".into(),
+            payload: json!({"steps": 3, "step_ms": 100}).to_string().into_bytes(),
+            key: Some((*key).into()),
+            ..TaskRequest::default()
+        })
+        .collect();
+    let ids: Vec<String> = cluster
+        .frontend
+        .task_schedule_many(requests)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|task| task.id)
+        .collect();
+    // Two of acme's three tasks wait while one runs: one of them is seen
+    // parked, and says what it waits for (which goes first among tasks
+    // scheduled in one millisecond is their ids' order, not the request's).
+    let seen_parked = async {
+        loop {
+            let listed =
+                cluster.cli(&["task", "list", "--lambda", "per-customer", "--key", "acme"]);
+            let waiting = "waiting for a free place for key \"acme\"";
+            if let Some(line) = listed.lines().find(|line| line.contains(waiting)) {
+                return line.split_whitespace().next().unwrap().to_owned();
+            }
+            let ended = listed
+                .lines()
+                .filter(|line| line.contains(" success "))
+                .count();
+            assert!(
+                ended < 2,
+                "two of acme's tasks ended before any was seen parked:\n{listed}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    let parked = tokio::time::timeout(WITHIN, seen_parked).await.unwrap();
+    let acme = ids.iter().zip(keys).filter(|(_, key)| *key == "acme");
+    assert!(acme.map(|(id, _)| id).any(|id| *id == parked), "{parked}");
+
+    let mut ended = Vec::new();
+    for id in &ids {
+        let task = cluster.finished(id, WITHIN).await;
+        assert_eq!(
+            (task.status, task.attempt),
+            (TaskStatus::Success, 1),
+            "{task:#?}"
+        );
+        ended.push(task);
+    }
+    for key in ["acme", "globex"] {
+        let mut runs: Vec<(i64, i64)> = ended
+            .iter()
+            .filter(|task| task.key.as_deref() == Some(key))
+            .map(|task| (task.claimed_at.unwrap(), task.finished_at.unwrap()))
+            .collect();
+        runs.sort_unstable();
+        for pair in runs.windows(2) {
+            assert!(
+                pair[0].1 <= pair[1].0,
+                "two tasks of {key} ran at once: {runs:?}"
+            );
+        }
+    }
+}

@@ -27,6 +27,11 @@ pub struct LambdaConfig {
     pub concurrency: u32,
     /// Tasks per second the lambda may be scheduled at; unlimited if `None`.
     pub quota_per_sec: Option<f64>,
+    /// Tasks of one key that may hold a slot at once, across the whole
+    /// installation (enqueued or running); unlimited if `None`. A due task
+    /// whose key has none free waits in the store (parked) without
+    /// spending an attempt.
+    pub key_concurrency: Option<u32>,
     /// The other lambdas whose tasks this lambda's executions may schedule
     /// as children (a lambda may always schedule its own). Empty by
     /// default: a child of any other lambda is refused.
@@ -84,6 +89,7 @@ impl Default for LambdaConfig {
             max_payload: ByteSize::kib(256),
             concurrency: 64,
             quota_per_sec: None,
+            key_concurrency: None,
             allowed_children: Vec::new(),
             grants: Grants::default(),
             on_divergence: OnDivergence::Fail,
@@ -183,6 +189,15 @@ impl LambdaConfig {
                 "quota_per_sec",
                 quota.to_string(),
                 "must be within 1/3600 (one task an hour) and 1000000",
+            );
+        }
+        if let Some(limit) = self.key_concurrency
+            && !(1..=100_000).contains(&limit)
+        {
+            return invalid(
+                "key_concurrency",
+                limit.to_string(),
+                "must be within 1..=100000",
             );
         }
         if self.allowed_children.len() > Self::MAX_ALLOWED_CHILDREN {

@@ -69,6 +69,13 @@ pub enum Operation {
     ReleaseToDrop,
     /// A drop gate covers the due task.
     Drop,
+    /// As many tasks of its key are in flight as its lambda allows (its
+    /// concurrency per key): the due task waits in the store, its due time
+    /// kept, with no trigger until a task of its key lands.
+    Park,
+    /// A task of its key landed (left flight): the parked task is due
+    /// again at its due time.
+    Unpark,
     /// A client cancelled the task.
     Cancel,
     /// An operator gave the dead letter a fresh attempt budget.
@@ -108,6 +115,8 @@ pub enum Trigger {
     Wake,
     /// Not until a gate opens (the task is held).
     Gate,
+    /// Not until a task of its key lands (the task is parked).
+    Landing,
     /// Never: the task has ended.
     Never,
     /// When it was: the operation does not move the trigger.
@@ -175,12 +184,33 @@ const LEASED: StatusSet = StatusSet::of(&[Claimed, Processing]);
 const DUE: StatusSet = StatusSet::of(&[New, Enqueued, Suspended, RetriableFailure]);
 const OPEN: StatusSet = DUE.union(LEASED);
 const HELD: StatusSet = StatusSet::of(&[New, RetriableFailure]);
+/// The due states not in flight: an enqueued task is in flight already
+/// (its queue message may have been lost), and is never parked.
+const GROUNDED: StatusSet = StatusSet::of(&[New, Suspended, RetriableFailure]);
+
+/// The states of a task in flight, derived from the table: enqueued (its
+/// claim takes over) and running. A lambda's concurrency per key counts a
+/// key's tasks in them; a task that leaves them lands, and a parked task of
+/// its key may go.
+pub const IN_FLIGHT: StatusSet = {
+    let mut set = RUNNING;
+    let mut i = 0;
+    while i < TRANSITIONS.len() {
+        if let (Operation::Enqueue, Target::To(status)) =
+            (TRANSITIONS[i].operation, TRANSITIONS[i].to)
+        {
+            set = set.with(status);
+        }
+        i += 1;
+    }
+    set
+};
 
 /// The state table. Guards that are not states (the enqueue token of a
 /// claim, the gates, the attempts left) are the store's; the table says
 /// which states each operation may meet.
 #[rustfmt::skip]
-pub const TRANSITIONS: [Transition; 20] = {
+pub const TRANSITIONS: [Transition; 22] = {
     use Attempts as A;
     use Lease as L;
     use Operation as O;
@@ -210,6 +240,8 @@ pub const TRANSITIONS: [Transition; 20] = {
         row(O::Release,       HELD,     Same,                 T::Due,              L::Keep,   A::Keep),
         row(O::ReleaseToDrop, HELD,     Same,                 T::Now,              L::Keep,   A::Keep),
         row(O::Drop,          OPEN,     To(Dropped),          T::Never,            L::Keep,   A::Keep),
+        row(O::Park,          GROUNDED, NextAttempt,          T::Landing,          L::Keep,   A::Keep),
+        row(O::Unpark,        HELD,     Same,                 T::Due,              L::Keep,   A::Keep),
         row(O::Cancel,        OPEN,     To(Cancelled),        T::Never,            L::Keep,   A::Keep),
         row(O::Redrive,       DEAD,     To(New),              T::Due,              L::Keep,   A::Reset),
     ]
@@ -353,7 +385,7 @@ pub const fn next_attempt(attempt: u32) -> TaskStatus {
 mod tests {
     use super::*;
 
-    const OPERATIONS: [Operation; 20] = [
+    const OPERATIONS: [Operation; 22] = [
         Operation::Insert,
         Operation::Enqueue,
         Operation::Claim,
@@ -372,6 +404,8 @@ mod tests {
         Operation::Release,
         Operation::ReleaseToDrop,
         Operation::Drop,
+        Operation::Park,
+        Operation::Unpark,
         Operation::Cancel,
         Operation::Redrive,
     ];
@@ -400,6 +434,8 @@ mod tests {
                 | Operation::Release
                 | Operation::ReleaseToDrop
                 | Operation::Drop
+                | Operation::Park
+                | Operation::Unpark
                 | Operation::Cancel
                 | Operation::Redrive => {}
             }
@@ -439,6 +475,12 @@ mod tests {
             StatusSet::of(&[Success, FatalFailure, Dropped, Cancelled])
         );
         assert_eq!(LIVE, UNFINISHED.with(Dead));
+        assert_eq!(IN_FLIGHT, StatusSet::of(&[Enqueued, Claimed, Processing]));
+        // A task in flight is never parked; a parked one waits in a state
+        // the poll enqueues from once it is unparked.
+        let park = transition(Operation::Park);
+        assert!(park.from.iter().all(|s| !IN_FLIGHT.contains(s)));
+        assert!(park.from.iter().all(|s| DUE.contains(s)));
     }
 
     /// Every state is reached from an insert, and every unfinished state

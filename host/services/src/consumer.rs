@@ -122,6 +122,8 @@ pub struct PollReport {
     pub dead: u64,
     /// Held back by their lambda's scheduling quota until their slot.
     pub paced: u64,
+    /// Parked: as many tasks of their key in flight as their lambda allows.
+    pub parked: u64,
     /// The turn filled its batch: more may be due.
     pub full: bool,
     /// When the earliest task not yet due comes due, if the store said.
@@ -202,6 +204,7 @@ impl StoreConsumer {
             + report.dropped as usize
             + report.dead as usize
             + report.paced as usize
+            + report.parked as usize
             >= self.config.batch as usize;
         let mut by_queue: BTreeMap<QueueKey, Vec<QueueMessage>> = BTreeMap::new();
         let mut spans: BTreeMap<QueueKey, Vec<tracing::Span>> = BTreeMap::new();
@@ -259,6 +262,7 @@ impl StoreConsumer {
             dropped: report.dropped,
             dead: report.dead,
             paced: report.paced,
+            parked: report.parked,
             full,
             next_due: report.next_due,
         })

@@ -32,6 +32,12 @@ pub(crate) struct Dialect {
     /// database needs none.
     pub gate_read_lock: &'static str,
     pub gate_write_lock: &'static str,
+    /// A statement run by a poll before it reads the limits per key (when
+    /// a lambda has one), and by a deploy or rollback before it writes:
+    /// Postgres's advisory lock (one constant key for "the keys"), so that
+    /// two consumers never both take a key's last place and a limit never
+    /// changes under a poll. Each takes it before it locks any task.
+    pub keys_lock: &'static str,
     /// Selects the database server's clock, in Unix milliseconds.
     pub clock: &'static str,
     /// After `FROM tasks` in the overview: SQLite's planner, without
@@ -52,6 +58,7 @@ impl Dialect {
         unhex: "unhex({})",
         gate_read_lock: "",
         gate_write_lock: "",
+        keys_lock: "",
         // SQLite runs in the process: its clock is the host's.
         clock: "SELECT CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)",
         live_tasks_index: "INDEXED BY tasks_live",
@@ -68,6 +75,7 @@ impl Dialect {
         unhex: "decode({}, 'hex')",
         gate_read_lock: "SELECT pg_advisory_xact_lock_shared(7239)",
         gate_write_lock: "SELECT pg_advisory_xact_lock(7239)",
+        keys_lock: "SELECT pg_advisory_xact_lock(7240)",
         // The time now, not at the transaction's start.
         clock: "SELECT CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
         live_tasks_index: "",

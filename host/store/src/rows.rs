@@ -53,7 +53,7 @@ fn json<T: serde::de::DeserializeOwned>(what: &str, json: &str) -> Result<T, Sto
 
 /// The columns [`task`] reads, for `SELECT` and `RETURNING` lists.
 pub(crate) const TASK_COLUMNS: &str = "id, lambda, collection, priority, payload, status, attempt, \
-    max_attempts, scheduled_at, next_trigger_at, held, enqueue_token, lease_token, created_at, \
+    max_attempts, scheduled_at, next_trigger_at, held, parked, enqueue_token, lease_token, created_at, \
     enqueued_at, claimed_at, heartbeat_at, finished_at, progress, last_error, log, output, parent_id, \
     idempotency_key, key, cron_id, version, continuation, wait_kind, wait_signal";
 
@@ -71,6 +71,7 @@ pub(crate) struct TaskRow {
     scheduled_at: Millis,
     next_trigger_at: Option<Millis>,
     held: bool,
+    parked: bool,
     enqueue_token: i64,
     lease_token: i64,
     created_at: Millis,
@@ -110,6 +111,7 @@ impl TryFrom<TaskRow> for Task {
             scheduled_at: row.scheduled_at,
             next_trigger_at: row.next_trigger_at,
             held: row.held,
+            parked: row.parked,
             enqueue_token: row.enqueue_token,
             lease_token: row.lease_token,
             created_at: row.created_at,
@@ -182,7 +184,8 @@ pub(crate) fn backoff_of(base_ms: i64, factor: f64, max_ms: i64) -> Result<Backo
 pub(crate) const LAMBDA_COLUMNS: &str = "l.name, v.version, v.digest, v.max_memory, v.timeout_ms, \
     v.fuel, v.max_output, v.max_log, v.max_attempts, v.backoff_base_ms, v.backoff_factor, \
     v.backoff_max_ms, v.priorities, v.default_priority, v.max_payload, v.concurrency, \
-    v.quota_per_sec, v.allowed_children, v.grants, v.on_divergence, v.retention, v.created_at";
+    v.quota_per_sec, v.key_concurrency, v.allowed_children, v.grants, v.on_divergence, \
+    v.retention, v.created_at";
 
 /// A lambda at a version, as [`LAMBDA_COLUMNS`] selects it.
 #[derive(FromRow)]
@@ -204,6 +207,7 @@ pub(crate) struct LambdaRow {
     max_payload: i64,
     concurrency: i64,
     quota_per_sec: Option<f64>,
+    key_concurrency: Option<i64>,
     allowed_children: String,
     grants: String,
     on_divergence: String,
@@ -237,6 +241,12 @@ impl TryFrom<LambdaRow> for Lambda {
                 max_payload: bytes(row.max_payload, "max_payload")?,
                 concurrency: small(row.concurrency, "concurrency")?,
                 quota_per_sec: row.quota_per_sec,
+                key_concurrency: row
+                    .key_concurrency
+                    .map(|n| {
+                        u32::try_from(n).map_err(|_| StoreError::Corrupt("key_concurrency".into()))
+                    })
+                    .transpose()?,
                 allowed_children: row.allowed_children.lines().map(str::to_owned).collect(),
                 grants: json("grants", &row.grants)?,
                 on_divergence: OnDivergence::parse(&row.on_divergence).ok_or_else(|| {

@@ -3,7 +3,7 @@
 //! The checks live in `conformance/`, one file per area as the store's SQL
 //! is split (lambdas and their artifacts, the state table, tasks as clients
 //! write them, as they read them and the tasks they make, journals and the
-//! versions they pin, suspended tasks, gates, pacing, cron, tokens, retention, the task history) and one for the guarantees on paths a crash soak never
+//! versions they pin, suspended tasks, gates, pacing, limits per key, cron, tokens, retention, the task history) and one for the guarantees on paths a crash soak never
 //! takes; this file runs each one on a fresh store of each backend: a SQLite
 //! file, and a database of its own on a throwaway PostgreSQL cluster the
 //! tests start (see `waft-testing`; under `CI=true` the Postgres tests fail
@@ -29,6 +29,8 @@ mod history;
 mod journal;
 #[path = "conformance/journal_versions.rs"]
 mod journal_versions;
+#[path = "conformance/keys.rs"]
+mod keys;
 #[path = "conformance/lambdas.rs"]
 mod lambdas;
 #[path = "conformance/lifecycle.rs"]
@@ -139,6 +141,13 @@ conformance!(
         dead_letters_stay_until_purged,
         one_holder_at_a_time_takes_a_duty,
         a_lambda_is_deleted_with_all_it_has_once_nothing_of_it_may_run,
+    ],
+    keys: [
+        a_keys_tasks_in_flight_stay_within_its_limit,
+        a_redeploy_lets_parked_tasks_go,
+        a_woken_task_that_does_not_go_leaves_its_place,
+        racing_consumers_never_pass_a_keys_limit,
+        two_polls_at_once_give_one_place,
     ],
     task_lists: [
         lists_filter_and_page,

@@ -48,6 +48,9 @@ use run::run_sequence;
 
 /// Operations run by the current test, for the count it prints.
 static OPERATIONS: AtomicU64 = AtomicU64::new(0);
+/// Tasks its polls parked (a key's places all taken), printed too: the
+/// limits per key are exercised, not only allowed.
+static PARKED: AtomicU64 = AtomicU64::new(0);
 
 fn config() -> Config {
     let cases = std::env::var("WAFT_MODEL_CASES")
@@ -94,6 +97,7 @@ where
         .unwrap();
     let started = std::time::Instant::now();
     OPERATIONS.store(0, Ordering::Relaxed);
+    PARKED.store(0, Ordering::Relaxed);
     let result = runner().run(&steps(races, max_steps()), |steps| {
         runtime.block_on(async {
             let (store, _guard) = fresh().await;
@@ -102,8 +106,9 @@ where
         Ok(())
     });
     println!(
-        "{name}: {} operations in {:.1?}, {}",
+        "{name}: {} operations ({} tasks parked) in {:.1?}, {}",
         OPERATIONS.load(Ordering::Relaxed),
+        PARKED.load(Ordering::Relaxed),
         started.elapsed(),
         match &result {
             Ok(()) => "0 divergences".to_owned(),

@@ -52,7 +52,7 @@ impl Backlog {
             .await
             .map_err(failed("deploy the backlog's lambda"))?;
         println!("backlog: running {count} tasks of {name} first");
-        schedule(frontend, &name, COLLECTION, count, 500, 4, None, payload).await?;
+        schedule(frontend, &name, COLLECTION, count, 500, 4, None, payload, 0).await?;
         wait_all(frontend, &name, COLLECTION, count, None).await?;
         let mut backlog = Self {
             lambda: name,

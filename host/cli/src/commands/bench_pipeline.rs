@@ -74,6 +74,13 @@ pub struct PipelineBenchArgs {
     /// measured while the pruner deletes it.
     #[arg(long, requires = "backlog")]
     pub prune_backlog: bool,
+    /// Gives the tasks keys, `k0` to `k<N-1>` in turn (what keys cost);
+    /// 0: no key.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub keys: usize,
+    /// The lambda's concurrency per key (with `--keys`).
+    #[arg(long, value_name = "N")]
+    pub key_concurrency: Option<u32>,
 }
 
 pub(crate) fn failed(what: &str) -> impl Fn(waft_services::ServiceError) -> Failure + '_ {
@@ -150,6 +157,7 @@ pub fn run(args: PipelineBenchArgs) -> Result<std::process::ExitCode, Failure> {
         let config = LambdaConfig {
             concurrency: args.concurrency,
             grants: args.grants.grants()?,
+            key_concurrency: args.key_concurrency,
             ..LambdaConfig::default()
         };
         let (frontend, lambda) = deploy(&address, wasm.clone(), config).await?;
@@ -178,7 +186,10 @@ pub fn run(args: PipelineBenchArgs) -> Result<std::process::ExitCode, Failure> {
             ),
         };
         // Warm up: load the lambda in the executor.
-        schedule(&frontend, &lambda, "warmup", 10, 10, 1, None, payload).await?;
+        schedule(
+            &frontend, &lambda, "warmup", 10, 10, 1, None, payload, args.keys,
+        )
+        .await?;
         wait_all(&frontend, &lambda, "warmup", 10, None).await?;
         let throughput = measure_throughput(&frontend, &lambda, &args).await?;
         if let Some(backlog) = &backlog {
@@ -217,6 +228,7 @@ async fn measure_throughput(
         args.senders,
         None,
         args.payload.as_bytes(),
+        args.keys,
     )
     .await?;
     let scheduled_in = wall_clock() - started;
@@ -253,6 +265,7 @@ async fn measure_apart(
         args.senders,
         None,
         args.payload.as_bytes(),
+        args.keys,
     )
     .await?;
     let scheduled_in = wall_clock() - started;
@@ -297,6 +310,7 @@ async fn measure_latency(
         1,
         Some(half),
         args.payload.as_bytes(),
+        args.keys,
     )
     .await?;
     wait_all(frontend, lambda, "latency", count, Some(&bar)).await?;
@@ -375,7 +389,8 @@ fn progress(total: usize) -> ProgressBar {
 }
 
 /// Schedules `count` tasks carrying `payload` in `batch`es from `senders`
-/// concurrent callers, paced at `rate` tasks/s when given.
+/// concurrent callers, paced at `rate` tasks/s when given; with `keys`
+/// above 0, the tasks have keys `k0` to `k<keys-1>` in turn.
 #[allow(clippy::too_many_arguments, reason = "each is a knob of the load")]
 pub(crate) async fn schedule(
     frontend: &Arc<FrontendClient>,
@@ -386,6 +401,7 @@ pub(crate) async fn schedule(
     senders: usize,
     rate: Option<f64>,
     payload: &[u8],
+    keys: usize,
 ) -> Result<(), Failure> {
     let batches: Vec<usize> = (0..count)
         .step_by(batch.max(1))
@@ -407,11 +423,13 @@ pub(crate) async fn schedule(
                     let due = Duration::from_secs_f64((sender * per_sender + sent) as f64 / rate);
                     tokio::time::sleep_until((started + due).into()).await;
                 }
-                let tasks = (0..size)
-                    .map(|_| TaskRequest {
+                let first = sender * per_sender * batch + sent;
+                let tasks = (first..first + size)
+                    .map(|i| TaskRequest {
                         lambda: lambda.clone(),
                         payload: payload.clone(),
                         collection: Some(collection.clone()),
+                        key: (keys > 0).then(|| format!("k{}", i % keys)),
                         ..TaskRequest::default()
                     })
                     .collect();

@@ -76,7 +76,7 @@ pub fn run(args: RunningBenchArgs) -> Result<std::process::ExitCode, Failure> {
         let payload =
             serde_json::json!({ "steps": args.steps, "step_ms": args.step_ms }).to_string();
         let started = Instant::now();
-        schedule(&frontend, &lambda, "running", args.tasks, 500, 4, None, payload.as_bytes())
+        schedule(&frontend, &lambda, "running", args.tasks, 500, 4, None, payload.as_bytes(), 0)
             .await?;
         let ticks = clock_ticks();
         let mut samples = vec![sample(&frontend, &lambda, ticks).await?];

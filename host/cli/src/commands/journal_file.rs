@@ -214,6 +214,7 @@ mod tests {
             scheduled_at: 1_800_000_000_000,
             next_trigger_at: None,
             held: false,
+            parked: false,
             enqueue_token: 0,
             lease_token: 2,
             created_at: 1_800_000_000_000,

@@ -101,6 +101,11 @@ pub struct DeployArgs {
     /// no faster. No quota when absent.
     #[arg(long, value_name = "PER_SEC")]
     pub quota: Option<f64>,
+    /// Tasks of one key (`waft task schedule --key`) in flight at once,
+    /// across the whole installation; the others wait parked, spending no
+    /// attempt. Unlimited when absent.
+    #[arg(long, value_name = "N")]
+    pub key_concurrency: Option<u32>,
     /// Another lambda whose tasks this lambda may schedule as children
     /// (repeatable; a lambda may always schedule its own). Needs the right
     /// to schedule that lambda's tasks.
@@ -237,6 +242,7 @@ impl DeployArgs {
             max_payload: self.max_payload,
             concurrency: self.concurrency,
             quota_per_sec: self.quota,
+            key_concurrency: self.key_concurrency,
             allowed_children: self.allow_child.clone(),
             grants: self.grants.grants()?,
             on_divergence: self.on_divergence,
@@ -436,6 +442,7 @@ fn lambda_json(lambda: &Lambda) -> serde_json::Value {
             "max_payload": config.max_payload.to_string(),
             "concurrency": config.concurrency,
             "quota_per_sec": config.quota_per_sec,
+            "key_concurrency": config.key_concurrency,
             "allowed_children": config.allowed_children,
             "allow_outbound": config.grants.outbound.iter().map(|p| p.as_str()).collect::<Vec<_>>(),
             "outbound_limits": {

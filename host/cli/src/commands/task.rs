@@ -510,9 +510,19 @@ async fn descendants(
     }
 }
 
-/// What a suspended task waits for besides its time: a signal, or its
-/// children; `None` for a sleep, and for a task not suspended.
+/// What a waiting task waits for besides its time: a limit of its key, a
+/// gate, a signal or its children; `None` for a sleep, and for a task that
+/// waits for nothing.
 fn waiting_for(task: &Task) -> Option<String> {
+    if task.parked {
+        let key = task.key.as_deref().unwrap_or_default();
+        return Some(format!(
+            "a free place for key {key:?} (the lambda's concurrency per key)"
+        ));
+    }
+    if task.held {
+        return Some("a paused gate to open".to_owned());
+    }
     match (&task.waiting_for_signal, task.waiting_for_children) {
         (Some(name), _) => Some(format!("signal {name:?}")),
         (None, true) => Some("its children to end".to_owned()),
@@ -537,6 +547,7 @@ pub(crate) fn task_json(task: &Task) -> serde_json::Value {
         "heartbeat_at": task.heartbeat_at.map(time),
         "finished_at": task.finished_at.map(time),
         "held": task.held,
+        "parked": task.parked,
         "progress": task.progress,
         "last_error": task.last_error,
         "payload": json_bytes(&task.payload),

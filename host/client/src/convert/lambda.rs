@@ -27,6 +27,7 @@ pub fn config_to_proto(config: &LambdaConfig) -> proto::LambdaConfig {
         max_payload_bytes: Some(config.max_payload.bytes()),
         concurrency: Some(config.concurrency),
         quota_per_sec: config.quota_per_sec,
+        key_concurrency: config.key_concurrency,
         allowed_children: config.allowed_children.clone(),
         allow_outbound: config
             .grants
@@ -170,6 +171,7 @@ pub fn config_from_proto(config: Option<proto::LambdaConfig>) -> ServiceResult<L
             .map_or(defaults.max_payload, ByteSize::b),
         concurrency: config.concurrency.unwrap_or(defaults.concurrency),
         quota_per_sec: config.quota_per_sec,
+        key_concurrency: config.key_concurrency,
         allowed_children: config.allowed_children,
         grants: Grants {
             outbound: config

@@ -10,13 +10,17 @@ use crate::LambdaConfig;
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct LambdaStats {
     pub lambda: String,
-    /// Due and waiting to start (new, retrying or in a queue; not held),
+    /// Due and waiting to start (new, retrying or in a queue; not held,
+    /// not parked),
     /// per priority, lowest number first.
     pub ready: Vec<Depth>,
     /// Waiting for a later time: delayed, or backing off before a retry.
     pub waiting: u64,
     /// Held back by a paused gate.
     pub held: u64,
+    /// Parked: waiting for a free place for their key (the lambda's
+    /// concurrency per key).
+    pub parked: u64,
     /// Suspended in a wait of their own (a durable sleep, a wait for a
     /// signal) not yet over.
     pub suspended: u64,

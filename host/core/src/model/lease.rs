@@ -43,6 +43,9 @@ pub struct EnqueueReport {
     pub dead: u64,
     /// Held back by their lambda's scheduling quota, each until its slot.
     pub paced: u64,
+    /// Parked: as many tasks of their key were in flight as their lambda
+    /// allows.
+    pub parked: u64,
     /// When the earliest task not yet due comes due (a delayed task, a
     /// retry, a timeout, a paced slot), so the consumer can wake for it
     /// instead of waiting for its next poll. Read only when the poll did

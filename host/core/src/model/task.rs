@@ -23,6 +23,9 @@ pub struct Task {
     pub next_trigger_at: Option<Millis>,
     /// Held back by a paused gate; released when the gate opens.
     pub held: bool,
+    /// Waits for a task of its key to land: as many are in flight as its
+    /// lambda's concurrency per key allows.
+    pub parked: bool,
     pub enqueue_token: i64,
     pub lease_token: i64,
     pub created_at: Millis,

@@ -7,7 +7,7 @@ use waft_core::LambdaConfig;
 use waft_core::task::check_lambda_name;
 
 use super::{Connection, DIALECT, Store};
-use super::{pace, prune};
+use super::{keys, pace, prune};
 use crate::names::status::{FINAL, LIVE, RUNNING, SUSPENDED};
 use crate::rows::{self, LAMBDA_COLUMNS};
 use crate::support::{millis, sql, text_in};
@@ -82,6 +82,7 @@ pub(super) async fn insert_version(
         max_payload,
         concurrency,
         quota_per_sec,
+        key_concurrency,
         allowed_children,
         grants,
         on_divergence,
@@ -92,9 +93,9 @@ pub(super) async fn insert_version(
         "INSERT INTO lambda_versions (lambda, version, digest, max_memory, timeout_ms, fuel, \
          max_output, max_log, max_attempts, backoff_base_ms, backoff_factor, backoff_max_ms, \
          priorities, default_priority, max_payload, concurrency, quota_per_sec, created_at, \
-         allowed_children, grants, on_divergence, retention) \
+         allowed_children, grants, on_divergence, retention, key_concurrency) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, \
-         $18, $19, $20, $21, $22)",
+         $18, $19, $20, $21, $22, $23)",
     )
     .bind(&params.name)
     .bind(version)
@@ -118,6 +119,7 @@ pub(super) async fn insert_version(
     .bind(grants)
     .bind(on_divergence.as_str())
     .bind((!retention.is_empty()).then(|| retention.to_json()))
+    .bind(key_concurrency.map(i64::from))
     .execute(&mut *conn)
     .await?;
     Ok(())
@@ -126,6 +128,7 @@ pub(super) async fn insert_version(
 pub(super) async fn deploy(tx: &mut Connection, params: LambdaDeploy) -> Result<Lambda> {
     check_lambda_name(&params.name)?;
     params.config.validate()?;
+    keys::lock(&mut *tx).await?;
     sqlx::query(
         "INSERT INTO components (digest, bytes, created_at) VALUES ($1, $2, $3) \
          ON CONFLICT (digest) DO NOTHING",
@@ -162,6 +165,7 @@ pub(super) async fn deploy(tx: &mut Connection, params: LambdaDeploy) -> Result<
     .await?;
     insert_version(&mut *tx, &params, version).await?;
     pace::repace(&mut *tx, &params.name, params.now).await?;
+    keys::redeployed(&mut *tx, &params.name).await?;
     // Deployed again after a delete: its queues, not deleted yet, stay.
     retired_done(&mut *tx, &params.name).await?;
     let lambda = require_lambda(&mut *tx, &params.name).await?;
@@ -238,6 +242,7 @@ pub(super) async fn versions(store: &Store, name: &str) -> Result<Vec<LambdaVers
 
 pub(super) async fn rollback(tx: &mut Connection, params: LambdaRollback) -> Result<Lambda> {
     check_lambda_name(&params.name)?;
+    keys::lock(&mut *tx).await?;
     let current = require_lambda(&mut *tx, &params.name).await?;
     let to = params.to.unwrap_or(current.version.saturating_sub(1));
     if to == current.version {
@@ -279,6 +284,7 @@ pub(super) async fn rollback(tx: &mut Connection, params: LambdaRollback) -> Res
     };
     insert_version(&mut *tx, &copy, version).await?;
     pace::repace(&mut *tx, &params.name, params.now).await?;
+    keys::redeployed(&mut *tx, &params.name).await?;
     let lambda = require_lambda(&mut *tx, &params.name).await?;
     Ok(lambda)
 }

@@ -40,6 +40,7 @@ mod gate;
 mod history;
 mod insert;
 mod journal;
+mod keys;
 mod lambda;
 mod lease;
 mod pace;

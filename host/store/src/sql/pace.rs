@@ -21,6 +21,13 @@ pub(super) struct Due {
     pub paced: bool,
     /// Why its last execution lapsed, kept as its error.
     pub lapsed: Option<&'static str>,
+    /// Its key, as the database keeps it.
+    pub key: Option<String>,
+    /// When it came due (its trigger).
+    pub due: Millis,
+    /// In flight already (enqueued, or its execution lapsed): it holds a
+    /// place of its key.
+    pub in_flight: bool,
 }
 
 /// A task to enqueue now, with the error it keeps.
@@ -140,6 +147,7 @@ fn give_slots(
         lambda,
         paced,
         lapsed,
+        ..
     } in due
     {
         let slot = match slots.get_mut(&lambda) {

@@ -11,6 +11,7 @@ use waft_core::{TaskStatus, machine};
 
 use super::attempt::{self, Ended};
 use super::fan_in;
+use super::keys;
 use super::pace::{self, Due, Now};
 use super::{Connection, DIALECT, GATE_OF_TASK, lock_gates};
 use crate::names::status::{DEAD, DROPPED, ENQUEUED, NEXT_ATTEMPT};
@@ -31,6 +32,8 @@ struct DueRow {
     max_attempts: i64,
     paced: bool,
     lease_token: i64,
+    next_trigger_at: Millis,
+    key: Option<String>,
     gate: Option<i64>,
 }
 
@@ -59,6 +62,8 @@ pub(super) async fn enqueue_ready(
 ) -> Result<EnqueueReport> {
     let now = params.now;
     lock_gates(&mut *tx, DIALECT.gate_read_lock).await?;
+    let limits = keys::Limits::read(&mut *tx).await?;
+    limits.unpark_landed(&mut *tx).await?;
     let due = read_due(&mut *tx, now, params.limit).await?;
     let mut report = EnqueueReport::default();
     let mut open = Vec::with_capacity(due.len());
@@ -75,6 +80,7 @@ pub(super) async fn enqueue_ready(
     }
     hold(&mut *tx, &held, "").await?;
     attempt::record(&mut *tx, lost, now).await?;
+    let open = limits.admit(&mut *tx, open, &mut report).await?;
     let to_enqueue = pace::pace(&mut *tx, open, now, &mut report).await?;
     report.enqueued = enqueue(&mut *tx, to_enqueue, now, params.enqueue_timeout).await?;
     if due.len() < params.limit as usize {
@@ -87,6 +93,9 @@ pub(super) async fn enqueue_ready(
         .bind(now)
         .fetch_one(&mut *tx)
         .await?;
+        if let Some(recheck) = keys::recheck(&mut *tx, now).await? {
+            report.next_due = Some(report.next_due.map_or(recheck, |due| due.min(recheck)));
+        }
     }
     Ok(report)
 }
@@ -95,7 +104,7 @@ pub(super) async fn enqueue_ready(
 async fn read_due(tx: &mut Connection, now: Millis, limit: u32) -> Result<Vec<DueRow>> {
     Ok(sqlx::query_as(sql(format!(
         "SELECT t.id, t.lambda, t.status, t.attempt, t.max_attempts, t.paced, \
-         t.lease_token, {GATE_OF_TASK} AS gate \
+         t.lease_token, t.next_trigger_at, t.key, {GATE_OF_TASK} AS gate \
          FROM tasks t WHERE t.next_trigger_at IS NOT NULL AND t.next_trigger_at <= $1 \
          ORDER BY t.next_trigger_at LIMIT $2 {}",
         DIALECT.poll_lock
@@ -195,6 +204,9 @@ async fn triage<'a>(
             lambda: row.lambda.clone(),
             paced: row.paced,
             lapsed,
+            key: row.key.clone(),
+            due: row.next_trigger_at,
+            in_flight: machine::IN_FLIGHT.contains(status),
         })),
     }
 }

@@ -36,8 +36,9 @@ pub(super) async fn lambda_stats(
     let rows = sqlx::query(sql(format!(
         "SELECT lambda, priority, status, COUNT(*) AS n, \
          SUM(CASE WHEN held THEN 1 ELSE 0 END) AS held, \
-         SUM(CASE WHEN NOT held AND due_at <= $1 THEN 1 ELSE 0 END) AS due, \
-         MIN(CASE WHEN NOT held AND due_at <= $1 THEN due_at END) AS oldest \
+         SUM(CASE WHEN parked THEN 1 ELSE 0 END) AS parked, \
+         SUM(CASE WHEN NOT held AND NOT parked AND due_at <= $1 THEN 1 ELSE 0 END) AS due, \
+         MIN(CASE WHEN NOT held AND NOT parked AND due_at <= $1 THEN due_at END) AS oldest \
          FROM tasks {} WHERE status IN {LIVE} GROUP BY lambda, priority, status",
         DIALECT.live_tasks_index
     )))
@@ -52,12 +53,14 @@ pub(super) async fn lambda_stats(
             entry.running += n;
         } else if machine::WAITING.contains(status) {
             let held = count(row.int("held")?)?;
+            let parked = count(row.int("parked")?)?;
             let due = count(row.int("due")?)?;
             entry.held += held;
+            entry.parked += parked;
             if status == TaskStatus::Suspended {
-                entry.suspended += n - held - due;
+                entry.suspended += n - held - parked - due;
             } else {
-                entry.waiting += n - held - due;
+                entry.waiting += n - held - parked - due;
             }
             if let Some(oldest) = row.opt_int("oldest")? {
                 let priority = u8::try_from(row.int("priority")?)

@@ -155,7 +155,7 @@ pub(super) async fn cancel(tx: &mut Connection, id: &str, now: Millis) -> Result
     }
     let row = sqlx::query(sql(format!(
         "UPDATE tasks SET status = {CANCELLED}, next_trigger_at = NULL, held = FALSE, \
-         finished_at = $2 WHERE id = $1 AND status IN {UNFINISHED} RETURNING {TASK_COLUMNS}"
+         parked = FALSE, finished_at = $2 WHERE id = $1 AND status IN {UNFINISHED} RETURNING {TASK_COLUMNS}"
     )))
     .bind(text_in(id))
     .bind(now)
@@ -171,7 +171,7 @@ pub(super) async fn cancel(tx: &mut Connection, id: &str, now: Millis) -> Result
 pub(super) async fn backlog(store: &Store, now: Millis) -> Result<Vec<Backlog>> {
     let rows: Vec<(String, i64, Millis)> = sqlx::query_as(sql(format!(
         "SELECT lambda, priority, MIN(due_at) AS oldest FROM tasks \
-         WHERE status IN {WAITING} AND held = FALSE \
+         WHERE status IN {WAITING} AND held = FALSE AND parked = FALSE \
          AND due_at <= $1 GROUP BY lambda, priority ORDER BY lambda, priority"
     )))
     .bind(now)

@@ -31,6 +31,7 @@ impl Run<'_> {
             let seen = (
                 task.status,
                 task.held,
+                task.parked,
                 task.next_trigger_at,
                 task.attempt,
                 task.enqueue_token,
@@ -43,6 +44,7 @@ impl Run<'_> {
             let wanted = (
                 expected.status,
                 expected.held,
+                expected.parked,
                 expected.next_trigger_at,
                 expected.attempt,
                 expected.enqueue_token,
@@ -85,6 +87,10 @@ impl Run<'_> {
             let task = self.store.task_get(id).await.unwrap().unwrap();
             if task.status.is_terminal() {
                 assert!(task.next_trigger_at.is_none() && !task.held, "{task:?}");
+            } else if task.parked {
+                assert!(task.next_trigger_at.is_none() && !task.held, "{task:?}");
+                assert_eq!(task.status, machine::next_attempt(task.attempt));
+                assert!(task.key.is_some(), "parked with no key: {task:?}");
             } else if task.held {
                 assert!(task.next_trigger_at.is_none());
                 assert_eq!(task.status, machine::next_attempt(task.attempt));

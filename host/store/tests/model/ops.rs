@@ -14,6 +14,9 @@ pub const T0: Millis = 1_800_000_000_000;
 pub const LAMBDAS: [&str; 2] = ["a", "b"];
 pub const COLLECTIONS: [&str; 2] = ["default", "c"];
 pub const SIGNALS: [&str; 2] = ["go", "stop"];
+/// Tasks' keys (their lambdas' limits per key are `reference::key_limit`).
+/// Most keyed tasks share the first, so that places run out often.
+pub const KEYS: [&str; 2] = ["k", "j"];
 pub const CRON_PERIOD: Millis = 4_000;
 /// Tasks a sequence makes at most.
 pub const MAX_TASKS: usize = 8;
@@ -56,6 +59,7 @@ pub enum Op {
         delay: Millis,
         /// The task it is a child of.
         parent: Option<usize>,
+        key: Option<usize>,
     },
     Advance(Millis),
     Poll,
@@ -98,17 +102,19 @@ fn token() -> impl Strategy<Value = Token> {
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        3 => (
-            0..2usize,
+        6 => (
+            prop_oneof![3 => Just(0), 1 => Just(1)],
             0..2usize,
             prop_oneof![Just(0), 0..3_000i64],
             prop::option::weighted(0.5, 0..MAX_TASKS),
+            prop::option::weighted(0.8, prop_oneof![4 => Just(0), 1 => Just(1)]),
         )
-            .prop_map(|(lambda, collection, delay, parent)| Op::Insert {
+            .prop_map(|(lambda, collection, delay, parent, key)| Op::Insert {
                 lambda,
                 collection,
                 delay,
                 parent,
+                key,
             }),
         3 => prop_oneof![1..500i64, 1_000..6_000i64].prop_map(Op::Advance),
         1 => (0..2usize, any::<bool>()).prop_map(|(lambda, stale)| Op::Materialize { lambda, stale }),

@@ -86,6 +86,7 @@ fn linearize_polls_as_one(
             sum.held += answer.held;
             sum.dropped += answer.dropped;
             sum.dead += answer.dead;
+            sum.parked += answer.parked;
         }
     }
     sum.enqueued.sort();

@@ -28,8 +28,11 @@ pub const MAX_ATTEMPTS: u32 = 2;
 pub struct ModelTask {
     pub lambda: String,
     pub collection: String,
+    pub key: Option<String>,
     pub status: TaskStatus,
     pub held: bool,
+    /// Waits for a place of its key (the lambda's concurrency per key).
+    pub parked: bool,
     pub next_trigger_at: Option<Millis>,
     pub due_at: Millis,
     pub attempt: u32,
@@ -73,6 +76,18 @@ pub struct PollAnswer {
     pub held: u64,
     pub dropped: u64,
     pub dead: u64,
+    pub parked: u64,
+}
+
+/// The concurrency per key of the model's lambdas: one task of a key in
+/// flight at once for the first, two for the second. (Tasks without a key
+/// are never limited.)
+pub fn key_limit(lambda: &str) -> Option<u32> {
+    Some(if lambda == crate::ops::LAMBDAS[0] {
+        1
+    } else {
+        2
+    })
 }
 
 /// How a claim was answered: the attempt, lease, version to run and the
@@ -155,12 +170,15 @@ impl Model {
         collection: &str,
         run_at: Millis,
         parent: Option<String>,
+        key: Option<String>,
     ) {
         let mut task = ModelTask {
             lambda: lambda.into(),
             collection: collection.into(),
+            key,
             status: TaskStatus::New,
             held: false,
+            parked: false,
             next_trigger_at: None,
             due_at: run_at,
             attempt: 0,
@@ -184,10 +202,46 @@ impl Model {
         self.poll_skipping(now, &[])
     }
 
+    /// How many tasks of a lambda's key are in flight.
+    fn in_flight(&self, lambda: &str, key: &str) -> usize {
+        self.tasks
+            .values()
+            .filter(|t| t.lambda == lambda && t.key.as_deref() == Some(key))
+            .filter(|t| machine::IN_FLIGHT.contains(t.status))
+            .count()
+    }
+
+    /// Before a poll reads its due tasks: every key with parked tasks has
+    /// as many of them unparked, oldest due first (ties by id), as it has
+    /// places (all of them when its lambda has no limit).
+    fn unpark(&mut self, now: Millis) {
+        let mut parked: BTreeMap<(String, String), Vec<(Millis, String)>> = BTreeMap::new();
+        for (id, task) in &self.tasks {
+            if task.parked {
+                let key = (task.lambda.clone(), task.key.clone().unwrap());
+                parked
+                    .entry(key)
+                    .or_default()
+                    .push((task.due_at, id.clone()));
+            }
+        }
+        for ((lambda, key), mut waiting) in parked {
+            waiting.sort();
+            let places = match key_limit(&lambda) {
+                Some(limit) => (limit as usize).saturating_sub(self.in_flight(&lambda, &key)),
+                None => waiting.len(),
+            };
+            for (_, id) in waiting.into_iter().take(places) {
+                apply(self.tasks.get_mut(&id).unwrap(), Operation::Unpark, now, 0);
+            }
+        }
+    }
+
     /// A poll that leaves tasks `skip` alone, as one racing operations
     /// that hold their rows does.
     pub fn poll_skipping(&mut self, now: Millis, skip: &[String]) -> PollAnswer {
         let mut answer = PollAnswer::default();
+        self.unpark(now);
         let due: Vec<String> = self
             .tasks
             .iter()
@@ -195,6 +249,7 @@ impl Model {
             .filter(|(_, t)| t.next_trigger_at.is_some_and(|at| at <= now))
             .map(|(id, _)| id.clone())
             .collect();
+        let mut candidates = Vec::new();
         for id in due {
             let gate = self.gate_of(&self.tasks[&id]);
             let task = self.tasks.get_mut(&id).unwrap();
@@ -210,12 +265,37 @@ impl Model {
                 GateState::Open if lapsed => Operation::Expire,
                 GateState::Open => Operation::Enqueue,
             };
+            // A task not in flight waits for its key's place: decided
+            // below, once the poll's other changes are made.
+            let counted = key_limit(&task.lambda).is_some() && task.key.is_some();
+            if operation == Operation::Enqueue
+                && counted
+                && !machine::IN_FLIGHT.contains(task.status)
+            {
+                candidates.push((task.next_trigger_at.unwrap(), id.clone()));
+                continue;
+            }
             apply(task, operation, now, 0);
             match operation {
                 Operation::Drop => answer.dropped += 1,
                 Operation::Bury => answer.dead += 1,
                 Operation::Hold => answer.held += 1,
                 _ => answer.enqueued.push((id.clone(), task.enqueue_token)),
+            }
+        }
+        // In due order, ties by id: a key's task goes while it has places.
+        candidates.sort();
+        for (_, id) in candidates {
+            let task = &self.tasks[&id];
+            let limit = key_limit(&task.lambda).unwrap() as usize;
+            let flying = self.in_flight(&task.lambda, task.key.as_deref().unwrap());
+            let task = self.tasks.get_mut(&id).unwrap();
+            if flying < limit {
+                apply(task, Operation::Enqueue, now, 0);
+                answer.enqueued.push((id.clone(), task.enqueue_token));
+            } else {
+                apply(task, Operation::Park, now, 0);
+                answer.parked += 1;
             }
         }
         answer.enqueued.sort();
@@ -537,7 +617,7 @@ impl Model {
         }
         *next = expected + period;
         if let Some(id) = created {
-            self.insert(id, lambda, "default", expected, None);
+            self.insert(id, lambda, "default", expected, None, None);
         }
         true
     }
@@ -577,7 +657,7 @@ fn apply(task: &mut ModelTask, operation: Operation, now: Millis, backoff: Milli
             task.due_at = now + backoff;
             Some(task.due_at)
         }
-        Trigger::Gate => {
+        Trigger::Gate | Trigger::Landing => {
             if let Some(next) = task.next_trigger_at {
                 task.due_at = task.due_at.min(next);
             }
@@ -589,6 +669,11 @@ fn apply(task: &mut ModelTask, operation: Operation, now: Millis, backoff: Milli
     task.held = match row.trigger {
         Trigger::Gate => true,
         Trigger::Unchanged => task.held,
+        _ => false,
+    };
+    task.parked = match row.trigger {
+        Trigger::Landing => true,
+        Trigger::Unchanged => task.parked,
         _ => false,
     };
     if row.to == Target::To(TaskStatus::Enqueued) || task.held {

@@ -19,12 +19,12 @@ use waft_store::{
 
 use crate::OPERATIONS;
 use crate::ops::{
-    COLLECTIONS, CRON_PERIOD, JournalChange, LAMBDAS, MAX_TASKS, Op, SIGNALS, Step, T0, Token,
+    COLLECTIONS, CRON_PERIOD, JournalChange, KEYS, LAMBDAS, MAX_TASKS, Op, SIGNALS, Step, T0, Token,
 };
 use crate::race::run_race;
 use crate::reference::{
     CENTURY, CLAIM_TIMEOUT, CancelAnswer, ClaimAnswer, ENQUEUE_TIMEOUT, Ending, HEARTBEAT_TIMEOUT,
-    Hole, MAX_ATTEMPTS, Model, PollAnswer, RedriveAnswer, SignalAnswer,
+    Hole, MAX_ATTEMPTS, Model, PollAnswer, RedriveAnswer, SignalAnswer, key_limit,
 };
 
 /// An answer of any operation, comparable with the model's.
@@ -144,6 +144,7 @@ impl Run<'_> {
                     .await
                     .unwrap();
                 assert_eq!(report.paced, 0);
+                crate::PARKED.fetch_add(report.parked, Ordering::Relaxed);
                 let mut enqueued: Vec<_> = report
                     .enqueued
                     .into_iter()
@@ -155,6 +156,7 @@ impl Run<'_> {
                     held: report.held,
                     dropped: report.dropped,
                     dead: report.dead,
+                    parked: report.parked,
                 })
             }
             (Op::Claim(..), Input::Task(id, token)) => {
@@ -373,6 +375,7 @@ impl Run<'_> {
                 collection,
                 delay,
                 parent,
+                key,
             } => {
                 if self.ids.len() >= MAX_TASKS {
                     return Input::Nothing;
@@ -383,6 +386,7 @@ impl Run<'_> {
                     payload: b"\0".to_vec(),
                     run_at: Some(self.now + delay),
                     parent_id: parent.and_then(|parent| self.task(parent)),
+                    key: key.map(|key| KEYS[key].into()),
                     ..NewTask::default()
                 }))
             }
@@ -490,6 +494,7 @@ impl Run<'_> {
                     task.collection.as_deref().unwrap(),
                     task.run_at.unwrap(),
                     task.parent_id.clone(),
+                    task.key.clone(),
                 );
                 Answer::Inserted
             }
@@ -604,6 +609,7 @@ fn deploy_params(lambda: &str) -> LambdaDeploy {
         artifact: None,
         config: LambdaConfig {
             max_attempts: MAX_ATTEMPTS,
+            key_concurrency: key_limit(lambda),
             ..LambdaConfig::default()
         },
         now: T0,

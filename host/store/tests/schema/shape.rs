@@ -16,8 +16,15 @@ pub const SAME_TYPE: &[(&str, &str)] = &[
 ];
 
 /// SQLite's spelling of a predicate beside Postgres's, where they differ
-/// only because SQLite has no boolean (after [`normalize`]).
-pub const SAME_PREDICATE: &[(&str, &str)] = &[("held = 1", "held")];
+/// only because SQLite has no boolean, or in the parentheses Postgres puts
+/// around each side of an `and` (after [`normalize`]).
+pub const SAME_PREDICATE: &[(&str, &str)] = &[
+    ("held = 1", "held"),
+    (
+        "key is not null and status in ('enqueued', 'claimed', 'processing')",
+        "(key is not null) and (status in ('enqueued', 'claimed', 'processing'))",
+    ),
+];
 
 /// A SQLite predicate as Postgres would spell it: [`normalize`]d, then
 /// [`SAME_PREDICATE`] applied.

@@ -36,7 +36,7 @@ export function Overview() {
           <thead>
             <tr>
               <th>Lambda</th><th>Gate</th><th>Ready by priority</th><th>Oldest ready</th>
-              <th>Waiting</th><th>Suspended</th><th>Held</th><th>Running</th><th>Succeeded 1h</th>
+              <th>Waiting</th><th>Suspended</th><th>Held</th><th>Parked</th><th>Running</th><th>Succeeded 1h</th>
               <th>Failed 1h</th><th>Dead</th><th></th>
             </tr>
           </thead>
@@ -74,6 +74,8 @@ export function Overview() {
                         {" "}({num(s.waitingForChildren)} on children)</span>
                       : null}</td>
                   <td>{num(s.held) ?? 0}</td>
+                  <td title="waiting for a free place for their key (the lambda's concurrency per key)">
+                    {num(s.parked) ?? 0}</td>
                   <td>{num(s.running) ?? 0}</td>
                   <td class="ok">{num(s.succeeded) ?? 0}</td>
                   <td class={num(s.failed) ? "bad" : ""}>{num(s.failed) ?? 0}</td>

@@ -38,6 +38,7 @@ export function TaskPage({ id }) {
       <h1>Task <span class="mono">{task.id}</span></h1>
       <p class="sub">
         <Status status={status} /> {task.held ? "held by a paused gate · " : ""}
+        {task.parked ? "parked: waits for a free place for its key (the lambda's concurrency per key) · " : ""}
         <a href={`#/lambda/${encodeURIComponent(task.lambda)}`}>{task.lambda}</a>
         {task.version !== undefined ? ` v${task.version}` : ""} · collection {task.collection} ·
         {task.key !== undefined ? <> key <a href={`#/tasks?lambda=${encodeURIComponent(task.lambda)}&key=${encodeURIComponent(task.key)}`}>{task.key}</a> ·</> : null}

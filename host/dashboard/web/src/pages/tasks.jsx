@@ -87,7 +87,8 @@ export function Tasks({ query }) {
                     <td>{t.lambda}</td>
                     <td>{t.collection}</td>
                     <td class="clip">{t.key ?? ""}</td>
-                    <td><Status status={status} />{t.held ? <span class="muted"> held</span> : null}</td>
+                    <td><Status status={status} />{t.held ? <span class="muted"> held</span> : null}
+                      {t.parked ? <span class="muted"> parked</span> : null}</td>
                     <td>{t.attempt}/{t.maxAttempts}</td>
                     <td>{time(t.createdAtMs)}</td>
                     <td class="clip">{t.lastError ?? ""}</td>

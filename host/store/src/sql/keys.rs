@@ -1,0 +1,268 @@
+//! Concurrency per key: at most a lambda's `key_concurrency` of its tasks
+//! of one key in flight (enqueued, claimed or processing) at once, across
+//! every consumer, controller and executor.
+//!
+//! The poll decides it, where a task is given the enqueue token its claim
+//! needs: a due task whose key has as many in flight is parked (it waits
+//! in the store with no trigger, spending no attempt) instead of enqueued.
+//! When a task of a limited lambda's key lands (leaves flight, by whatever
+//! statement) — or a task not parked changes state outside flight in any
+//! other way, as an unparked one does when a gate holds or drops it, a
+//! cancel ends it or its quota paces it instead of taking its place — a
+//! trigger marks its key in `key_landings` in the same transaction
+//! (migration 0025), and the next poll unparks the key's oldest parked
+//! tasks, as many as there are places. So a key never has a parked task
+//! and a free place past the next poll. Polls count and decide under
+//! one lock (`keys_lock`), which deploys and rollbacks take too, so two
+//! consumers never both take a key's last place and a limit never changes
+//! under a poll; an execution that lands meanwhile only adds a mark (marks
+//! are only ever added), which the next poll reads.
+
+use std::collections::{BTreeSet, HashMap};
+
+use serde::Serialize;
+
+use super::pace::Due;
+use super::{Connection, DIALECT};
+use crate::names::status::{IN_FLIGHT, NEXT_ATTEMPT};
+use crate::support::{batch_json, sql};
+use crate::{EnqueueReport, Millis, Result};
+
+/// A key of a lambda, as the database keeps it (the field names are the
+/// statements' JSON keys).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, sqlx::FromRow)]
+struct Key {
+    lambda: String,
+    key: String,
+}
+
+/// Keys whose marks a poll consumes at most.
+const KEYS_PER_POLL: i64 = 256;
+
+/// How soon a poll comes again while tasks are parked: a landing marks its
+/// key but wakes no consumer (it may be another process's result), so the
+/// consumer looks again this soon, and a parked task waits at most this
+/// long past its key's landing.
+const RECHECK_MS: Millis = 20;
+
+/// The limits a poll decides by: the concurrency per key of every lambda
+/// that has one, read under the keys' lock when any has (so that a deploy
+/// changing one, which takes the lock too, comes wholly before or after the
+/// poll).
+pub(super) struct Limits(HashMap<String, i64>);
+
+impl Limits {
+    /// Reads the limits, taking the keys' lock first when any lambda has
+    /// one. Called before the poll locks any task, as a deploy takes the
+    /// lock before it writes anything: the two never wait on each other
+    /// the other way round.
+    pub(super) async fn read(conn: &mut Connection) -> Result<Limits> {
+        let first = limits(conn).await?;
+        if first.is_empty() {
+            return Ok(Limits(first));
+        }
+        lock(conn).await?;
+        Ok(Limits(limits(conn).await?))
+    }
+
+    /// Unparks the oldest parked tasks of every key a change marked, as
+    /// many as its lambda's limit leaves places for (every one, when the
+    /// lambda has no limit now). The marks are consumed first, in one
+    /// statement, and the tasks in flight counted after: a landing that
+    /// commits meanwhile has left a mark of its own for the next poll.
+    pub(super) async fn unpark_landed(&self, conn: &mut Connection) -> Result<u64> {
+        let consumed: Vec<Key> = sqlx::query_as(
+            "DELETE FROM key_landings WHERE (lambda, key) IN \
+             (SELECT lambda, key FROM key_landings LIMIT $1) RETURNING lambda, key",
+        )
+        .bind(KEYS_PER_POLL)
+        .fetch_all(&mut *conn)
+        .await?;
+        if consumed.is_empty() {
+            return Ok(0);
+        }
+        let marked: Vec<Key> = consumed
+            .into_iter()
+            .collect::<BTreeSet<Key>>()
+            .into_iter()
+            .collect();
+        let flying = in_flight(conn, &marked).await?;
+        let mut woken = 0;
+        for key in &marked {
+            let places = match self.0.get(&key.lambda) {
+                Some(limit) => limit - flying.get(key).copied().unwrap_or(0),
+                None => i64::MAX,
+            };
+            if places > 0 {
+                woken += unpark(conn, key, places).await?;
+            }
+        }
+        Ok(woken)
+    }
+
+    /// Of the tasks the poll would enqueue, those that may go, in due order
+    /// (ties by id): a task of a limited lambda's key goes while its key has
+    /// places, and is parked otherwise. A task in flight already
+    /// (re-enqueued, or expired) holds its place and goes.
+    pub(super) async fn admit(
+        &self,
+        conn: &mut Connection,
+        open: Vec<Due>,
+        report: &mut EnqueueReport,
+    ) -> Result<Vec<Due>> {
+        let limits = &self.0;
+        let counted = |due: &Due| !due.in_flight && limits.contains_key(&due.lambda);
+        let keys: BTreeSet<Key> = open
+            .iter()
+            .filter(|due| counted(due))
+            .filter_map(|due| {
+                Some(Key {
+                    lambda: due.lambda.clone(),
+                    key: due.key.clone()?,
+                })
+            })
+            .collect();
+        if keys.is_empty() {
+            return Ok(open);
+        }
+        let mut open = open;
+        open.sort_by(|a, b| (a.due, &a.id).cmp(&(b.due, &b.id)));
+        let keys: Vec<Key> = keys.into_iter().collect();
+        let mut flying = in_flight(conn, &keys).await?;
+        let mut going = Vec::with_capacity(open.len());
+        let mut parked = Vec::new();
+        for due in open {
+            let (true, Some(key)) = (counted(&due), &due.key) else {
+                going.push(due);
+                continue;
+            };
+            let key = Key {
+                lambda: due.lambda.clone(),
+                key: key.clone(),
+            };
+            let count = flying.entry(key).or_insert(0);
+            if *count < limits[&due.lambda] {
+                *count += 1;
+                going.push(due);
+            } else {
+                parked.push(due.id);
+            }
+        }
+        park(conn, &parked).await?;
+        report.parked = parked.len() as u64;
+        Ok(going)
+    }
+}
+
+/// When the consumer should poll again for landings: soon, while any task
+/// is parked (one probe of the index of parked tasks; every statement here
+/// spells its predicate `parked`, as the index does, for SQLite's planner
+/// to take it).
+pub(super) async fn recheck(conn: &mut Connection, now: Millis) -> Result<Option<Millis>> {
+    let parked: Option<i64> =
+        sqlx::query_scalar("SELECT CAST(1 AS BIGINT) FROM tasks WHERE parked LIMIT 1")
+            .fetch_optional(&mut *conn)
+            .await?;
+    Ok(parked.map(|_| now.saturating_add(RECHECK_MS)))
+}
+
+/// Marks every key with parked tasks of `lambda`, deployed anew or rolled
+/// back: its limit may have grown or gone, and the next poll unparks what
+/// it allows. The caller took the keys' lock first ([`lock`]), before it
+/// wrote anything: a poll that read the old limit has committed what it
+/// parked by it, which this then sees.
+pub(super) async fn redeployed(conn: &mut Connection, lambda: &str) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO key_landings (lambda, key) \
+         SELECT DISTINCT lambda, key FROM tasks WHERE lambda = $1 AND parked",
+    )
+    .bind(lambda)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+/// Takes the keys' lock (Postgres; SQLite has one writer): polls that
+/// decide by limits, and deploys and rollbacks that change them, take
+/// turns.
+pub(super) async fn lock(conn: &mut Connection) -> Result<()> {
+    if !DIALECT.keys_lock.is_empty() {
+        sqlx::query(DIALECT.keys_lock).execute(&mut *conn).await?;
+    }
+    Ok(())
+}
+
+/// The concurrency per key of every lambda that has one, at its current
+/// version.
+async fn limits(conn: &mut Connection) -> Result<HashMap<String, i64>> {
+    let limits: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT l.name, v.key_concurrency FROM lambdas l JOIN lambda_versions v \
+         ON v.lambda = l.name AND v.version = l.current_version \
+         WHERE v.key_concurrency IS NOT NULL",
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    Ok(limits.into_iter().collect())
+}
+
+/// How many tasks of each key are in flight, in one statement.
+async fn in_flight(conn: &mut Connection, keys: &[Key]) -> Result<HashMap<Key, i64>> {
+    let counts: Vec<(String, String, i64)> = sqlx::query_as(sql(format!(
+        "SELECT j.value->>'lambda', j.value->>'key', \
+         (SELECT COUNT(*) FROM tasks t WHERE t.lambda = j.value->>'lambda' \
+            AND t.key = j.value->>'key' AND t.status IN {IN_FLIGHT}) \
+         FROM {}",
+        DIALECT.json_rows
+    )))
+    .bind(batch_json(keys)?)
+    .fetch_all(&mut *conn)
+    .await?;
+    Ok(counts
+        .into_iter()
+        .map(|(lambda, key, n)| (Key { lambda, key }, n))
+        .collect())
+}
+
+/// Parks tasks, in one update: each waits in the store, not due, its due
+/// time kept (the earlier of when it was due and when it was looked at).
+async fn park(conn: &mut Connection, ids: &[String]) -> Result<()> {
+    #[derive(Serialize)]
+    struct Parked<'a> {
+        id: &'a str,
+    }
+    if ids.is_empty() {
+        return Ok(());
+    }
+    let rows: Vec<Parked> = ids.iter().map(|id| Parked { id }).collect();
+    sqlx::query(sql(format!(
+        "UPDATE tasks SET status = {NEXT_ATTEMPT}, parked = TRUE, \
+         due_at = CASE WHEN next_trigger_at < due_at THEN next_trigger_at ELSE due_at END, \
+         next_trigger_at = NULL, paced = FALSE \
+         FROM (SELECT j.value->>'id' AS park_id FROM {}) AS p \
+         WHERE tasks.id = p.park_id",
+        DIALECT.json_rows
+    )))
+    .bind(batch_json(&rows)?)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+/// Unparks up to `places` of the key's parked tasks, oldest due first:
+/// each is due again at its due time. Answers how many. A task cancelled
+/// meanwhile is no longer parked when the update reaches it (Postgres
+/// checks the outer condition again on the row it waited for), and stays
+/// ended.
+async fn unpark(conn: &mut Connection, key: &Key, places: i64) -> Result<u64> {
+    Ok(sqlx::query(
+        "UPDATE tasks SET parked = FALSE, next_trigger_at = due_at WHERE parked AND id IN \
+         (SELECT id FROM tasks WHERE lambda = $1 AND key = $2 AND parked \
+          ORDER BY due_at, id LIMIT $3)",
+    )
+    .bind(&key.lambda)
+    .bind(&key.key)
+    .bind(places)
+    .execute(&mut *conn)
+    .await?
+    .rows_affected())
+}
