@@ -236,11 +236,15 @@ async fn metadata_joins_the_trace(cluster: &Cluster, receiver: &OtlpReceiver) {
         assert_eq!(task.status, waft_core::TaskStatus::Success, "{task:#?}");
     }
     let spans = receiver
+        // Each process exports its own spans in its own time: wait for the
+        // Frontend's as well as the Executor's.
         .until(WITHIN, |spans| {
-            find(spans, &trace_id, &id, "execute").is_some()
-                && spans.iter().any(|s| {
-                    s.name == "execute" && s.attribute("waft.task.id") == Some(ignored.as_str())
-                })
+            ["schedule", "execute"].iter().all(|name| {
+                find(spans, &trace_id, &id, name).is_some()
+                    && spans.iter().any(|s| {
+                        s.name == *name && s.attribute("waft.task.id") == Some(ignored.as_str())
+                    })
+            })
         })
         .await;
     let schedule = find(&spans, &trace_id, &id, "schedule").unwrap();
