@@ -91,6 +91,7 @@ fn main() -> ExitCode {
         periodic,
         quotas,
         key_concurrency,
+        key_rate,
         metrics,
         auth,
         outbound,

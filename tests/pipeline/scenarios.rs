@@ -3,6 +3,7 @@
 //! a terminal state. A scenario deploys what it needs beyond [`setup`]'s
 //! lambdas and assumes nothing of the scenarios run before it.
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
@@ -2103,4 +2104,94 @@ pub async fn key_concurrency(cluster: &Cluster) {
             );
         }
     }
+}
+
+/// A rate per key, deployed from the CLI: a key's tasks start at most at
+/// its rate (two at once, then one a second), each waiting one says so, and
+/// other keys are not held back.
+pub async fn key_rate(cluster: &Cluster) {
+    cluster.cli(&[
+        "lambda",
+        "deploy",
+        "per-key-rate",
+        samples::HELLO,
+        "--key-rate",
+        "2/2s",
+    ]);
+    let shown: serde_json::Value =
+        serde_json::from_str(&cluster.cli(&["lambda", "get", "per-key-rate", "--json"])).unwrap();
+    assert_eq!(shown["config"]["key_rate"], json!("2/2s"));
+    let (code, error) = cluster.cli_failing(&[
+        "lambda",
+        "deploy",
+        "per-key-rate",
+        samples::HELLO,
+        "--key-rate",
+        "2/never",
+    ]);
+    assert_eq!(code, 2, "{error}");
+    assert!(error.contains("COUNT/PERIOD"), "{error}");
+
+    let keys = ["acme", "acme", "acme", "acme", "globex"];
+    let requests = keys
+        .iter()
+        .map(|key| TaskRequest {
+            lambda: "per-key-rate".into(),
+            payload: json!({"name": key}).to_string().into_bytes(),
+            key: Some((*key).into()),
+            ..TaskRequest::default()
+        })
+        .collect();
+    let ids: Vec<String> = cluster
+        .frontend
+        .task_schedule_many(requests)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|task| task.id)
+        .collect();
+    let seen_waiting = async {
+        loop {
+            let listed =
+                cluster.cli(&["task", "list", "--lambda", "per-key-rate", "--key", "acme"]);
+            let waiting = "waiting for its slot of key \"acme\"'s rate";
+            if listed.lines().any(|line| line.contains(waiting)) {
+                return;
+            }
+            let ended = listed
+                .lines()
+                .filter(|line| line.contains(" success "))
+                .count();
+            assert!(
+                ended < 4,
+                "acme's tasks all ended before one was seen waiting:\n{listed}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(WITHIN, seen_waiting).await.unwrap();
+
+    let mut enqueued = BTreeMap::<&str, Vec<i64>>::new();
+    for (id, key) in ids.iter().zip(keys) {
+        let task = cluster.finished(id, WITHIN).await;
+        assert_eq!(
+            (task.status, task.attempt),
+            (TaskStatus::Success, 1),
+            "{task:#?}"
+        );
+        enqueued
+            .entry(key)
+            .or_default()
+            .push(task.enqueued_at.unwrap());
+    }
+    // Slots: the first two at once, then one each second.
+    let globex = enqueued["globex"][0];
+    let acme = enqueued.get_mut("acme").unwrap();
+    acme.sort_unstable();
+    assert!(acme[2] - acme[0] >= 1_000, "acme enqueued at {acme:?}");
+    assert!(acme[3] - acme[0] >= 2_000, "acme enqueued at {acme:?}");
+    assert!(
+        globex - acme[0] < 1_000,
+        "globex at {globex}, acme {acme:?}"
+    );
 }

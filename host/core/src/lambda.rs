@@ -1,6 +1,6 @@
 //! A lambda's configuration: how its tasks run and how they are retried.
 
-use crate::{Backoff, ByteSize, GrantError, Grants, Limits, LimitsError};
+use crate::{Backoff, ByteSize, GrantError, Grants, KeyRate, Limits, LimitsError};
 
 /// Everything an owner configures about a lambda, per version.
 ///
@@ -32,6 +32,10 @@ pub struct LambdaConfig {
     /// whose key has none free waits in the store (parked) without
     /// spending an attempt.
     pub key_concurrency: Option<u32>,
+    /// Starts of one key's tasks a period, across the whole installation:
+    /// a token bucket per key ([`KeyRate`]); unlimited if `None`. A due
+    /// task whose key has no token waits in the store for its slot.
+    pub key_rate: Option<KeyRate>,
     /// The other lambdas whose tasks this lambda's executions may schedule
     /// as children (a lambda may always schedule its own). Empty by
     /// default: a child of any other lambda is refused.
@@ -90,6 +94,7 @@ impl Default for LambdaConfig {
             concurrency: 64,
             quota_per_sec: None,
             key_concurrency: None,
+            key_rate: None,
             allowed_children: Vec::new(),
             grants: Grants::default(),
             on_divergence: OnDivergence::Fail,
@@ -200,6 +205,11 @@ impl LambdaConfig {
                 "must be within 1..=100000",
             );
         }
+        if let Some(rate) = self.key_rate
+            && let Err(rule) = rate.check()
+        {
+            return invalid("key_rate", rate.to_string(), rule);
+        }
         if self.allowed_children.len() > Self::MAX_ALLOWED_CHILDREN {
             return invalid(
                 "allowed_children",
@@ -282,6 +292,16 @@ mod tests {
                     ..base.clone()
                 },
                 "quota_per_sec",
+            ),
+            (
+                LambdaConfig {
+                    key_rate: Some(KeyRate {
+                        count: 0,
+                        period: std::time::Duration::from_secs(60),
+                    }),
+                    ..base.clone()
+                },
+                "key_rate",
             ),
             (
                 LambdaConfig {

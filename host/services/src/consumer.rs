@@ -122,6 +122,8 @@ pub struct PollReport {
     pub dead: u64,
     /// Held back by their lambda's scheduling quota until their slot.
     pub paced: u64,
+    /// Held back by their key's rate until their slot.
+    pub key_paced: u64,
     /// Parked: as many tasks of their key in flight as their lambda allows.
     pub parked: u64,
     /// The turn filled its batch: more may be due.
@@ -204,6 +206,7 @@ impl StoreConsumer {
             + report.dropped as usize
             + report.dead as usize
             + report.paced as usize
+            + report.key_paced as usize
             + report.parked as usize
             >= self.config.batch as usize;
         let mut by_queue: BTreeMap<QueueKey, Vec<QueueMessage>> = BTreeMap::new();
@@ -262,6 +265,7 @@ impl StoreConsumer {
             dropped: report.dropped,
             dead: report.dead,
             paced: report.paced,
+            key_paced: report.key_paced,
             parked: report.parked,
             full,
             next_due: report.next_due,

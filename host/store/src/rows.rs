@@ -14,7 +14,7 @@
 use std::time::Duration;
 
 use waft_core::retention::Retention;
-use waft_core::{Backoff, ByteSize, LambdaConfig, Limits, OnDivergence, TaskStatus};
+use waft_core::{Backoff, ByteSize, KeyRate, LambdaConfig, Limits, OnDivergence, TaskStatus};
 
 use sqlx::FromRow;
 
@@ -53,7 +53,7 @@ fn json<T: serde::de::DeserializeOwned>(what: &str, json: &str) -> Result<T, Sto
 
 /// The columns [`task`] reads, for `SELECT` and `RETURNING` lists.
 pub(crate) const TASK_COLUMNS: &str = "id, lambda, collection, priority, payload, status, attempt, \
-    max_attempts, scheduled_at, next_trigger_at, held, parked, enqueue_token, lease_token, created_at, \
+    max_attempts, scheduled_at, next_trigger_at, held, parked, paced, key_paced, enqueue_token, lease_token, created_at, \
     enqueued_at, claimed_at, heartbeat_at, finished_at, progress, last_error, log, output, parent_id, \
     idempotency_key, key, cron_id, version, continuation, wait_kind, wait_signal";
 
@@ -72,6 +72,8 @@ pub(crate) struct TaskRow {
     next_trigger_at: Option<Millis>,
     held: bool,
     parked: bool,
+    paced: bool,
+    key_paced: bool,
     enqueue_token: i64,
     lease_token: i64,
     created_at: Millis,
@@ -112,6 +114,8 @@ impl TryFrom<TaskRow> for Task {
             next_trigger_at: row.next_trigger_at,
             held: row.held,
             parked: row.parked,
+            paced: row.paced,
+            key_paced: row.key_paced,
             enqueue_token: row.enqueue_token,
             lease_token: row.lease_token,
             created_at: row.created_at,
@@ -184,8 +188,8 @@ pub(crate) fn backoff_of(base_ms: i64, factor: f64, max_ms: i64) -> Result<Backo
 pub(crate) const LAMBDA_COLUMNS: &str = "l.name, v.version, v.digest, v.max_memory, v.timeout_ms, \
     v.fuel, v.max_output, v.max_log, v.max_attempts, v.backoff_base_ms, v.backoff_factor, \
     v.backoff_max_ms, v.priorities, v.default_priority, v.max_payload, v.concurrency, \
-    v.quota_per_sec, v.key_concurrency, v.allowed_children, v.grants, v.on_divergence, \
-    v.retention, v.created_at";
+    v.quota_per_sec, v.key_concurrency, v.key_rate_count, v.key_rate_period_ms, \
+    v.allowed_children, v.grants, v.on_divergence, v.retention, v.created_at";
 
 /// A lambda at a version, as [`LAMBDA_COLUMNS`] selects it.
 #[derive(FromRow)]
@@ -208,6 +212,8 @@ pub(crate) struct LambdaRow {
     concurrency: i64,
     quota_per_sec: Option<f64>,
     key_concurrency: Option<i64>,
+    key_rate_count: Option<i64>,
+    key_rate_period_ms: Option<i64>,
     allowed_children: String,
     grants: String,
     on_divergence: String,
@@ -247,6 +253,13 @@ impl TryFrom<LambdaRow> for Lambda {
                         u32::try_from(n).map_err(|_| StoreError::Corrupt("key_concurrency".into()))
                     })
                     .transpose()?,
+                key_rate: match (row.key_rate_count, row.key_rate_period_ms) {
+                    (Some(count), Some(period)) => Some(KeyRate {
+                        count: small(count, "key_rate_count")?,
+                        period: Duration::from_millis(small(period, "key_rate_period_ms")?),
+                    }),
+                    _ => None,
+                },
                 allowed_children: row.allowed_children.lines().map(str::to_owned).collect(),
                 grants: json("grants", &row.grants)?,
                 on_divergence: OnDivergence::parse(&row.on_divergence).ok_or_else(|| {

@@ -3,7 +3,7 @@
 //! The checks live in `conformance/`, one file per area as the store's SQL
 //! is split (lambdas and their artifacts, the state table, tasks as clients
 //! write them, as they read them and the tasks they make, journals and the
-//! versions they pin, suspended tasks, gates, pacing, limits per key, cron, tokens, retention, the task history) and one for the guarantees on paths a crash soak never
+//! versions they pin, suspended tasks, gates, pacing, limits per key, rates per key, cron, tokens, retention, the task history) and one for the guarantees on paths a crash soak never
 //! takes; this file runs each one on a fresh store of each backend: a SQLite
 //! file, and a database of its own on a throwaway PostgreSQL cluster the
 //! tests start (see `waft-testing`; under `CI=true` the Postgres tests fail
@@ -37,6 +37,8 @@ mod lambdas;
 mod lifecycle;
 #[path = "conformance/pacing.rs"]
 mod pacing;
+#[path = "conformance/rates.rs"]
+mod rates;
 #[path = "conformance/retention.rs"]
 mod retention;
 #[path = "conformance/secrets.rs"]
@@ -148,6 +150,12 @@ conformance!(
         a_woken_task_that_does_not_go_leaves_its_place,
         racing_consumers_never_pass_a_keys_limit,
         two_polls_at_once_give_one_place,
+    ],
+    rates: [
+        a_keys_rate_paces_its_tasks_and_spares_the_others,
+        a_rate_and_a_quota_take_their_slots_in_turn,
+        racing_consumers_share_a_keys_bucket,
+        a_redeploy_repaces_rated_tasks,
     ],
     task_lists: [
         lists_filter_and_page,

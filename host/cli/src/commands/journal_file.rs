@@ -215,6 +215,8 @@ mod tests {
             next_trigger_at: None,
             held: false,
             parked: false,
+            paced: false,
+            key_paced: false,
             enqueue_token: 0,
             lease_token: 2,
             created_at: 1_800_000_000_000,

@@ -106,6 +106,12 @@ pub struct DeployArgs {
     /// attempt. Unlimited when absent.
     #[arg(long, value_name = "N")]
     pub key_concurrency: Option<u32>,
+    /// Tasks of one key started a period, across the whole installation:
+    /// `10/1m` is a bucket of ten that refills one every six seconds. The
+    /// others wait for their slots, spending no attempt. Unlimited when
+    /// absent.
+    #[arg(long, value_name = "COUNT/PERIOD")]
+    pub key_rate: Option<waft_core::KeyRate>,
     /// Another lambda whose tasks this lambda may schedule as children
     /// (repeatable; a lambda may always schedule its own). Needs the right
     /// to schedule that lambda's tasks.
@@ -243,6 +249,7 @@ impl DeployArgs {
             concurrency: self.concurrency,
             quota_per_sec: self.quota,
             key_concurrency: self.key_concurrency,
+            key_rate: self.key_rate,
             allowed_children: self.allow_child.clone(),
             grants: self.grants.grants()?,
             on_divergence: self.on_divergence,
@@ -443,6 +450,7 @@ fn lambda_json(lambda: &Lambda) -> serde_json::Value {
             "concurrency": config.concurrency,
             "quota_per_sec": config.quota_per_sec,
             "key_concurrency": config.key_concurrency,
+            "key_rate": config.key_rate.map(|rate| rate.to_string()),
             "allowed_children": config.allowed_children,
             "allow_outbound": config.grants.outbound.iter().map(|p| p.as_str()).collect::<Vec<_>>(),
             "outbound_limits": {

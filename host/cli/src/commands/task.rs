@@ -511,7 +511,7 @@ async fn descendants(
 }
 
 /// What a waiting task waits for besides its time: a limit of its key, a
-/// gate, a signal or its children; `None` for a sleep, and for a task that
+/// gate, a slot of a quota or rate, a signal or its children; `None` for a sleep, and for a task that
 /// waits for nothing.
 fn waiting_for(task: &Task) -> Option<String> {
     if task.parked {
@@ -522,6 +522,17 @@ fn waiting_for(task: &Task) -> Option<String> {
     }
     if task.held {
         return Some("a paused gate to open".to_owned());
+    }
+    // A task keeps its slot's flag once cancelled; it waits no longer.
+    let waiting = waft_core::machine::WAITING.contains(task.status);
+    if task.paced && waiting {
+        return Some("its slot of the lambda's scheduling quota".to_owned());
+    }
+    if task.key_paced && waiting {
+        let key = task.key.as_deref().unwrap_or_default();
+        return Some(format!(
+            "its slot of key {key:?}'s rate (the lambda's rate per key)"
+        ));
     }
     match (&task.waiting_for_signal, task.waiting_for_children) {
         (Some(name), _) => Some(format!("signal {name:?}")),
@@ -548,6 +559,8 @@ pub(crate) fn task_json(task: &Task) -> serde_json::Value {
         "finished_at": task.finished_at.map(time),
         "held": task.held,
         "parked": task.parked,
+        "paced": task.paced,
+        "key_paced": task.key_paced,
         "progress": task.progress,
         "last_error": task.last_error,
         "payload": json_bytes(&task.payload),

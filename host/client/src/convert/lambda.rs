@@ -5,7 +5,9 @@ use std::time::Duration;
 use waft_core::ServiceResult;
 use waft_core::model::{Backlog, Lambda, QueueFills};
 use waft_core::retention::{End, Keep, Retention};
-use waft_core::{Backoff, ByteSize, Grants, LambdaConfig, Limits, OnDivergence, OutboundLimits};
+use waft_core::{
+    Backoff, ByteSize, Grants, KeyRate, LambdaConfig, Limits, OnDivergence, OutboundLimits,
+};
 
 use super::*;
 use crate::proto;
@@ -28,6 +30,10 @@ pub fn config_to_proto(config: &LambdaConfig) -> proto::LambdaConfig {
         concurrency: Some(config.concurrency),
         quota_per_sec: config.quota_per_sec,
         key_concurrency: config.key_concurrency,
+        key_rate: config.key_rate.map(|rate| proto::KeyRate {
+            count: rate.count,
+            period_ms: rate.period_ms(),
+        }),
         allowed_children: config.allowed_children.clone(),
         allow_outbound: config
             .grants
@@ -172,6 +178,10 @@ pub fn config_from_proto(config: Option<proto::LambdaConfig>) -> ServiceResult<L
         concurrency: config.concurrency.unwrap_or(defaults.concurrency),
         quota_per_sec: config.quota_per_sec,
         key_concurrency: config.key_concurrency,
+        key_rate: config.key_rate.map(|rate| KeyRate {
+            count: rate.count,
+            period: Duration::from_millis(rate.period_ms),
+        }),
         allowed_children: config.allowed_children,
         grants: Grants {
             outbound: config

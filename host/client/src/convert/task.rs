@@ -51,6 +51,8 @@ pub fn task_to_proto(task: Task) -> proto::Task {
         next_trigger_at_ms: task.next_trigger_at,
         held: task.held,
         parked: task.parked,
+        paced: task.paced,
+        key_paced: task.key_paced,
         created_at_ms: task.created_at,
         enqueued_at_ms: task.enqueued_at,
         claimed_at_ms: task.claimed_at,
@@ -85,6 +87,8 @@ pub fn task_from_proto(task: proto::Task) -> ServiceResult<Task> {
         next_trigger_at: task.next_trigger_at_ms,
         held: task.held,
         parked: task.parked,
+        paced: task.paced,
+        key_paced: task.key_paced,
         // Internal to the store; never on the wire.
         enqueue_token: 0,
         lease_token: 0,

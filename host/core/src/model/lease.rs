@@ -43,6 +43,8 @@ pub struct EnqueueReport {
     pub dead: u64,
     /// Held back by their lambda's scheduling quota, each until its slot.
     pub paced: u64,
+    /// Held back by their key's rate, each until its slot.
+    pub key_paced: u64,
     /// Parked: as many tasks of their key were in flight as their lambda
     /// allows.
     pub parked: u64,

@@ -26,6 +26,12 @@ pub struct Task {
     /// Waits for a task of its key to land: as many are in flight as its
     /// lambda's concurrency per key allows.
     pub parked: bool,
+    /// Waits for its slot of its lambda's scheduling quota (until
+    /// `next_trigger_at`).
+    pub paced: bool,
+    /// Was given its slot of its key's rate: while not `paced`, it waits
+    /// for that slot (until `next_trigger_at`).
+    pub key_paced: bool,
     pub enqueue_token: i64,
     pub lease_token: i64,
     pub created_at: Millis,

@@ -31,9 +31,9 @@ use crate::{EnqueueReport, Millis, Result};
 /// A key of a lambda, as the database keeps it (the field names are the
 /// statements' JSON keys).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, sqlx::FromRow)]
-struct Key {
-    lambda: String,
-    key: String,
+pub(super) struct Key {
+    pub lambda: String,
+    pub key: String,
 }
 
 /// Keys whose marks a poll consumes at most.
@@ -237,7 +237,7 @@ async fn park(conn: &mut Connection, ids: &[String]) -> Result<()> {
     sqlx::query(sql(format!(
         "UPDATE tasks SET status = {NEXT_ATTEMPT}, parked = TRUE, \
          due_at = CASE WHEN next_trigger_at < due_at THEN next_trigger_at ELSE due_at END, \
-         next_trigger_at = NULL, paced = FALSE \
+         next_trigger_at = NULL, paced = FALSE, key_paced = FALSE \
          FROM (SELECT j.value->>'id' AS park_id FROM {}) AS p \
          WHERE tasks.id = p.park_id",
         DIALECT.json_rows

@@ -83,6 +83,7 @@ pub(super) async fn insert_version(
         concurrency,
         quota_per_sec,
         key_concurrency,
+        key_rate,
         allowed_children,
         grants,
         on_divergence,
@@ -93,9 +94,10 @@ pub(super) async fn insert_version(
         "INSERT INTO lambda_versions (lambda, version, digest, max_memory, timeout_ms, fuel, \
          max_output, max_log, max_attempts, backoff_base_ms, backoff_factor, backoff_max_ms, \
          priorities, default_priority, max_payload, concurrency, quota_per_sec, created_at, \
-         allowed_children, grants, on_divergence, retention, key_concurrency) \
+         allowed_children, grants, on_divergence, retention, key_concurrency, key_rate_count, \
+         key_rate_period_ms) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, \
-         $18, $19, $20, $21, $22, $23)",
+         $18, $19, $20, $21, $22, $23, $24, $25)",
     )
     .bind(&params.name)
     .bind(version)
@@ -120,6 +122,8 @@ pub(super) async fn insert_version(
     .bind(on_divergence.as_str())
     .bind((!retention.is_empty()).then(|| retention.to_json()))
     .bind(key_concurrency.map(i64::from))
+    .bind(key_rate.map(|rate| i64::from(rate.count)))
+    .bind(key_rate.map(|rate| i64::try_from(rate.period_ms()).unwrap_or(i64::MAX)))
     .execute(&mut *conn)
     .await?;
     Ok(())
@@ -347,6 +351,7 @@ pub(super) async fn delete(tx: &mut Connection, params: LambdaDelete) -> Result<
         "crons",
         "gates",
         "lambda_pace",
+        "key_pace",
         "secrets",
         "lambda_versions",
         "task_minutes",

@@ -11,14 +11,17 @@
 //!
 //! One file per entity: `lambda` (versions, components), `insert` (new
 //! tasks), `task` (read, cancel, redrive), `poll` (the Store Consumer's
-//! poll, gates' holds and drops), `pace` (quotas), `lease` (claims, heartbeats and
-//! their refusals), `result` (results, continuations), `attempt` (ended
-//! executions), `prune` (deleting tasks: retention, purges), `journal` (the host calls of durable tasks), `signal` (what clients
-//! send waiting tasks), `gate`,
-//! `token`, `secret`, `cron`, `stats` (the dashboard's overview) and `history` (its charts' minutes). The decisions that need no database (admitting
-//! a task, planning a retry, what a gate does) live in
-//! [`crate::rules`], with unit tests; status names come from
-//! [`crate::names`].
+//! poll, gates' holds and drops), `pace` (quotas and rates: slots given
+//! out), `keys` (concurrency per key), `rate` (the buckets of rates per
+//! key), `lease` (claims, heartbeats and their refusals), `result`
+//! (results, continuations), `attempt` (ended executions), `fan_in`
+//! (parents waiting for children), `prune` (deleting tasks: retention,
+//! purges), `journal` (the host calls of durable tasks), `signal` (what
+//! clients send waiting tasks), `gate`, `token`, `secret`, `cron`, `stats`
+//! (the dashboard's overview) and `history` (its charts' minutes). The
+//! decisions that need no database (admitting a task, planning a retry,
+//! what a gate does) live in [`crate::rules`], with unit tests; status
+//! names come from [`crate::names`].
 //!
 //! Each writing function takes the connection of a transaction that the
 //! trait's implementation below opens with the backend's `write` (and
@@ -46,6 +49,7 @@ mod lease;
 mod pace;
 mod poll;
 mod prune;
+mod rate;
 mod result;
 mod secret;
 mod signal;

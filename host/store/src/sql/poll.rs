@@ -31,6 +31,7 @@ struct DueRow {
     attempt: i64,
     max_attempts: i64,
     paced: bool,
+    key_paced: bool,
     lease_token: i64,
     next_trigger_at: Millis,
     key: Option<String>,
@@ -104,7 +105,7 @@ pub(super) async fn enqueue_ready(
 async fn read_due(tx: &mut Connection, now: Millis, limit: u32) -> Result<Vec<DueRow>> {
     Ok(sqlx::query_as(sql(format!(
         "SELECT t.id, t.lambda, t.status, t.attempt, t.max_attempts, t.paced, \
-         t.lease_token, t.next_trigger_at, t.key, {GATE_OF_TASK} AS gate \
+         t.key_paced, t.lease_token, t.next_trigger_at, t.key, {GATE_OF_TASK} AS gate \
          FROM tasks t WHERE t.next_trigger_at IS NOT NULL AND t.next_trigger_at <= $1 \
          ORDER BY t.next_trigger_at LIMIT $2 {}",
         DIALECT.poll_lock
@@ -203,6 +204,7 @@ async fn triage<'a>(
             id: row.id.clone(),
             lambda: row.lambda.clone(),
             paced: row.paced,
+            key_paced: row.key_paced,
             lapsed,
             key: row.key.clone(),
             due: row.next_trigger_at,
@@ -231,7 +233,7 @@ async fn enqueue(
         .collect();
     let enqueued: Vec<EnqueuedRow> = sqlx::query_as(sql(format!(
         "UPDATE tasks SET status = {ENQUEUED}, enqueue_token = enqueue_token + 1, \
-         enqueued_at = $2, next_trigger_at = $3, paced = FALSE, \
+         enqueued_at = $2, next_trigger_at = $3, paced = FALSE, key_paced = FALSE, \
          last_error = COALESCE(d.due_error, last_error) \
          FROM (SELECT j.value->>'id' AS due_id, j.value->>'error' AS due_error FROM {}) AS d \
          WHERE tasks.id = d.due_id \
@@ -278,7 +280,8 @@ pub(super) async fn hold(conn: &mut Connection, tasks: &[Marked<'_>], guard: &st
     sqlx::query(sql(format!(
         "UPDATE tasks SET status = {NEXT_ATTEMPT}, held = TRUE, \
          due_at = CASE WHEN next_trigger_at < due_at THEN next_trigger_at ELSE due_at END, \
-         next_trigger_at = NULL, paced = FALSE, enqueue_token = enqueue_token + 1, \
+         next_trigger_at = NULL, paced = FALSE, key_paced = FALSE, \
+         enqueue_token = enqueue_token + 1, \
          last_error = COALESCE(h.hold_error, last_error) \
          FROM (SELECT j.value->>'id' AS hold_id, j.value->>'error' AS hold_error FROM {}) AS h \
          WHERE tasks.id = h.hold_id {guard}",

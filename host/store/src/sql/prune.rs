@@ -13,7 +13,7 @@
 use serde::Serialize;
 use waft_core::retention::{End, Keep, Retention};
 
-use super::{Connection, DIALECT, lambda, task};
+use super::{Connection, DIALECT, lambda, rate, task};
 use crate::names::status::{DEAD, LIVE, One};
 use crate::support::{batch_json, millis, sql, text_in};
 use crate::{DeadPurge, DeadSelector, DutyTake, Pruned, Result, StoreError, TaskPrune};
@@ -55,6 +55,7 @@ pub(super) async fn prune(tx: &mut Connection, params: TaskPrune) -> Result<Prun
         }
     }
     delete(&mut *tx, &doomed).await?;
+    rate::forget_idle(&mut *tx, params.now).await?;
     Ok(Pruned {
         tasks: doomed.len() as u64,
         more: doomed.len() >= limit,
