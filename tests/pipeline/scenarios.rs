@@ -2195,3 +2195,59 @@ pub async fn key_rate(cluster: &Cluster) {
         "globex at {globex}, acme {acme:?}"
     );
 }
+
+/// Debounce from the CLI: three debounced tasks of one key answer one id,
+/// which waits for its window, says so, and runs once with the last
+/// payload; a task of another key is apart.
+pub async fn debounce(cluster: &Cluster) {
+    let schedule = |key: &str, name: &str| {
+        let payload = json!({ "name": name }).to_string();
+        let shown = cluster.cli(&[
+            "task",
+            "schedule",
+            "hello",
+            "--key",
+            key,
+            "--debounce",
+            "3s",
+            "--payload",
+            &payload,
+            "--json",
+        ]);
+        let shown: serde_json::Value = serde_json::from_str(&shown).unwrap();
+        (
+            shown["id"].as_str().unwrap().to_owned(),
+            shown["created"].as_bool().unwrap(),
+        )
+    };
+    let (first, created) = schedule("doc-1", "first edit");
+    assert!(created);
+    let waiting = cluster.cli(&["task", "get", &first]);
+    assert!(
+        waiting.contains("its debounce window: key \"doc-1\"'s debounced tasks collapse into it"),
+        "{waiting}"
+    );
+    assert_eq!(schedule("doc-1", "second edit"), (first.clone(), false));
+    assert_eq!(schedule("doc-1", "last edit"), (first.clone(), false));
+    let (other, created) = schedule("doc-2", "another");
+    assert!(created && other != first);
+    let (code, error) = cluster.cli_failing(&["task", "schedule", "hello", "--debounce", "1s"]);
+    assert_eq!(code, 2, "{error}");
+    assert!(error.contains("--key"), "{error}");
+
+    let task = cluster.finished(&first, WITHIN).await;
+    assert_eq!(
+        (task.status, task.attempt),
+        (TaskStatus::Success, 1),
+        "{task:#?}"
+    );
+    let output: serde_json::Value =
+        serde_json::from_slice(task.output.as_deref().unwrap()).unwrap();
+    assert_eq!(output, json!({"greeting": "Hello, last edit!"}));
+    assert!(
+        task.enqueued_at.unwrap() >= task.created_at + 3_000,
+        "{task:#?}"
+    );
+    let other = cluster.finished(&other, WITHIN).await;
+    assert_eq!(other.status, TaskStatus::Success);
+}

@@ -69,6 +69,9 @@ pub struct TaskRequest {
     pub idempotency_key: Option<String>,
     /// The task's key within its lambda: what its limits per key count by.
     pub key: Option<String>,
+    /// Collapse with the key's other debounced tasks arriving within this
+    /// window (see [`crate::model::NewTask::debounce`]).
+    pub debounce: Option<std::time::Duration>,
     pub parent_id: Option<String>,
     /// Run this version of the lambda, not the one current when it starts.
     pub version: Option<u32>,

@@ -204,6 +204,31 @@ pub fn check_key(key: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// The longest debounce window: a day.
+pub const MAX_DEBOUNCE: std::time::Duration = std::time::Duration::from_secs(86_400);
+
+/// How many windows a debounced task waits at most after the first task
+/// it collapsed: a steady stream of tasks of its key postpones it no
+/// further.
+pub const DEBOUNCE_WINDOWS_AT_MOST: u32 = 10;
+
+/// Checks a debounce window: from 1 ms to [`MAX_DEBOUNCE`].
+///
+/// ```
+/// use std::time::Duration;
+/// assert!(waft_core::task::check_debounce(Duration::from_secs(5)).is_ok());
+/// assert!(waft_core::task::check_debounce(Duration::ZERO).is_err());
+/// ```
+pub fn check_debounce(window: std::time::Duration) -> Result<(), String> {
+    if window < std::time::Duration::from_millis(1) || window > MAX_DEBOUNCE {
+        return Err(format!(
+            "a debounce window must be from 1ms to 1day (this one is {})",
+            humantime::format_duration(window)
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -53,9 +53,9 @@ fn json<T: serde::de::DeserializeOwned>(what: &str, json: &str) -> Result<T, Sto
 
 /// The columns [`task`] reads, for `SELECT` and `RETURNING` lists.
 pub(crate) const TASK_COLUMNS: &str = "id, lambda, collection, priority, payload, status, attempt, \
-    max_attempts, scheduled_at, next_trigger_at, held, parked, paced, key_paced, enqueue_token, lease_token, created_at, \
-    enqueued_at, claimed_at, heartbeat_at, finished_at, progress, last_error, log, output, parent_id, \
-    idempotency_key, key, cron_id, version, continuation, wait_kind, wait_signal";
+    max_attempts, scheduled_at, next_trigger_at, held, parked, paced, key_paced, debounced, \
+    enqueue_token, lease_token, created_at, enqueued_at, claimed_at, heartbeat_at, finished_at, \
+    progress, last_error, log, output, parent_id, idempotency_key, key, cron_id, version, continuation, wait_kind, wait_signal";
 
 /// A row of `tasks`, as [`TASK_COLUMNS`] selects it.
 #[derive(FromRow)]
@@ -74,6 +74,7 @@ pub(crate) struct TaskRow {
     parked: bool,
     paced: bool,
     key_paced: bool,
+    debounced: bool,
     enqueue_token: i64,
     lease_token: i64,
     created_at: Millis,
@@ -116,6 +117,7 @@ impl TryFrom<TaskRow> for Task {
             parked: row.parked,
             paced: row.paced,
             key_paced: row.key_paced,
+            debounced: row.debounced,
             enqueue_token: row.enqueue_token,
             lease_token: row.lease_token,
             created_at: row.created_at,

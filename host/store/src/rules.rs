@@ -77,6 +77,9 @@ pub(crate) fn admit(
     if let Some(key) = &task.key {
         waft_core::task::check_key(key).map_err(StoreError::Invalid)?;
     }
+    if let Some(window) = task.debounce {
+        check_debounce(task, window)?;
+    }
     if let Some(id) = &task.id {
         check_chosen_id(id, task.parent_id.as_deref(), task.parent_lease)?;
     }
@@ -85,6 +88,26 @@ pub(crate) fn admit(
         priority,
         run_at,
     })
+}
+
+/// A debounce needs a key to collapse by, and leaves the task's time to
+/// its window: no run time, no idempotency key, no chosen id.
+fn check_debounce(task: &NewTask, window: std::time::Duration) -> Result<()> {
+    waft_core::task::check_debounce(window).map_err(StoreError::Invalid)?;
+    let refused = |why: &str| Err(StoreError::Invalid(format!("a debounced task {why}")));
+    if task.key.is_none() {
+        return refused("needs a key: its key's debounced tasks collapse into one");
+    }
+    if task.run_at.is_some() {
+        return refused("runs when its window has passed: give it no run time");
+    }
+    if task.idempotency_key.is_some() {
+        return refused("cannot have an idempotency key: its key collapses it already");
+    }
+    if task.id.is_some() || task.parent_lease.is_some() {
+        return refused("cannot be a running execution's child");
+    }
+    Ok(())
 }
 
 /// Earliest and latest times a task may be scheduled at, around `now`:

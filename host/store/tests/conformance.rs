@@ -3,7 +3,7 @@
 //! The checks live in `conformance/`, one file per area as the store's SQL
 //! is split (lambdas and their artifacts, the state table, tasks as clients
 //! write them, as they read them and the tasks they make, journals and the
-//! versions they pin, suspended tasks, gates, pacing, limits per key, rates per key, cron, tokens, retention, the task history) and one for the guarantees on paths a crash soak never
+//! versions they pin, suspended tasks, gates, pacing, limits per key, rates per key, debounce, cron, tokens, retention, the task history) and one for the guarantees on paths a crash soak never
 //! takes; this file runs each one on a fresh store of each backend: a SQLite
 //! file, and a database of its own on a throwaway PostgreSQL cluster the
 //! tests start (see `waft-testing`; under `CI=true` the Postgres tests fail
@@ -15,6 +15,8 @@ mod artifacts;
 mod children;
 #[path = "conformance/cron.rs"]
 mod cron;
+#[path = "conformance/debounce.rs"]
+mod debounce;
 #[path = "conformance/fan_in.rs"]
 mod fan_in;
 #[path = "conformance/gate_guarantees.rs"]
@@ -150,6 +152,13 @@ conformance!(
         a_woken_task_that_does_not_go_leaves_its_place,
         racing_consumers_never_pass_a_keys_limit,
         two_polls_at_once_give_one_place,
+    ],
+    debounce: [
+        a_keys_debounced_tasks_collapse_into_the_first,
+        a_stream_postpones_a_debounced_task_ten_windows_at_most,
+        a_held_or_parked_debounced_task_lets_the_next_start_anew,
+        concurrent_debounced_inserts_make_one_task,
+        bad_debounces_are_refused,
     ],
     rates: [
         a_keys_rate_paces_its_tasks_and_spares_the_others,

@@ -217,6 +217,7 @@ mod tests {
             parked: false,
             paced: false,
             key_paced: false,
+            debounced: false,
             enqueue_token: 0,
             lease_token: 2,
             created_at: 1_800_000_000_000,

@@ -90,6 +90,13 @@ pub struct ScheduleArgs {
     /// document): the lambda's limits per key count by it.
     #[arg(long, value_name = "KEY")]
     pub key: Option<String>,
+    /// Collapse with the key's other debounced tasks: the first waits
+    /// until none has come for this long (at most ten windows after it
+    /// came) and runs with the last one's payload and options; every one
+    /// prints its id.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_arg, requires = "key",
+          conflicts_with_all = ["at", "delay", "idempotency_key"])]
+    pub debounce: Option<Duration>,
     /// Schedule at most one task per idempotency key and lambda; repeats
     /// return it.
     #[arg(long, value_name = "KEY")]
@@ -437,6 +444,7 @@ fn schedule_request(schedule: ScheduleArgs) -> Result<TaskRequest, Failure> {
         run_at,
         idempotency_key: schedule.idempotency_key,
         key: schedule.key,
+        debounce: schedule.debounce,
         parent_id: None,
         version: schedule.pin_version,
         parent_lease: None,
@@ -511,8 +519,8 @@ async fn descendants(
 }
 
 /// What a waiting task waits for besides its time: a limit of its key, a
-/// gate, a slot of a quota or rate, a signal or its children; `None` for a sleep, and for a task that
-/// waits for nothing.
+/// gate, a slot of a quota or rate, its debounce window, a signal or its
+/// children; `None` for a sleep, and for a task that waits for nothing.
 fn waiting_for(task: &Task) -> Option<String> {
     if task.parked {
         let key = task.key.as_deref().unwrap_or_default();
@@ -532,6 +540,12 @@ fn waiting_for(task: &Task) -> Option<String> {
         let key = task.key.as_deref().unwrap_or_default();
         return Some(format!(
             "its slot of key {key:?}'s rate (the lambda's rate per key)"
+        ));
+    }
+    if task.debounced && task.status == TaskStatus::New {
+        let key = task.key.as_deref().unwrap_or_default();
+        return Some(format!(
+            "its debounce window: key {key:?}'s debounced tasks collapse into it"
         ));
     }
     match (&task.waiting_for_signal, task.waiting_for_children) {
@@ -561,6 +575,7 @@ pub(crate) fn task_json(task: &Task) -> serde_json::Value {
         "parked": task.parked,
         "paced": task.paced,
         "key_paced": task.key_paced,
+        "debounced": task.debounced,
         "progress": task.progress,
         "last_error": task.last_error,
         "payload": json_bytes(&task.payload),

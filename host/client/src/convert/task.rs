@@ -53,6 +53,7 @@ pub fn task_to_proto(task: Task) -> proto::Task {
         parked: task.parked,
         paced: task.paced,
         key_paced: task.key_paced,
+        debounced: task.debounced,
         created_at_ms: task.created_at,
         enqueued_at_ms: task.enqueued_at,
         claimed_at_ms: task.claimed_at,
@@ -89,6 +90,7 @@ pub fn task_from_proto(task: proto::Task) -> ServiceResult<Task> {
         parked: task.parked,
         paced: task.paced,
         key_paced: task.key_paced,
+        debounced: task.debounced,
         // Internal to the store; never on the wire.
         enqueue_token: 0,
         lease_token: 0,
@@ -129,6 +131,7 @@ pub fn new_task_from_proto(task: proto::NewTask) -> ServiceResult<TaskRequest> {
         run_at,
         idempotency_key: task.idempotency_key,
         key: task.key,
+        debounce: task.debounce_ms.map(Duration::from_millis),
         parent_id: task.parent_id,
         version: task.version,
         parent_lease: task.parent_lease,
@@ -164,6 +167,9 @@ pub fn new_task_to_proto(task: TaskRequest) -> proto::NewTask {
         },
         idempotency_key: task.idempotency_key,
         key: task.key,
+        debounce_ms: task
+            .debounce
+            .map(|window| u64::try_from(window.as_millis()).unwrap_or(u64::MAX)),
         parent_id: task.parent_id,
         version: task.version,
         parent_lease: task.parent_lease,

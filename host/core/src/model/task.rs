@@ -32,6 +32,9 @@ pub struct Task {
     /// Was given its slot of its key's rate: while not `paced`, it waits
     /// for that slot (until `next_trigger_at`).
     pub key_paced: bool,
+    /// Scheduled with a debounce: until it is enqueued, later debounced
+    /// tasks of its key collapse into it.
+    pub debounced: bool,
     pub enqueue_token: i64,
     pub lease_token: i64,
     pub created_at: Millis,
@@ -93,6 +96,13 @@ pub struct NewTask {
     pub idempotency_key: Option<String>,
     /// The task's key within its lambda (see [`Task::key`]).
     pub key: Option<String>,
+    /// Collapse with the other debounced tasks of its key: the first
+    /// waits this long past the last one's arrival (at most
+    /// [`DEBOUNCE_WINDOWS_AT_MOST`] windows past its own) and runs with
+    /// the last one's request; the others answer its id. Needs a key.
+    ///
+    /// [`DEBOUNCE_WINDOWS_AT_MOST`]: crate::task::DEBOUNCE_WINDOWS_AT_MOST
+    pub debounce: Option<std::time::Duration>,
     pub parent_id: Option<String>,
     /// Run this version of the lambda, not the one current at the claim.
     pub version: Option<u32>,
@@ -120,7 +130,9 @@ pub struct TaskInsertMany {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TaskInserted {
     pub id: String,
-    /// False when an earlier task with the same idempotency key was returned.
+    /// False when an earlier task was returned: one with the same
+    /// idempotency key, or the debounced task of the key this one
+    /// collapsed into.
     pub created: bool,
 }
 

@@ -545,7 +545,10 @@ fn new_tasks(
                     Some(now.saturating_add(delay))
                 }
             };
-            let due = run_at.map_or(now, |at| at.max(now));
+            let window = task.debounce.map_or(0, |window| {
+                i64::try_from(window.as_millis()).unwrap_or(i64::MAX)
+            });
+            let due = run_at.map_or(now, |at| at.max(now)).saturating_add(window);
             earliest = Some(earliest.map_or(due, |e| e.min(due)));
             Ok(NewTask {
                 lambda: task.lambda,
@@ -555,6 +558,7 @@ fn new_tasks(
                 run_at,
                 idempotency_key: task.idempotency_key,
                 key: task.key,
+                debounce: task.debounce,
                 parent_id: task.parent_id,
                 version: task.version,
                 parent_lease: task.parent_lease,

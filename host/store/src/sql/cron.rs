@@ -114,6 +114,7 @@ pub(super) async fn materialize(
         run_at: Some(params.occurrence),
         idempotency_key: Some(format!("cron:{}:{}", schedule.id, params.occurrence)),
         key: schedule.key,
+        debounce: None,
         parent_id: None,
         version: None,
         parent_lease: None,

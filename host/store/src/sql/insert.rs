@@ -6,14 +6,14 @@ use std::collections::{HashMap, HashSet};
 
 use serde::Serialize;
 use waft_core::machine;
-use waft_core::task::{check_collection_name, check_lambda_name};
+use waft_core::task::{DEBOUNCE_WINDOWS_AT_MOST, check_collection_name, check_lambda_name};
 
 use super::lambda;
 use super::{Connection, DIALECT};
 use crate::names::status::NEW;
 use crate::rows;
 use crate::rules::{Admitted, Origin, admit};
-use crate::support::{batch_json, sql, task_id, text_in};
+use crate::support::{batch_json, millis, sql, task_id, text_in};
 use crate::{Lambda, Millis, NewTask, Result, StoreError, TaskInserted};
 
 /// A new task as the insert reads it (the field names are its JSON keys).
@@ -71,6 +71,8 @@ pub(super) async fn insert(
         ..Batch::default()
     };
     let mut rows = Vec::with_capacity(tasks.len());
+    // Debounced tasks, each with its answer's place and its window.
+    let mut debounced = Vec::new();
     for task in tasks {
         let (admitted, max_attempts) = admit_task(conn, &mut batch, &task, origin, now).await?;
         if let Some(id) = existing_key(&batch, &task) {
@@ -85,13 +87,14 @@ pub(super) async fn insert(
                 .keys
                 .insert((task.lambda.clone(), key.clone()), id.clone());
         }
-        rows.push(NewRow {
+        let window = task.debounce.map(millis);
+        let row = NewRow {
             id: id.clone(),
             collection: admitted.collection,
             priority: admitted.priority,
             payload: hex::encode(&task.payload),
             max_attempts,
-            run_at: admitted.run_at,
+            run_at: admitted.run_at.saturating_add(window.unwrap_or(0)),
             idempotency_key: task
                 .idempotency_key
                 .as_deref()
@@ -103,12 +106,23 @@ pub(super) async fn insert(
             parent_id: task.parent_id,
             tracestate: task.trace.as_ref().and_then(|t| t.tracestate.clone()),
             traceparent: task.trace.map(|t| t.traceparent),
-        });
+        };
+        match window {
+            Some(window) => debounced.push((batch.answers.len(), row, window)),
+            None => rows.push(row),
+        }
         batch.answers.push(TaskInserted { id, created: true });
     }
     if !rows.is_empty() {
         let created = insert_rows(conn, &rows, cron_id, now).await?;
         answer_lost_races(conn, &mut batch, created).await?;
+    }
+    // One statement each: a batch may hold several of one key, each of
+    // which collapses into the one before.
+    for (answer, row, window) in debounced {
+        let id = insert_debounced(conn, row, window, now).await?;
+        batch.answers[answer].created = batch.answers[answer].id == id;
+        batch.answers[answer].id = id;
     }
     Ok(batch.answers)
 }
@@ -279,28 +293,70 @@ async fn insert_rows(
     cron_id: Option<&str>,
     now: Millis,
 ) -> Result<Vec<String>> {
-    Ok(sqlx::query_scalar(sql(format!(
-        "INSERT INTO tasks (id, lambda, collection, priority, payload, status, \
-         max_attempts, scheduled_at, due_at, next_trigger_at, created_at, parent_id, \
-         idempotency_key, key, cron_id, version, continuation, traceparent, tracestate) \
-         SELECT j.value->>'id', j.value->>'lambda', j.value->>'collection', \
-         CAST(j.value->>'priority' AS BIGINT), {payload}, {NEW}, \
-         CAST(j.value->>'max_attempts' AS BIGINT), CAST(j.value->>'run_at' AS BIGINT), \
-         CAST(j.value->>'run_at' AS BIGINT), CAST(j.value->>'run_at' AS BIGINT), $2, \
-         j.value->>'parent_id', j.value->>'idempotency_key', j.value->>'key', $3, \
-         CAST(j.value->>'version' AS BIGINT), \
-         j.value->>'continuation', j.value->>'traceparent', j.value->>'tracestate' \
-         FROM {rows} WHERE TRUE \
-         ON CONFLICT (lambda, idempotency_key) WHERE idempotency_key IS NOT NULL \
-         DO NOTHING RETURNING id",
-        payload = DIALECT.unhex("j.value->>'payload'"),
-        rows = DIALECT.json_rows,
+    Ok(sqlx::query_scalar(sql(insert_statement(
+        "FALSE",
+        "ON CONFLICT (lambda, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING",
     )))
     .bind(batch_json(rows)?)
     .bind(now)
     .bind(cron_id)
     .fetch_all(&mut *conn)
     .await?)
+}
+
+/// Inserts a debounced task, or collapses it into its key's debounced task
+/// not yet enqueued: that one takes this one's request and waits for the
+/// window past now, or to `DEBOUNCE_WINDOWS_AT_MOST` windows past its own
+/// arrival, whichever is sooner, and takes fresh slots of its quota and
+/// rate when it comes due. Answers the id of the task that holds the
+/// request, this one's or the other's.
+async fn insert_debounced(
+    conn: &mut Connection,
+    row: NewRow,
+    window: Millis,
+    now: Millis,
+) -> Result<String> {
+    let longest = window.saturating_mul(i64::from(DEBOUNCE_WINDOWS_AT_MOST));
+    let at = "CASE WHEN excluded.next_trigger_at < tasks.created_at + $4 \
+              THEN excluded.next_trigger_at ELSE tasks.created_at + $4 END";
+    let conflict = format!(
+        "ON CONFLICT (lambda, key) WHERE debounced AND status = {NEW} AND NOT held AND NOT parked \
+         DO UPDATE SET payload = excluded.payload, collection = excluded.collection, \
+         priority = excluded.priority, max_attempts = excluded.max_attempts, \
+         version = excluded.version, continuation = excluded.continuation, \
+         traceparent = excluded.traceparent, tracestate = excluded.tracestate, \
+         paced = FALSE, key_paced = FALSE, \
+         scheduled_at = {at}, due_at = {at}, next_trigger_at = {at}"
+    );
+    Ok(sqlx::query_scalar(sql(insert_statement("TRUE", &conflict)))
+        .bind(batch_json(&[row])?)
+        .bind(now)
+        .bind(Option::<&str>::None)
+        .bind(longest)
+        .fetch_one(&mut *conn)
+        .await?)
+}
+
+/// The insert of a batch of [`NewRow`]s (`$1`, with `$2` the time and `$3`
+/// the periodic schedule), each `debounced` or not, with its `conflict`
+/// clause.
+fn insert_statement(debounced: &str, conflict: &str) -> String {
+    format!(
+        "INSERT INTO tasks (id, lambda, collection, priority, payload, status, \
+         max_attempts, scheduled_at, due_at, next_trigger_at, created_at, parent_id, \
+         idempotency_key, key, cron_id, version, continuation, traceparent, tracestate, \
+         debounced) \
+         SELECT j.value->>'id', j.value->>'lambda', j.value->>'collection', \
+         CAST(j.value->>'priority' AS BIGINT), {payload}, {NEW}, \
+         CAST(j.value->>'max_attempts' AS BIGINT), CAST(j.value->>'run_at' AS BIGINT), \
+         CAST(j.value->>'run_at' AS BIGINT), CAST(j.value->>'run_at' AS BIGINT), $2, \
+         j.value->>'parent_id', j.value->>'idempotency_key', j.value->>'key', $3, \
+         CAST(j.value->>'version' AS BIGINT), \
+         j.value->>'continuation', j.value->>'traceparent', j.value->>'tracestate', {debounced} \
+         FROM {rows} WHERE TRUE {conflict} RETURNING id",
+        payload = DIALECT.unhex("j.value->>'payload'"),
+        rows = DIALECT.json_rows,
+    )
 }
 
 /// Answers each task [`insert_rows`] skipped with the task that holds its

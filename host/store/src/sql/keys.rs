@@ -237,7 +237,7 @@ async fn park(conn: &mut Connection, ids: &[String]) -> Result<()> {
     sqlx::query(sql(format!(
         "UPDATE tasks SET status = {NEXT_ATTEMPT}, parked = TRUE, \
          due_at = CASE WHEN next_trigger_at < due_at THEN next_trigger_at ELSE due_at END, \
-         next_trigger_at = NULL, paced = FALSE, key_paced = FALSE \
+         next_trigger_at = NULL, paced = FALSE, key_paced = FALSE, debounced = FALSE \
          FROM (SELECT j.value->>'id' AS park_id FROM {}) AS p \
          WHERE tasks.id = p.park_id",
         DIALECT.json_rows

@@ -233,7 +233,7 @@ async fn enqueue(
         .collect();
     let enqueued: Vec<EnqueuedRow> = sqlx::query_as(sql(format!(
         "UPDATE tasks SET status = {ENQUEUED}, enqueue_token = enqueue_token + 1, \
-         enqueued_at = $2, next_trigger_at = $3, paced = FALSE, key_paced = FALSE, \
+         enqueued_at = $2, next_trigger_at = $3, paced = FALSE, key_paced = FALSE, debounced = FALSE, \
          last_error = COALESCE(d.due_error, last_error) \
          FROM (SELECT j.value->>'id' AS due_id, j.value->>'error' AS due_error FROM {}) AS d \
          WHERE tasks.id = d.due_id \
@@ -280,7 +280,7 @@ pub(super) async fn hold(conn: &mut Connection, tasks: &[Marked<'_>], guard: &st
     sqlx::query(sql(format!(
         "UPDATE tasks SET status = {NEXT_ATTEMPT}, held = TRUE, \
          due_at = CASE WHEN next_trigger_at < due_at THEN next_trigger_at ELSE due_at END, \
-         next_trigger_at = NULL, paced = FALSE, key_paced = FALSE, \
+         next_trigger_at = NULL, paced = FALSE, key_paced = FALSE, debounced = FALSE, \
          enqueue_token = enqueue_token + 1, \
          last_error = COALESCE(h.hold_error, last_error) \
          FROM (SELECT j.value->>'id' AS hold_id, j.value->>'error' AS hold_error FROM {}) AS h \

@@ -24,6 +24,10 @@ pub const SAME_PREDICATE: &[(&str, &str)] = &[
         "key is not null and status in ('enqueued', 'claimed', 'processing')",
         "(key is not null) and (status in ('enqueued', 'claimed', 'processing'))",
     ),
+    (
+        "debounced and status = 'new' and not held and not parked",
+        "debounced and (status = 'new') and (not held) and (not parked)",
+    ),
 ];
 
 /// A SQLite predicate as Postgres would spell it: [`normalize`]d, then

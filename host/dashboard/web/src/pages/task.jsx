@@ -41,6 +41,7 @@ export function TaskPage({ id }) {
         {task.parked ? "parked: waits for a free place for its key (the lambda's concurrency per key) · " : ""}
         {!ended && task.paced ? "paced: waits for its slot of the lambda's scheduling quota · " : ""}
         {!ended && task.keyPaced && !task.paced ? "paced: waits for its slot of its key's rate (the lambda's rate per key) · " : ""}
+        {status === "new" && task.debounced && !task.paced && !task.keyPaced ? "debounced: waits for its window; its key's debounced tasks collapse into it · " : ""}
         <a href={`#/lambda/${encodeURIComponent(task.lambda)}`}>{task.lambda}</a>
         {task.version !== undefined ? ` v${task.version}` : ""} · collection {task.collection} ·
         {task.key !== undefined ? <> key <a href={`#/tasks?lambda=${encodeURIComponent(task.lambda)}&key=${encodeURIComponent(task.key)}`}>{task.key}</a> ·</> : null}
