@@ -2090,6 +2090,11 @@ pub async fn key_concurrency(cluster: &Cluster) {
         );
         ended.push(task);
     }
+    let limited = total(
+        &scrape(cluster).await,
+        r#"waft_tasks_limited_total{lambda="per-customer",limit="key_concurrency"}"#,
+    );
+    assert!(limited >= 2.0, "two of acme's tasks were parked: {limited}");
     for key in ["acme", "globex"] {
         let mut runs: Vec<(i64, i64)> = ended
             .iter()
@@ -2185,6 +2190,13 @@ pub async fn key_rate(cluster: &Cluster) {
             .push(task.enqueued_at.unwrap());
     }
     // Slots: the first two at once, then one each second.
+    // The consumers counted the two tasks they held back (more only if a
+    // message expired unclaimed on a very busy machine).
+    let limited = total(
+        &scrape(cluster).await,
+        r#"waft_tasks_limited_total{lambda="per-key-rate",limit="key_rate"}"#,
+    );
+    assert!(limited >= 2.0, "{limited}");
     let globex = enqueued["globex"][0];
     let acme = enqueued.get_mut("acme").unwrap();
     acme.sort_unstable();

@@ -209,6 +209,15 @@ impl StoreConsumer {
             + report.key_paced as usize
             + report.parked as usize
             >= self.config.batch as usize;
+        for ((lambda, limit), count) in &report.limited {
+            metrics::metrics()
+                .limited
+                .get_or_create(&metrics::LimitedLabels {
+                    lambda: lambda.clone(),
+                    limit: limit.as_str(),
+                })
+                .inc_by(*count);
+        }
         let mut by_queue: BTreeMap<QueueKey, Vec<QueueMessage>> = BTreeMap::new();
         let mut spans: BTreeMap<QueueKey, Vec<tracing::Span>> = BTreeMap::new();
         for task in report.enqueued {

@@ -65,6 +65,14 @@ pub struct OutboundLabels {
     pub outcome: &'static str,
 }
 
+/// A limit that held a lambda's due tasks back: `quota`,
+/// `key_concurrency` or `key_rate`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LimitedLabels {
+    pub lambda: String,
+    pub limit: &'static str,
+}
+
 /// Why an executor compiled a lambda version itself instead of loading the
 /// artifact its Frontend compiled: `no_artifact` (none for this engine's
 /// fingerprint: a mixed-version rollout, or a Frontend without the key),
@@ -82,6 +90,7 @@ pub struct Metrics {
     pub scheduled: Family<LambdaLabels, Counter>,
     pub refused_by_quota: Family<LambdaLabels, Counter>,
     pub enqueued: Family<QueueLabels, Counter>,
+    pub limited: Family<LimitedLabels, Counter>,
     pub pruned: Counter,
     pub purged: Counter,
     pub started: Family<LambdaLabels, Counter>,
@@ -122,6 +131,7 @@ impl Metrics {
             scheduled: Family::default(),
             refused_by_quota: Family::default(),
             enqueued: Family::default(),
+            limited: Family::default(),
             pruned: Counter::default(),
             purged: Counter::default(),
             started: Family::default(),
@@ -167,6 +177,11 @@ impl Metrics {
             "tasks_enqueued",
             "Tasks the Store Consumer sent to their queue",
             self.enqueued.clone(),
+        );
+        r.register(
+            "tasks_limited",
+            "Due tasks the Store Consumer held back by a limit (parked, or waiting for a slot), by limit",
+            self.limited.clone(),
         );
         r.register(
             "tasks_pruned",

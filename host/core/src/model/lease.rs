@@ -48,11 +48,36 @@ pub struct EnqueueReport {
     /// Parked: as many tasks of their key were in flight as their lambda
     /// allows.
     pub parked: u64,
+    /// The tasks held back by each limit (parked, or waiting for a slot),
+    /// per lambda: what the `tasks_limited` metric counts.
+    pub limited: std::collections::BTreeMap<(String, Limit), u64>,
     /// When the earliest task not yet due comes due (a delayed task, a
     /// retry, a timeout, a paced slot), so the consumer can wake for it
     /// instead of waiting for its next poll. Read only when the poll did
     /// not fill its batch (a full one is followed by another at once).
     pub next_due: Option<Millis>,
+}
+
+/// A limit the poll holds due tasks back by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Limit {
+    /// The lambda's scheduling quota (`--quota`).
+    Quota,
+    /// Its concurrency per key (`--key-concurrency`).
+    KeyConcurrency,
+    /// Its rate per key (`--key-rate`).
+    KeyRate,
+}
+
+impl Limit {
+    /// Its name in metrics: `quota`, `key_concurrency`, `key_rate`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Limit::Quota => "quota",
+            Limit::KeyConcurrency => "key_concurrency",
+            Limit::KeyRate => "key_rate",
+        }
+    }
 }
 
 /// Claims of enqueued tasks, each with the enqueue token it was queued with.

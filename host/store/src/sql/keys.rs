@@ -26,7 +26,7 @@ use super::pace::Due;
 use super::{Connection, DIALECT};
 use crate::names::status::{IN_FLIGHT, NEXT_ATTEMPT};
 use crate::support::{batch_json, sql};
-use crate::{EnqueueReport, Millis, Result};
+use crate::{EnqueueReport, Limit, Millis, Result};
 
 /// A key of a lambda, as the database keeps it (the field names are the
 /// statements' JSON keys).
@@ -145,6 +145,10 @@ impl Limits {
                 *count += 1;
                 going.push(due);
             } else {
+                *report
+                    .limited
+                    .entry((due.lambda.clone(), Limit::KeyConcurrency))
+                    .or_default() += 1;
                 parked.push(due.id);
             }
         }

@@ -20,7 +20,7 @@ use super::rate;
 use super::{Connection, DIALECT};
 use crate::names::status::NEXT_ATTEMPT;
 use crate::support::{batch_json, sql};
-use crate::{EnqueueReport, Millis, Result, StoreError};
+use crate::{EnqueueReport, Limit, Millis, Result, StoreError};
 
 /// A due task the poll would enqueue, before pacing.
 pub(super) struct Due {
@@ -242,6 +242,10 @@ fn give_slots(
                 key_paced = true;
                 if at > now_f {
                     report.key_paced += 1;
+                    *report
+                        .limited
+                        .entry((lambda.clone(), Limit::KeyRate))
+                        .or_default() += 1;
                     later.push(Later {
                         id,
                         at: at.ceil() as Millis,
@@ -257,6 +261,10 @@ fn give_slots(
                 *slot += 1000.0 / pacing.quotas[&lambda];
                 if at >= now_f {
                     report.paced += 1;
+                    *report
+                        .limited
+                        .entry((lambda.clone(), Limit::Quota))
+                        .or_default() += 1;
                     later.push(Later {
                         id,
                         at: at.ceil() as Millis,

@@ -50,6 +50,10 @@ pub async fn a_keys_tasks_in_flight_stay_within_its_limit(store: &dyn TaskStore)
 
     let report = poll(store, T0 + 10).await;
     assert_eq!(report.parked, 3);
+    assert_eq!(
+        report.limited,
+        [(("mail".to_owned(), waft_store::Limit::KeyConcurrency), 3)].into()
+    );
     let mut first: Vec<&str> = report.enqueued.iter().map(|t| t.id.as_str()).collect();
     first.sort_unstable();
     let mut expected = vec![

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use waft_core::{KeyRate, LambdaConfig, TaskStatus};
-use waft_store::{NewTask, TaskEnqueueReady, TaskInsertMany, TaskStore};
+use waft_store::{Limit, NewTask, TaskEnqueueReady, TaskInsertMany, TaskStore};
 
 use crate::support::*;
 
@@ -57,6 +57,10 @@ pub async fn a_keys_rate_paces_its_tasks_and_spares_the_others(store: &dyn TaskS
 
     let report = poll(store, T0 + 10).await;
     assert_eq!((report.key_paced, report.paced), (3, 0), "{report:?}");
+    assert_eq!(
+        report.limited,
+        [(("mail".to_owned(), Limit::KeyRate), 3)].into()
+    );
     let mut first: Vec<String> = report.enqueued.iter().map(|t| t.id.clone()).collect();
     first.sort();
     assert_eq!(first, sorted(&[&acme[0], &acme[1], &globex, &plain]));
@@ -142,6 +146,10 @@ pub async fn a_rate_and_a_quota_take_their_slots_in_turn(store: &dyn TaskStore) 
         (report.enqueued.len(), report.paced, report.key_paced),
         (9, 1, 0),
         "{report:?}"
+    );
+    assert_eq!(
+        report.limited,
+        [(("mail".to_owned(), Limit::Quota), 1)].into()
     );
     // At their keys' slots the keys' other tasks take the quota's next
     // slots, and go.
