@@ -11,8 +11,8 @@ use crate::LambdaConfig;
 pub struct LambdaStats {
     pub lambda: String,
     /// Due and waiting to start (new, retrying or in a queue; not held,
-    /// not parked),
-    /// per priority, lowest number first.
+    /// not parked, not waiting for a slot), per priority, lowest number
+    /// first.
     pub ready: Vec<Depth>,
     /// Waiting for a later time: delayed, or backing off before a retry.
     pub waiting: u64,
@@ -21,6 +21,9 @@ pub struct LambdaStats {
     /// Parked: waiting for a free place for their key (the lambda's
     /// concurrency per key).
     pub parked: u64,
+    /// Waiting for a slot of the lambda's scheduling quota or of their
+    /// key's rate.
+    pub paced: u64,
     /// Suspended in a wait of their own (a durable sleep, a wait for a
     /// signal) not yet over.
     pub suspended: u64,

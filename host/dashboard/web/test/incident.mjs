@@ -27,11 +27,11 @@ try {
   await steps([
     ["the overview shows the dead letters and failures", async () => {
       await visit(page, "");
-      await until("mailer shows 3 dead", async () => (await cell("mailer", 11)) === "3");
-      assert.equal(await cell("mailer", 10), "3", "3 failures in the last hour");
+      await until("mailer shows 3 dead", async () => (await cell("mailer", 12)) === "3");
+      assert.equal(await cell("mailer", 11), "3", "3 failures in the last hour");
       assert.equal(await cell("mailer", 1), "open");
       assert.equal(await page.getByText("Loading Waft").count(), 0, "the placeholder is replaced");
-      assert.match(await cell("hello", 9), /^[1-9]/, "hello succeeded");
+      assert.match(await cell("hello", 10), /^[1-9]/, "hello succeeded");
       await shot(page, "overview");
     }],
     ["the charts show the last hour's executions, latency and depth", async () => {
@@ -245,6 +245,7 @@ try {
       await page.locator('input[name="signal-payload"]').fill('{"by": "Ada"}');
       await shot(page, "task-signal");
       await page.getByRole("button", { name: "Send signal" }).click();
+      // Said above the form, which goes once the resumed task ends.
       await page.getByText("Signal approved sent: the task resumes.").waitFor();
       assert.equal(waftStatus("task", "wait", waiting, "--timeout", "20s"), 0, "it resumed and ended");
       const output = JSON.parse(task(waiting).output);

@@ -1,7 +1,8 @@
 //! The overview of every lambda's tasks: what the dashboard's first page
 //! reads every few seconds, so it must cost little at millions of tasks.
-//! Two grouped statements over covering indexes (migration 0012): the
-//! unfinished and dead tasks (`tasks_live`; ended tasks are not in it), and
+//! Two grouped statements over covering indexes (migration 0012, rebuilt
+//! by 0025 and 0028): the unfinished and dead tasks (`tasks_live`; ended
+//! tasks are not in it), and
 //! the executions that ended in the window (`attempts_ended`).
 
 use std::collections::BTreeMap;
@@ -27,6 +28,11 @@ const _: () = assert!(
         .is_empty()
 );
 
+/// A waiting task that goes when due: not held by a gate, not parked, not
+/// waiting for a slot of its lambda's quota or its key's rate (as the
+/// backlog counts it too).
+pub(super) const READY: &str = "NOT held AND NOT parked AND NOT paced AND NOT key_paced";
+
 pub(super) async fn lambda_stats(
     store: &Store,
     now: Millis,
@@ -37,8 +43,10 @@ pub(super) async fn lambda_stats(
         "SELECT lambda, priority, status, COUNT(*) AS n, \
          SUM(CASE WHEN held THEN 1 ELSE 0 END) AS held, \
          SUM(CASE WHEN parked THEN 1 ELSE 0 END) AS parked, \
-         SUM(CASE WHEN NOT held AND NOT parked AND due_at <= $1 THEN 1 ELSE 0 END) AS due, \
-         MIN(CASE WHEN NOT held AND NOT parked AND due_at <= $1 THEN due_at END) AS oldest \
+         SUM(CASE WHEN NOT held AND NOT parked AND (paced OR key_paced) THEN 1 ELSE 0 END) \
+            AS paced, \
+         SUM(CASE WHEN {READY} AND due_at <= $1 THEN 1 ELSE 0 END) AS due, \
+         MIN(CASE WHEN {READY} AND due_at <= $1 THEN due_at END) AS oldest \
          FROM tasks {} WHERE status IN {LIVE} GROUP BY lambda, priority, status",
         DIALECT.live_tasks_index
     )))
@@ -54,13 +62,16 @@ pub(super) async fn lambda_stats(
         } else if machine::WAITING.contains(status) {
             let held = count(row.int("held")?)?;
             let parked = count(row.int("parked")?)?;
+            let paced = count(row.int("paced")?)?;
             let due = count(row.int("due")?)?;
             entry.held += held;
             entry.parked += parked;
+            entry.paced += paced;
+            let rest = n - held - parked - paced - due;
             if status == TaskStatus::Suspended {
-                entry.suspended += n - held - parked - due;
+                entry.suspended += rest;
             } else {
-                entry.waiting += n - held - parked - due;
+                entry.waiting += rest;
             }
             if let Some(oldest) = row.opt_int("oldest")? {
                 let priority = u8::try_from(row.int("priority")?)

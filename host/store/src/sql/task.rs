@@ -4,6 +4,7 @@
 use waft_core::TaskStatus;
 use waft_core::task::check_lambda_name;
 
+use super::stats::READY;
 use super::{Connection, DIALECT, Store};
 use super::{insert, journal, lambda};
 use crate::names::status::{CANCELLED, DEAD, NEW, UNFINISHED, WAITING};
@@ -171,7 +172,7 @@ pub(super) async fn cancel(tx: &mut Connection, id: &str, now: Millis) -> Result
 pub(super) async fn backlog(store: &Store, now: Millis) -> Result<Vec<Backlog>> {
     let rows: Vec<(String, i64, Millis)> = sqlx::query_as(sql(format!(
         "SELECT lambda, priority, MIN(due_at) AS oldest FROM tasks \
-         WHERE status IN {WAITING} AND held = FALSE AND parked = FALSE \
+         WHERE status IN {WAITING} AND {READY} \
          AND due_at <= $1 GROUP BY lambda, priority ORDER BY lambda, priority"
     )))
     .bind(now)

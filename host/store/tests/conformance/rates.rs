@@ -84,6 +84,11 @@ pub async fn a_keys_rate_paces_its_tasks_and_spares_the_others(store: &dyn TaskS
             "{task:#?}"
         );
     }
+    // The overview counts them apart from the ready tasks.
+    let stats = store.lambda_stats(T0 + 20, T0).await.unwrap();
+    let mail = stats.iter().find(|s| s.lambda == "mail").unwrap();
+    let ready: u64 = mail.ready.iter().map(|d| d.count).sum();
+    assert_eq!((mail.paced, mail.waiting, ready), (3, 0, 4), "{mail:?}");
     assert!(enqueued(store, T0 + 509).await.is_empty());
     assert_eq!(enqueued(store, T0 + 510).await, [acme[2].clone()]);
     // Both later slots have come: both go, neither takes another slot.

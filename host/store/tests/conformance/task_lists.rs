@@ -389,6 +389,7 @@ pub async fn lambda_stats_follow_the_tasks(store: &dyn TaskStore) {
         waiting: 1,
         held: 0,
         parked: 0,
+        paced: 0,
         suspended: 0,
         waiting_for_signal: 0,
         waiting_for_children: 0,

@@ -36,7 +36,7 @@ export function Overview() {
           <thead>
             <tr>
               <th>Lambda</th><th>Gate</th><th>Ready by priority</th><th>Oldest ready</th>
-              <th>Waiting</th><th>Suspended</th><th>Held</th><th>Parked</th><th>Running</th><th>Succeeded 1h</th>
+              <th>Waiting</th><th>Suspended</th><th>Held</th><th>Parked</th><th>Paced</th><th>Running</th><th>Succeeded 1h</th>
               <th>Failed 1h</th><th>Dead</th><th></th>
             </tr>
           </thead>
@@ -76,6 +76,8 @@ export function Overview() {
                   <td>{num(s.held) ?? 0}</td>
                   <td title="waiting for a free place for their key (the lambda's concurrency per key)">
                     {num(s.parked) ?? 0}</td>
+                  <td title="waiting for a slot of the lambda's quota or of their key's rate">
+                    {num(s.paced) ?? 0}</td>
                   <td>{num(s.running) ?? 0}</td>
                   <td class="ok">{num(s.succeeded) ?? 0}</td>
                   <td class={num(s.failed) ? "bad" : ""}>{num(s.failed) ?? 0}</td>
