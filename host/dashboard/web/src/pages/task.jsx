@@ -64,7 +64,7 @@ export function TaskPage({ id }) {
       {task.waitingForChildren
         ? <p class="waiting">Waiting for its children to end (see “Children” below).</p>
         : null}
-      {!ended ? <SignalForm id={id} name={task.waitingForSignal} sent={reload} /> : null}
+      {!ended ? <SignalForm id={id} name={task.waitingForSignal} action={action} sent={reload} /> : null}
       {task.progress ? <p>Progress: {task.progress}</p> : null}
       {task.lastError ? <><h2>Last error</h2><pre class="error-text">{task.lastError}</pre></> : null}
       <div class="columns">
@@ -106,10 +106,11 @@ export function TaskPage({ id }) {
 }
 
 /** Sends the task a signal (`waft task signal ID NAME --payload JSON`): the
- * name it waits for, when it waits, is filled in. */
-function SignalForm({ id, name, sent }) {
+ * name it waits for, when it waits, is filled in. The answer is the page's
+ * `action`'s, shown above the form: a task the signal wakes may end before
+ * the page reloads it, and the form goes with its end. */
+function SignalForm({ id, name, action, sent }) {
   const [form, setForm] = useState({ name: undefined, payload: "" });
-  const action = useAction();
   const signalName = form.name ?? name ?? "";
   const submit = (e) => {
     e.preventDefault();
@@ -132,8 +133,6 @@ function SignalForm({ id, name, sent }) {
         </Field>
       </div>
       <p class="actions"><button type="submit" disabled={action.busy || !signalName}>Send signal</button></p>
-      <Failure error={action.error} />
-      <Done message={action.done} />
     </form>
   );
 }
