@@ -18,6 +18,9 @@ pub const SIGNALS: [&str; 2] = ["go", "stop"];
 /// Most keyed tasks share the first, so that places run out often.
 pub const KEYS: [&str; 2] = ["k", "j"];
 pub const CRON_PERIOD: Millis = 4_000;
+/// The debounce window of debounced inserts: a debounced task waits at
+/// most ten of them past its own insert.
+pub const DEBOUNCE: Millis = 1_500;
 /// Tasks a sequence makes at most.
 pub const MAX_TASKS: usize = 8;
 
@@ -60,6 +63,10 @@ pub enum Op {
         /// The task it is a child of.
         parent: Option<usize>,
         key: Option<usize>,
+        /// Debounced (for a keyed task): it collapses into its key's
+        /// debounced task not yet enqueued, if there is one, and waits for
+        /// [`DEBOUNCE`] instead of `delay`.
+        debounce: bool,
     },
     Advance(Millis),
     Poll,
@@ -108,13 +115,15 @@ fn op() -> impl Strategy<Value = Op> {
             prop_oneof![Just(0), 0..3_000i64],
             prop::option::weighted(0.5, 0..MAX_TASKS),
             prop::option::weighted(0.8, prop_oneof![4 => Just(0), 1 => Just(1)]),
+            prop::bool::weighted(0.3),
         )
-            .prop_map(|(lambda, collection, delay, parent, key)| Op::Insert {
+            .prop_map(|(lambda, collection, delay, parent, key, debounce)| Op::Insert {
                 lambda,
                 collection,
                 delay,
                 parent,
                 key,
+                debounce: debounce && key.is_some(),
             }),
         3 => prop_oneof![1..500i64, 1_000..6_000i64].prop_map(Op::Advance),
         1 => (0..2usize, any::<bool>()).prop_map(|(lambda, stale)| Op::Materialize { lambda, stale }),

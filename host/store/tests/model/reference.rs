@@ -33,6 +33,11 @@ pub struct ModelTask {
     pub held: bool,
     /// Waits for a place of its key (the lambda's concurrency per key).
     pub parked: bool,
+    /// Scheduled with a debounce, and not yet enqueued, held or parked
+    /// since: its key's debounced inserts collapse into it while it is new.
+    pub debounced: bool,
+    /// When it was inserted.
+    pub created: Millis,
     pub next_trigger_at: Option<Millis>,
     pub due_at: Millis,
     pub attempt: u32,
@@ -163,6 +168,34 @@ impl Model {
         effect
     }
 
+    /// The debounced task a debounced insert of `lambda`'s `key` collapses
+    /// into: the key's one that is new, not held and not parked.
+    pub fn debounced(&self, lambda: &str, key: &str) -> Option<String> {
+        self.tasks
+            .iter()
+            .find(|(_, t)| {
+                t.debounced
+                    && t.lambda == lambda
+                    && t.key.as_deref() == Some(key)
+                    && t.status == TaskStatus::New
+                    && !t.held
+                    && !t.parked
+            })
+            .map(|(id, _)| id.clone())
+    }
+
+    /// A debounced insert at `now` collapsing into task `id`: it takes the
+    /// insert's request (its collection, here) and is due a window past
+    /// now, or ten windows past its own insert if sooner.
+    pub fn collapse(&mut self, id: &str, collection: &str, now: Millis, window: Millis) {
+        let task = self.tasks.get_mut(id).unwrap();
+        task.collection = collection.into();
+        let at = (now + window).min(task.created + 10 * window);
+        task.due_at = at;
+        task.next_trigger_at = Some(at);
+    }
+
+    #[allow(clippy::too_many_arguments)]
     pub fn insert(
         &mut self,
         id: String,
@@ -171,6 +204,8 @@ impl Model {
         run_at: Millis,
         parent: Option<String>,
         key: Option<String>,
+        debounced: bool,
+        now: Millis,
     ) {
         let mut task = ModelTask {
             lambda: lambda.into(),
@@ -179,6 +214,8 @@ impl Model {
             status: TaskStatus::New,
             held: false,
             parked: false,
+            debounced,
+            created: now,
             next_trigger_at: None,
             due_at: run_at,
             attempt: 0,
@@ -617,7 +654,7 @@ impl Model {
         }
         *next = expected + period;
         if let Some(id) = created {
-            self.insert(id, lambda, "default", expected, None, None);
+            self.insert(id, lambda, "default", expected, None, None, false, expected);
         }
         true
     }
@@ -676,6 +713,14 @@ fn apply(task: &mut ModelTask, operation: Operation, now: Millis, backoff: Milli
         Trigger::Unchanged => task.parked,
         _ => false,
     };
+    // Enqueued, held or parked, a debounced task has left its window for
+    // good.
+    if matches!(
+        operation,
+        Operation::Enqueue | Operation::Hold | Operation::Park
+    ) {
+        task.debounced = false;
+    }
     if row.to == Target::To(TaskStatus::Enqueued) || task.held {
         task.enqueue_token += 1;
     }

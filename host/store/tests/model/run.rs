@@ -19,7 +19,8 @@ use waft_store::{
 
 use crate::OPERATIONS;
 use crate::ops::{
-    COLLECTIONS, CRON_PERIOD, JournalChange, KEYS, LAMBDAS, MAX_TASKS, Op, SIGNALS, Step, T0, Token,
+    COLLECTIONS, CRON_PERIOD, DEBOUNCE, JournalChange, KEYS, LAMBDAS, MAX_TASKS, Op, SIGNALS, Step,
+    T0, Token,
 };
 use crate::race::run_race;
 use crate::reference::{
@@ -376,6 +377,7 @@ impl Run<'_> {
                 delay,
                 parent,
                 key,
+                debounce,
             } => {
                 if self.ids.len() >= MAX_TASKS {
                     return Input::Nothing;
@@ -384,7 +386,8 @@ impl Run<'_> {
                     lambda: LAMBDAS[*lambda].into(),
                     collection: Some(COLLECTIONS[*collection].into()),
                     payload: b"\0".to_vec(),
-                    run_at: Some(self.now + delay),
+                    run_at: (!debounce).then_some(self.now + delay),
+                    debounce: debounce.then_some(Duration::from_millis(DEBOUNCE as u64)),
                     parent_id: parent.and_then(|parent| self.task(parent)),
                     key: key.map(|key| KEYS[key].into()),
                     ..NewTask::default()
@@ -487,14 +490,24 @@ impl Run<'_> {
         match (op, input) {
             (_, Input::Nothing) => Answer::Skipped,
             (Op::Insert { .. }, Input::Insert(task)) => {
+                let window = task.debounce.map(|w| w.as_millis() as Millis);
+                if let (Some(window), Some(key)) = (window, &task.key)
+                    && let Some(into) = model.debounced(&task.lambda, key)
+                {
+                    model.collapse(&into, task.collection.as_deref().unwrap(), now, window);
+                    crate::COLLAPSED.fetch_add(1, Ordering::Relaxed);
+                    return Answer::Inserted;
+                }
                 let id = created.remove(0);
                 model.insert(
                     id,
                     &task.lambda,
                     task.collection.as_deref().unwrap(),
-                    task.run_at.unwrap(),
+                    task.run_at.unwrap_or(now + window.unwrap_or(0)),
                     task.parent_id.clone(),
                     task.key.clone(),
+                    window.is_some(),
+                    now,
                 );
                 Answer::Inserted
             }
