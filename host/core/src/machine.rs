@@ -76,6 +76,10 @@ pub enum Operation {
     /// A task of its key landed (left flight): the parked task is due
     /// again at its due time.
     Unpark,
+    /// Its lambda's quota or its key's rate has no slot for the due task
+    /// now (or its execution lapsed and its next start must wait for one):
+    /// it waits in the store, its due time kept, until its slot.
+    Pace,
     /// A client cancelled the task.
     Cancel,
     /// An operator gave the dead letter a fresh attempt budget.
@@ -117,6 +121,8 @@ pub enum Trigger {
     Gate,
     /// Not until a task of its key lands (the task is parked).
     Landing,
+    /// At the slot its lambda's quota or its key's rate gave it.
+    Slot,
     /// Never: the task has ended.
     Never,
     /// When it was: the operation does not move the trigger.
@@ -210,7 +216,7 @@ pub const IN_FLIGHT: StatusSet = {
 /// claim, the gates, the attempts left) are the store's; the table says
 /// which states each operation may meet.
 #[rustfmt::skip]
-pub const TRANSITIONS: [Transition; 22] = {
+pub const TRANSITIONS: [Transition; 23] = {
     use Attempts as A;
     use Lease as L;
     use Operation as O;
@@ -242,6 +248,7 @@ pub const TRANSITIONS: [Transition; 22] = {
         row(O::Drop,          OPEN,     To(Dropped),          T::Never,            L::Keep,   A::Keep),
         row(O::Park,          GROUNDED, NextAttempt,          T::Landing,          L::Keep,   A::Keep),
         row(O::Unpark,        HELD,     Same,                 T::Due,              L::Keep,   A::Keep),
+        row(O::Pace,          OPEN,     NextAttempt,          T::Slot,             L::Keep,   A::Keep),
         row(O::Cancel,        OPEN,     To(Cancelled),        T::Never,            L::Keep,   A::Keep),
         row(O::Redrive,       DEAD,     To(New),              T::Due,              L::Keep,   A::Reset),
     ]
@@ -385,7 +392,7 @@ pub const fn next_attempt(attempt: u32) -> TaskStatus {
 mod tests {
     use super::*;
 
-    const OPERATIONS: [Operation; 22] = [
+    const OPERATIONS: [Operation; 23] = [
         Operation::Insert,
         Operation::Enqueue,
         Operation::Claim,
@@ -406,6 +413,7 @@ mod tests {
         Operation::Drop,
         Operation::Park,
         Operation::Unpark,
+        Operation::Pace,
         Operation::Cancel,
         Operation::Redrive,
     ];
@@ -436,6 +444,7 @@ mod tests {
                 | Operation::Drop
                 | Operation::Park
                 | Operation::Unpark
+                | Operation::Pace
                 | Operation::Cancel
                 | Operation::Redrive => {}
             }

@@ -1,6 +1,6 @@
 //! The model-based test of the store: random sequences of every
 //! `TaskStore` operation of the state table — insert (keyed under limits of
-//! concurrency per key, or debounced), poll at advancing
+//! concurrency and rate per key, or debounced), poll at advancing
 //! times (every timeout expiring), claim with current and stale tokens,
 //! heartbeat, journal writes under current and stale leases (and holes),
 //! results of every kind with or without a journal write, cancel, gates by
@@ -52,6 +52,8 @@ static OPERATIONS: AtomicU64 = AtomicU64::new(0);
 /// Tasks its polls parked (a key's places all taken), printed too: the
 /// limits per key are exercised, not only allowed.
 static PARKED: AtomicU64 = AtomicU64::new(0);
+/// Tasks its polls made wait for a slot of their key's rate, printed too.
+static KEY_PACED: AtomicU64 = AtomicU64::new(0);
 /// Debounced inserts that collapsed into their key's waiting task, printed
 /// too, for the same reason.
 static COLLAPSED: AtomicU64 = AtomicU64::new(0);
@@ -103,6 +105,7 @@ where
     OPERATIONS.store(0, Ordering::Relaxed);
     PARKED.store(0, Ordering::Relaxed);
     COLLAPSED.store(0, Ordering::Relaxed);
+    KEY_PACED.store(0, Ordering::Relaxed);
     let result = runner().run(&steps(races, max_steps()), |steps| {
         runtime.block_on(async {
             let (store, _guard) = fresh().await;
@@ -111,9 +114,11 @@ where
         Ok(())
     });
     println!(
-        "{name}: {} operations ({} tasks parked, {} debounced inserts collapsed) in {:.1?}, {}",
+        "{name}: {} operations ({} tasks parked, {} paced by their key's rate, {} debounced \
+         inserts collapsed) in {:.1?}, {}",
         OPERATIONS.load(Ordering::Relaxed),
         PARKED.load(Ordering::Relaxed),
+        KEY_PACED.load(Ordering::Relaxed),
         COLLAPSED.load(Ordering::Relaxed),
         started.elapsed(),
         match &result {

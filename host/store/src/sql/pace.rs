@@ -90,6 +90,11 @@ pub(super) async fn pace(
         return Ok(Vec::new());
     }
     let pacing = Pacing::read(conn).await?;
+    let mut due = due;
+    if !pacing.quotas.is_empty() || !pacing.rates.is_empty() {
+        // Slots go in due order, ties by id, as places do (`keys::admit`).
+        due.sort_by(|a, b| (a.due, &a.id).cmp(&(b.due, &b.id)));
+    }
     let mut lambdas: Vec<&str> = due
         .iter()
         .filter(|d| !d.paced && pacing.quotas.contains_key(&d.lambda))

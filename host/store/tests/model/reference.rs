@@ -12,8 +12,8 @@
 
 use std::collections::BTreeMap;
 
-use waft_core::TaskStatus;
 use waft_core::machine::{self, Attempts, Lease, Operation, Target, Trigger};
+use waft_core::{KeyRate, TaskStatus};
 use waft_store::{AttemptOutcome, GateState, JournalEntry, JournalWrite, Millis, Refusal};
 
 use crate::ops::SIGNALS;
@@ -38,6 +38,9 @@ pub struct ModelTask {
     pub debounced: bool,
     /// When it was inserted.
     pub created: Millis,
+    /// Waits for (or has come to) the slot of its key's rate it was given:
+    /// it takes no other when it comes due.
+    pub key_paced: bool,
     pub next_trigger_at: Option<Millis>,
     pub due_at: Millis,
     pub attempt: u32,
@@ -72,6 +75,8 @@ pub struct Model {
     pub gates: BTreeMap<(String, String), GateState>,
     pub crons: BTreeMap<String, Millis>,
     pub versions: BTreeMap<String, u32>,
+    /// The next free slot of each rated key's bucket.
+    pub buckets: BTreeMap<(String, String), f64>,
 }
 
 /// What the consumer's poll did, as sets.
@@ -82,6 +87,7 @@ pub struct PollAnswer {
     pub dropped: u64,
     pub dead: u64,
     pub parked: u64,
+    pub key_paced: u64,
 }
 
 /// The concurrency per key of the model's lambdas: one task of a key in
@@ -92,6 +98,16 @@ pub fn key_limit(lambda: &str) -> Option<u32> {
         1
     } else {
         2
+    })
+}
+
+/// The rate per key of the model's lambdas: a start of a key every four
+/// seconds for the second (which has a concurrency per key of two as well),
+/// none for the first.
+pub fn key_rate(lambda: &str) -> Option<KeyRate> {
+    (lambda == crate::ops::LAMBDAS[1]).then(|| KeyRate {
+        count: 1,
+        period: std::time::Duration::from_secs(4),
     })
 }
 
@@ -190,6 +206,7 @@ impl Model {
     pub fn collapse(&mut self, id: &str, collection: &str, now: Millis, window: Millis) {
         let task = self.tasks.get_mut(id).unwrap();
         task.collection = collection.into();
+        task.key_paced = false;
         let at = (now + window).min(task.created + 10 * window);
         task.due_at = at;
         task.next_trigger_at = Some(at);
@@ -216,6 +233,7 @@ impl Model {
             parked: false,
             debounced,
             created: now,
+            key_paced: false,
             next_trigger_at: None,
             due_at: run_at,
             attempt: 0,
@@ -287,6 +305,9 @@ impl Model {
             .map(|(id, _)| id.clone())
             .collect();
         let mut candidates = Vec::new();
+        // Tasks that go unless their key's rate has no slot for them: due
+        // time, id, and the operation that sends them.
+        let mut going = Vec::new();
         for id in due {
             let gate = self.gate_of(&self.tasks[&id]);
             let task = self.tasks.get_mut(&id).unwrap();
@@ -302,6 +323,7 @@ impl Model {
                 GateState::Open if lapsed => Operation::Expire,
                 GateState::Open => Operation::Enqueue,
             };
+            let due = task.next_trigger_at.unwrap();
             // A task not in flight waits for its key's place: decided
             // below, once the poll's other changes are made.
             let counted = key_limit(&task.lambda).is_some() && task.key.is_some();
@@ -309,31 +331,61 @@ impl Model {
                 && counted
                 && !machine::IN_FLIGHT.contains(task.status)
             {
-                candidates.push((task.next_trigger_at.unwrap(), id.clone()));
+                candidates.push((due, id.clone()));
                 continue;
             }
-            apply(task, operation, now, 0);
+            match operation {
+                Operation::Enqueue | Operation::Expire => {
+                    going.push((due, id.clone(), operation));
+                    continue;
+                }
+                _ => apply(task, operation, now, 0),
+            }
             match operation {
                 Operation::Drop => answer.dropped += 1,
                 Operation::Bury => answer.dead += 1,
-                Operation::Hold => answer.held += 1,
-                _ => answer.enqueued.push((id.clone(), task.enqueue_token)),
+                _ => answer.held += 1,
             }
         }
         // In due order, ties by id: a key's task goes while it has places.
         candidates.sort();
-        for (_, id) in candidates {
+        let mut admitted: BTreeMap<(String, String), usize> = BTreeMap::new();
+        for (due, id) in candidates {
             let task = &self.tasks[&id];
-            let limit = key_limit(&task.lambda).unwrap() as usize;
-            let flying = self.in_flight(&task.lambda, task.key.as_deref().unwrap());
-            let task = self.tasks.get_mut(&id).unwrap();
+            let key = (task.lambda.clone(), task.key.clone().unwrap());
+            let limit = key_limit(&key.0).unwrap() as usize;
+            let flying = self.in_flight(&key.0, &key.1) + admitted.get(&key).copied().unwrap_or(0);
             if flying < limit {
-                apply(task, Operation::Enqueue, now, 0);
-                answer.enqueued.push((id.clone(), task.enqueue_token));
+                *admitted.entry(key).or_default() += 1;
+                going.push((due, id, Operation::Enqueue));
             } else {
-                apply(task, Operation::Park, now, 0);
+                apply(self.tasks.get_mut(&id).unwrap(), Operation::Park, now, 0);
                 answer.parked += 1;
             }
+        }
+        // Then, in due order, each takes its key's next slot (unless it
+        // has one already): one not yet come makes it wait for it.
+        going.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+        for (_, id, operation) in going {
+            let task = self.tasks.get_mut(&id).unwrap();
+            if let (Some(rate), Some(key), false) =
+                (key_rate(&task.lambda), &task.key, task.key_paced)
+            {
+                let earliest = now as f64 - (rate.period_ms() as f64 - rate.interval_ms());
+                let next = self
+                    .buckets
+                    .entry((task.lambda.clone(), key.clone()))
+                    .or_insert(earliest);
+                let at = next.max(earliest);
+                *next = at + rate.interval_ms();
+                if at > now as f64 {
+                    apply(task, Operation::Pace, now, at.ceil() as Millis - now);
+                    answer.key_paced += 1;
+                    continue;
+                }
+            }
+            apply(task, operation, now, 0);
+            answer.enqueued.push((id.clone(), task.enqueue_token));
         }
         answer.enqueued.sort();
         self.gather(now);
@@ -630,7 +682,17 @@ impl Model {
     }
 
     /// A new version of `lambda`; answers its number.
-    pub fn deploy(&mut self, lambda: &str) -> u32 {
+    /// A new version of `lambda` at `now`: its tasks waiting for a slot of
+    /// their key's rate are due by now, and take a slot afresh from full
+    /// buckets.
+    pub fn deploy(&mut self, lambda: &str, now: Millis) -> u32 {
+        self.buckets.retain(|(rated, _), _| rated != lambda);
+        for task in self.tasks.values_mut() {
+            if task.lambda == lambda && task.key_paced {
+                task.key_paced = false;
+                task.next_trigger_at = task.next_trigger_at.map(|at| at.min(now));
+            }
+        }
         let version = self.versions.get_mut(lambda).unwrap();
         *version += 1;
         *version
@@ -661,13 +723,13 @@ impl Model {
 }
 
 /// Applies one row of the state table to a task at `now`: the state it
-/// ends in, its next trigger (`backoff` after `now` for a retry, and for
-/// a suspension the wait), and what
-/// the row does to the lease and the attempt count. Panics when the row
-/// does not start from the task's state: the model asked for a transition
-/// the table does not have. The due time is the caller's (an insert's run
-/// time, a redrive's now); the enqueue token is renewed whenever the task's
-/// message on a queue goes stale: the task is enqueued anew, or held.
+/// ends in, its next trigger (`backoff` after `now` for a retry, for a
+/// suspension the wait, for a pace the slot), and what the row does to the
+/// lease and the attempt count. Panics when the row does not start from the
+/// task's state: the model asked for a transition the table does not have.
+/// The due time is the caller's (an insert's run time, a redrive's now);
+/// the enqueue token is renewed whenever the task's message on a queue goes
+/// stale: the task is enqueued anew, held, or paced.
 fn apply(task: &mut ModelTask, operation: Operation, now: Millis, backoff: Millis) {
     let row = machine::transition(operation);
     if operation == Operation::Insert {
@@ -694,6 +756,7 @@ fn apply(task: &mut ModelTask, operation: Operation, now: Millis, backoff: Milli
             task.due_at = now + backoff;
             Some(task.due_at)
         }
+        Trigger::Slot => Some(now + backoff),
         Trigger::Gate | Trigger::Landing => {
             if let Some(next) = task.next_trigger_at {
                 task.due_at = task.due_at.min(next);
@@ -721,8 +784,15 @@ fn apply(task: &mut ModelTask, operation: Operation, now: Millis, backoff: Milli
     ) {
         task.debounced = false;
     }
-    if row.to == Target::To(TaskStatus::Enqueued) || task.held {
+    if row.to == Target::To(TaskStatus::Enqueued) || task.held || row.trigger == Trigger::Slot {
         task.enqueue_token += 1;
+    }
+    // A task keeps the slot of its key's rate it was given until it goes
+    // (or a gate or its key's limit stops it first).
+    match operation {
+        Operation::Pace => task.key_paced = true,
+        Operation::Enqueue | Operation::Hold | Operation::Park => task.key_paced = false,
+        _ => {}
     }
     match row.lease {
         Lease::Take => task.lease_token += 1,

@@ -25,7 +25,7 @@ use crate::ops::{
 use crate::race::run_race;
 use crate::reference::{
     CENTURY, CLAIM_TIMEOUT, CancelAnswer, ClaimAnswer, ENQUEUE_TIMEOUT, Ending, HEARTBEAT_TIMEOUT,
-    Hole, MAX_ATTEMPTS, Model, PollAnswer, RedriveAnswer, SignalAnswer, key_limit,
+    Hole, MAX_ATTEMPTS, Model, PollAnswer, RedriveAnswer, SignalAnswer, key_limit, key_rate,
 };
 
 /// An answer of any operation, comparable with the model's.
@@ -144,8 +144,9 @@ impl Run<'_> {
                     })
                     .await
                     .unwrap();
-                assert_eq!(report.paced, 0);
+                assert_eq!(report.paced, 0, "no lambda has a quota");
                 crate::PARKED.fetch_add(report.parked, Ordering::Relaxed);
+                crate::KEY_PACED.fetch_add(report.key_paced, Ordering::Relaxed);
                 let mut enqueued: Vec<_> = report
                     .enqueued
                     .into_iter()
@@ -158,6 +159,7 @@ impl Run<'_> {
                     dropped: report.dropped,
                     dead: report.dead,
                     parked: report.parked,
+                    key_paced: report.key_paced,
                 })
             }
             (Op::Claim(..), Input::Task(id, token)) => {
@@ -559,7 +561,7 @@ impl Run<'_> {
             (Op::Redrive { fresh, .. }, Input::Task(id, _)) => {
                 Answer::Redrive(model.redrive(id, *fresh, now))
             }
-            (Op::Deploy(lambda), _) => Answer::Deployed(model.deploy(LAMBDAS[*lambda])),
+            (Op::Deploy(lambda), _) => Answer::Deployed(model.deploy(LAMBDAS[*lambda], T0)),
             (Op::Materialize { lambda, .. }, Input::Cron(expected)) => {
                 let schedule = format!("cron-{}", LAMBDAS[*lambda]);
                 let next = model.crons[&schedule];
@@ -623,6 +625,7 @@ fn deploy_params(lambda: &str) -> LambdaDeploy {
         config: LambdaConfig {
             max_attempts: MAX_ATTEMPTS,
             key_concurrency: key_limit(lambda),
+            key_rate: key_rate(lambda),
             ..LambdaConfig::default()
         },
         now: T0,
