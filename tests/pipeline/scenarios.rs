@@ -2037,46 +2037,24 @@ pub async fn key_concurrency(cluster: &Cluster) {
         })
         .await;
     let keys = ["acme", "globex", "acme", "globex", "acme"];
-    let requests = keys
-        .iter()
-        .map(|key| TaskRequest {
-            lambda: "per-customer".into(),
-            payload: json!({"steps": 3, "step_ms": 100}).to_string().into_bytes(),
-            key: Some((*key).into()),
-            ..TaskRequest::default()
-        })
-        .collect();
-    let ids: Vec<String> = cluster
-        .frontend
-        .task_schedule_many(requests)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|task| task.id)
-        .collect();
+    let ids = schedule_keyed(
+        cluster,
+        "per-customer",
+        &keys,
+        |_| json!({"steps": 3, "step_ms": 100}),
+    )
+    .await;
     // Two of acme's three tasks wait while one runs: one of them is seen
     // parked, and says what it waits for (which goes first among tasks
     // scheduled in one millisecond is their ids' order, not the request's).
-    let seen_parked = async {
-        loop {
-            let listed =
-                cluster.cli(&["task", "list", "--lambda", "per-customer", "--key", "acme"]);
-            let waiting = "waiting for a free place for key \"acme\"";
-            if let Some(line) = listed.lines().find(|line| line.contains(waiting)) {
-                return line.split_whitespace().next().unwrap().to_owned();
-            }
-            let ended = listed
-                .lines()
-                .filter(|line| line.contains(" success "))
-                .count();
-            assert!(
-                ended < 2,
-                "two of acme's tasks ended before any was seen parked:\n{listed}"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    };
-    let parked = tokio::time::timeout(WITHIN, seen_parked).await.unwrap();
+    let parked = seen_waiting(
+        cluster,
+        "per-customer",
+        "acme",
+        "waiting for a free place for key \"acme\"",
+        2,
+    )
+    .await;
     let acme = ids.iter().zip(keys).filter(|(_, key)| *key == "acme");
     assert!(acme.map(|(id, _)| id).any(|id| *id == parked), "{parked}");
 
@@ -2138,43 +2116,15 @@ pub async fn key_rate(cluster: &Cluster) {
     assert!(error.contains("COUNT/PERIOD"), "{error}");
 
     let keys = ["acme", "acme", "acme", "acme", "globex"];
-    let requests = keys
-        .iter()
-        .map(|key| TaskRequest {
-            lambda: "per-key-rate".into(),
-            payload: json!({"name": key}).to_string().into_bytes(),
-            key: Some((*key).into()),
-            ..TaskRequest::default()
-        })
-        .collect();
-    let ids: Vec<String> = cluster
-        .frontend
-        .task_schedule_many(requests)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|task| task.id)
-        .collect();
-    let seen_waiting = async {
-        loop {
-            let listed =
-                cluster.cli(&["task", "list", "--lambda", "per-key-rate", "--key", "acme"]);
-            let waiting = "waiting for its slot of key \"acme\"'s rate";
-            if listed.lines().any(|line| line.contains(waiting)) {
-                return;
-            }
-            let ended = listed
-                .lines()
-                .filter(|line| line.contains(" success "))
-                .count();
-            assert!(
-                ended < 4,
-                "acme's tasks all ended before one was seen waiting:\n{listed}"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    };
-    tokio::time::timeout(WITHIN, seen_waiting).await.unwrap();
+    let ids = schedule_keyed(cluster, "per-key-rate", &keys, |key| json!({"name": key})).await;
+    seen_waiting(
+        cluster,
+        "per-key-rate",
+        "acme",
+        "waiting for its slot of key \"acme\"'s rate",
+        4,
+    )
+    .await;
 
     let mut enqueued = BTreeMap::<&str, Vec<i64>>::new();
     for (id, key) in ids.iter().zip(keys) {
@@ -2262,4 +2212,61 @@ pub async fn debounce(cluster: &Cluster) {
     );
     let other = cluster.finished(&other, WITHIN).await;
     assert_eq!(other.status, TaskStatus::Success);
+}
+
+/// Schedules a task of `lambda` for each of `keys`, in one batch, each
+/// with the payload `payload` makes of its key; their ids, in order.
+async fn schedule_keyed(
+    cluster: &Cluster,
+    lambda: &str,
+    keys: &[&str],
+    payload: impl Fn(&str) -> serde_json::Value,
+) -> Vec<String> {
+    let requests = keys
+        .iter()
+        .map(|key| TaskRequest {
+            lambda: lambda.into(),
+            payload: payload(key).to_string().into_bytes(),
+            key: Some((*key).into()),
+            ..TaskRequest::default()
+        })
+        .collect();
+    cluster
+        .frontend
+        .task_schedule_many(requests)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|task| task.id)
+        .collect()
+}
+
+/// The id of the first of `lambda`'s tasks of `key` that `waft task list`
+/// shows `waiting` (the words it prints), looked for until seen; fails
+/// once `ended` of them have succeeded without one being seen.
+async fn seen_waiting(
+    cluster: &Cluster,
+    lambda: &str,
+    key: &str,
+    waiting: &str,
+    ended: usize,
+) -> String {
+    let seen = async {
+        loop {
+            let listed = cluster.cli(&["task", "list", "--lambda", lambda, "--key", key]);
+            if let Some(line) = listed.lines().find(|line| line.contains(waiting)) {
+                return line.split_whitespace().next().unwrap().to_owned();
+            }
+            let succeeded = listed
+                .lines()
+                .filter(|line| line.contains(" success "))
+                .count();
+            assert!(
+                succeeded < ended,
+                "{succeeded} of {key}'s tasks ended before one was seen {waiting}:\n{listed}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(WITHIN, seen).await.unwrap()
 }

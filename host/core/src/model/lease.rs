@@ -58,6 +58,13 @@ pub struct EnqueueReport {
     pub next_due: Option<Millis>,
 }
 
+impl EnqueueReport {
+    /// Counts a task of `lambda` that `limit` held back.
+    pub fn held_back(&mut self, lambda: &str, limit: Limit) {
+        *self.limited.entry((lambda.to_owned(), limit)).or_default() += 1;
+    }
+}
+
 /// A limit the poll holds due tasks back by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Limit {

@@ -145,10 +145,7 @@ impl Limits {
                 *count += 1;
                 going.push(due);
             } else {
-                *report
-                    .limited
-                    .entry((due.lambda.clone(), Limit::KeyConcurrency))
-                    .or_default() += 1;
+                report.held_back(&due.lambda, Limit::KeyConcurrency);
                 parked.push(due.id);
             }
         }

@@ -247,10 +247,7 @@ fn give_slots(
                 key_paced = true;
                 if at > now_f {
                     report.key_paced += 1;
-                    *report
-                        .limited
-                        .entry((lambda.clone(), Limit::KeyRate))
-                        .or_default() += 1;
+                    report.held_back(&lambda, Limit::KeyRate);
                     later.push(Later {
                         id,
                         at: at.ceil() as Millis,
@@ -266,10 +263,7 @@ fn give_slots(
                 *slot += 1000.0 / pacing.quotas[&lambda];
                 if at >= now_f {
                     report.paced += 1;
-                    *report
-                        .limited
-                        .entry((lambda.clone(), Limit::Quota))
-                        .or_default() += 1;
+                    report.held_back(&lambda, Limit::Quota);
                     later.push(Later {
                         id,
                         at: at.ceil() as Millis,
