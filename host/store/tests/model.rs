@@ -149,19 +149,26 @@ fn postgres_follows_the_model_and_races_linearize() {
         return;
     };
     // One database, emptied before each sequence: creating one per
-    // sequence took most of a long run's time.
-    let (store, url) = tokio::runtime::Runtime::new().unwrap().block_on(async {
-        let url = server.fresh_database().await;
-        (PostgresStore::connect(&url, 8).await.unwrap(), url)
-    });
+    // sequence took most of a long run's time. Its store is connected on
+    // the runtime the sequences run on (a pool's connections belong to the
+    // runtime that made them), the first time one needs it.
+    let url = tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(server.fresh_database());
+    let store = std::sync::Arc::new(tokio::sync::OnceCell::new());
     drive("postgres", true, || {
         let (store, url) = (store.clone(), url.clone());
         async move {
+            let store = store
+                .get_or_init(|| async { PostgresStore::connect(&url, 8).await.unwrap() })
+                .await
+                .clone();
             let mut admin = sqlx::PgConnection::connect(&url).await.unwrap();
             admin
                 .execute(
-                    "TRUNCATE artifacts, components, lambdas, lambda_versions, lambda_pace, tasks, \
-                     attempts, journal, signals, awaits, gates, crons, tokens, secrets",
+                    "TRUNCATE artifacts, components, lambdas, lambda_versions, lambda_pace, \
+                     key_pace, key_landings, tasks, attempts, journal, signals, awaits, gates, \
+                     crons, tokens, secrets",
                 )
                 .await
                 .unwrap();
