@@ -104,8 +104,8 @@ fn check_debounce(task: &NewTask, window: std::time::Duration) -> Result<()> {
     if task.idempotency_key.is_some() {
         return refused("cannot have an idempotency key: its key collapses it already");
     }
-    if task.id.is_some() || task.parent_lease.is_some() {
-        return refused("cannot be a running execution's child");
+    if task.id.is_some() || task.parent_lease.is_some() || task.parent_id.is_some() {
+        return refused("cannot be a child: collapsed, it would answer another parent's");
     }
     Ok(())
 }

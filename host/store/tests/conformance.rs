@@ -159,6 +159,7 @@ conformance!(
         a_held_or_parked_debounced_task_lets_the_next_start_anew,
         concurrent_debounced_inserts_make_one_task,
         bad_debounces_are_refused,
+        a_debounced_task_keeps_its_keys_slot,
     ],
     rates: [
         a_keys_rate_paces_its_tasks_and_spares_the_others,

@@ -118,7 +118,9 @@ pub(super) async fn insert(
         answer_lost_races(conn, &mut batch, created).await?;
     }
     // One statement each: a batch may hold several of one key, each of
-    // which collapses into the one before.
+    // which collapses into the one before. In key order, so that batches
+    // of the same keys lock them the same way round.
+    debounced.sort_by(|a, b| (&a.1.lambda, &a.1.key).cmp(&(&b.1.lambda, &b.1.key)));
     for (answer, row, window) in debounced {
         let id = insert_debounced(conn, row, window, now).await?;
         batch.answers[answer].created = batch.answers[answer].id == id;
@@ -307,9 +309,10 @@ async fn insert_rows(
 /// Inserts a debounced task, or collapses it into its key's debounced task
 /// not yet enqueued: that one takes this one's request and waits for the
 /// window past now, or to `DEBOUNCE_WINDOWS_AT_MOST` windows past its own
-/// arrival, whichever is sooner, and takes fresh slots of its quota and
-/// rate when it comes due. Answers the id of the task that holds the
-/// request, this one's or the other's.
+/// arrival, whichever is sooner — or, when it was given a slot of its
+/// quota or rate already, for that slot if it is later: it keeps its
+/// slot, so a stream of collapses spends no further slot. Answers the id
+/// of the task that holds the request, this one's or the other's.
 async fn insert_debounced(
     conn: &mut Connection,
     row: NewRow,
@@ -317,16 +320,19 @@ async fn insert_debounced(
     now: Millis,
 ) -> Result<String> {
     let longest = window.saturating_mul(i64::from(DEBOUNCE_WINDOWS_AT_MOST));
-    let at = "CASE WHEN excluded.next_trigger_at < tasks.created_at + $4 \
-              THEN excluded.next_trigger_at ELSE tasks.created_at + $4 END";
+    let window_end = "CASE WHEN excluded.next_trigger_at < tasks.created_at + $4 \
+                      THEN excluded.next_trigger_at ELSE tasks.created_at + $4 END";
+    let at = format!(
+        "CASE WHEN (tasks.paced OR tasks.key_paced) AND tasks.next_trigger_at > {window_end} \
+         THEN tasks.next_trigger_at ELSE {window_end} END"
+    );
     let conflict = format!(
         "ON CONFLICT (lambda, key) WHERE debounced AND status = {NEW} AND NOT held AND NOT parked \
          DO UPDATE SET payload = excluded.payload, collection = excluded.collection, \
          priority = excluded.priority, max_attempts = excluded.max_attempts, \
          version = excluded.version, continuation = excluded.continuation, \
          traceparent = excluded.traceparent, tracestate = excluded.tracestate, \
-         paced = FALSE, key_paced = FALSE, \
-         scheduled_at = {at}, due_at = {at}, next_trigger_at = {at}"
+         scheduled_at = {window_end}, due_at = {window_end}, next_trigger_at = {at}"
     );
     Ok(sqlx::query_scalar(sql(insert_statement("TRUE", &conflict)))
         .bind(batch_json(&[row])?)

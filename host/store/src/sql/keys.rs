@@ -46,20 +46,20 @@ const KEYS_PER_POLL: i64 = 256;
 const RECHECK_MS: Millis = 20;
 
 /// The limits a poll decides by: the concurrency per key of every lambda
-/// that has one, read under the keys' lock when any has (so that a deploy
-/// changing one, which takes the lock too, comes wholly before or after the
-/// poll).
+/// that has one, read under the keys' lock when any lambda has a limit (so
+/// that a deploy changing one, which takes the lock too, comes wholly
+/// before or after the poll, and never deletes a pace or bucket row the
+/// poll waits for while it waits for the poll's tasks).
 pub(super) struct Limits(HashMap<String, i64>);
 
 impl Limits {
     /// Reads the limits, taking the keys' lock first when any lambda has
-    /// one. Called before the poll locks any task, as a deploy takes the
-    /// lock before it writes anything: the two never wait on each other
-    /// the other way round.
+    /// a limit (of concurrency or rate per key, or a quota). Called before
+    /// the poll locks any task, as a deploy takes the lock before it writes
+    /// anything: the two never wait on each other the other way round.
     pub(super) async fn read(conn: &mut Connection) -> Result<Limits> {
-        let first = limits(conn).await?;
-        if first.is_empty() {
-            return Ok(Limits(first));
+        if !any_limit(conn).await? {
+            return Ok(Limits(HashMap::new()));
         }
         lock(conn).await?;
         Ok(Limits(limits(conn).await?))
@@ -193,6 +193,21 @@ pub(super) async fn lock(conn: &mut Connection) -> Result<()> {
     Ok(())
 }
 
+/// Whether any lambda has, at its current version, a limit a deploy may
+/// change under a poll: a concurrency or a rate per key (whose buckets a
+/// deploy refills), or a quota (whose pace it resets).
+async fn any_limit(conn: &mut Connection) -> Result<bool> {
+    let found: Option<i64> = sqlx::query_scalar(
+        "SELECT CAST(1 AS BIGINT) FROM lambdas l JOIN lambda_versions v \
+         ON v.lambda = l.name AND v.version = l.current_version \
+         WHERE v.key_concurrency IS NOT NULL OR v.key_rate_count IS NOT NULL \
+            OR v.quota_per_sec IS NOT NULL LIMIT 1",
+    )
+    .fetch_optional(&mut *conn)
+    .await?;
+    Ok(found.is_some())
+}
+
 /// The concurrency per key of every lambda that has one, at its current
 /// version.
 async fn limits(conn: &mut Connection) -> Result<HashMap<String, i64>> {
@@ -225,7 +240,9 @@ async fn in_flight(conn: &mut Connection, keys: &[Key]) -> Result<HashMap<Key, i
 }
 
 /// Parks tasks, in one update: each waits in the store, not due, its due
-/// time kept (the earlier of when it was due and when it was looked at).
+/// time kept (the earlier of when it was due and when it was looked at). A
+/// task given its key's slot of a rate already keeps it: unparked, it goes
+/// without taking another.
 async fn park(conn: &mut Connection, ids: &[String]) -> Result<()> {
     #[derive(Serialize)]
     struct Parked<'a> {
@@ -238,7 +255,7 @@ async fn park(conn: &mut Connection, ids: &[String]) -> Result<()> {
     sqlx::query(sql(format!(
         "UPDATE tasks SET status = {NEXT_ATTEMPT}, parked = TRUE, \
          due_at = CASE WHEN next_trigger_at < due_at THEN next_trigger_at ELSE due_at END, \
-         next_trigger_at = NULL, paced = FALSE, key_paced = FALSE, debounced = FALSE \
+         next_trigger_at = NULL, paced = FALSE, debounced = FALSE \
          FROM (SELECT j.value->>'id' AS park_id FROM {}) AS p \
          WHERE tasks.id = p.park_id",
         DIALECT.json_rows

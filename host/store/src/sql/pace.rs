@@ -237,11 +237,11 @@ fn give_slots(
             if let (false, Some(key), Some(rate)) = (key_paced, key, pacing.rates.get(&lambda)) {
                 let slot = slots
                     .keys
-                    .get_mut(&Key {
+                    .entry(Key {
                         lambda: lambda.clone(),
                         key,
                     })
-                    .expect("every rated key's slot was taken");
+                    .or_insert_with(|| rate::earliest(*rate, now));
                 let at = *slot;
                 *slot += rate.interval_ms();
                 key_paced = true;

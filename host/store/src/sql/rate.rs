@@ -2,7 +2,9 @@
 //! kept as the key's next free slot in `key_pace` (migration 0026). The
 //! poll locks the rows of the keys it gives slots of, in one order (by
 //! lambda, then key) for every consumer, so concurrent consumers share one
-//! bucket per key; [`super::pace`] gives the slots out.
+//! bucket per key; [`super::pace`] gives the slots out. Polls that pace
+//! by a rate take the keys' lock as deploys do ([`super::keys::lock`]), so
+//! a deploy's fresh buckets never meet a poll halfway.
 
 use std::collections::HashMap;
 
@@ -14,9 +16,13 @@ use super::{Connection, DIALECT};
 use crate::support::{batch_json, sql};
 use crate::{Millis, Result};
 
-/// Each key's next free slot, its row locked (created the first time), no
-/// earlier than a full bucket allows: an idle key has its `count` tokens,
-/// the last of them at `now`.
+/// Each key's next free slot, its row locked (created the first time, or
+/// again if the pruner forgot it meanwhile), no earlier than a full bucket
+/// allows: an idle key has its `count` tokens, the last of them at `now`.
+/// One statement, in one order (by lambda, then key) for every consumer:
+/// the conflict's update locks each existing row as the insert reaches it,
+/// so two polls wanting the same keys wait for each other the same way
+/// round.
 pub(super) async fn take(
     conn: &mut Connection,
     keys: &[Key],
@@ -26,34 +32,29 @@ pub(super) async fn take(
     if keys.is_empty() {
         return Ok(HashMap::new());
     }
-    let keys_json = batch_json(keys)?;
-    // In one order, as the rows are locked below: two consumers creating
-    // rows of the same keys wait for each other the same way round.
-    sqlx::query(sql(format!(
+    let rows: Vec<(String, String, f64)> = sqlx::query_as(sql(format!(
         "INSERT INTO key_pace (lambda, key, next_slot_at) \
          SELECT j.value->>'lambda', j.value->>'key', 0 FROM {} WHERE TRUE ORDER BY 1, 2 \
-         ON CONFLICT (lambda, key) DO NOTHING",
+         ON CONFLICT (lambda, key) DO UPDATE SET next_slot_at = key_pace.next_slot_at \
+         RETURNING lambda, key, next_slot_at",
         DIALECT.json_rows
     )))
-    .bind(&keys_json)
-    .execute(&mut *conn)
-    .await?;
-    let rows: Vec<(String, String, f64)> = sqlx::query_as(sql(format!(
-        "SELECT lambda, key, next_slot_at FROM key_pace WHERE (lambda, key) IN \
-         (SELECT j.value->>'lambda', j.value->>'key' FROM {}) ORDER BY lambda, key {}",
-        DIALECT.json_rows, DIALECT.row_lock
-    )))
-    .bind(&keys_json)
+    .bind(batch_json(keys)?)
     .fetch_all(&mut *conn)
     .await?;
     Ok(rows
         .into_iter()
         .map(|(lambda, key, next)| {
-            let rate = rates[&lambda];
-            let earliest = now as f64 - (rate.period_ms() as f64 - rate.interval_ms());
+            let earliest = rates.get(&lambda).map_or(next, |rate| earliest(*rate, now));
             (Key { lambda, key }, next.max(earliest))
         })
         .collect())
+}
+
+/// The earliest slot a key's bucket gives at `now`: full, its last token
+/// at `now`.
+pub(super) fn earliest(rate: KeyRate, now: Millis) -> f64 {
+    now as f64 - (rate.period_ms() as f64 - rate.interval_ms())
 }
 
 /// Keeps each key's next free slot.
@@ -89,13 +90,19 @@ pub(super) async fn save(conn: &mut Connection, slots: &HashMap<Key, f64>) -> Re
 }
 
 /// Forgets the buckets of keys idle for the longest period: a slot that far
-/// in the past gives as many tokens as no row.
+/// in the past gives as many tokens as no row. Rows a poll holds are
+/// skipped (Postgres), not waited for: a poll locks its keys' rows in
+/// their keys' order, and this would lock them in their slots' order.
 pub(super) async fn forget_idle(conn: &mut Connection, now: Millis) -> Result<()> {
     let longest = i64::try_from(KeyRate::MAX_PERIOD.as_millis()).unwrap_or(i64::MAX);
-    sqlx::query("DELETE FROM key_pace WHERE next_slot_at < $1")
-        .bind(now.saturating_sub(longest) as f64)
-        .execute(&mut *conn)
-        .await?;
+    sqlx::query(sql(format!(
+        "DELETE FROM key_pace WHERE (lambda, key) IN \
+         (SELECT t.lambda, t.key FROM key_pace t WHERE t.next_slot_at < $1 {})",
+        DIALECT.poll_lock
+    )))
+    .bind(now.saturating_sub(longest) as f64)
+    .execute(&mut *conn)
+    .await?;
     Ok(())
 }
 

@@ -208,6 +208,13 @@ pub async fn bad_debounces_are_refused(store: &dyn TaskStore) {
             },
             "idempotency key",
         ),
+        (
+            NewTask {
+                parent_id: Some("01MCC5RM00QP23VEFERPNDR1ER".into()),
+                ..base.clone()
+            },
+            "cannot be a child",
+        ),
         (debounced("acme", "1", 0), "from 1ms to 1day"),
         (debounced("acme", "1", 86_400_001), "from 1ms to 1day"),
     ] {
@@ -224,4 +231,50 @@ pub async fn bad_debounces_are_refused(store: &dyn TaskStore) {
         );
     }
     assert!(poll(store, T0 + 100_000).await.enqueued.is_empty());
+}
+
+/// A debounced task waiting for the slot of its key's rate keeps it when
+/// later tasks collapse into it: however many come, it spends one slot, and
+/// the key's next task is not pushed further back.
+pub async fn a_debounced_task_keeps_its_keys_slot(store: &dyn TaskStore) {
+    let config = LambdaConfig {
+        key_rate: Some(waft_core::KeyRate {
+            count: 1,
+            period: Duration::from_secs(3600),
+        }),
+        ..config()
+    };
+    deploy_with(store, "mail", config).await;
+    let plain = NewTask {
+        key: Some("acme".into()),
+        ..new_task("mail")
+    };
+    schedule(store, plain.clone(), T0).await;
+    let (waiting, _) = schedule(store, debounced("acme", "1", 100), T0).await;
+    assert_eq!(poll(store, T0).await.enqueued.len(), 1);
+    // Its window over, it takes the key's next slot: an hour on.
+    let report = poll(store, T0 + 100).await;
+    assert_eq!(report.key_paced, 1, "{report:?}");
+    let slot = T0 + 3_600_000;
+    for i in 1..=5 {
+        let now = T0 + 100 + 50 * i;
+        let (id, created) = schedule(store, debounced("acme", &i.to_string(), 100), now).await;
+        assert_eq!((id.as_str(), created), (waiting.as_str(), false));
+        let task = store.task_get(&waiting).await.unwrap().unwrap();
+        assert_eq!(
+            (task.next_trigger_at, task.key_paced),
+            (Some(slot), true),
+            "after {i}"
+        );
+        assert!(poll(store, now).await.enqueued.is_empty());
+    }
+    let (next, _) = schedule(store, plain, T0 + 500).await;
+    poll(store, T0 + 500).await;
+    let next = store.task_get(&next).await.unwrap().unwrap();
+    assert_eq!(next.next_trigger_at, Some(slot + 3_600_000), "{next:#?}");
+    let gone = poll(store, slot).await;
+    assert_eq!(gone.enqueued.len(), 1);
+    assert_eq!(gone.enqueued[0].id, waiting);
+    let task = store.task_get(&waiting).await.unwrap().unwrap();
+    assert_eq!(task.payload, b"5");
 }

@@ -202,14 +202,17 @@ impl Model {
 
     /// A debounced insert at `now` collapsing into task `id`: it takes the
     /// insert's request (its collection, here) and is due a window past
-    /// now, or ten windows past its own insert if sooner.
+    /// now, or ten windows past its own insert if sooner — or at the slot
+    /// of its key's rate it was given already, if that is later.
     pub fn collapse(&mut self, id: &str, collection: &str, now: Millis, window: Millis) {
         let task = self.tasks.get_mut(id).unwrap();
         task.collection = collection.into();
-        task.key_paced = false;
-        let at = (now + window).min(task.created + 10 * window);
-        task.due_at = at;
-        task.next_trigger_at = Some(at);
+        let end = (now + window).min(task.created + 10 * window);
+        task.due_at = end;
+        task.next_trigger_at = match task.next_trigger_at {
+            Some(slot) if task.key_paced && slot > end => Some(slot),
+            _ => Some(end),
+        };
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -788,10 +791,10 @@ fn apply(task: &mut ModelTask, operation: Operation, now: Millis, backoff: Milli
         task.enqueue_token += 1;
     }
     // A task keeps the slot of its key's rate it was given until it goes
-    // (or a gate or its key's limit stops it first).
+    // (or a gate stops it first; parked, it keeps it).
     match operation {
         Operation::Pace => task.key_paced = true,
-        Operation::Enqueue | Operation::Hold | Operation::Park => task.key_paced = false,
+        Operation::Enqueue | Operation::Hold => task.key_paced = false,
         _ => {}
     }
     match row.lease {

@@ -390,7 +390,10 @@ impl Run<'_> {
                     payload: b"\0".to_vec(),
                     run_at: (!debounce).then_some(self.now + delay),
                     debounce: debounce.then_some(Duration::from_millis(DEBOUNCE as u64)),
-                    parent_id: parent.and_then(|parent| self.task(parent)),
+                    // A debounced task has no parent.
+                    parent_id: parent
+                        .filter(|_| !debounce)
+                        .and_then(|parent| self.task(parent)),
                     key: key.map(|key| KEYS[key].into()),
                     ..NewTask::default()
                 }))
