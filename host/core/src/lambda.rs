@@ -1,6 +1,6 @@
 //! A lambda's configuration: how its tasks run and how they are retried.
 
-use crate::{Backoff, ByteSize, GrantError, Grants, KeyRate, Limits, LimitsError};
+use crate::{Backoff, ByteSize, GrantError, Grants, KeyFairness, KeyRate, Limits, LimitsError};
 
 /// Everything an owner configures about a lambda, per version.
 ///
@@ -36,6 +36,10 @@ pub struct LambdaConfig {
     /// a token bucket per key ([`KeyRate`]); unlimited if `None`. A due
     /// task whose key has no token waits in the store for its slot.
     pub key_rate: Option<KeyRate>,
+    /// Fairness between keys ([`KeyFairness`]): its ready tasks of
+    /// different keys take turns, weighted; first come, first served if
+    /// `None`.
+    pub key_fairness: Option<KeyFairness>,
     /// The other lambdas whose tasks this lambda's executions may schedule
     /// as children (a lambda may always schedule its own). Empty by
     /// default: a child of any other lambda is refused.
@@ -95,6 +99,7 @@ impl Default for LambdaConfig {
             quota_per_sec: None,
             key_concurrency: None,
             key_rate: None,
+            key_fairness: None,
             allowed_children: Vec::new(),
             grants: Grants::default(),
             on_divergence: OnDivergence::Fail,
@@ -209,6 +214,15 @@ impl LambdaConfig {
             && let Err(rule) = rate.check()
         {
             return invalid("key_rate", rate.to_string(), rule);
+        }
+        if let Some(fairness) = &self.key_fairness
+            && let Err(rule) = fairness.check()
+        {
+            return invalid(
+                "key_fairness",
+                rule,
+                "weights name at most 1000 keys, each weighing 1..=100",
+            );
         }
         if self.allowed_children.len() > Self::MAX_ALLOWED_CHILDREN {
             return invalid(

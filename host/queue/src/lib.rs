@@ -78,6 +78,19 @@ pub struct QueueMessage {
     pub traceparent: Option<String>,
     /// Its `tracestate`, when it has one.
     pub tracestate: Option<String>,
+    /// The key whose turns it takes, when its lambda is fair between keys.
+    /// The in-process queue hands out messages in weighted turns between
+    /// keys; SQS keeps its own order and drops this (the store's lookahead
+    /// per key bounds what a key puts ahead of another there).
+    pub turn: Option<Turn>,
+}
+
+/// A fair lambda's key, and its weight: how many messages it is handed
+/// out a turn.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Turn {
+    pub key: String,
+    pub weight: u32,
 }
 
 impl QueueMessage {
@@ -100,6 +113,7 @@ impl QueueMessage {
             enqueue_token,
             traceparent: None,
             tracestate: None,
+            turn: None,
         })
     }
 }
@@ -175,6 +189,7 @@ mod tests {
             enqueue_token: 7,
             traceparent: None,
             tracestate: None,
+            turn: None,
         };
         assert_eq!(QueueMessage::decode(&message.encode()).unwrap(), message);
         for bad in ["", "abc", ":3", "id:notanumber"] {

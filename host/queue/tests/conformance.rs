@@ -78,6 +78,7 @@ async fn a_queue_deleted_elsewhere_is_made_anew() {
         enqueue_token: 1,
         traceparent: None,
         tracestate: None,
+        turn: None,
     };
     mine.queue_send_many(&key, vec![message("a")])
         .await

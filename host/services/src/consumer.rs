@@ -30,7 +30,7 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
-use waft_queue::{QueueError, QueueKey, QueueMessage, TaskQueue};
+use waft_queue::{QueueError, QueueKey, QueueMessage, TaskQueue, Turn};
 use waft_store::{Millis, StoreError, TaskEnqueueReady, TaskStore};
 
 use crate::fills::FillSignal;
@@ -232,6 +232,7 @@ impl StoreConsumer {
                 enqueue_token: task.enqueue_token,
                 tracestate: trace.as_ref().and_then(|t| t.tracestate.clone()),
                 traceparent: trace.map(|t| t.traceparent),
+                turn: task.turn.map(|(key, weight)| Turn { key, weight }),
             });
         }
         let mut sent = 0;

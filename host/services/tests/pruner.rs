@@ -121,6 +121,7 @@ async fn a_deleted_lambdas_queues_are_deleted() {
         enqueue_token: 1,
         traceparent: None,
         tracestate: None,
+        turn: None,
     };
     let keys = [
         QueueKey::new("mail", 0),

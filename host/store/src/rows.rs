@@ -14,7 +14,9 @@
 use std::time::Duration;
 
 use waft_core::retention::Retention;
-use waft_core::{Backoff, ByteSize, KeyRate, LambdaConfig, Limits, OnDivergence, TaskStatus};
+use waft_core::{
+    Backoff, ByteSize, KeyFairness, KeyRate, LambdaConfig, Limits, OnDivergence, TaskStatus,
+};
 
 use sqlx::FromRow;
 
@@ -53,7 +55,7 @@ fn json<T: serde::de::DeserializeOwned>(what: &str, json: &str) -> Result<T, Sto
 
 /// The columns [`task`] reads, for `SELECT` and `RETURNING` lists.
 pub(crate) const TASK_COLUMNS: &str = "id, lambda, collection, priority, payload, status, attempt, \
-    max_attempts, scheduled_at, next_trigger_at, held, parked, paced, key_paced, debounced, \
+    max_attempts, scheduled_at, next_trigger_at, held, parked, awaits_turn, paced, key_paced, debounced, \
     enqueue_token, lease_token, created_at, enqueued_at, claimed_at, heartbeat_at, finished_at, \
     progress, last_error, log, output, parent_id, idempotency_key, key, cron_id, version, continuation, wait_kind, wait_signal";
 
@@ -75,6 +77,7 @@ pub(crate) struct TaskRow {
     paced: bool,
     key_paced: bool,
     debounced: bool,
+    awaits_turn: bool,
     enqueue_token: i64,
     lease_token: i64,
     created_at: Millis,
@@ -118,6 +121,7 @@ impl TryFrom<TaskRow> for Task {
             paced: row.paced,
             key_paced: row.key_paced,
             debounced: row.debounced,
+            awaits_turn: row.awaits_turn,
             enqueue_token: row.enqueue_token,
             lease_token: row.lease_token,
             created_at: row.created_at,
@@ -191,7 +195,7 @@ pub(crate) const LAMBDA_COLUMNS: &str = "l.name, v.version, v.digest, v.max_memo
     v.fuel, v.max_output, v.max_log, v.max_attempts, v.backoff_base_ms, v.backoff_factor, \
     v.backoff_max_ms, v.priorities, v.default_priority, v.max_payload, v.concurrency, \
     v.quota_per_sec, v.key_concurrency, v.key_rate_count, v.key_rate_period_ms, \
-    v.allowed_children, v.grants, v.on_divergence, v.retention, v.created_at";
+    v.key_fairness, v.allowed_children, v.grants, v.on_divergence, v.retention, v.created_at";
 
 /// A lambda at a version, as [`LAMBDA_COLUMNS`] selects it.
 #[derive(FromRow)]
@@ -216,6 +220,7 @@ pub(crate) struct LambdaRow {
     key_concurrency: Option<i64>,
     key_rate_count: Option<i64>,
     key_rate_period_ms: Option<i64>,
+    key_fairness: Option<String>,
     allowed_children: String,
     grants: String,
     on_divergence: String,
@@ -262,6 +267,15 @@ impl TryFrom<LambdaRow> for Lambda {
                     }),
                     _ => None,
                 },
+                key_fairness: row
+                    .key_fairness
+                    .as_deref()
+                    .map(|weights| {
+                        Ok::<_, StoreError>(KeyFairness {
+                            weights: json("key_fairness", weights)?,
+                        })
+                    })
+                    .transpose()?,
                 allowed_children: row.allowed_children.lines().map(str::to_owned).collect(),
                 grants: json("grants", &row.grants)?,
                 on_divergence: OnDivergence::parse(&row.on_divergence).ok_or_else(|| {

@@ -3,7 +3,7 @@
 //! The checks live in `conformance/`, one file per area as the store's SQL
 //! is split (lambdas and their artifacts, the state table, tasks as clients
 //! write them, as they read them and the tasks they make, journals and the
-//! versions they pin, suspended tasks, gates, pacing, limits per key, rates per key, debounce, cron, tokens, retention, the task history) and one for the guarantees on paths a crash soak never
+//! versions they pin, suspended tasks, gates, pacing, limits per key, rates per key, fairness between keys, debounce, cron, tokens, retention, the task history) and one for the guarantees on paths a crash soak never
 //! takes; this file runs each one on a fresh store of each backend: a SQLite
 //! file, and a database of its own on a throwaway PostgreSQL cluster the
 //! tests start (see `waft-testing`; under `CI=true` the Postgres tests fail
@@ -17,6 +17,8 @@ mod children;
 mod cron;
 #[path = "conformance/debounce.rs"]
 mod debounce;
+#[path = "conformance/fairness.rs"]
+mod fairness;
 #[path = "conformance/fan_in.rs"]
 mod fan_in;
 #[path = "conformance/gate_guarantees.rs"]
@@ -166,6 +168,12 @@ conformance!(
         a_rate_and_a_quota_take_their_slots_in_turn,
         racing_consumers_share_a_keys_bucket,
         a_redeploy_repaces_rated_tasks,
+    ],
+    fairness: [
+        a_keys_backlog_waits_its_turn_and_another_key_goes_at_once,
+        weights_scale_a_keys_lookahead,
+        a_redeploy_without_fairness_lets_the_backlog_go,
+        racing_consumers_never_queue_past_a_keys_turn,
     ],
     task_lists: [
         lists_filter_and_page,

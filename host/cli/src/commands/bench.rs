@@ -46,6 +46,9 @@ pub enum BenchTarget {
     /// A long run at a steady load: whether the store stays the same size
     /// once retention keeps up.
     Steady(crate::commands::bench_steady::SteadyBenchArgs),
+    /// How long a task of one key waits behind another key's backlog, with
+    /// or without fairness between keys.
+    Fairness(crate::commands::bench_fairness::FairnessBenchArgs),
 }
 
 #[derive(Debug, Args)]
@@ -92,6 +95,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode, Failure> {
         BenchTarget::Running(args) => crate::commands::bench_running::run(args),
         BenchTarget::Waits(args) => crate::commands::bench_waits::run(args),
         BenchTarget::Steady(args) => crate::commands::bench_steady::run(args),
+        BenchTarget::Fairness(args) => crate::commands::bench_fairness::run(args),
     }
 }
 

@@ -359,7 +359,7 @@ async fn punctuality(
 
 /// A span of each task (in ms; `None` where the task has not reached its
 /// end): how many have it, and their percentiles.
-fn spans(
+pub(crate) fn spans(
     tasks: &[waft_store::Task],
     span: impl Fn(&waft_store::Task) -> Option<i64>,
 ) -> Result<(usize, String), Failure> {

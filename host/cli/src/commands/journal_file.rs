@@ -218,6 +218,7 @@ mod tests {
             paced: false,
             key_paced: false,
             debounced: false,
+            awaits_turn: false,
             enqueue_token: 0,
             lease_token: 2,
             created_at: 1_800_000_000_000,

@@ -11,7 +11,8 @@ use serde_json::json;
 use waft_client::FrontendClient;
 use waft_core::retention::{End, Keep, Retention};
 use waft_core::{
-    Backoff, ByteSize, Grants, LambdaConfig, OnDivergence, OutboundLimits, OutboundPattern,
+    Backoff, ByteSize, Grants, KeyFairness, LambdaConfig, OnDivergence, OutboundLimits,
+    OutboundPattern,
 };
 use waft_services::ClientApi;
 use waft_store::{Lambda, LambdaVersion};
@@ -112,6 +113,16 @@ pub struct DeployArgs {
     /// absent.
     #[arg(long, value_name = "COUNT/PERIOD")]
     pub key_rate: Option<waft_core::KeyRate>,
+    /// Fairness between keys: ready tasks of different keys take turns,
+    /// so one key's backlog does not delay another key's first task.
+    /// Without it, tasks start first come, first served.
+    #[arg(long)]
+    pub key_fairness: bool,
+    /// A key's weight under fairness, KEY=WEIGHT (1..=100; every other key
+    /// weighs 1): `gold=4` takes four turns to another key's one.
+    /// Repeatable; implies --key-fairness.
+    #[arg(long = "key-weight", value_name = "KEY=WEIGHT", value_parser = waft_core::KeyFairness::parse_weight)]
+    pub key_weight: Vec<(String, u32)>,
     /// Another lambda whose tasks this lambda may schedule as children
     /// (repeatable; a lambda may always schedule its own). Needs the right
     /// to schedule that lambda's tasks.
@@ -234,6 +245,21 @@ impl DeployArgs {
         Ok(retention)
     }
 
+    /// `--key-fairness` and its `--key-weight`s; a key weighed twice is
+    /// refused.
+    fn key_fairness(&self) -> Result<Option<KeyFairness>, Failure> {
+        if !self.key_fairness && self.key_weight.is_empty() {
+            return Ok(None);
+        }
+        let mut fairness = KeyFairness::default();
+        for (key, weight) in &self.key_weight {
+            if fairness.weights.insert(key.clone(), *weight).is_some() {
+                return Err(Failure::usage(format!("--key-weight weighs {key:?} twice")));
+            }
+        }
+        Ok(Some(fairness))
+    }
+
     fn config(&self) -> Result<LambdaConfig, Failure> {
         let config = LambdaConfig {
             limits: self.limits.limits()?,
@@ -250,6 +276,7 @@ impl DeployArgs {
             quota_per_sec: self.quota,
             key_concurrency: self.key_concurrency,
             key_rate: self.key_rate,
+            key_fairness: self.key_fairness()?,
             allowed_children: self.allow_child.clone(),
             grants: self.grants.grants()?,
             on_divergence: self.on_divergence,
@@ -451,6 +478,7 @@ fn lambda_json(lambda: &Lambda) -> serde_json::Value {
             "quota_per_sec": config.quota_per_sec,
             "key_concurrency": config.key_concurrency,
             "key_rate": config.key_rate.map(|rate| rate.to_string()),
+            "key_fairness": config.key_fairness.as_ref().map(|fairness| json!({ "weights": fairness.weights })),
             "allowed_children": config.allowed_children,
             "allow_outbound": config.grants.outbound.iter().map(|p| p.as_str()).collect::<Vec<_>>(),
             "outbound_limits": {

@@ -2,6 +2,7 @@
 
 pub mod bench;
 mod bench_backlog;
+pub mod bench_fairness;
 pub mod bench_pipeline;
 pub mod bench_running;
 pub mod bench_steady;

@@ -522,6 +522,13 @@ async fn descendants(
 /// gate, a slot of a quota or rate, its debounce window, a signal or its
 /// children; `None` for a sleep, and for a task that waits for nothing.
 fn waiting_for(task: &Task) -> Option<String> {
+    if task.parked && task.awaits_turn {
+        let key = task.key.as_deref().unwrap_or_default();
+        return Some(format!(
+            "key {key:?}'s turn (the lambda is fair between keys, and as many of the key's \
+             tasks wait in the queue as its weight allows)"
+        ));
+    }
     if task.parked {
         let key = task.key.as_deref().unwrap_or_default();
         return Some(format!(
@@ -573,6 +580,7 @@ pub(crate) fn task_json(task: &Task) -> serde_json::Value {
         "finished_at": task.finished_at.map(time),
         "held": task.held,
         "parked": task.parked,
+        "awaits_turn": task.awaits_turn,
         "paced": task.paced,
         "key_paced": task.key_paced,
         "debounced": task.debounced,

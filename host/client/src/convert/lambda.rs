@@ -6,7 +6,8 @@ use waft_core::ServiceResult;
 use waft_core::model::{Backlog, Lambda, QueueFills};
 use waft_core::retention::{End, Keep, Retention};
 use waft_core::{
-    Backoff, ByteSize, Grants, KeyRate, LambdaConfig, Limits, OnDivergence, OutboundLimits,
+    Backoff, ByteSize, Grants, KeyFairness, KeyRate, LambdaConfig, Limits, OnDivergence,
+    OutboundLimits,
 };
 
 use super::*;
@@ -34,6 +35,12 @@ pub fn config_to_proto(config: &LambdaConfig) -> proto::LambdaConfig {
             count: rate.count,
             period_ms: rate.period_ms(),
         }),
+        key_fairness: config
+            .key_fairness
+            .as_ref()
+            .map(|fairness| proto::KeyFairness {
+                weights: fairness.weights.clone().into_iter().collect(),
+            }),
         allowed_children: config.allowed_children.clone(),
         allow_outbound: config
             .grants
@@ -181,6 +188,9 @@ pub fn config_from_proto(config: Option<proto::LambdaConfig>) -> ServiceResult<L
         key_rate: config.key_rate.map(|rate| KeyRate {
             count: rate.count,
             period: Duration::from_millis(rate.period_ms),
+        }),
+        key_fairness: config.key_fairness.map(|fairness| KeyFairness {
+            weights: fairness.weights.into_iter().collect(),
         }),
         allowed_children: config.allowed_children,
         grants: Grants {

@@ -54,6 +54,7 @@ pub fn task_to_proto(task: Task) -> proto::Task {
         paced: task.paced,
         key_paced: task.key_paced,
         debounced: task.debounced,
+        awaits_turn: task.awaits_turn,
         created_at_ms: task.created_at,
         enqueued_at_ms: task.enqueued_at,
         claimed_at_ms: task.claimed_at,
@@ -91,6 +92,7 @@ pub fn task_from_proto(task: proto::Task) -> ServiceResult<Task> {
         paced: task.paced,
         key_paced: task.key_paced,
         debounced: task.debounced,
+        awaits_turn: task.awaits_turn,
         // Internal to the store; never on the wire.
         enqueue_token: 0,
         lease_token: 0,

@@ -29,6 +29,9 @@ pub struct EnqueuedTask {
     pub enqueue_token: i64,
     /// The trace the task joins, as stored with it.
     pub trace: Option<TraceContext>,
+    /// Its key and the key's weight, when its lambda is fair between keys:
+    /// the queue hands it out in the key's turns.
+    pub turn: Option<(String, u32)>,
 }
 
 /// What one poll did.
@@ -74,15 +77,19 @@ pub enum Limit {
     KeyConcurrency,
     /// Its rate per key (`--key-rate`).
     KeyRate,
+    /// Its fairness between keys (`--key-fairness`): the key's turn.
+    KeyFairness,
 }
 
 impl Limit {
-    /// Its name in metrics: `quota`, `key_concurrency`, `key_rate`.
+    /// Its name in metrics: `quota`, `key_concurrency`, `key_rate`,
+    /// `key_fairness`.
     pub fn as_str(self) -> &'static str {
         match self {
             Limit::Quota => "quota",
             Limit::KeyConcurrency => "key_concurrency",
             Limit::KeyRate => "key_rate",
+            Limit::KeyFairness => "key_fairness",
         }
     }
 }

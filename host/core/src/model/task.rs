@@ -24,8 +24,13 @@ pub struct Task {
     /// Held back by a paused gate; released when the gate opens.
     pub held: bool,
     /// Waits for a task of its key to land: as many are in flight as its
-    /// lambda's concurrency per key allows.
+    /// lambda's concurrency per key allows (or, when `awaits_turn`, as
+    /// many wait in the queue as its key's turns allow).
     pub parked: bool,
+    /// Parked for its key's turn: its lambda is fair between keys, and as
+    /// many of its key's tasks wait in the queue as the key's weight
+    /// allows.
+    pub awaits_turn: bool,
     /// Waits for its slot of its lambda's scheduling quota (until
     /// `next_trigger_at`).
     pub paced: bool,

@@ -16,6 +16,7 @@ fn messages(prefix: &str, count: usize) -> Vec<QueueMessage> {
             // Every other message traced, one of those with a tracestate.
             traceparent: (i % 2 == 1).then(|| format!("00-{:032x}-{:016x}-01", i + 1, i + 1)),
             tracestate: (i == 1).then(|| "vendor=a:b;c".to_owned()),
+            turn: None,
         })
         .collect()
 }

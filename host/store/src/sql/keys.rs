@@ -1,18 +1,23 @@
 //! Concurrency per key: at most a lambda's `key_concurrency` of its tasks
 //! of one key in flight (enqueued, claimed or processing) at once, across
-//! every consumer, controller and executor.
+//! every consumer, controller and executor; and fairness between keys: at
+//! most a fair lambda's lookahead of one key's tasks enqueued (waiting in
+//! the queue, [`KeyFairness::lookahead`]), so that a key's backlog waits
+//! in the store, out of the due tasks' way, and every key's next task
+//! reaches the queue at the next poll.
 //!
-//! The poll decides it, where a task is given the enqueue token its claim
-//! needs: a due task whose key has as many in flight is parked (it waits
+//! The poll decides both, where a task is given the enqueue token its
+//! claim needs: a due task whose key has no place left is parked (it waits
 //! in the store with no trigger, spending no attempt) instead of enqueued.
 //! When a task of a limited lambda's key lands (leaves flight, by whatever
 //! statement) — or a task not parked changes state outside flight in any
 //! other way, as an unparked one does when a gate holds or drops it, a
-//! cancel ends it or its quota paces it instead of taking its place — a
-//! trigger marks its key in `key_landings` in the same transaction
-//! (migration 0025), and the next poll unparks the key's oldest parked
-//! tasks, as many as there are places. So a key never has a parked task
-//! and a free place past the next poll. Polls count and decide under
+//! cancel ends it or its quota paces it instead of taking its place — or,
+//! for a fair lambda, leaves the queue (is claimed), a trigger marks its
+//! key in `key_landings` in the same transaction (migrations 0025, 0029),
+//! and the next poll unparks the key's oldest parked tasks, as many as
+//! there are places. So a key never has a parked task and a free place
+//! past the next poll. Polls count and decide under
 //! one lock (`keys_lock`), which deploys and rollbacks take too, so two
 //! consumers never both take a key's last place and a limit never changes
 //! under a poll; an execution that lands meanwhile only adds a mark (marks
@@ -21,12 +26,13 @@
 use std::collections::{BTreeSet, HashMap};
 
 use serde::Serialize;
+use waft_core::KeyFairness;
 
 use super::pace::Due;
 use super::{Connection, DIALECT};
-use crate::names::status::{IN_FLIGHT, NEXT_ATTEMPT};
+use crate::names::status::{ENQUEUED, IN_FLIGHT, NEXT_ATTEMPT};
 use crate::support::{batch_json, sql};
-use crate::{EnqueueReport, Limit, Millis, Result};
+use crate::{EnqueueReport, Limit, Millis, Result, StoreError};
 
 /// A key of a lambda, as the database keeps it (the field names are the
 /// statements' JSON keys).
@@ -45,12 +51,45 @@ const KEYS_PER_POLL: i64 = 256;
 /// long past its key's landing.
 const RECHECK_MS: Millis = 20;
 
-/// The limits a poll decides by: the concurrency per key of every lambda
-/// that has one, read under the keys' lock when any lambda has a limit (so
-/// that a deploy changing one, which takes the lock too, comes wholly
-/// before or after the poll, and never deletes a pace or bucket row the
-/// poll waits for while it waits for the poll's tasks).
-pub(super) struct Limits(HashMap<String, i64>);
+/// The limits a poll decides by: the concurrency per key and the fairness
+/// of every lambda that has one, read under the keys' lock when any lambda
+/// has a limit (so that a deploy changing one, which takes the lock too,
+/// comes wholly before or after the poll, and never deletes a pace or
+/// bucket row the poll waits for while it waits for the poll's tasks).
+pub(super) struct Limits(HashMap<String, PerKey>);
+
+/// A lambda's limits on each of its keys.
+struct PerKey {
+    concurrency: Option<i64>,
+    fairness: Option<KeyFairness>,
+}
+
+/// A key's tasks in flight, and of them those enqueued (in the queue).
+#[derive(Debug, Clone, Copy, Default)]
+struct Flight {
+    flying: i64,
+    queued: i64,
+}
+
+impl PerKey {
+    /// How many more of `key`'s tasks may go, with `flight` of them in
+    /// flight; and the limit that leaves none, if one does.
+    fn places(&self, key: &str, flight: Flight) -> (i64, Option<Limit>) {
+        let mut places = (i64::MAX, None);
+        if let Some(fairness) = &self.fairness {
+            places = (
+                i64::from(fairness.lookahead(key)) - flight.queued,
+                Some(Limit::KeyFairness),
+            );
+        }
+        if let Some(limit) = self.concurrency
+            && limit - flight.flying <= places.0
+        {
+            places = (limit - flight.flying, Some(Limit::KeyConcurrency));
+        }
+        places
+    }
+}
 
 impl Limits {
     /// Reads the limits, taking the keys' lock first when any lambda has
@@ -90,7 +129,10 @@ impl Limits {
         let mut woken = 0;
         for key in &marked {
             let places = match self.0.get(&key.lambda) {
-                Some(limit) => limit - flying.get(key).copied().unwrap_or(0),
+                Some(limits) => {
+                    let flight = flying.get(key).copied().unwrap_or_default();
+                    limits.places(&key.key, flight).0
+                }
                 None => i64::MAX,
             };
             if places > 0 {
@@ -100,10 +142,21 @@ impl Limits {
         Ok(woken)
     }
 
+    /// The turn a task of `lambda` and `key` takes in its queue: its key
+    /// and the key's weight, when the lambda is fair (tasks without a key
+    /// take theirs as one key).
+    pub(super) fn turn(&self, lambda: &str, key: Option<String>) -> Option<(String, u32)> {
+        let fairness = self.0.get(lambda)?.fairness.as_ref()?;
+        let key = key.unwrap_or_default();
+        let weight = fairness.weight(&key);
+        Some((key, weight))
+    }
+
     /// Of the tasks the poll would enqueue, those that may go, in due order
     /// (ties by id): a task of a limited lambda's key goes while its key has
-    /// places, and is parked otherwise. A task in flight already
-    /// (re-enqueued, or expired) holds its place and goes.
+    /// places, and is parked otherwise (awaiting its turn when fairness
+    /// is what leaves none). A task in flight already (re-enqueued, or
+    /// expired) holds its place and goes.
     pub(super) async fn admit(
         &self,
         conn: &mut Connection,
@@ -136,17 +189,27 @@ impl Limits {
                 going.push(due);
                 continue;
             };
-            let key = Key {
-                lambda: due.lambda.clone(),
-                key: key.clone(),
-            };
-            let count = flying.entry(key).or_insert(0);
-            if *count < limits[&due.lambda] {
-                *count += 1;
-                going.push(due);
-            } else {
-                report.held_back(&due.lambda, Limit::KeyConcurrency);
-                parked.push(due.id);
+            let limits = &limits[&due.lambda];
+            let flight = flying
+                .entry(Key {
+                    lambda: due.lambda.clone(),
+                    key: key.clone(),
+                })
+                .or_default();
+            match limits.places(key, *flight) {
+                (places, _) if places > 0 => {
+                    flight.flying += 1;
+                    flight.queued += 1;
+                    going.push(due);
+                }
+                (_, limit) => {
+                    let limit = limit.unwrap_or(Limit::KeyConcurrency);
+                    report.held_back(&due.lambda, limit);
+                    parked.push(Parked {
+                        id: due.id,
+                        turn: u8::from(limit == Limit::KeyFairness),
+                    });
+                }
             }
         }
         park(conn, &parked).await?;
@@ -194,39 +257,60 @@ pub(super) async fn lock(conn: &mut Connection) -> Result<()> {
 }
 
 /// Whether any lambda has, at its current version, a limit a deploy may
-/// change under a poll: a concurrency or a rate per key (whose buckets a
-/// deploy refills), or a quota (whose pace it resets).
+/// change under a poll: a concurrency, fairness or a rate per key (whose
+/// buckets a deploy refills), or a quota (whose pace it resets).
 async fn any_limit(conn: &mut Connection) -> Result<bool> {
     let found: Option<i64> = sqlx::query_scalar(
         "SELECT CAST(1 AS BIGINT) FROM lambdas l JOIN lambda_versions v \
          ON v.lambda = l.name AND v.version = l.current_version \
          WHERE v.key_concurrency IS NOT NULL OR v.key_rate_count IS NOT NULL \
-            OR v.quota_per_sec IS NOT NULL LIMIT 1",
+            OR v.quota_per_sec IS NOT NULL OR v.key_fairness IS NOT NULL LIMIT 1",
     )
     .fetch_optional(&mut *conn)
     .await?;
     Ok(found.is_some())
 }
 
-/// The concurrency per key of every lambda that has one, at its current
-/// version.
-async fn limits(conn: &mut Connection) -> Result<HashMap<String, i64>> {
-    let limits: Vec<(String, i64)> = sqlx::query_as(
-        "SELECT l.name, v.key_concurrency FROM lambdas l JOIN lambda_versions v \
-         ON v.lambda = l.name AND v.version = l.current_version \
-         WHERE v.key_concurrency IS NOT NULL",
+/// The concurrency per key and the fairness of every lambda that has
+/// either, at its current version.
+async fn limits(conn: &mut Connection) -> Result<HashMap<String, PerKey>> {
+    let limits: Vec<(String, Option<i64>, Option<String>)> = sqlx::query_as(
+        "SELECT l.name, v.key_concurrency, v.key_fairness FROM lambdas l \
+         JOIN lambda_versions v ON v.lambda = l.name AND v.version = l.current_version \
+         WHERE v.key_concurrency IS NOT NULL OR v.key_fairness IS NOT NULL",
     )
     .fetch_all(&mut *conn)
     .await?;
-    Ok(limits.into_iter().collect())
+    limits
+        .into_iter()
+        .map(|(lambda, concurrency, fairness)| {
+            let fairness = fairness
+                .map(|weights| {
+                    serde_json::from_str(&weights)
+                        .map(|weights| KeyFairness { weights })
+                        .map_err(|e| StoreError::Corrupt(format!("key_fairness {weights:?}: {e}")))
+                })
+                .transpose()?;
+            Ok((
+                lambda,
+                PerKey {
+                    concurrency,
+                    fairness,
+                },
+            ))
+        })
+        .collect()
 }
 
-/// How many tasks of each key are in flight, in one statement.
-async fn in_flight(conn: &mut Connection, keys: &[Key]) -> Result<HashMap<Key, i64>> {
-    let counts: Vec<(String, String, i64)> = sqlx::query_as(sql(format!(
+/// How many tasks of each key are in flight, and of them enqueued, in one
+/// statement (from the index of tasks in flight alone).
+async fn in_flight(conn: &mut Connection, keys: &[Key]) -> Result<HashMap<Key, Flight>> {
+    let counts: Vec<(String, String, i64, i64)> = sqlx::query_as(sql(format!(
         "SELECT j.value->>'lambda', j.value->>'key', \
          (SELECT COUNT(*) FROM tasks t WHERE t.lambda = j.value->>'lambda' \
-            AND t.key = j.value->>'key' AND t.status IN {IN_FLIGHT}) \
+            AND t.key = j.value->>'key' AND t.status IN {IN_FLIGHT}), \
+         (SELECT COUNT(*) FROM tasks t WHERE t.lambda = j.value->>'lambda' \
+            AND t.key = j.value->>'key' AND t.status = {ENQUEUED}) \
          FROM {}",
         DIALECT.json_rows
     )))
@@ -235,32 +319,36 @@ async fn in_flight(conn: &mut Connection, keys: &[Key]) -> Result<HashMap<Key, i
     .await?;
     Ok(counts
         .into_iter()
-        .map(|(lambda, key, n)| (Key { lambda, key }, n))
+        .map(|(lambda, key, flying, queued)| (Key { lambda, key }, Flight { flying, queued }))
         .collect())
+}
+
+/// A task [`park`] parks (the field names are its JSON keys): `turn` is 1
+/// when it awaits its key's turn.
+#[derive(Serialize)]
+struct Parked {
+    id: String,
+    turn: u8,
 }
 
 /// Parks tasks, in one update: each waits in the store, not due, its due
 /// time kept (the earlier of when it was due and when it was looked at). A
 /// task given its key's slot of a rate already keeps it: unparked, it goes
 /// without taking another.
-async fn park(conn: &mut Connection, ids: &[String]) -> Result<()> {
-    #[derive(Serialize)]
-    struct Parked<'a> {
-        id: &'a str,
-    }
-    if ids.is_empty() {
+async fn park(conn: &mut Connection, tasks: &[Parked]) -> Result<()> {
+    if tasks.is_empty() {
         return Ok(());
     }
-    let rows: Vec<Parked> = ids.iter().map(|id| Parked { id }).collect();
     sqlx::query(sql(format!(
         "UPDATE tasks SET status = {NEXT_ATTEMPT}, parked = TRUE, \
+         awaits_turn = (CAST(p.turn AS INTEGER) = 1), \
          due_at = CASE WHEN next_trigger_at < due_at THEN next_trigger_at ELSE due_at END, \
          next_trigger_at = NULL, paced = FALSE, debounced = FALSE \
-         FROM (SELECT j.value->>'id' AS park_id FROM {}) AS p \
+         FROM (SELECT j.value->>'id' AS park_id, j.value->>'turn' AS turn FROM {}) AS p \
          WHERE tasks.id = p.park_id",
         DIALECT.json_rows
     )))
-    .bind(batch_json(&rows)?)
+    .bind(batch_json(tasks)?)
     .execute(&mut *conn)
     .await?;
     Ok(())
@@ -273,7 +361,8 @@ async fn park(conn: &mut Connection, ids: &[String]) -> Result<()> {
 /// ended.
 async fn unpark(conn: &mut Connection, key: &Key, places: i64) -> Result<u64> {
     Ok(sqlx::query(
-        "UPDATE tasks SET parked = FALSE, next_trigger_at = due_at WHERE parked AND id IN \
+        "UPDATE tasks SET parked = FALSE, awaits_turn = FALSE, next_trigger_at = due_at \
+         WHERE parked AND id IN \
          (SELECT id FROM tasks WHERE lambda = $1 AND key = $2 AND parked \
           ORDER BY due_at, id LIMIT $3)",
     )

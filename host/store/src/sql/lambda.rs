@@ -84,6 +84,7 @@ pub(super) async fn insert_version(
         quota_per_sec,
         key_concurrency,
         key_rate,
+        key_fairness,
         allowed_children,
         grants,
         on_divergence,
@@ -95,9 +96,9 @@ pub(super) async fn insert_version(
          max_output, max_log, max_attempts, backoff_base_ms, backoff_factor, backoff_max_ms, \
          priorities, default_priority, max_payload, concurrency, quota_per_sec, created_at, \
          allowed_children, grants, on_divergence, retention, key_concurrency, key_rate_count, \
-         key_rate_period_ms) \
+         key_rate_period_ms, key_fairness) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, \
-         $18, $19, $20, $21, $22, $23, $24, $25)",
+         $18, $19, $20, $21, $22, $23, $24, $25, $26)",
     )
     .bind(&params.name)
     .bind(version)
@@ -124,6 +125,13 @@ pub(super) async fn insert_version(
     .bind(key_concurrency.map(i64::from))
     .bind(key_rate.map(|rate| i64::from(rate.count)))
     .bind(key_rate.map(|rate| i64::try_from(rate.period_ms()).unwrap_or(i64::MAX)))
+    .bind(
+        key_fairness
+            .as_ref()
+            .map(|fairness| serde_json::to_string(&fairness.weights))
+            .transpose()
+            .map_err(|e| StoreError::Invalid(e.to_string()))?,
+    )
     .execute(&mut *conn)
     .await?;
     Ok(())

@@ -53,6 +53,7 @@ struct EnqueuedRow {
     lambda: String,
     priority: i64,
     enqueue_token: i64,
+    key: Option<String>,
     traceparent: Option<String>,
     tracestate: Option<String>,
 }
@@ -83,7 +84,7 @@ pub(super) async fn enqueue_ready(
     attempt::record(&mut *tx, lost, now).await?;
     let open = limits.admit(&mut *tx, open, &mut report).await?;
     let to_enqueue = pace::pace(&mut *tx, open, now, &mut report).await?;
-    report.enqueued = enqueue(&mut *tx, to_enqueue, now, params.enqueue_timeout).await?;
+    report.enqueued = enqueue(&mut *tx, to_enqueue, now, params.enqueue_timeout, &limits).await?;
     if due.len() < params.limit as usize {
         // The partial index on next_trigger_at answers this from its first
         // entry past `now`.
@@ -214,12 +215,13 @@ async fn triage<'a>(
 }
 
 /// Enqueues the tasks in one statement; answers them in due order, as the
-/// poll found them.
+/// poll found them, each of a fair lambda with its key's turn.
 async fn enqueue(
     tx: &mut Connection,
     tasks: Vec<Now>,
     now: Millis,
     enqueue_timeout: Duration,
+    limits: &keys::Limits,
 ) -> Result<Vec<EnqueuedTask>> {
     if tasks.is_empty() {
         return Ok(Vec::new());
@@ -237,7 +239,7 @@ async fn enqueue(
          last_error = COALESCE(d.due_error, last_error) \
          FROM (SELECT j.value->>'id' AS due_id, j.value->>'error' AS due_error FROM {}) AS d \
          WHERE tasks.id = d.due_id \
-         RETURNING id, lambda, priority, enqueue_token, traceparent, tracestate",
+         RETURNING id, lambda, priority, enqueue_token, key, traceparent, tracestate",
         DIALECT.json_rows
     )))
     .bind(batch_json(&rows)?)
@@ -257,6 +259,7 @@ async fn enqueue(
                 .ok_or_else(|| StoreError::Corrupt(format!("task {id} vanished")))?;
             Ok(EnqueuedTask {
                 id,
+                turn: limits.turn(&row.lambda, row.key),
                 lambda: row.lambda,
                 priority: u8::try_from(row.priority)
                     .map_err(|_| StoreError::Corrupt("priority".into()))?,

@@ -156,7 +156,7 @@ pub(super) async fn cancel(tx: &mut Connection, id: &str, now: Millis) -> Result
     }
     let row = sqlx::query(sql(format!(
         "UPDATE tasks SET status = {CANCELLED}, next_trigger_at = NULL, held = FALSE, \
-         parked = FALSE, finished_at = $2 WHERE id = $1 AND status IN {UNFINISHED} RETURNING {TASK_COLUMNS}"
+         parked = FALSE, awaits_turn = FALSE, finished_at = $2 WHERE id = $1 AND status IN {UNFINISHED} RETURNING {TASK_COLUMNS}"
     )))
     .bind(text_in(id))
     .bind(now)

@@ -38,7 +38,9 @@ export function TaskPage({ id }) {
       <h1>Task <span class="mono">{task.id}</span></h1>
       <p class="sub">
         <Status status={status} /> {task.held ? "held by a paused gate · " : ""}
-        {task.parked ? "parked: waits for a free place for its key (the lambda's concurrency per key) · " : ""}
+        {task.parked ? (task.awaitsTurn
+          ? "parked: waits for its key's turn (the lambda is fair between keys) · "
+          : "parked: waits for a free place for its key (the lambda's concurrency per key) · ") : ""}
         {!ended && task.paced ? "paced: waits for its slot of the lambda's scheduling quota · " : ""}
         {!ended && task.keyPaced && !task.paced ? "paced: waits for its slot of its key's rate (the lambda's rate per key) · " : ""}
         {status === "new" && task.debounced && !task.paced && !task.keyPaced ? "debounced: waits for its window; its key's debounced tasks collapse into it · " : ""}

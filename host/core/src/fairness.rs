@@ -1,0 +1,117 @@
+//! Fairness between keys: within a lambda, ready tasks of different keys
+//! take turns, so one key's backlog does not delay another key's first
+//! task. A key's share is its weight (1 unless the lambda names it) over
+//! the weights of every key with tasks waiting; tasks without a key take
+//! turns as one key.
+//!
+//! Two parts make it hold, whatever the number of processes: the store
+//! keeps at most [`KeyFairness::LOOKAHEAD`] tasks of a key (times its
+//! weight) waiting in the queue and parks the rest, so a backlog never
+//! fills a queue ahead of other keys; and the embedded mode's queue hands
+//! its messages out in weighted turns between keys.
+
+use std::collections::BTreeMap;
+
+/// A lambda's fairness between keys: the weights of the keys it names.
+///
+/// ```
+/// let mut fair = waft_core::KeyFairness::default();
+/// let (key, weight) = waft_core::KeyFairness::parse_weight("gold=3").unwrap();
+/// fair.weights.insert(key, weight);
+/// assert_eq!(fair.weight("gold"), 3);
+/// assert_eq!(fair.weight("anyone"), 1);
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KeyFairness {
+    /// Weights of the keys named; every other key weighs 1.
+    pub weights: BTreeMap<String, u32>,
+}
+
+impl KeyFairness {
+    /// Tasks of a key of weight 1 waiting in a queue at once; the store
+    /// parks the rest until some are claimed. Large enough that one key
+    /// alone keeps every executor busy between two polls, small enough
+    /// that a queue without turns (SQS) puts no more of one key ahead of
+    /// another key's first task.
+    pub const LOOKAHEAD: u32 = 500;
+    /// The heaviest weight.
+    pub const MAX_WEIGHT: u32 = 100;
+    /// The most keys a lambda may name.
+    pub const MAX_WEIGHTS: usize = 1000;
+
+    /// The weight of `key`.
+    pub fn weight(&self, key: &str) -> u32 {
+        self.weights.get(key).copied().unwrap_or(1)
+    }
+
+    /// How many of `key`'s tasks may wait in a queue at once.
+    pub fn lookahead(&self, key: &str) -> u32 {
+        Self::LOOKAHEAD * self.weight(key)
+    }
+
+    /// Why the weights are out of bounds, if they are.
+    pub fn check(&self) -> Result<(), String> {
+        if self.weights.len() > Self::MAX_WEIGHTS {
+            return Err(format!(
+                "{} keys are weighed; at most {} may be",
+                self.weights.len(),
+                Self::MAX_WEIGHTS
+            ));
+        }
+        for (key, weight) in &self.weights {
+            crate::task::check_key(key)?;
+            if !(1..=Self::MAX_WEIGHT).contains(weight) {
+                return Err(format!(
+                    "key {key:?} weighs {weight}; a weight is within 1..={}",
+                    Self::MAX_WEIGHT
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Parses `KEY=WEIGHT` (the last `=` splits, so a key may hold one).
+    pub fn parse_weight(text: &str) -> Result<(String, u32), String> {
+        let usage = "write KEY=WEIGHT, e.g. gold=3";
+        let (key, weight) = text
+            .rsplit_once('=')
+            .ok_or_else(|| format!("{text:?}: {usage}"))?;
+        let weight: u32 = weight.trim().parse().map_err(|_| {
+            format!("{text:?}: the weight {weight:?} is not a whole number; {usage}")
+        })?;
+        crate::task::check_key(key).map_err(|e| format!("{text:?}: {e}"))?;
+        if !(1..=Self::MAX_WEIGHT).contains(&weight) {
+            return Err(format!(
+                "{text:?}: a weight is within 1..={}",
+                Self::MAX_WEIGHT
+            ));
+        }
+        Ok((key.to_owned(), weight))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn weights_parse_and_bad_ones_are_refused() {
+        assert_eq!(
+            KeyFairness::parse_weight("a=b=2").unwrap(),
+            ("a=b".to_owned(), 2)
+        );
+        for bad in ["gold", "=3", "gold=0", "gold=101", "gold=x", "gold=-1"] {
+            assert!(KeyFairness::parse_weight(bad).is_err(), "{bad}");
+        }
+        let fair = KeyFairness {
+            weights: BTreeMap::from([("gold".to_owned(), 4)]),
+        };
+        assert_eq!(fair.lookahead("gold"), 4 * KeyFairness::LOOKAHEAD);
+        assert_eq!(fair.lookahead("lead"), KeyFairness::LOOKAHEAD);
+        assert!(fair.check().is_ok());
+        let heavy = KeyFairness {
+            weights: BTreeMap::from([("gold".to_owned(), 0)]),
+        };
+        assert!(heavy.check().is_err());
+    }
+}

@@ -1,0 +1,37 @@
+-- Fairness between keys: a lambda's weights of the keys it names (a JSON
+-- object; NULL: first come, first served). The poll keeps at most a
+-- lookahead of a fair key's tasks enqueued (waiting in the queue) and
+-- parks the rest, marking `awaits_turn` to say why; a task of a fair key
+-- leaving the queue (claimed, or ended there) marks its key in
+-- `key_landings`, for the next poll to unpark as many as there are places.
+ALTER TABLE lambda_versions ADD COLUMN key_fairness TEXT;
+ALTER TABLE tasks ADD COLUMN awaits_turn BOOLEAN NOT NULL DEFAULT FALSE;
+-- The poll counts a key's tasks in flight and, of them, those enqueued,
+-- from the index alone.
+DROP INDEX tasks_in_flight;
+CREATE INDEX tasks_in_flight ON tasks (lambda, key, status)
+    WHERE key IS NOT NULL AND status IN ('enqueued', 'claimed', 'processing');
+-- A key is marked when one of its tasks not parked lands (leaves flight)
+-- and its lambda has a concurrency per key, or leaves the queue (a task
+-- not parked changing state from anywhere but a running one, to anything
+-- but enqueued) and its lambda is fair.
+DROP TRIGGER tasks_landed ON tasks;
+CREATE OR REPLACE FUNCTION tasks_landed() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM lambdas l JOIN lambda_versions v
+        ON v.lambda = l.name AND v.version = l.current_version
+        WHERE l.name = NEW.lambda AND (
+            (v.key_concurrency IS NOT NULL
+                AND NEW.status NOT IN ('enqueued', 'claimed', 'processing'))
+            OR (v.key_fairness IS NOT NULL
+                AND OLD.status NOT IN ('claimed', 'processing')))) THEN
+        INSERT INTO key_landings (lambda, key) VALUES (NEW.lambda, NEW.key);
+    END IF;
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER tasks_landed AFTER UPDATE OF status ON tasks FOR EACH ROW
+WHEN (NEW.key IS NOT NULL AND NOT NEW.parked
+    AND (NEW.status NOT IN ('enqueued', 'claimed', 'processing')
+        OR (OLD.status = 'enqueued' AND NEW.status <> 'enqueued')))
+EXECUTE FUNCTION tasks_landed();

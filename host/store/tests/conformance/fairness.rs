@@ -1,0 +1,238 @@
+//! Fairness between keys: a fair lambda's key keeps at most its lookahead
+//! of tasks enqueued, the rest waiting parked for the key's turn, so
+//! another key's task goes at the next poll whatever the backlog; every
+//! claim gives the turn on, weights scale the lookahead, and racing
+//! consumers never queue more of a key than it allows.
+
+use std::collections::BTreeMap;
+
+use waft_core::{KeyFairness, LambdaConfig, TaskStatus};
+use waft_store::{Limit, NewTask, TaskCount, TaskInsertMany, TaskStore};
+
+use crate::support::*;
+
+const LOOKAHEAD: u64 = KeyFairness::LOOKAHEAD as u64;
+
+fn fair(weights: &[(&str, u32)]) -> LambdaConfig {
+    LambdaConfig {
+        key_fairness: Some(KeyFairness {
+            weights: weights.iter().map(|(k, w)| ((*k).to_owned(), *w)).collect(),
+        }),
+        ..config()
+    }
+}
+
+fn keyed(key: &str) -> NewTask {
+    NewTask {
+        key: Some(key.into()),
+        ..new_task("mail")
+    }
+}
+
+async fn insert_keyed(store: &dyn TaskStore, key: &str, count: usize, now: i64) -> Vec<String> {
+    let mut ids = Vec::with_capacity(count);
+    for start in (0..count).step_by(500) {
+        let tasks = (start..count.min(start + 500))
+            .map(|_| keyed(key))
+            .collect();
+        let inserted = store
+            .task_insert_many(TaskInsertMany { tasks, now })
+            .await
+            .unwrap();
+        ids.extend(inserted.into_iter().map(|t| t.id));
+    }
+    ids
+}
+
+/// How many of a key's tasks are in each status.
+async fn counts(store: &dyn TaskStore, key: &str) -> BTreeMap<TaskStatus, u64> {
+    store
+        .task_count(TaskCount {
+            lambda: "mail".into(),
+            key: Some(key.into()),
+            ..TaskCount::default()
+        })
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|c| (c.status, c.count))
+        .collect()
+}
+
+async fn queued(store: &dyn TaskStore, key: &str) -> u64 {
+    counts(store, key)
+        .await
+        .get(&TaskStatus::Enqueued)
+        .copied()
+        .unwrap_or(0)
+}
+
+/// A key's backlog beyond its lookahead waits parked for its turn (no
+/// trigger, no attempt spent, said why), so another key's task scheduled
+/// after it goes at the next poll; each claim gives the turn to the key's
+/// oldest parked task, and a task not taking its place (cancelled) too.
+pub async fn a_keys_backlog_waits_its_turn_and_another_key_goes_at_once(store: &dyn TaskStore) {
+    deploy_with(store, "mail", fair(&[])).await;
+    let a = insert_keyed(store, "a", 1200, T0).await;
+    let first = poll(store, T0 + 10).await;
+    assert_eq!(first.enqueued.len() as u64, LOOKAHEAD);
+    assert_eq!(first.parked, 1000 - LOOKAHEAD);
+    assert_eq!(
+        first.limited,
+        [(("mail".to_owned(), Limit::KeyFairness), 1000 - LOOKAHEAD)].into()
+    );
+    assert!(
+        first
+            .enqueued
+            .iter()
+            .all(|t| t.turn == Some(("a".to_owned(), 1)))
+    );
+    let second = poll(store, T0 + 20).await;
+    assert_eq!((second.enqueued.len(), second.parked), (0, 200));
+    let went: std::collections::BTreeSet<&str> =
+        first.enqueued.iter().map(|t| t.id.as_str()).collect();
+    let mut waiting: Vec<&String> = a.iter().filter(|id| !went.contains(id.as_str())).collect();
+    waiting.sort();
+    let parked = store.task_get(waiting[0]).await.unwrap().unwrap();
+    assert_eq!(
+        (
+            parked.status,
+            parked.parked,
+            parked.awaits_turn,
+            parked.next_trigger_at,
+            parked.attempt
+        ),
+        (TaskStatus::New, true, true, None, 0)
+    );
+
+    // A task of another key, scheduled after the backlog, goes at once.
+    let b = insert(store, keyed("b"), T0 + 30).await;
+    let report = poll(store, T0 + 31).await;
+    let ids: Vec<_> = report.enqueued.iter().map(|t| t.id.as_str()).collect();
+    assert_eq!(ids, [b.as_str()]);
+    assert_eq!(report.enqueued[0].turn, Some(("b".to_owned(), 1)));
+
+    // Three claims and a cancel give the turn to four of the backlog,
+    // oldest first (all due at once: by id).
+    for task in &first.enqueued[..3] {
+        claim(store, &task.id, task.enqueue_token, T0 + 40)
+            .await
+            .unwrap();
+    }
+    store
+        .task_cancel(&first.enqueued[3].id, T0 + 40)
+        .await
+        .unwrap();
+    let next = poll(store, T0 + 41).await;
+    let mut ids: Vec<&String> = next.enqueued.iter().map(|t| &t.id).collect();
+    ids.sort();
+    let expected = &waiting[..4];
+    assert_eq!(ids, expected);
+    assert_eq!(queued(store, "a").await, LOOKAHEAD);
+    let woken = store.task_get(&expected[0]).await.unwrap().unwrap();
+    assert!(!woken.parked && !woken.awaits_turn);
+}
+
+/// A key's weight scales its lookahead; with a concurrency per key too, the
+/// tighter limit parks, and says which it is.
+pub async fn weights_scale_a_keys_lookahead(store: &dyn TaskStore) {
+    deploy_with(store, "mail", fair(&[("gold", 2)])).await;
+    insert_keyed(store, "gold", 1100, T0).await;
+    insert_keyed(store, "lead", 600, T0 + 1).await;
+    for step in 0..3 {
+        poll(store, T0 + 10 + step).await;
+    }
+    assert_eq!(queued(store, "gold").await, 2 * LOOKAHEAD);
+    assert_eq!(queued(store, "lead").await, LOOKAHEAD);
+
+    deploy_with(
+        store,
+        "mail",
+        LambdaConfig {
+            key_concurrency: Some(3),
+            ..fair(&[])
+        },
+    )
+    .await;
+    let c = insert_keyed(store, "c", 5, T0 + 20).await;
+    let report = poll(store, T0 + 30).await;
+    let of_c = report
+        .enqueued
+        .iter()
+        .filter(|t| t.turn.as_ref().is_some_and(|(key, _)| key == "c"))
+        .count();
+    assert_eq!(of_c, 3);
+    let mut parked = 0;
+    for id in &c {
+        let task = store.task_get(id).await.unwrap().unwrap();
+        assert!(!task.awaits_turn, "{task:?}");
+        parked += usize::from(task.parked);
+    }
+    assert_eq!(parked, 2);
+}
+
+/// A redeploy without fairness lets every parked task go at the next poll,
+/// first come, first served again.
+pub async fn a_redeploy_without_fairness_lets_the_backlog_go(store: &dyn TaskStore) {
+    deploy_with(store, "mail", fair(&[])).await;
+    insert_keyed(store, "a", 600, T0).await;
+    let report = poll(store, T0 + 10).await;
+    assert_eq!(report.parked, 100);
+    deploy_with(store, "mail", config()).await;
+    let report = poll(store, T0 + 20).await;
+    assert_eq!(report.enqueued.len(), 100);
+    assert!(report.enqueued.iter().all(|t| t.turn.is_none()));
+    assert_eq!(queued(store, "a").await, 600);
+}
+
+/// Consumers polling at once, claims among them, never queue more of a key
+/// than its lookahead; every task ends.
+pub async fn racing_consumers_never_queue_past_a_keys_turn(store: &dyn TaskStore) {
+    const TASKS: usize = 1400;
+    deploy_with(store, "mail", fair(&[])).await;
+    insert_keyed(store, "a", TASKS, T0).await;
+    insert_keyed(store, "b", 100, T0).await;
+    let worker = |seed: u64| async move {
+        let mut rng = fastrand::Rng::with_seed(seed);
+        let mut now = T0;
+        for _ in 0..12 {
+            now += 1 + rng.i64(0..3);
+            let report = store
+                .task_enqueue_ready(waft_store::TaskEnqueueReady {
+                    now,
+                    limit: 1 + rng.u32(0..400),
+                    enqueue_timeout: ENQUEUE_TIMEOUT,
+                })
+                .await
+                .unwrap();
+            for task in report.enqueued.iter().filter(|_| rng.bool()) {
+                if let Ok(claimed) = claim(store, &task.id, task.enqueue_token, now).await {
+                    let _ = finish(store, &task.id, claimed.lease_token, success(), now).await;
+                }
+            }
+            let queued = queued(store, "a").await;
+            assert!(queued <= LOOKAHEAD, "{queued} of key a queued");
+        }
+    };
+    futures::future::join_all((0..4).map(worker)).await;
+    // One consumer drains the rest, past every enqueue timeout.
+    for step in 0..40 {
+        let now = T0 + 10_000_000 * (step + 1);
+        for task in poll(store, now).await.enqueued {
+            let claimed = claim(store, &task.id, task.enqueue_token, now)
+                .await
+                .unwrap();
+            finish(store, &task.id, claimed.lease_token, success(), now)
+                .await
+                .unwrap();
+        }
+    }
+    for (key, count) in [("a", TASKS as u64), ("b", 100)] {
+        let counts = counts(store, key).await;
+        assert_eq!(
+            counts.get(&TaskStatus::Success).copied(),
+            Some(count),
+            "{key}: {counts:?}"
+        );
+    }
+}
