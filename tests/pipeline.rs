@@ -92,6 +92,7 @@ fn main() -> ExitCode {
         quotas,
         key_concurrency,
         key_rate,
+        key_fairness,
         debounce,
         metrics,
         auth,

@@ -2214,6 +2214,69 @@ pub async fn debounce(cluster: &Cluster) {
     assert_eq!(other.status, TaskStatus::Success);
 }
 
+/// Fairness between keys, deployed from the CLI: a task of one key
+/// scheduled behind a backlog of another starts long before the backlog
+/// ends, the backlog's waiting tasks say they await their key's turn, and
+/// every task ends.
+pub async fn key_fairness(cluster: &Cluster) {
+    const BACKLOG: usize = 1200;
+    cluster.cli(&[
+        "lambda",
+        "deploy",
+        "fair",
+        samples::HELLO,
+        "--key-fairness",
+        "--key-weight",
+        "gold=2",
+    ]);
+    let shown: serde_json::Value =
+        serde_json::from_str(&cluster.cli(&["lambda", "get", "fair", "--json"])).unwrap();
+    assert_eq!(
+        shown["config"]["key_fairness"],
+        json!({"weights": {"gold": 2}})
+    );
+    let (code, error) = cluster.cli_failing(&[
+        "lambda",
+        "deploy",
+        "fair",
+        samples::HELLO,
+        "--key-weight",
+        "gold=0",
+    ]);
+    assert_eq!(code, 2, "{error}");
+    assert!(error.contains("KEY=WEIGHT"), "{error}");
+
+    let bulk = schedule_keyed(
+        cluster,
+        "fair",
+        &["bulk"; BACKLOG],
+        |_| json!({"name": "bulk"}),
+    )
+    .await;
+    let urgent = schedule_keyed(cluster, "fair", &["urgent"], |_| json!({"name": "urgent"})).await;
+    // The backlog's last task (they go oldest first, ties by id) waits
+    // for its key's turn, and says so.
+    let last = bulk.iter().max().unwrap();
+    let shown = cluster.cli(&["task", "get", last]);
+    assert!(
+        shown.contains("key \"bulk\"'s turn (the lambda is fair"),
+        "{shown}"
+    );
+    let urgent = cluster.finished(&urgent[0], WITHIN).await;
+    assert_eq!(urgent.status, TaskStatus::Success, "{urgent:#?}");
+    let mut after = 0;
+    for id in &bulk {
+        let task = cluster.finished(id, WITHIN).await;
+        assert_eq!(task.status, TaskStatus::Success, "{task:#?}");
+        after += usize::from(task.claimed_at > urgent.claimed_at);
+    }
+    // First come, first served, it would start after every one of them.
+    assert!(
+        after >= 300,
+        "only {after} of the backlog's {BACKLOG} tasks started after the other key's"
+    );
+}
+
 /// Schedules a task of `lambda` for each of `keys`, in one batch, each
 /// with the payload `payload` makes of its key; their ids, in order.
 async fn schedule_keyed(

@@ -14,6 +14,7 @@
 mod error;
 mod memory;
 mod sqs;
+mod turns;
 
 use std::fmt;
 use std::time::Duration;
@@ -23,6 +24,7 @@ use async_trait::async_trait;
 pub use error::QueueError;
 pub use memory::MemoryQueue;
 pub use sqs::{SqsConfig, SqsQueue};
+pub use turns::{Turned, Turns};
 
 /// Which queue: a lambda's tasks of one priority.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]

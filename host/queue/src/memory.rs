@@ -6,13 +6,9 @@
 //! and the store's enqueue timeout brings the tasks back.
 //!
 //! Where SQS keeps rough arrival order, it hands messages out in weighted
-//! turns between the keys of a fair lambda ([`QueueMessage::turn`]; a
-//! deficit round-robin): a key's next message waits behind at most one
-//! turn of every other key, however many messages another key has queued.
-//! Messages without a turn take turns as one key, so a lambda that is not
-//! fair is served first in, first out.
+//! turns between the keys of a fair lambda ([`Turns`]).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -21,7 +17,7 @@ use async_trait::async_trait;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::{Delivery, QueueError, QueueKey, QueueMessage, TaskQueue};
+use crate::{Delivery, QueueError, QueueKey, QueueMessage, TaskQueue, Turns};
 
 /// Queues in this process's memory. Cheap to clone; clones share queues.
 #[derive(Clone, Debug)]
@@ -33,63 +29,9 @@ pub struct MemoryQueue {
 
 #[derive(Debug, Default)]
 struct Queue {
-    ready: Turns,
+    ready: Turns<QueueMessage>,
     in_flight: HashMap<String, (QueueMessage, Instant)>,
     arrived: Arc<Notify>,
-}
-
-/// Messages waiting, in weighted turns between keys.
-#[derive(Debug, Default)]
-struct Turns {
-    by_key: HashMap<String, VecDeque<QueueMessage>>,
-    /// The keys with messages, the one whose turn it is first.
-    order: VecDeque<String>,
-    /// Messages handed out in the current turn.
-    served: u32,
-    len: usize,
-}
-
-impl Turns {
-    fn push(&mut self, message: QueueMessage) {
-        let key = message.turn.as_ref().map_or("", |turn| turn.key.as_str());
-        let waiting = match self.by_key.get_mut(key) {
-            Some(waiting) => waiting,
-            None => {
-                self.order.push_back(key.to_owned());
-                self.by_key.entry(key.to_owned()).or_default()
-            }
-        };
-        waiting.push_back(message);
-        self.len += 1;
-    }
-
-    /// The next message: the current key's, which keeps the turn for as
-    /// many messages as it weighs.
-    fn pop(&mut self) -> Option<QueueMessage> {
-        let key = self.order.front()?;
-        let waiting = self.by_key.get_mut(key)?;
-        let message = waiting.pop_front()?;
-        self.len -= 1;
-        self.served += 1;
-        let weight = message.turn.as_ref().map_or(1, |turn| turn.weight.max(1));
-        if waiting.is_empty() {
-            self.by_key.remove(key);
-            self.order.pop_front();
-            self.served = 0;
-        } else if self.served >= weight {
-            self.order.rotate_left(1);
-            self.served = 0;
-        }
-        Some(message)
-    }
-
-    fn len(&self) -> usize {
-        self.len
-    }
-
-    fn is_empty(&self) -> bool {
-        self.len == 0
-    }
 }
 
 impl Queue {
@@ -231,49 +173,8 @@ impl TaskQueue for MemoryQueue {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Turn;
 
-    fn message(id: &str, turn: Option<(&str, u32)>) -> QueueMessage {
-        QueueMessage {
-            task_id: id.to_owned(),
-            enqueue_token: 1,
-            traceparent: None,
-            tracestate: None,
-            turn: turn.map(|(key, weight)| Turn {
-                key: key.to_owned(),
-                weight,
-            }),
-        }
-    }
-
-    fn order(turns: &mut Turns) -> Vec<String> {
-        std::iter::from_fn(|| turns.pop())
-            .map(|m| m.task_id)
-            .collect()
-    }
-
-    #[test]
-    fn keys_take_weighted_turns_and_messages_without_one_go_in_order() {
-        let mut turns = Turns::default();
-        for i in 0..5 {
-            turns.push(message(&format!("a{i}"), Some(("a", 1))));
-        }
-        turns.push(message("b0", Some(("b", 2))));
-        turns.push(message("b1", Some(("b", 2))));
-        turns.push(message("b2", Some(("b", 2))));
-        turns.push(message("n0", None));
-        assert_eq!(turns.len(), 9);
-        assert_eq!(
-            order(&mut turns),
-            ["a0", "b0", "b1", "n0", "a1", "b2", "a2", "a3", "a4"]
-        );
-        assert!(turns.is_empty());
-
-        for i in 0..3 {
-            turns.push(message(&format!("n{i}"), None));
-        }
-        assert_eq!(order(&mut turns), ["n0", "n1", "n2"]);
-    }
+    use crate::turns::tests::message;
 
     #[tokio::test]
     async fn a_late_key_is_served_within_a_turn_of_a_backlog() {

@@ -2,7 +2,9 @@
 //!
 //! For every `<lambda, priority>` it serves, a poller long-polls the queue
 //! into a bounded local buffer: a backlog at one priority fills only its own
-//! buffer, so it never stands in front of another priority's tasks.
+//! buffer, so it never stands in front of another priority's tasks; and a
+//! fair lambda's buffer hands its messages out in turns between keys, as
+//! the in-process queue does.
 //!
 //! A poller polls only when told, so that an idle Controller costs nothing
 //! per lambda deployed: it is told when the Store Consumer filled its queue
@@ -31,7 +33,7 @@
 //! is counted at its lambda's `max_payload`: a hand-out asks for no more
 //! than one message carries, and a task at the largest payload goes alone.
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -42,7 +44,7 @@ use tokio::task::{AbortHandle, JoinSet};
 use tokio::time::Instant;
 use waft_core::limits::ITEM_OVERHEAD;
 use waft_core::{ByteSize, LambdaConfig, TraceContext};
-use waft_queue::{Delivery, QueueKey, TaskQueue};
+use waft_queue::{Delivery, QueueKey, TaskQueue, Turns};
 use waft_store::{ClaimedTask, Refusal};
 
 use crate::batch::{Budget, Filling};
@@ -121,7 +123,8 @@ impl ControllerConfig {
 /// The buffer of one queue, the room its poller may fill, and how its
 /// poller is told to poll.
 struct Buffer {
-    deliveries: VecDeque<Delivery>,
+    /// In weighted turns between the keys of a fair lambda.
+    deliveries: Turns<Delivery>,
     room: Arc<Semaphore>,
     told: Arc<Notify>,
 }
@@ -275,7 +278,7 @@ impl Controller {
                     }
                     new_keys.push((key, room.clone(), told.clone()));
                     levels.push(Buffer {
-                        deliveries: VecDeque::new(),
+                        deliveries: Turns::default(),
                         room,
                         told,
                     });
@@ -482,7 +485,7 @@ impl Inner {
                     free[index] = 0;
                     continue;
                 }
-                let Some(delivery) = buffer.deliveries.pop_front() else {
+                let Some(delivery) = buffer.deliveries.pop() else {
                     continue;
                 };
                 self.held.fetch_sub(1, Ordering::Relaxed);

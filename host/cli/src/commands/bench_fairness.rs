@@ -119,6 +119,8 @@ pub fn run(args: FairnessBenchArgs) -> Result<std::process::ExitCode, Failure> {
         let (started, percentiles) =
             spans(&probes, |t| t.claimed_at.map(|c| c - t.scheduled_at))?;
         println!("schedule→start of {started} tasks of key b: {percentiles}");
+        let (_, enqueued) = spans(&probes, |t| t.enqueued_at.map(|e| e - t.scheduled_at))?;
+        println!("  of which schedule→enqueue: {enqueued}");
         println!(
             "backlog: {waiting} of {} tasks of key a not yet started when the last probe ended",
             args.backlog

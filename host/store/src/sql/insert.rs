@@ -1,6 +1,12 @@
 //! Inserting tasks: each checked against its lambda (at its current
 //! version, or the one it pins), its idempotency key, its parent's lease
 //! and its continuation's lambda, then all of them in one statement.
+//!
+//! A task of a fair lambda's key, due at once, is stored parked awaiting
+//! its key's turn, and its key marked: the next poll lets as many go as
+//! the key's turn allows (`keys.rs`). So a backlog of one key is never
+//! among the due tasks a poll reads, and another key's task scheduled
+//! after it goes at that poll.
 
 use std::collections::{HashMap, HashSet};
 
@@ -34,6 +40,8 @@ struct NewRow {
     continuation: Option<String>,
     traceparent: Option<String>,
     tracestate: Option<String>,
+    /// 1 when it is stored parked, awaiting its key's turn.
+    parked: u8,
 }
 
 /// A new task's parent, as its insert reads it.
@@ -88,7 +96,13 @@ pub(super) async fn insert(
                 .insert((task.lambda.clone(), key.clone()), id.clone());
         }
         let window = task.debounce.map(millis);
+        let fair = batch
+            .lambdas
+            .get(&task.lambda)
+            .is_some_and(|lambda| lambda.config.key_fairness.is_some());
+        let parked = fair && task.key.is_some() && window.is_none() && admitted.run_at <= now;
         let row = NewRow {
+            parked: u8::from(parked),
             id: id.clone(),
             collection: admitted.collection,
             priority: admitted.priority,
@@ -116,6 +130,7 @@ pub(super) async fn insert(
     if !rows.is_empty() {
         let created = insert_rows(conn, &rows, cron_id, now).await?;
         answer_lost_races(conn, &mut batch, created).await?;
+        mark_parked_keys(conn, &rows).await?;
     }
     // One statement each: a batch may hold several of one key, each of
     // which collapses into the one before. In key order, so that batches
@@ -306,6 +321,34 @@ async fn insert_rows(
     .await?)
 }
 
+/// Marks the keys of the tasks stored parked, once each, for the next
+/// poll to let as many go as their turns allow.
+async fn mark_parked_keys(conn: &mut Connection, rows: &[NewRow]) -> Result<()> {
+    let keys: std::collections::BTreeSet<super::keys::Key> = rows
+        .iter()
+        .filter(|row| row.parked == 1)
+        .filter_map(|row| {
+            Some(super::keys::Key {
+                lambda: row.lambda.clone(),
+                key: row.key.clone()?,
+            })
+        })
+        .collect();
+    if keys.is_empty() {
+        return Ok(());
+    }
+    let keys: Vec<_> = keys.into_iter().collect();
+    sqlx::query(sql(format!(
+        "INSERT INTO key_landings (lambda, key) \
+         SELECT j.value->>'lambda', j.value->>'key' FROM {}",
+        DIALECT.json_rows
+    )))
+    .bind(batch_json(&keys)?)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
 /// Inserts a debounced task, or collapses it into its key's debounced task
 /// not yet enqueued: that one takes this one's request and waits for the
 /// window past now, or to `DEBOUNCE_WINDOWS_AT_MOST` windows past its own
@@ -351,14 +394,17 @@ fn insert_statement(debounced: &str, conflict: &str) -> String {
         "INSERT INTO tasks (id, lambda, collection, priority, payload, status, \
          max_attempts, scheduled_at, due_at, next_trigger_at, created_at, parent_id, \
          idempotency_key, key, cron_id, version, continuation, traceparent, tracestate, \
-         debounced) \
+         debounced, parked, awaits_turn) \
          SELECT j.value->>'id', j.value->>'lambda', j.value->>'collection', \
          CAST(j.value->>'priority' AS BIGINT), {payload}, {NEW}, \
          CAST(j.value->>'max_attempts' AS BIGINT), CAST(j.value->>'run_at' AS BIGINT), \
-         CAST(j.value->>'run_at' AS BIGINT), CAST(j.value->>'run_at' AS BIGINT), $2, \
+         CAST(j.value->>'run_at' AS BIGINT), \
+         CASE WHEN CAST(j.value->>'parked' AS INTEGER) = 1 THEN NULL \
+            ELSE CAST(j.value->>'run_at' AS BIGINT) END, $2, \
          j.value->>'parent_id', j.value->>'idempotency_key', j.value->>'key', $3, \
          CAST(j.value->>'version' AS BIGINT), \
-         j.value->>'continuation', j.value->>'traceparent', j.value->>'tracestate', {debounced} \
+         j.value->>'continuation', j.value->>'traceparent', j.value->>'tracestate', {debounced}, \
+         CAST(j.value->>'parked' AS INTEGER) = 1, CAST(j.value->>'parked' AS INTEGER) = 1 \
          FROM {rows} WHERE TRUE {conflict} RETURNING id",
         payload = DIALECT.unhex("j.value->>'payload'"),
         rows = DIALECT.json_rows,

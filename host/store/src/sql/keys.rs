@@ -303,14 +303,17 @@ async fn limits(conn: &mut Connection) -> Result<HashMap<String, PerKey>> {
 }
 
 /// How many tasks of each key are in flight, and of them enqueued, in one
-/// statement (from the index of tasks in flight alone).
+/// statement, from the index of tasks in flight alone (the second count
+/// repeats its predicate for SQLite's planner to take it: a key's ended
+/// tasks are many).
 async fn in_flight(conn: &mut Connection, keys: &[Key]) -> Result<HashMap<Key, Flight>> {
     let counts: Vec<(String, String, i64, i64)> = sqlx::query_as(sql(format!(
         "SELECT j.value->>'lambda', j.value->>'key', \
          (SELECT COUNT(*) FROM tasks t WHERE t.lambda = j.value->>'lambda' \
             AND t.key = j.value->>'key' AND t.status IN {IN_FLIGHT}), \
          (SELECT COUNT(*) FROM tasks t WHERE t.lambda = j.value->>'lambda' \
-            AND t.key = j.value->>'key' AND t.status = {ENQUEUED}) \
+            AND t.key = j.value->>'key' AND t.status IN {IN_FLIGHT} \
+            AND t.status = {ENQUEUED}) \
          FROM {}",
         DIALECT.json_rows
     )))
