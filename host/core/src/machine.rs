@@ -24,6 +24,10 @@ pub enum Operation {
     /// A client, a parent, a continuation or a periodic schedule creates the
     /// task.
     Insert,
+    /// As [`Operation::Insert`], for a task of a fair lambda's key due at
+    /// once: it is created parked, awaiting its key's turn, so that a
+    /// key's backlog is never among the due tasks a poll reads.
+    InsertParked,
     /// The Store Consumer puts a due task on its queue, or again on it when
     /// the queue seems to have lost it.
     Enqueue,
@@ -70,11 +74,13 @@ pub enum Operation {
     /// A drop gate covers the due task.
     Drop,
     /// As many tasks of its key are in flight as its lambda allows (its
-    /// concurrency per key): the due task waits in the store, its due time
-    /// kept, with no trigger until a task of its key lands.
+    /// concurrency per key), or wait in the queue as its key's turn allows
+    /// (its fairness between keys): the due task waits in the store, its
+    /// due time kept, with no trigger until a task of its key lands or
+    /// leaves the queue.
     Park,
-    /// A task of its key landed (left flight): the parked task is due
-    /// again at its due time.
+    /// A task of its key landed (left flight) or left the queue: the parked
+    /// task is due again at its due time.
     Unpark,
     /// Its lambda's quota or its key's rate has no slot for the due task
     /// now (or its execution lapsed and its next start must wait for one):
@@ -216,7 +222,7 @@ pub const IN_FLIGHT: StatusSet = {
 /// claim, the gates, the attempts left) are the store's; the table says
 /// which states each operation may meet.
 #[rustfmt::skip]
-pub const TRANSITIONS: [Transition; 23] = {
+pub const TRANSITIONS: [Transition; 24] = {
     use Attempts as A;
     use Lease as L;
     use Operation as O;
@@ -229,6 +235,7 @@ pub const TRANSITIONS: [Transition; 23] = {
     [
         //  operation         from      to                    trigger              lease      attempts
         row(O::Insert,        NOTHING,  To(New),              T::Due,              L::Keep,   A::Reset),
+        row(O::InsertParked,  NOTHING,  To(New),              T::Landing,          L::Keep,   A::Reset),
         row(O::Enqueue,       DUE,      To(Enqueued),         T::EnqueueTimeout,   L::Keep,   A::Keep),
         row(O::Claim,         ENQUEUED, To(Claimed),          T::ClaimTimeout,     L::Take,   A::Next),
         row(O::Heartbeat,     LEASED,   To(Processing),       T::HeartbeatTimeout, L::Fenced, A::Keep),
@@ -392,8 +399,9 @@ pub const fn next_attempt(attempt: u32) -> TaskStatus {
 mod tests {
     use super::*;
 
-    const OPERATIONS: [Operation; 23] = [
+    const OPERATIONS: [Operation; 24] = [
         Operation::Insert,
+        Operation::InsertParked,
         Operation::Enqueue,
         Operation::Claim,
         Operation::Heartbeat,
@@ -425,6 +433,7 @@ mod tests {
         for operation in OPERATIONS {
             match operation {
                 Operation::Insert
+                | Operation::InsertParked
                 | Operation::Enqueue
                 | Operation::Claim
                 | Operation::Heartbeat

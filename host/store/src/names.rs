@@ -65,8 +65,6 @@ pub(crate) mod status {
     pub const LIVE: Set = Set(machine::LIVE);
     /// Holding a lease: claimed, or running and heartbeating.
     pub const RUNNING: Set = Set(machine::RUNNING);
-    /// Due to start: new, retrying, or in a queue.
-    pub const WAITING: Set = Set(machine::WAITING);
     /// In flight: enqueued or running, what a lambda's concurrency per key
     /// counts (migration 0025's trigger spells it: a test holds it to it).
     pub const IN_FLIGHT: Set = Set(machine::IN_FLIGHT);

@@ -30,7 +30,7 @@ const _: () = assert!(
 
 /// A waiting task that goes when due: not held by a gate, not parked, not
 /// waiting for a slot of its lambda's quota or its key's rate (as the
-/// backlog counts it too).
+/// backlog, `task.rs`, counts it too).
 pub(super) const READY: &str = "NOT held AND NOT parked AND NOT paced AND NOT key_paced";
 
 pub(super) async fn lambda_stats(

@@ -1,14 +1,13 @@
 //! Tasks as clients see them: read, list, count, cancel, the backlog,
 //! attempts, and the redrive of dead tasks; inserting them is `insert.rs`.
 
-use waft_core::TaskStatus;
 use waft_core::task::check_lambda_name;
+use waft_core::{TaskStatus, machine};
 
-use super::stats::READY;
 use super::{Connection, DIALECT, Store};
 use super::{insert, journal, lambda};
-use crate::names::status::{CANCELLED, DEAD, NEW, UNFINISHED, WAITING};
-use crate::rows::{self, TASK_COLUMNS};
+use crate::names::status::{CANCELLED, DEAD, LIVE, NEW, One, UNFINISHED};
+use crate::rows::{self, RowExt, TASK_COLUMNS};
 use crate::rules::Origin;
 use crate::support::{least_task_id, sql, text_in};
 use crate::{
@@ -169,25 +168,55 @@ pub(super) async fn cancel(tx: &mut Connection, id: &str, now: Millis) -> Result
     Ok(task)
 }
 
+/// The oldest ready task of each lambda and priority: for each, and each
+/// waiting state, the first entry of the index of live tasks past the
+/// flags that hold a task back (all false), so a backlog of parked, held
+/// or paced tasks costs nothing (grouping the index would read it whole,
+/// a second at a million parked tasks). The priorities are every version's.
 pub(super) async fn backlog(store: &Store, now: Millis) -> Result<Vec<Backlog>> {
-    let rows: Vec<(String, i64, Millis)> = sqlx::query_as(sql(format!(
-        "SELECT lambda, priority, MIN(due_at) AS oldest FROM tasks \
-         WHERE status IN {WAITING} AND {READY} \
-         AND due_at <= $1 GROUP BY lambda, priority ORDER BY lambda, priority"
+    let oldest: Vec<String> = machine::WAITING
+        .iter()
+        .enumerate()
+        .map(|(i, status)| {
+            format!(
+                "(SELECT MIN(t.due_at) FROM tasks t WHERE t.lambda = l.lambda \
+                 AND t.priority = l.priority AND t.status = {} AND t.status IN {LIVE} \
+                 AND t.held = FALSE AND t.parked = FALSE AND t.paced = FALSE \
+                 AND t.key_paced = FALSE AND t.due_at <= $1) AS oldest{i}",
+                One::of(status)
+            )
+        })
+        .collect();
+    let found = sqlx::query(sql(format!(
+        "WITH RECURSIVE levels(lambda, priority) AS ( \
+            SELECT lambda, MAX(priorities) - 1 FROM lambda_versions GROUP BY lambda \
+            UNION ALL SELECT lambda, priority - 1 FROM levels WHERE priority > 0) \
+         SELECT l.lambda, l.priority, {} FROM levels l ORDER BY l.lambda, l.priority",
+        oldest.join(", ")
     )))
     .bind(now)
     .fetch_all(&store.pool)
     .await?;
-    rows.into_iter()
-        .map(|(lambda, priority, oldest_due)| {
-            Ok(Backlog {
-                lambda,
-                priority: u8::try_from(priority)
-                    .map_err(|_| StoreError::Corrupt("priority".into()))?,
-                oldest_due,
-            })
-        })
-        .collect()
+    let mut backlog = Vec::new();
+    for row in &found {
+        let mut oldest_due = None;
+        for i in 0..oldest.len() {
+            if let Some(due) = row.opt_int(&format!("oldest{i}"))? {
+                oldest_due = Some(oldest_due.map_or(due, |o: Millis| o.min(due)));
+            }
+        }
+        let Some(oldest_due) = oldest_due else {
+            continue;
+        };
+        let priority = row.int("priority")?;
+        backlog.push(Backlog {
+            lambda: row.text("lambda")?,
+            priority: u8::try_from(priority)
+                .map_err(|_| StoreError::Corrupt("priority".into()))?,
+            oldest_due,
+        });
+    }
+    Ok(backlog)
 }
 
 pub(super) async fn attempts(store: &Store, task_id: &str) -> Result<Vec<Attempt>> {
