@@ -28,11 +28,11 @@ pub struct KeyFairness {
 }
 
 impl KeyFairness {
-    /// Tasks of a key of weight 1 waiting in a queue at once; the store
-    /// parks the rest until some are claimed. Large enough that one key
-    /// alone keeps every executor busy between two polls, small enough
-    /// that a queue without turns (SQS) puts no more of one key ahead of
-    /// another key's first task.
+    /// Tasks of a key of weight 1 waiting in a queue (or for a slot of a
+    /// quota or rate) at once; the store parks the rest until some are
+    /// claimed. Large enough that one key alone keeps the executors busy
+    /// between two polls, small enough that a queue without turns (SQS)
+    /// holds no more than this of one key ahead of another key's task.
     pub const LOOKAHEAD: u32 = 500;
     /// The heaviest weight.
     pub const MAX_WEIGHT: u32 = 100;

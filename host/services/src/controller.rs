@@ -4,7 +4,8 @@
 //! into a bounded local buffer: a backlog at one priority fills only its own
 //! buffer, so it never stands in front of another priority's tasks; and a
 //! fair lambda's buffer hands its messages out in turns between keys, as
-//! the in-process queue does.
+//! the in-process queue does (SQS carries no turns: its messages come in
+//! its order).
 //!
 //! A poller polls only when told, so that an idle Controller costs nothing
 //! per lambda deployed: it is told when the Store Consumer filled its queue

@@ -11,6 +11,12 @@ ALTER TABLE tasks ADD COLUMN awaits_turn INTEGER NOT NULL DEFAULT 0;
 DROP INDEX tasks_in_flight;
 CREATE INDEX tasks_in_flight ON tasks (lambda, key, status)
     WHERE key IS NOT NULL AND status IN ('enqueued', 'claimed', 'processing');
+-- A fair key's tasks given a later slot of a quota or rate count in its
+-- turn as its enqueued ones do: a backlog paced into slots ahead would
+-- stand in front of other keys' tasks.
+CREATE INDEX tasks_slotted ON tasks (lambda, key)
+    WHERE key IS NOT NULL AND (paced OR key_paced) AND NOT parked
+        AND status IN ('new', 'retriable_failure');
 -- A key is marked when one of its tasks not parked lands (leaves flight)
 -- and its lambda has a concurrency per key, or leaves the queue (a task
 -- not parked changing state from anywhere but a running one, to anything

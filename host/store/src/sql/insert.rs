@@ -128,9 +128,11 @@ pub(super) async fn insert(
         batch.answers.push(TaskInserted { id, created: true });
     }
     if !rows.is_empty() {
+        // The marks first: no error between the two leaves a parked task
+        // unmarked (a caller that carries on past one commits what it has).
+        mark_parked_keys(conn, &rows).await?;
         let created = insert_rows(conn, &rows, cron_id, now).await?;
         answer_lost_races(conn, &mut batch, created).await?;
-        mark_parked_keys(conn, &rows).await?;
     }
     // One statement each: a batch may hold several of one key, each of
     // which collapses into the one before. In key order, so that batches

@@ -26,12 +26,12 @@
 use std::collections::{BTreeSet, HashMap};
 
 use serde::Serialize;
-use waft_core::KeyFairness;
+use waft_core::{KeyFairness, TaskStatus};
 
 use super::pace::Due;
 use super::{Connection, DIALECT};
-use crate::names::status::{ENQUEUED, IN_FLIGHT, NEXT_ATTEMPT};
-use crate::support::{batch_json, sql};
+use crate::names::status::{ENQUEUED, IN_FLIGHT, NEXT_ATTEMPT, One};
+use crate::support::{batch_json, sql, text_out};
 use crate::{EnqueueReport, Limit, Millis, Result, StoreError};
 
 /// A key of a lambda, as the database keeps it (the field names are the
@@ -64,11 +64,14 @@ struct PerKey {
     fairness: Option<KeyFairness>,
 }
 
-/// A key's tasks in flight, and of them those enqueued (in the queue).
+/// A key's tasks in flight, of them those enqueued (in the queue), and
+/// its tasks given a later slot of a quota or rate: what a fair key has
+/// ahead of other keys' tasks.
 #[derive(Debug, Clone, Copy, Default)]
 struct Flight {
     flying: i64,
     queued: i64,
+    slotted: i64,
 }
 
 impl PerKey {
@@ -77,8 +80,10 @@ impl PerKey {
     fn places(&self, key: &str, flight: Flight) -> (i64, Option<Limit>) {
         let mut places = (i64::MAX, None);
         if let Some(fairness) = &self.fairness {
+            // Weights name keys as given; the database keeps them escaped.
+            let key = text_out(key.to_owned());
             places = (
-                i64::from(fairness.lookahead(key)) - flight.queued,
+                i64::from(fairness.lookahead(&key)) - flight.queued - flight.slotted,
                 Some(Limit::KeyFairness),
             );
         }
@@ -93,7 +98,7 @@ impl PerKey {
 
 impl Limits {
     /// Reads the limits, taking the keys' lock first when any lambda has
-    /// a limit (of concurrency or rate per key, or a quota). Called before
+    /// a limit (of concurrency, fairness or rate per key, or a quota). Called before
     /// the poll locks any task, as a deploy takes the lock before it writes
     /// anything: the two never wait on each other the other way round.
     pub(super) async fn read(conn: &mut Connection) -> Result<Limits> {
@@ -148,7 +153,7 @@ impl Limits {
     pub(super) fn turn(&self, lambda: &str, key: Option<String>) -> Option<(String, u32)> {
         let fairness = self.0.get(lambda)?.fairness.as_ref()?;
         let key = key.unwrap_or_default();
-        let weight = fairness.weight(&key);
+        let weight = fairness.weight(&text_out(key.clone()));
         Some((key, weight))
     }
 
@@ -196,6 +201,11 @@ impl Limits {
                     key: key.clone(),
                 })
                 .or_default();
+            if due.paced || due.key_paced {
+                // Counted as given a slot until now: it leaves that count
+                // for the queue's.
+                flight.slotted -= 1;
+            }
             match limits.places(key, *flight) {
                 (places, _) if places > 0 => {
                     flight.flying += 1;
@@ -302,27 +312,45 @@ async fn limits(conn: &mut Connection) -> Result<HashMap<String, PerKey>> {
         .collect()
 }
 
-/// How many tasks of each key are in flight, and of them enqueued, in one
-/// statement, from the index of tasks in flight alone (the second count
-/// repeats its predicate for SQLite's planner to take it: a key's ended
-/// tasks are many).
+/// How many tasks of each key are in flight, of them enqueued, and given
+/// a later slot, in one statement, from two small partial indexes alone
+/// (the counts repeat their predicates for SQLite's planner to take them:
+/// a key's other tasks are many).
 async fn in_flight(conn: &mut Connection, keys: &[Key]) -> Result<HashMap<Key, Flight>> {
-    let counts: Vec<(String, String, i64, i64)> = sqlx::query_as(sql(format!(
+    let counts: Vec<(String, String, i64, i64, i64)> = sqlx::query_as(sql(format!(
         "SELECT j.value->>'lambda', j.value->>'key', \
          (SELECT COUNT(*) FROM tasks t WHERE t.lambda = j.value->>'lambda' \
             AND t.key = j.value->>'key' AND t.status IN {IN_FLIGHT}), \
          (SELECT COUNT(*) FROM tasks t WHERE t.lambda = j.value->>'lambda' \
             AND t.key = j.value->>'key' AND t.status IN {IN_FLIGHT} \
-            AND t.status = {ENQUEUED}) \
+            AND t.status = {ENQUEUED}), \
+         (SELECT COUNT(*) FROM tasks t WHERE t.lambda = j.value->>'lambda' \
+            AND t.key = j.value->>'key' AND {slotted}) \
          FROM {}",
-        DIALECT.json_rows
+        DIALECT.json_rows,
+        // Given a later slot of its lambda's quota or its key's rate, and
+        // waiting for it: the predicate of the index `tasks_slotted`
+        // (migration 0029), spelled as it is.
+        slotted = format_args!(
+            "t.key IS NOT NULL AND (t.paced OR t.key_paced) AND NOT t.parked \
+             AND t.status IN ({}, {})",
+            One::of(TaskStatus::New),
+            One::of(TaskStatus::RetriableFailure)
+        ),
     )))
     .bind(batch_json(keys)?)
     .fetch_all(&mut *conn)
     .await?;
     Ok(counts
         .into_iter()
-        .map(|(lambda, key, flying, queued)| (Key { lambda, key }, Flight { flying, queued }))
+        .map(|(lambda, key, flying, queued, slotted)| {
+            let flight = Flight {
+                flying,
+                queued,
+                slotted,
+            };
+            (Key { lambda, key }, flight)
+        })
         .collect())
 }
 

@@ -211,8 +211,7 @@ pub(super) async fn backlog(store: &Store, now: Millis) -> Result<Vec<Backlog>> 
         let priority = row.int("priority")?;
         backlog.push(Backlog {
             lambda: row.text("lambda")?,
-            priority: u8::try_from(priority)
-                .map_err(|_| StoreError::Corrupt("priority".into()))?,
+            priority: u8::try_from(priority).map_err(|_| StoreError::Corrupt("priority".into()))?,
             oldest_due,
         });
     }

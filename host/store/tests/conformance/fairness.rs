@@ -210,6 +210,29 @@ pub async fn weights_scale_a_keys_lookahead(store: &dyn TaskStore) {
     assert_eq!(parked, 2);
 }
 
+/// With a quota too, a key's tasks given later slots count in its turn: a
+/// backlog is not paced into slots ahead of every other key's task.
+pub async fn a_quota_does_not_let_a_backlog_out_of_its_turn(store: &dyn TaskStore) {
+    deploy_with(
+        store,
+        "mail",
+        LambdaConfig {
+            quota_per_sec: Some(10.0),
+            ..fair(&[])
+        },
+    )
+    .await;
+    insert_keyed(store, "a", 1200, T0).await;
+    for step in 0..5 {
+        poll(store, T0 + 10 + step).await;
+    }
+    let stats = store.lambda_stats(T0 + 20, T0).await.unwrap();
+    let mail = stats.iter().find(|s| s.lambda == "mail").unwrap();
+    assert_eq!(1200 - mail.parked, LOOKAHEAD, "{mail:?}");
+    // The quota's burst went; the rest wait for their slots.
+    assert!((10..=11).contains(&queued(store, "a").await));
+}
+
 /// A redeploy without fairness lets every parked task go at the next poll,
 /// first come, first served again.
 pub async fn a_redeploy_without_fairness_lets_the_backlog_go(store: &dyn TaskStore) {

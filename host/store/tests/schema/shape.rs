@@ -28,6 +28,10 @@ pub const SAME_PREDICATE: &[(&str, &str)] = &[
         "debounced and status = 'new' and not held and not parked",
         "debounced and (status = 'new') and (not held) and (not parked)",
     ),
+    (
+        "key is not null and (paced or key_paced) and not parked and status in ('new', 'retriable_failure')",
+        "(key is not null) and (paced or key_paced) and (not parked) and (status in ('new', 'retriable_failure'))",
+    ),
 ];
 
 /// A SQLite predicate as Postgres would spell it: [`normalize`]d, then
