@@ -144,7 +144,7 @@ pub async fn a_keys_backlog_waits_its_turn_and_another_key_goes_at_once(store: &
     let expected = &waiting[..4];
     assert_eq!(ids, expected);
     assert_eq!(queued(store, "a").await, LOOKAHEAD);
-    let woken = store.task_get(&expected[0]).await.unwrap().unwrap();
+    let woken = store.task_get(expected[0]).await.unwrap().unwrap();
     assert!(!woken.parked && !woken.awaits_turn);
 
     // Tasks due later are parked by the poll when they come due, counted
