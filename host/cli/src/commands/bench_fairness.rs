@@ -16,9 +16,7 @@ use waft_core::{KeyFairness, LambdaConfig};
 use waft_services::{ClientApi, TaskRequest};
 use waft_store::TaskCount;
 
-use crate::commands::bench_pipeline::{
-    deploy, failed, list_all, runtime, schedule, spans, target, wait_all,
-};
+use crate::commands::bench_pipeline::{deploy, failed, runtime, schedule, spans, target, wait_all};
 use crate::commands::invoke::read_wasm;
 use crate::exit::Failure;
 
@@ -99,10 +97,11 @@ pub fn run(args: FairnessBenchArgs) -> Result<std::process::ExitCode, Failure> {
         );
 
         let mut next = Instant::now();
+        let mut waiting = Vec::with_capacity(args.probes);
         for _ in 0..args.probes {
             tokio::time::sleep_until(next.into()).await;
             next += args.interval;
-            frontend
+            let scheduled = frontend
                 .task_schedule_many(vec![TaskRequest {
                     lambda: lambda.clone(),
                     payload: payload.to_vec(),
@@ -112,17 +111,17 @@ pub fn run(args: FairnessBenchArgs) -> Result<std::process::ExitCode, Failure> {
                 }])
                 .await
                 .map_err(failed("schedule a probe"))?;
+            waiting.extend(scheduled.into_iter().map(|task| task.id));
         }
-        wait_all(&frontend, &lambda, "probes", args.probes, None).await?;
+        let probes = probes_started(&frontend, waiting).await?;
         let waiting = backlog_waiting(&frontend, &lambda).await?;
-        let probes = list_all(&frontend, &lambda, "probes").await?;
         let (started, percentiles) =
             spans(&probes, |t| t.claimed_at.map(|c| c - t.scheduled_at))?;
         println!("schedule→start of {started} tasks of key b: {percentiles}");
         let (_, enqueued) = spans(&probes, |t| t.enqueued_at.map(|e| e - t.scheduled_at))?;
         println!("  of which schedule→enqueue: {enqueued}");
         println!(
-            "backlog: {waiting} of {} tasks of key a not yet started when the last probe ended",
+            "backlog: {waiting} of {} tasks of key a not yet started when the last probe had",
             args.backlog
         );
         if let Some(node) = node {
@@ -130,6 +129,31 @@ pub fn run(args: FairnessBenchArgs) -> Result<std::process::ExitCode, Failure> {
         }
         Ok(std::process::ExitCode::SUCCESS)
     })
+}
+
+/// The probes once each has started, read one by one (counting a
+/// collection's tasks reads the lambda's million; a probe is one row).
+async fn probes_started(
+    frontend: &waft_client::FrontendClient,
+    mut waiting: Vec<String>,
+) -> Result<Vec<waft_store::Task>, Failure> {
+    let mut started = Vec::with_capacity(waiting.len());
+    while !waiting.is_empty() {
+        let mut still = Vec::new();
+        for id in waiting {
+            let task = frontend
+                .task_get(&id)
+                .await
+                .map_err(failed("get a probe"))?;
+            match task.claimed_at {
+                Some(_) => started.push(task),
+                None => still.push(id),
+            }
+        }
+        waiting = still;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    Ok(started)
 }
 
 /// The backlog's tasks that have not started.
