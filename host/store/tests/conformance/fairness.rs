@@ -171,8 +171,9 @@ pub async fn a_keys_backlog_waits_its_turn_and_another_key_goes_at_once(store: &
     assert!(d.iter().filter(|t| t.parked).all(|t| t.awaits_turn));
 }
 
-/// A key's weight scales its lookahead; with a concurrency per key too, the
-/// tighter limit holds.
+/// A key's weight scales its lookahead and its turns in the queue, whatever
+/// characters the key holds; with a concurrency per key too, the tighter
+/// limit holds.
 pub async fn weights_scale_a_keys_lookahead(store: &dyn TaskStore) {
     deploy_with(store, "mail", fair(&[("gold", 2)])).await;
     insert_keyed(store, "gold", 1100, T0).await;
@@ -208,6 +209,17 @@ pub async fn weights_scale_a_keys_lookahead(store: &dyn TaskStore) {
         parked += usize::from(task.parked);
     }
     assert_eq!(parked, 2);
+
+    // A weight names its key as given, whatever the store keeps of it.
+    deploy_with(store, "mail", fair(&[("g\\o\0ld", 3)])).await;
+    insert_keyed(store, "g\\o\0ld", 1, T0 + 40).await;
+    let report = poll(store, T0 + 50).await;
+    let weights: Vec<u32> = report
+        .enqueued
+        .iter()
+        .filter_map(|t| t.turn.as_ref().map(|(_, weight)| *weight))
+        .collect();
+    assert!(weights.contains(&3), "{weights:?}");
 }
 
 /// With a quota too, a key's tasks given later slots count in its turn: a
