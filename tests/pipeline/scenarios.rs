@@ -2214,10 +2214,10 @@ pub async fn debounce(cluster: &Cluster) {
     assert_eq!(other.status, TaskStatus::Success);
 }
 
-/// Fairness between keys, deployed from the CLI: a task of one key
-/// scheduled behind a backlog of another starts long before the backlog
-/// ends, the backlog's waiting tasks say they await their key's turn, and
-/// every task ends.
+/// Fairness between keys, deployed from the CLI with its lookahead: a task
+/// of one key scheduled behind a backlog of another starts long before the
+/// backlog ends, the backlog's waiting tasks say they await their key's
+/// turn, and every task ends.
 pub async fn key_fairness(cluster: &Cluster) {
     const BACKLOG: usize = 1200;
     cluster.cli(&[
@@ -2228,13 +2228,25 @@ pub async fn key_fairness(cluster: &Cluster) {
         "--key-fairness",
         "--key-weight",
         "gold=2",
+        "--key-lookahead",
+        "200",
     ]);
     let shown: serde_json::Value =
         serde_json::from_str(&cluster.cli(&["lambda", "get", "fair", "--json"])).unwrap();
     assert_eq!(
         shown["config"]["key_fairness"],
-        json!({"weights": {"gold": 2}})
+        json!({"weights": {"gold": 2}, "lookahead": 200})
     );
+    let (code, error) = cluster.cli_failing(&[
+        "lambda",
+        "deploy",
+        "fair",
+        samples::HELLO,
+        "--key-lookahead",
+        "0",
+    ]);
+    assert_eq!(code, 2, "{error}");
+    assert!(error.contains("--key-lookahead"), "{error}");
     let (code, error) = cluster.cli_failing(&[
         "lambda",
         "deploy",

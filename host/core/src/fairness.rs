@@ -5,14 +5,22 @@
 //! turns as one key.
 //!
 //! Two parts make it hold, whatever the number of processes: the store
-//! keeps at most [`KeyFairness::LOOKAHEAD`] tasks of a key (times its
-//! weight) waiting in the queue and parks the rest, so a backlog never
-//! fills a queue ahead of other keys; and the embedded mode's queue hands
-//! its messages out in weighted turns between keys.
+//! keeps at most a lookahead of a key's tasks (times its weight) waiting
+//! in the queue and parks the rest, so a backlog never fills a queue ahead
+//! of other keys; and the embedded mode's queue hands its messages out in
+//! weighted turns between keys.
+//!
+//! The lookahead is what another key's task waits behind: the backlog's
+//! tasks in the queue, and the store's writes that move them (each poll,
+//! claim and result carries about a share of them), which every task's
+//! own writes queue behind. So a smaller lookahead brings another key's
+//! first task sooner, and a lone key's backlog moves in smaller batches,
+//! more slowly (BENCHMARKS.md measures both).
 
 use std::collections::BTreeMap;
 
-/// A lambda's fairness between keys: the weights of the keys it names.
+/// A lambda's fairness between keys: the weights of the keys it names, and
+/// its lookahead.
 ///
 /// ```
 /// let mut fair = waft_core::KeyFairness::default();
@@ -20,20 +28,37 @@ use std::collections::BTreeMap;
 /// fair.weights.insert(key, weight);
 /// assert_eq!(fair.weight("gold"), 3);
 /// assert_eq!(fair.weight("anyone"), 1);
+/// assert_eq!(fair.lookahead("gold"), 3 * waft_core::KeyFairness::DEFAULT_LOOKAHEAD);
 /// ```
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyFairness {
     /// Weights of the keys named; every other key weighs 1.
     pub weights: BTreeMap<String, u32>,
+    /// Tasks of a key of weight 1 waiting in a queue (or for a slot of a
+    /// quota or rate) at once; the store parks the rest until some are
+    /// claimed. Within `1..=MAX_LOOKAHEAD`.
+    pub lookahead: u32,
+}
+
+impl Default for KeyFairness {
+    fn default() -> Self {
+        Self {
+            weights: BTreeMap::new(),
+            lookahead: Self::DEFAULT_LOOKAHEAD,
+        }
+    }
 }
 
 impl KeyFairness {
-    /// Tasks of a key of weight 1 waiting in a queue (or for a slot of a
-    /// quota or rate) at once; the store parks the rest until some are
-    /// claimed. Large enough that one key alone keeps the executors busy
-    /// between two polls, small enough that a queue without turns (SQS)
-    /// holds no more than this of one key ahead of another key's task.
-    pub const LOOKAHEAD: u32 = 500;
+    /// The lookahead unless the lambda sets one: enough that one key alone
+    /// keeps an executor of 256 slots busy between two polls of a busy
+    /// `waft dev`, few enough that another key's task behind a backlog of a
+    /// million starts within some 40 ms there (BENCHMARKS.md), and that a
+    /// queue without turns (SQS) holds no more than this of one key ahead
+    /// of another key's task.
+    pub const DEFAULT_LOOKAHEAD: u32 = 100;
+    /// The largest lookahead.
+    pub const MAX_LOOKAHEAD: u32 = 10_000;
     /// The heaviest weight.
     pub const MAX_WEIGHT: u32 = 100;
     /// The most keys a lambda may name.
@@ -46,11 +71,18 @@ impl KeyFairness {
 
     /// How many of `key`'s tasks may wait in a queue at once.
     pub fn lookahead(&self, key: &str) -> u32 {
-        Self::LOOKAHEAD * self.weight(key)
+        self.lookahead.saturating_mul(self.weight(key))
     }
 
-    /// Why the weights are out of bounds, if they are.
+    /// Why the weights or the lookahead are out of bounds, if they are.
     pub fn check(&self) -> Result<(), String> {
+        if !(1..=Self::MAX_LOOKAHEAD).contains(&self.lookahead) {
+            return Err(format!(
+                "a lookahead of {} tasks; it is within 1..={}",
+                self.lookahead,
+                Self::MAX_LOOKAHEAD
+            ));
+        }
         if self.weights.len() > Self::MAX_WEIGHTS {
             return Err(format!(
                 "{} keys are weighed; at most {} may be",
@@ -105,13 +137,28 @@ mod tests {
         }
         let fair = KeyFairness {
             weights: BTreeMap::from([("gold".to_owned(), 4)]),
+            lookahead: 30,
         };
-        assert_eq!(fair.lookahead("gold"), 4 * KeyFairness::LOOKAHEAD);
-        assert_eq!(fair.lookahead("lead"), KeyFairness::LOOKAHEAD);
+        assert_eq!(fair.lookahead("gold"), 120);
+        assert_eq!(fair.lookahead("lead"), 30);
         assert!(fair.check().is_ok());
         let heavy = KeyFairness {
             weights: BTreeMap::from([("gold".to_owned(), 0)]),
+            ..KeyFairness::default()
         };
         assert!(heavy.check().is_err());
+        for lookahead in [0, KeyFairness::MAX_LOOKAHEAD + 1] {
+            let fair = KeyFairness {
+                lookahead,
+                ..KeyFairness::default()
+            };
+            assert!(fair.check().is_err(), "{lookahead}");
+        }
+        let widest = KeyFairness {
+            weights: BTreeMap::from([("gold".to_owned(), KeyFairness::MAX_WEIGHT)]),
+            lookahead: KeyFairness::MAX_LOOKAHEAD,
+        };
+        assert!(widest.check().is_ok());
+        assert_eq!(widest.lookahead("gold"), 1_000_000);
     }
 }

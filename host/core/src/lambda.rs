@@ -221,7 +221,7 @@ impl LambdaConfig {
             return invalid(
                 "key_fairness",
                 rule,
-                "weights name at most 1000 keys, each weighing 1..=100",
+                "weights name at most 1000 keys, each weighing 1..=100; the lookahead is within 1..=10000",
             );
         }
         if self.allowed_children.len() > Self::MAX_ALLOWED_CHILDREN {

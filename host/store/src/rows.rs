@@ -195,7 +195,7 @@ pub(crate) const LAMBDA_COLUMNS: &str = "l.name, v.version, v.digest, v.max_memo
     v.fuel, v.max_output, v.max_log, v.max_attempts, v.backoff_base_ms, v.backoff_factor, \
     v.backoff_max_ms, v.priorities, v.default_priority, v.max_payload, v.concurrency, \
     v.quota_per_sec, v.key_concurrency, v.key_rate_count, v.key_rate_period_ms, \
-    v.key_fairness, v.allowed_children, v.grants, v.on_divergence, v.retention, v.created_at";
+    v.key_fairness, v.key_lookahead, v.allowed_children, v.grants, v.on_divergence, v.retention, v.created_at";
 
 /// A lambda at a version, as [`LAMBDA_COLUMNS`] selects it.
 #[derive(FromRow)]
@@ -221,6 +221,7 @@ pub(crate) struct LambdaRow {
     key_rate_count: Option<i64>,
     key_rate_period_ms: Option<i64>,
     key_fairness: Option<String>,
+    key_lookahead: Option<i64>,
     allowed_children: String,
     grants: String,
     on_divergence: String,
@@ -273,6 +274,11 @@ impl TryFrom<LambdaRow> for Lambda {
                     .map(|weights| {
                         Ok::<_, StoreError>(KeyFairness {
                             weights: json("key_fairness", weights)?,
+                            lookahead: row
+                                .key_lookahead
+                                .map(|lookahead| small(lookahead, "key_lookahead"))
+                                .transpose()?
+                                .unwrap_or(KeyFairness::DEFAULT_LOOKAHEAD),
                         })
                     })
                     .transpose()?,

@@ -172,6 +172,7 @@ conformance!(
     fairness: [
         a_keys_backlog_waits_its_turn_and_another_key_goes_at_once,
         weights_scale_a_keys_lookahead,
+        a_lambdas_lookahead_is_what_a_key_keeps_queued,
         a_redeploy_without_fairness_lets_the_backlog_go,
         a_quota_does_not_let_a_backlog_out_of_its_turn,
         racing_consumers_never_queue_past_a_keys_turn,

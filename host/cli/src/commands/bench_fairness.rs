@@ -39,6 +39,10 @@ pub struct FairnessBenchArgs {
     /// Deploy the lambda fair between keys.
     #[arg(long)]
     pub key_fairness: bool,
+    /// The fair lambda's lookahead (the default when absent); implies
+    /// --key-fairness.
+    #[arg(long, value_name = "TASKS")]
+    pub key_lookahead: Option<u32>,
     /// Tasks one executor runs at once.
     #[arg(long, default_value_t = 256)]
     pub concurrency: u32,
@@ -54,8 +58,18 @@ pub fn run(args: FairnessBenchArgs) -> Result<std::process::ExitCode, Failure> {
         let (_data, address, node) = target(args.server.as_deref(), args.concurrency).await?;
         let config = LambdaConfig {
             concurrency: args.concurrency,
-            key_fairness: args.key_fairness.then(KeyFairness::default),
+            key_fairness: (args.key_fairness || args.key_lookahead.is_some()).then(|| {
+                let mut fairness = KeyFairness::default();
+                if let Some(lookahead) = args.key_lookahead {
+                    fairness.lookahead = lookahead;
+                }
+                fairness
+            }),
             ..LambdaConfig::default()
+        };
+        let fairness = match &config.key_fairness {
+            Some(fairness) => format!("fair between keys (lookahead {})", fairness.lookahead),
+            None => "first come, first served".to_owned(),
         };
         let (frontend, lambda) = deploy(&address, wasm, config).await?;
         println!(
@@ -63,11 +77,7 @@ pub fn run(args: FairnessBenchArgs) -> Result<std::process::ExitCode, Failure> {
             args.backlog,
             args.probes,
             args.interval,
-            if args.key_fairness {
-                "fair between keys"
-            } else {
-                "first come, first served"
-            },
+            fairness,
             args.server
                 .as_deref()
                 .unwrap_or("an in-process waft dev (SQLite, durable)")

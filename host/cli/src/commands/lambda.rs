@@ -123,6 +123,12 @@ pub struct DeployArgs {
     /// Repeatable; implies --key-fairness.
     #[arg(long = "key-weight", value_name = "KEY=WEIGHT", value_parser = waft_core::KeyFairness::parse_weight)]
     pub key_weight: Vec<(String, u32)>,
+    /// Under fairness, how many of a key's tasks (times its weight) wait in
+    /// the queue at once, the rest parked in the store (1..=10000, default
+    /// 100). Smaller: another key's task starts sooner behind a backlog;
+    /// larger: a lone key's backlog runs faster. Implies --key-fairness.
+    #[arg(long, value_name = "TASKS", value_parser = clap::value_parser!(u32).range(1..=i64::from(waft_core::KeyFairness::MAX_LOOKAHEAD)))]
+    pub key_lookahead: Option<u32>,
     /// Another lambda whose tasks this lambda may schedule as children
     /// (repeatable; a lambda may always schedule its own). Needs the right
     /// to schedule that lambda's tasks.
@@ -245,13 +251,16 @@ impl DeployArgs {
         Ok(retention)
     }
 
-    /// `--key-fairness` and its `--key-weight`s; a key weighed twice is
-    /// refused.
+    /// `--key-fairness`, its `--key-weight`s and `--key-lookahead`; a key
+    /// weighed twice is refused.
     fn key_fairness(&self) -> Result<Option<KeyFairness>, Failure> {
-        if !self.key_fairness && self.key_weight.is_empty() {
+        if !self.key_fairness && self.key_weight.is_empty() && self.key_lookahead.is_none() {
             return Ok(None);
         }
         let mut fairness = KeyFairness::default();
+        if let Some(lookahead) = self.key_lookahead {
+            fairness.lookahead = lookahead;
+        }
         for (key, weight) in &self.key_weight {
             if fairness.weights.insert(key.clone(), *weight).is_some() {
                 return Err(Failure::usage(format!("--key-weight weighs {key:?} twice")));
@@ -478,7 +487,10 @@ fn lambda_json(lambda: &Lambda) -> serde_json::Value {
             "quota_per_sec": config.quota_per_sec,
             "key_concurrency": config.key_concurrency,
             "key_rate": config.key_rate.map(|rate| rate.to_string()),
-            "key_fairness": config.key_fairness.as_ref().map(|fairness| json!({ "weights": fairness.weights })),
+            "key_fairness": config.key_fairness.as_ref().map(|fairness| json!({
+                "weights": fairness.weights,
+                "lookahead": fairness.lookahead,
+            })),
             "allowed_children": config.allowed_children,
             "allow_outbound": config.grants.outbound.iter().map(|p| p.as_str()).collect::<Vec<_>>(),
             "outbound_limits": {

@@ -40,6 +40,7 @@ pub fn config_to_proto(config: &LambdaConfig) -> proto::LambdaConfig {
             .as_ref()
             .map(|fairness| proto::KeyFairness {
                 weights: fairness.weights.clone().into_iter().collect(),
+                lookahead: Some(fairness.lookahead),
             }),
         allowed_children: config.allowed_children.clone(),
         allow_outbound: config
@@ -191,6 +192,10 @@ pub fn config_from_proto(config: Option<proto::LambdaConfig>) -> ServiceResult<L
         }),
         key_fairness: config.key_fairness.map(|fairness| KeyFairness {
             weights: fairness.weights.into_iter().collect(),
+            lookahead: fairness
+                .lookahead
+                .filter(|&lookahead| lookahead != 0)
+                .unwrap_or(KeyFairness::DEFAULT_LOOKAHEAD),
         }),
         allowed_children: config.allowed_children,
         grants: Grants {

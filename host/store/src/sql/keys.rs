@@ -281,11 +281,20 @@ async fn any_limit(conn: &mut Connection) -> Result<bool> {
     Ok(found.is_some())
 }
 
+/// A lambda's limits per key, as [`limits`] reads them.
+#[derive(sqlx::FromRow)]
+struct LimitsRow {
+    name: String,
+    key_concurrency: Option<i64>,
+    key_fairness: Option<String>,
+    key_lookahead: Option<i64>,
+}
+
 /// The concurrency per key and the fairness of every lambda that has
 /// either, at its current version.
 async fn limits(conn: &mut Connection) -> Result<HashMap<String, PerKey>> {
-    let limits: Vec<(String, Option<i64>, Option<String>)> = sqlx::query_as(
-        "SELECT l.name, v.key_concurrency, v.key_fairness FROM lambdas l \
+    let limits: Vec<LimitsRow> = sqlx::query_as(
+        "SELECT l.name, v.key_concurrency, v.key_fairness, v.key_lookahead FROM lambdas l \
          JOIN lambda_versions v ON v.lambda = l.name AND v.version = l.current_version \
          WHERE v.key_concurrency IS NOT NULL OR v.key_fairness IS NOT NULL",
     )
@@ -293,18 +302,24 @@ async fn limits(conn: &mut Connection) -> Result<HashMap<String, PerKey>> {
     .await?;
     limits
         .into_iter()
-        .map(|(lambda, concurrency, fairness)| {
-            let fairness = fairness
+        .map(|row| {
+            let lookahead = match row.key_lookahead {
+                Some(lookahead) => u32::try_from(lookahead)
+                    .map_err(|_| StoreError::Corrupt(format!("key_lookahead {lookahead}")))?,
+                None => KeyFairness::DEFAULT_LOOKAHEAD,
+            };
+            let fairness = row
+                .key_fairness
                 .map(|weights| {
                     serde_json::from_str(&weights)
-                        .map(|weights| KeyFairness { weights })
+                        .map(|weights| KeyFairness { weights, lookahead })
                         .map_err(|e| StoreError::Corrupt(format!("key_fairness {weights:?}: {e}")))
                 })
                 .transpose()?;
             Ok((
-                lambda,
+                row.name,
                 PerKey {
-                    concurrency,
+                    concurrency: row.key_concurrency,
                     fairness,
                 },
             ))

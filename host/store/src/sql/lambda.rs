@@ -96,9 +96,9 @@ pub(super) async fn insert_version(
          max_output, max_log, max_attempts, backoff_base_ms, backoff_factor, backoff_max_ms, \
          priorities, default_priority, max_payload, concurrency, quota_per_sec, created_at, \
          allowed_children, grants, on_divergence, retention, key_concurrency, key_rate_count, \
-         key_rate_period_ms, key_fairness) \
+         key_rate_period_ms, key_fairness, key_lookahead) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, \
-         $18, $19, $20, $21, $22, $23, $24, $25, $26)",
+         $18, $19, $20, $21, $22, $23, $24, $25, $26, $27)",
     )
     .bind(&params.name)
     .bind(version)
@@ -131,6 +131,11 @@ pub(super) async fn insert_version(
             .map(|fairness| serde_json::to_string(&fairness.weights))
             .transpose()
             .map_err(|e| StoreError::Invalid(e.to_string()))?,
+    )
+    .bind(
+        key_fairness
+            .as_ref()
+            .map(|fairness| i64::from(fairness.lookahead)),
     )
     .execute(&mut *conn)
     .await?;

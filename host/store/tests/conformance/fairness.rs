@@ -2,8 +2,9 @@
 //! of tasks enqueued, the rest waiting parked for the key's turn (stored
 //! so when due at once, parked by the poll when they come due later), so
 //! another key's task goes at the next poll whatever the backlog; every
-//! claim gives the turn on, weights scale the lookahead, and racing
-//! consumers never queue more of a key than it allows.
+//! claim gives the turn on, weights scale the lookahead (the lambda's, or
+//! the default), and racing consumers never queue more of a key than it
+//! allows.
 
 use std::collections::BTreeMap;
 
@@ -12,12 +13,14 @@ use waft_store::{Limit, NewTask, TaskCount, TaskInsertMany, TaskStore};
 
 use crate::support::*;
 
-const LOOKAHEAD: u64 = KeyFairness::LOOKAHEAD as u64;
+/// The lookahead the tests' fair lambda sets.
+const LOOKAHEAD: u64 = 500;
 
 fn fair(weights: &[(&str, u32)]) -> LambdaConfig {
     LambdaConfig {
         key_fairness: Some(KeyFairness {
             weights: weights.iter().map(|(k, w)| ((*k).to_owned(), *w)).collect(),
+            lookahead: LOOKAHEAD as u32,
         }),
         ..config()
     }
@@ -220,6 +223,65 @@ pub async fn weights_scale_a_keys_lookahead(store: &dyn TaskStore) {
         .filter_map(|t| t.turn.as_ref().map(|(_, weight)| *weight))
         .collect();
     assert!(weights.contains(&3), "{weights:?}");
+}
+
+/// A lambda's lookahead is what each of its keys keeps queued, the default
+/// when it sets none; deployed larger, the next poll gives a key's parked
+/// tasks the places it adds; deployed smaller, tasks already queued stay.
+pub async fn a_lambdas_lookahead_is_what_a_key_keeps_queued(store: &dyn TaskStore) {
+    deploy_with(
+        store,
+        "mail",
+        LambdaConfig {
+            key_fairness: Some(KeyFairness::default()),
+            ..config()
+        },
+    )
+    .await;
+    let mail = store.lambda_get("mail").await.unwrap().unwrap();
+    let default = KeyFairness::DEFAULT_LOOKAHEAD;
+    assert_eq!(mail.config.key_fairness.unwrap().lookahead, default);
+    insert_keyed(store, "a", 300, T0).await;
+    poll(store, T0 + 10).await;
+    assert_eq!(queued(store, "a").await, u64::from(default));
+
+    let small = KeyFairness {
+        weights: [("gold".to_owned(), 2)].into(),
+        lookahead: 7,
+    };
+    deploy_with(
+        store,
+        "mail",
+        LambdaConfig {
+            key_fairness: Some(small.clone()),
+            ..config()
+        },
+    )
+    .await;
+    let mail = store.lambda_get("mail").await.unwrap().unwrap();
+    assert_eq!(mail.config.key_fairness, Some(small));
+    insert_keyed(store, "gold", 30, T0 + 20).await;
+    insert_keyed(store, "lead", 30, T0 + 20).await;
+    poll(store, T0 + 30).await;
+    assert_eq!(queued(store, "gold").await, 14);
+    assert_eq!(queued(store, "lead").await, 7);
+    assert_eq!(queued(store, "a").await, u64::from(default));
+
+    deploy_with(
+        store,
+        "mail",
+        LambdaConfig {
+            key_fairness: Some(KeyFairness {
+                lookahead: 250,
+                ..KeyFairness::default()
+            }),
+            ..config()
+        },
+    )
+    .await;
+    poll(store, T0 + 40).await;
+    assert_eq!(queued(store, "a").await, 250);
+    assert_eq!(queued(store, "lead").await, 30);
 }
 
 /// With a quota too, a key's tasks given later slots count in its turn: a
