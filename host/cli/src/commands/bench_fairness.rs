@@ -4,9 +4,11 @@
 //! Deploys the lambda (fair between keys with `--key-fairness`), schedules
 //! `--backlog` tasks of key `a`, all ready at once, then a probe of key
 //! `b` every `--interval` while the backlog runs, and prints the probes'
-//! schedule → start percentiles (from the store's own timestamps), with
-//! how much of the backlog was still waiting when the last probe started.
-//! Run it twice, with and without `--key-fairness`, to compare.
+//! schedule → start percentiles (from the store's own timestamps: a start
+//! is the claim's, taken before its write commits), with how fast the
+//! backlog ran meanwhile and how much of it was still waiting when the
+//! last probe started. Run it with and without `--key-fairness` (and with
+//! `--key-lookahead`s) to compare.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -106,6 +108,8 @@ pub fn run(args: FairnessBenchArgs) -> Result<std::process::ExitCode, Failure> {
             started.elapsed().as_secs_f64()
         );
 
+        let before = backlog_waiting(&frontend, &lambda).await?;
+        let probing = Instant::now();
         let mut next = Instant::now();
         let mut waiting = Vec::with_capacity(args.probes);
         for _ in 0..args.probes {
@@ -123,6 +127,11 @@ pub fn run(args: FairnessBenchArgs) -> Result<std::process::ExitCode, Failure> {
                 .map_err(failed("schedule a probe"))?;
             waiting.extend(scheduled.into_iter().map(|task| task.id));
         }
+        let after = backlog_waiting(&frontend, &lambda).await?;
+        println!(
+            "backlog: {:.0} tasks of key a started a second while the probes were scheduled",
+            before.saturating_sub(after) as f64 / probing.elapsed().as_secs_f64()
+        );
         let probes = probes_started(&frontend, waiting).await?;
         let waiting = backlog_waiting(&frontend, &lambda).await?;
         let (started, percentiles) =
