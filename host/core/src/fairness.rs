@@ -50,11 +50,10 @@ impl Default for KeyFairness {
 }
 
 impl KeyFairness {
-    /// The lookahead unless the lambda sets one: enough that one key alone
-    /// keeps an executor of 256 slots busy between two polls of a busy
-    /// `waft dev`, few enough that another key's task behind a backlog of a
-    /// million starts within 50 ms at p95 there (33 ms measured:
-    /// BENCHMARKS.md), and that a
+    /// The lookahead unless the lambda sets one: few enough that another
+    /// key's task behind a backlog of a million starts within 50 ms at p95
+    /// in a busy `waft dev` (33 ms measured), while a lone key's backlog
+    /// runs at some nine-tenths of its pace at 200 (BENCHMARKS.md); and a
     /// queue without turns (SQS) holds no more than this of one key ahead
     /// of another key's task.
     pub const DEFAULT_LOOKAHEAD: u32 = 100;

@@ -268,3 +268,65 @@ async fn postgres_a_schema_newer_than_the_binary_is_refused_at_start() {
     let error = PostgresStore::connect(&url, 2).await.unwrap_err();
     assert_refused_as_newer(error);
 }
+
+/// Lambda versions deployed fair before migration 0030 keep the lookahead
+/// of that time, 500; versions that were not fair stay so.
+macro_rules! fair_versions_keep_their_lookahead {
+    ($pool:expr, $migrations:literal, $reopen:expr) => {{
+        let pool = $pool;
+        sqlx::migrate!($migrations).run_to(29, &pool).await.unwrap();
+        sqlx::query("INSERT INTO components (digest, bytes, created_at) VALUES ('d', $1, 0)")
+            .bind(vec![0u8])
+            .execute(&pool)
+            .await
+            .unwrap();
+        let rows = [
+            "INSERT INTO lambdas (name, current_version, created_at) \
+             VALUES ('fair', 1, 0), ('plain', 1, 0)",
+            "INSERT INTO lambda_versions (lambda, version, digest, max_memory, timeout_ms, \
+             max_output, max_log, max_attempts, backoff_base_ms, backoff_factor, \
+             backoff_max_ms, priorities, default_priority, max_payload, concurrency, \
+             created_at, key_fairness) VALUES \
+             ('fair', 1, 'd', 1048576, 1000, 1024, 1024, 3, 1000, 2.0, 60000, 1, 0, 1024, 1, 0, \
+              '{\"gold\":2}'), \
+             ('plain', 1, 'd', 1048576, 1000, 1024, 1024, 3, 1000, 2.0, 60000, 1, 0, 1024, 1, 0, \
+              NULL)",
+        ];
+        for row in rows {
+            sqlx::query(row).execute(&pool).await.unwrap();
+        }
+        pool.close().await;
+        let store = $reopen.await;
+        let fair = store.lambda_get("fair").await.unwrap().unwrap();
+        let fairness = fair.config.key_fairness.unwrap();
+        assert_eq!((fairness.lookahead, fairness.weight("gold")), (500, 2));
+        let plain = store.lambda_get("plain").await.unwrap().unwrap();
+        assert_eq!(plain.config.key_fairness, None);
+    }};
+}
+
+#[tokio::test]
+async fn sqlite_fair_versions_keep_their_lookahead() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("waft.db");
+    let options = SqliteConnectOptions::new()
+        .filename(&path)
+        .create_if_missing(true);
+    let pool = SqlitePool::connect_with(options).await.unwrap();
+    fair_versions_keep_their_lookahead!(pool, "./migrations/sqlite", async {
+        SqliteStore::open(&path).await.unwrap()
+    });
+}
+
+#[tokio::test]
+async fn postgres_fair_versions_keep_their_lookahead() {
+    let Some(server) = waft_testing::postgres() else {
+        eprintln!("skipping: PostgreSQL is not available here");
+        return;
+    };
+    let url = server.fresh_database().await;
+    let pool = PgPool::connect(&url).await.unwrap();
+    fair_versions_keep_their_lookahead!(pool, "./migrations/postgres", async {
+        PostgresStore::connect(&url, 2).await.unwrap()
+    });
+}

@@ -43,7 +43,7 @@ pub struct FairnessBenchArgs {
     pub key_fairness: bool,
     /// The fair lambda's lookahead (the default when absent); implies
     /// --key-fairness.
-    #[arg(long, value_name = "TASKS")]
+    #[arg(long, value_name = "TASKS", value_parser = clap::value_parser!(u32).range(1..=i64::from(KeyFairness::MAX_LOOKAHEAD)))]
     pub key_lookahead: Option<u32>,
     /// Tasks one executor runs at once.
     #[arg(long, default_value_t = 256)]

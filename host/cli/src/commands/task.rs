@@ -526,7 +526,7 @@ fn waiting_for(task: &Task) -> Option<String> {
         let key = task.key.as_deref().unwrap_or_default();
         return Some(format!(
             "key {key:?}'s turn (the lambda is fair between keys, and as many of the key's \
-             tasks wait in the queue as its weight allows)"
+             tasks wait in the queue as its lookahead and weight allow)"
         ));
     }
     if task.parked {
