@@ -182,6 +182,25 @@ pub(crate) fn task_status(name: String) -> Result<TaskStatus, StoreError> {
 
 /// A lambda's backoff, from the columns `backoff_base_ms`,
 /// `backoff_factor` and `backoff_max_ms`.
+/// A lambda version's fairness from its columns: the weights (JSON; none
+/// when the lambda is not fair) and the lookahead (the default when NULL,
+/// as a version deployed by an earlier release keeps it).
+pub(crate) fn key_fairness(
+    weights: Option<&str>,
+    lookahead: Option<i64>,
+) -> Result<Option<KeyFairness>, StoreError> {
+    let Some(weights) = weights else {
+        return Ok(None);
+    };
+    Ok(Some(KeyFairness {
+        weights: json("key_fairness", weights)?,
+        lookahead: lookahead
+            .map(|lookahead| small(lookahead, "key_lookahead"))
+            .transpose()?
+            .unwrap_or(KeyFairness::DEFAULT_LOOKAHEAD),
+    }))
+}
+
 pub(crate) fn backoff_of(base_ms: i64, factor: f64, max_ms: i64) -> Result<Backoff, StoreError> {
     Ok(Backoff {
         base: Duration::from_millis(small(base_ms, "backoff_base_ms")?),
@@ -195,7 +214,8 @@ pub(crate) const LAMBDA_COLUMNS: &str = "l.name, v.version, v.digest, v.max_memo
     v.fuel, v.max_output, v.max_log, v.max_attempts, v.backoff_base_ms, v.backoff_factor, \
     v.backoff_max_ms, v.priorities, v.default_priority, v.max_payload, v.concurrency, \
     v.quota_per_sec, v.key_concurrency, v.key_rate_count, v.key_rate_period_ms, \
-    v.key_fairness, v.key_lookahead, v.allowed_children, v.grants, v.on_divergence, v.retention, v.created_at";
+    v.key_fairness, v.key_lookahead, v.allowed_children, v.grants, v.on_divergence, v.retention, \
+    v.created_at";
 
 /// A lambda at a version, as [`LAMBDA_COLUMNS`] selects it.
 #[derive(FromRow)]
@@ -268,20 +288,7 @@ impl TryFrom<LambdaRow> for Lambda {
                     }),
                     _ => None,
                 },
-                key_fairness: row
-                    .key_fairness
-                    .as_deref()
-                    .map(|weights| {
-                        Ok::<_, StoreError>(KeyFairness {
-                            weights: json("key_fairness", weights)?,
-                            lookahead: row
-                                .key_lookahead
-                                .map(|lookahead| small(lookahead, "key_lookahead"))
-                                .transpose()?
-                                .unwrap_or(KeyFairness::DEFAULT_LOOKAHEAD),
-                        })
-                    })
-                    .transpose()?,
+                key_fairness: key_fairness(row.key_fairness.as_deref(), row.key_lookahead)?,
                 allowed_children: row.allowed_children.lines().map(str::to_owned).collect(),
                 grants: json("grants", &row.grants)?,
                 on_divergence: OnDivergence::parse(&row.on_divergence).ok_or_else(|| {

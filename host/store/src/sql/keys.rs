@@ -32,7 +32,7 @@ use super::pace::Due;
 use super::{Connection, DIALECT};
 use crate::names::status::{ENQUEUED, IN_FLIGHT, NEXT_ATTEMPT, One};
 use crate::support::{batch_json, sql, text_out};
-use crate::{EnqueueReport, Limit, Millis, Result, StoreError};
+use crate::{EnqueueReport, Limit, Millis, Result, rows};
 
 /// A key of a lambda, as the database keeps it (the field names are the
 /// statements' JSON keys).
@@ -303,19 +303,7 @@ async fn limits(conn: &mut Connection) -> Result<HashMap<String, PerKey>> {
     limits
         .into_iter()
         .map(|row| {
-            let lookahead = match row.key_lookahead {
-                Some(lookahead) => u32::try_from(lookahead)
-                    .map_err(|_| StoreError::Corrupt(format!("key_lookahead {lookahead}")))?,
-                None => KeyFairness::DEFAULT_LOOKAHEAD,
-            };
-            let fairness = row
-                .key_fairness
-                .map(|weights| {
-                    serde_json::from_str(&weights)
-                        .map(|weights| KeyFairness { weights, lookahead })
-                        .map_err(|e| StoreError::Corrupt(format!("key_fairness {weights:?}: {e}")))
-                })
-                .transpose()?;
+            let fairness = rows::key_fairness(row.key_fairness.as_deref(), row.key_lookahead)?;
             Ok((
                 row.name,
                 PerKey {
