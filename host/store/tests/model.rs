@@ -1,6 +1,7 @@
 //! The model-based test of the store: random sequences of every
 //! `TaskStore` operation of the state table — insert (keyed under limits of
-//! concurrency and rate per key, or debounced), poll at advancing
+//! concurrency and rate per key and fairness between keys, or debounced),
+//! poll at advancing
 //! times (every timeout expiring), claim with current and stale tokens,
 //! heartbeat, journal writes under current and stale leases (and holes),
 //! results of every kind with or without a journal write, cancel, gates by
@@ -52,6 +53,9 @@ static OPERATIONS: AtomicU64 = AtomicU64::new(0);
 /// Tasks its polls parked (a key's places all taken), printed too: the
 /// limits per key are exercised, not only allowed.
 static PARKED: AtomicU64 = AtomicU64::new(0);
+/// Tasks the model parked for their key's turn (at insert, or by a poll),
+/// printed too: fairness is exercised, not only allowed.
+static TURNS: AtomicU64 = AtomicU64::new(0);
 /// Tasks its polls made wait for a slot of their key's rate, printed too.
 static KEY_PACED: AtomicU64 = AtomicU64::new(0);
 /// Debounced inserts that collapsed into their key's waiting task, printed
@@ -104,6 +108,7 @@ where
     let started = std::time::Instant::now();
     OPERATIONS.store(0, Ordering::Relaxed);
     PARKED.store(0, Ordering::Relaxed);
+    TURNS.store(0, Ordering::Relaxed);
     COLLAPSED.store(0, Ordering::Relaxed);
     KEY_PACED.store(0, Ordering::Relaxed);
     let result = runner().run(&steps(races, max_steps()), |steps| {
@@ -114,10 +119,11 @@ where
         Ok(())
     });
     println!(
-        "{name}: {} operations ({} tasks parked, {} paced by their key's rate, {} debounced \
-         inserts collapsed) in {:.1?}, {}",
+        "{name}: {} operations ({} tasks parked by polls, {} parked for their key's turn in \
+         the model, {} paced by their key's rate, {} debounced inserts collapsed) in {:.1?}, {}",
         OPERATIONS.load(Ordering::Relaxed),
         PARKED.load(Ordering::Relaxed),
+        TURNS.load(Ordering::Relaxed),
         KEY_PACED.load(Ordering::Relaxed),
         COLLAPSED.load(Ordering::Relaxed),
         started.elapsed(),

@@ -10,10 +10,10 @@
 //! two can disagree. So are journals: entries replaced from a point on under
 //! the lease, the version they pin, and what a redrive does to them.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use waft_core::machine::{self, Attempts, Lease, Operation, Target, Trigger};
-use waft_core::{KeyRate, TaskStatus};
+use waft_core::{KeyFairness, KeyRate, TaskStatus};
 use waft_store::{AttemptOutcome, GateState, JournalEntry, JournalWrite, Millis, Refusal};
 
 use crate::ops::SIGNALS;
@@ -31,8 +31,11 @@ pub struct ModelTask {
     pub key: Option<String>,
     pub status: TaskStatus,
     pub held: bool,
-    /// Waits for a place of its key (the lambda's concurrency per key).
+    /// Waits for a place of its key (the lambda's concurrency per key) or
+    /// its key's turn (the lambda's fairness).
     pub parked: bool,
+    /// Parked for its key's turn rather than for a place.
+    pub awaits_turn: bool,
     /// Scheduled with a debounce, and not yet enqueued, held or parked
     /// since: its key's debounced inserts collapse into it while it is new.
     pub debounced: bool,
@@ -108,6 +111,17 @@ pub fn key_rate(lambda: &str) -> Option<KeyRate> {
     (lambda == crate::ops::LAMBDAS[1]).then(|| KeyRate {
         count: 1,
         period: std::time::Duration::from_secs(4),
+    })
+}
+
+/// The fairness of the model's lambdas: the second (with a concurrency of
+/// two and a rate per key too) keeps two tasks of a key in the queue, or
+/// waiting for their rate's slots, at once, four of key `j`; the first is
+/// not fair.
+pub fn key_fairness(lambda: &str) -> Option<KeyFairness> {
+    (lambda == crate::ops::LAMBDAS[1]).then(|| KeyFairness {
+        weights: [(crate::ops::KEYS[1].to_owned(), 2)].into(),
+        lookahead: 2,
     })
 }
 
@@ -234,6 +248,7 @@ impl Model {
             status: TaskStatus::New,
             held: false,
             parked: false,
+            awaits_turn: false,
             debounced,
             created: now,
             key_paced: false,
@@ -252,7 +267,16 @@ impl Model {
             waiting_for_children: false,
             awaiting: Vec::new(),
         };
-        apply(&mut task, Operation::Insert, run_at, 0);
+        // A fair key's task due at once waits parked for its key's turn,
+        // which the next poll gives it if the key has a place.
+        let fair = key_fairness(lambda).is_some() && task.key.is_some();
+        if fair && !debounced && run_at <= now {
+            apply(&mut task, Operation::InsertParked, run_at, 0);
+            task.awaits_turn = true;
+            crate::TURNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        } else {
+            apply(&mut task, Operation::Insert, run_at, 0);
+        }
         self.tasks.insert(id, task);
     }
 
@@ -260,13 +284,54 @@ impl Model {
         self.poll_skipping(now, &[])
     }
 
-    /// How many tasks of a lambda's key are in flight.
-    fn in_flight(&self, lambda: &str, key: &str) -> usize {
-        self.tasks
-            .values()
-            .filter(|t| t.lambda == lambda && t.key.as_deref() == Some(key))
-            .filter(|t| machine::IN_FLIGHT.contains(t.status))
-            .count()
+    /// How many more tasks of a lambda's key may go, `admitted` more of
+    /// them going already (in flight and enqueued once the poll is done)
+    /// and the tasks `decided` leaving the count of those given a slot; and
+    /// whether fairness rather than the concurrency leaves none. A key
+    /// keeps at most its concurrency in flight, and, when its lambda is
+    /// fair, at most its lookahead enqueued or waiting for its rate's slot.
+    fn places(
+        &self,
+        lambda: &str,
+        key: &str,
+        admitted: usize,
+        decided: &BTreeSet<String>,
+    ) -> (i64, bool) {
+        let of_key = || {
+            self.tasks
+                .iter()
+                .filter(|(_, t)| t.lambda == lambda && t.key.as_deref() == Some(key))
+        };
+        let admitted = admitted as i64;
+        let flying = of_key()
+            .filter(|(_, t)| machine::IN_FLIGHT.contains(t.status))
+            .count() as i64
+            + admitted;
+        let mut places = (i64::MAX, false);
+        if let Some(fairness) = key_fairness(lambda) {
+            let queued = of_key()
+                .filter(|(_, t)| t.status == TaskStatus::Enqueued)
+                .count() as i64
+                + admitted;
+            let slotted = of_key()
+                .filter(|(id, t)| t.key_paced && !t.parked && !decided.contains(*id))
+                .filter(|(_, t)| matches!(t.status, TaskStatus::New | TaskStatus::RetriableFailure))
+                .count() as i64;
+            places = (i64::from(fairness.lookahead(key)) - queued - slotted, true);
+        }
+        if let Some(limit) = key_limit(lambda) {
+            let left = i64::from(limit) - flying;
+            if left <= places.0 {
+                places = (left, false);
+            }
+        }
+        places
+    }
+
+    /// Whether a lambda's keyed tasks wait for places: it has a
+    /// concurrency per key or fairness.
+    fn limited(lambda: &str) -> bool {
+        key_limit(lambda).is_some() || key_fairness(lambda).is_some()
     }
 
     /// Before a poll reads its due tasks: every key with parked tasks has
@@ -285,9 +350,9 @@ impl Model {
         }
         for ((lambda, key), mut waiting) in parked {
             waiting.sort();
-            let places = match key_limit(&lambda) {
-                Some(limit) => (limit as usize).saturating_sub(self.in_flight(&lambda, &key)),
-                None => waiting.len(),
+            let places = match Self::limited(&lambda) {
+                true => self.places(&lambda, &key, 0, &BTreeSet::new()).0.max(0) as usize,
+                false => waiting.len(),
             };
             for (_, id) in waiting.into_iter().take(places) {
                 apply(self.tasks.get_mut(&id).unwrap(), Operation::Unpark, now, 0);
@@ -329,7 +394,7 @@ impl Model {
             let due = task.next_trigger_at.unwrap();
             // A task not in flight waits for its key's place: decided
             // below, once the poll's other changes are made.
-            let counted = key_limit(&task.lambda).is_some() && task.key.is_some();
+            let counted = Self::limited(&task.lambda) && task.key.is_some();
             if operation == Operation::Enqueue
                 && counted
                 && !machine::IN_FLIGHT.contains(task.status)
@@ -353,16 +418,23 @@ impl Model {
         // In due order, ties by id: a key's task goes while it has places.
         candidates.sort();
         let mut admitted: BTreeMap<(String, String), usize> = BTreeMap::new();
+        let mut decided = BTreeSet::new();
         for (due, id) in candidates {
             let task = &self.tasks[&id];
             let key = (task.lambda.clone(), task.key.clone().unwrap());
-            let limit = key_limit(&key.0).unwrap() as usize;
-            let flying = self.in_flight(&key.0, &key.1) + admitted.get(&key).copied().unwrap_or(0);
-            if flying < limit {
+            decided.insert(id.clone());
+            let going_already = admitted.get(&key).copied().unwrap_or(0);
+            let (places, turn) = self.places(&key.0, &key.1, going_already, &decided);
+            if places > 0 {
                 *admitted.entry(key).or_default() += 1;
                 going.push((due, id, Operation::Enqueue));
             } else {
-                apply(self.tasks.get_mut(&id).unwrap(), Operation::Park, now, 0);
+                let task = self.tasks.get_mut(&id).unwrap();
+                apply(task, Operation::Park, now, 0);
+                task.awaits_turn = turn;
+                if turn {
+                    crate::TURNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
                 answer.parked += 1;
             }
         }
@@ -735,7 +807,7 @@ impl Model {
 /// stale: the task is enqueued anew, held, or paced.
 fn apply(task: &mut ModelTask, operation: Operation, now: Millis, backoff: Millis) {
     let row = machine::transition(operation);
-    if operation == Operation::Insert {
+    if matches!(operation, Operation::Insert | Operation::InsertParked) {
         assert!(row.from.is_empty());
     } else {
         assert!(
@@ -779,6 +851,8 @@ fn apply(task: &mut ModelTask, operation: Operation, now: Millis, backoff: Milli
         Trigger::Unchanged => task.parked,
         _ => false,
     };
+    // Why it is parked: set by the caller that parks it.
+    task.awaits_turn &= task.parked;
     // Enqueued, held or parked, a debounced task has left its window for
     // good.
     if matches!(

@@ -25,7 +25,8 @@ use crate::ops::{
 use crate::race::run_race;
 use crate::reference::{
     CENTURY, CLAIM_TIMEOUT, CancelAnswer, ClaimAnswer, ENQUEUE_TIMEOUT, Ending, HEARTBEAT_TIMEOUT,
-    Hole, MAX_ATTEMPTS, Model, PollAnswer, RedriveAnswer, SignalAnswer, key_limit, key_rate,
+    Hole, MAX_ATTEMPTS, Model, PollAnswer, RedriveAnswer, SignalAnswer, key_fairness, key_limit,
+    key_rate,
 };
 
 /// An answer of any operation, comparable with the model's.
@@ -629,6 +630,7 @@ fn deploy_params(lambda: &str) -> LambdaDeploy {
             max_attempts: MAX_ATTEMPTS,
             key_concurrency: key_limit(lambda),
             key_rate: key_rate(lambda),
+            key_fairness: key_fairness(lambda),
             ..LambdaConfig::default()
         },
         now: T0,
