@@ -84,15 +84,10 @@ impl Drop for Sink {
 fn open_fds_but_the_sinks(sink: std::net::SocketAddr) -> usize {
     let local = format!(":{:04X}", sink.port());
     let sinks = || {
-        std::fs::read_to_string("/proc/net/tcp")
-            .unwrap_or_default()
-            .lines()
-            .skip(1)
-            .filter_map(|line| {
-                let fields: Vec<&str> = line.split_whitespace().collect();
-                (fields.len() > 9 && fields[1].ends_with(&local))
-                    .then(|| format!("socket:[{}]", fields[9]))
-            })
+        tcp_table()
+            .into_iter()
+            .filter(|fields| fields.len() > 9 && fields[1].ends_with(&local))
+            .map(|fields| format!("socket:[{}]", fields[9]))
             .collect::<Vec<_>>()
     };
     let before = sinks();
@@ -120,17 +115,24 @@ fn open_fds_but_the_sinks(sink: std::net::SocketAddr) -> usize {
 fn connected_to(sink: std::net::SocketAddr) -> usize {
     const ESTABLISHED: &str = "01";
     let remote = format!(":{:04X}", sink.port());
+    tcp_table()
+        .into_iter()
+        .filter(|fields| {
+            fields.len() > 3 && fields[2].ends_with(&remote) && fields[3] == ESTABLISHED
+        })
+        .map(|fields| fields[1].clone())
+        .collect::<std::collections::HashSet<_>>()
+        .len()
+}
+
+/// The kernel's table of IPv4 TCP sockets, a row of fields per socket.
+fn tcp_table() -> Vec<Vec<String>> {
     std::fs::read_to_string("/proc/net/tcp")
         .unwrap_or_default()
         .lines()
         .skip(1)
-        .filter_map(|line| {
-            let fields: Vec<&str> = line.split_whitespace().collect();
-            (fields.len() > 3 && fields[2].ends_with(&remote) && fields[3] == ESTABLISHED)
-                .then(|| fields[1].to_owned())
-        })
-        .collect::<std::collections::HashSet<_>>()
-        .len()
+        .map(|line| line.split_whitespace().map(str::to_owned).collect())
+        .collect()
 }
 
 fn granted(origin: &str, limits: OutboundLimits) -> Sandbox {
