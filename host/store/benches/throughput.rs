@@ -4,7 +4,13 @@
 //! cargo bench -p waft-store --bench throughput            # defaults
 //! cargo bench -p waft-store --bench throughput -- 200000 1000 1000000
 //! #                                    tasks ^  batch ^  future tasks ^
+//! WAFT_BENCH_KEYS=1000 WAFT_BENCH_BACKENDS=sqlite cargo bench -p waft-store --bench throughput
 //! ```
+//!
+//! With `WAFT_BENCH_KEYS=N`, each backend runs its rounds twice more, the
+//! tasks spread over N keys (in a lambda without limits), alternated with
+//! rounds without keys: what a key costs each transition, in one run.
+//! `WAFT_BENCH_BACKENDS=sqlite` (or `postgres`) measures one backend.
 //!
 //! Both backends run durable: SQLite with `synchronous=FULL` in WAL mode,
 //! Postgres on a cluster of its own with PostgreSQL's default `fsync=on`.
@@ -36,31 +42,61 @@ fn main() {
     let tasks = args.first().copied().unwrap_or(100_000);
     let batch = args.get(1).copied().unwrap_or(1_000);
     let future = args.get(2).copied().unwrap_or(1_000_000);
+    let shape = Shape {
+        tasks,
+        batch,
+        future,
+        keys: std::env::var("WAFT_BENCH_KEYS")
+            .ok()
+            .and_then(|k| k.parse().ok()),
+    };
+    let backends = std::env::var("WAFT_BENCH_BACKENDS").unwrap_or_default();
+    let measures = |backend: &str| backends.is_empty() || backends.contains(backend);
     let runtime = tokio::runtime::Runtime::new().expect("tokio");
     runtime.block_on(async {
         println!("{tasks} tasks in batches of {batch}; poll latency with {future} future tasks");
         println!(
-            "{:<12} {:>10} {:>10} {:>10} {:>10} {:>10}",
+            "{:<20} {:>10} {:>10} {:>10} {:>10} {:>10}",
             "backend", "insert/s", "poll/s", "claim/s", "beat/s", "result/s"
         );
-        let dir = tempfile::tempdir().expect("tempdir");
-        let sqlite = SqliteStore::open(&dir.path().join("bench.db"))
-            .await
-            .expect("sqlite");
-        run("sqlite", &sqlite, tasks, batch, future).await;
-        println!(
-            "sqlite: {} write transactions committed in all (concurrent calls share them)",
-            sqlite.commits()
-        );
-
-        let server = TestPostgres::start(Durability::Full).expect("a durable PostgreSQL cluster");
-        let url = server.fresh_database().await;
-        let postgres = PostgresStore::connect(&url, 8).await.expect("postgres");
-        run("postgres", &postgres, tasks, batch, future).await;
+        if measures("sqlite") {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let sqlite = SqliteStore::open(&dir.path().join("bench.db"))
+                .await
+                .expect("sqlite");
+            run("sqlite", &sqlite, &shape).await;
+            println!(
+                "sqlite: {} write transactions committed in all (concurrent calls share them)",
+                sqlite.commits()
+            );
+        }
+        if measures("postgres") {
+            let server =
+                TestPostgres::start(Durability::Full).expect("a durable PostgreSQL cluster");
+            let url = server.fresh_database().await;
+            let postgres = PostgresStore::connect(&url, 8).await.expect("postgres");
+            run("postgres", &postgres, &shape).await;
+        }
     });
 }
 
-async fn run(name: &str, store: &dyn TaskStore, tasks: usize, batch: usize, future: usize) {
+/// What one run measures.
+struct Shape {
+    tasks: usize,
+    batch: usize,
+    future: usize,
+    /// Keys the keyed rounds spread their tasks over; no keyed rounds when
+    /// absent.
+    keys: Option<usize>,
+}
+
+async fn run(name: &str, store: &dyn TaskStore, shape: &Shape) {
+    let Shape {
+        tasks,
+        batch,
+        future,
+        keys,
+    } = *shape;
     store
         .lambda_deploy(LambdaDeploy {
             name: "bench".into(),
@@ -72,12 +108,24 @@ async fn run(name: &str, store: &dyn TaskStore, tasks: usize, batch: usize, futu
         })
         .await
         .expect("deploy");
+    // Keyed rounds alternate with unkeyed ones, so that both see a table
+    // of about the same size.
+    let rounds: &[Option<usize>] = match keys {
+        Some(keys) => &[None, Some(keys), None, Some(keys)],
+        None => &[None],
+    };
     for streams in [1, 2] {
-        let [insert, poll, claim, beat, result] = throughput(store, tasks, batch, streams).await;
-        println!(
-            "{:<12} {insert:>10.0} {poll:>10.0} {claim:>10.0} {beat:>10.0} {result:>10.0}",
-            format!("{name} x{streams}"),
-        );
+        for &keys in rounds {
+            let [insert, poll, claim, beat, result] =
+                throughput(store, tasks, batch, streams, keys).await;
+            let label = match keys {
+                Some(keys) => format!("{name} x{streams} {keys} keys"),
+                None => format!("{name} x{streams}"),
+            };
+            println!(
+                "{label:<20} {insert:>10.0} {poll:>10.0} {claim:>10.0} {beat:>10.0} {result:>10.0}"
+            );
+        }
     }
     // Poll latency: 100 due tasks, first alone, then beside `future` tasks
     // scheduled far ahead.
@@ -87,7 +135,7 @@ async fn run(name: &str, store: &dyn TaskStore, tasks: usize, batch: usize, futu
         let tasks = (0..10_000)
             .map(|_| NewTask {
                 run_at: Some(far),
-                ..task()
+                ..task(None)
             })
             .collect();
         store
@@ -103,10 +151,12 @@ async fn run(name: &str, store: &dyn TaskStore, tasks: usize, batch: usize, futu
     );
 }
 
-fn task() -> NewTask {
+/// The `n`th task of a round, of key `n % keys` when the round has keys.
+fn task(keys: Option<(usize, usize)>) -> NewTask {
     NewTask {
         lambda: "bench".into(),
         payload: b"{\"n\":1}".to_vec(),
+        key: keys.map(|(n, keys)| format!("customer-{}", n % keys)),
         ..NewTask::default()
     }
 }
@@ -119,10 +169,17 @@ struct Lease {
 
 /// Transitions per second of each phase (insert, poll, claim, heartbeat,
 /// result), `tasks` tasks in all, split over `streams` concurrent callers
-/// (as several consumers, controllers and HSC replicas would be).
-async fn throughput(store: &dyn TaskStore, tasks: usize, batch: usize, streams: usize) -> [f64; 5] {
+/// (as several consumers, controllers and HSC replicas would be), spread
+/// over `keys` keys when given.
+async fn throughput(
+    store: &dyn TaskStore,
+    tasks: usize,
+    batch: usize,
+    streams: usize,
+    keys: Option<usize>,
+) -> [f64; 5] {
     let started = Instant::now();
-    let inserted = insert(store, tasks / streams, batch, streams).await;
+    let inserted = insert(store, tasks / streams, batch, streams, keys).await;
     let insert = rate(inserted, started);
     let started = Instant::now();
     let enqueued = poll(store, batch, streams).await;
@@ -143,10 +200,18 @@ async fn throughput(store: &dyn TaskStore, tasks: usize, batch: usize, streams: 
 }
 
 /// Inserts `share` tasks from each stream, `batch` a call; answers how many.
-async fn insert(store: &dyn TaskStore, share: usize, batch: usize, streams: usize) -> usize {
+async fn insert(
+    store: &dyn TaskStore,
+    share: usize,
+    batch: usize,
+    streams: usize,
+    keys: Option<usize>,
+) -> usize {
     join_all((0..streams).map(|_| async {
-        for _ in 0..share.div_ceil(batch) {
-            let tasks = (0..batch).map(|_| task()).collect();
+        for call in 0..share.div_ceil(batch) {
+            let tasks = (0..batch)
+                .map(|n| task(keys.map(|keys| (call * batch + n, keys))))
+                .collect();
             store
                 .task_insert_many(TaskInsertMany { tasks, now: NOW })
                 .await
@@ -286,7 +351,7 @@ async fn poll_latency(store: &dyn TaskStore) -> Duration {
         let tasks = (0..100)
             .map(|_| NewTask {
                 run_at: Some(now),
-                ..task()
+                ..task(None)
             })
             .collect();
         store
