@@ -25,18 +25,19 @@ pub(crate) struct Dialect {
     /// Decodes hex text (`{}`) into bytes; see [`Dialect::unhex`].
     unhex: &'static str,
     /// A statement run first by every transaction that reads gates to act
-    /// on tasks (the poll, claims), and one run first by a gate change:
-    /// Postgres's shared and exclusive advisory locks, so a gate change
-    /// never interleaves with a poll or claim that read the gate before it
-    /// (a resume would miss the tasks such a poll holds). Empty where the
-    /// database needs none.
+    /// on tasks (the poll, claims), and one run first by a gate change, a
+    /// deploy and a rollback: Postgres's shared and exclusive advisory
+    /// locks, so a gate change never interleaves with a poll or claim that
+    /// read the gate before it (a resume would miss the tasks such a poll
+    /// holds), and a lambda's limits never change under a poll, whether or
+    /// not it takes the keys' lock. Empty where the database needs none.
     pub gate_read_lock: &'static str,
     pub gate_write_lock: &'static str,
     /// A statement run by a poll before it reads the limits per key (when
-    /// a lambda has one), and by a deploy or rollback before it writes:
-    /// Postgres's advisory lock (one constant key for "the keys"), so that
-    /// two consumers never both take a key's last place and a limit never
-    /// changes under a poll. Each takes it before it locks any task.
+    /// a lambda has one): Postgres's advisory lock (one constant key for
+    /// "the keys"), so that two consumers never both take a key's last
+    /// place. Each takes it after the gates' lock, before it locks any
+    /// task.
     pub keys_lock: &'static str,
     /// Selects the database server's clock, in Unix milliseconds.
     pub clock: &'static str,

@@ -151,6 +151,8 @@ conformance!(
     keys: [
         a_keys_tasks_in_flight_stay_within_its_limit,
         a_redeploy_lets_parked_tasks_go,
+        a_limit_deployed_later_counts_the_tasks_in_flight,
+        a_first_limit_deployed_during_a_poll_counts_what_it_enqueues,
         a_woken_task_that_does_not_go_leaves_its_place,
         racing_consumers_never_pass_a_keys_limit,
         two_polls_at_once_give_one_place,

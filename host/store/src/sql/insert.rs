@@ -396,7 +396,7 @@ fn insert_statement(debounced: &str, conflict: &str) -> String {
         "INSERT INTO tasks (id, lambda, collection, priority, payload, status, \
          max_attempts, scheduled_at, due_at, next_trigger_at, created_at, parent_id, \
          idempotency_key, key, cron_id, version, continuation, traceparent, tracestate, \
-         debounced, parked, awaits_turn) \
+         debounced, parked, awaits_turn, limited) \
          SELECT j.value->>'id', j.value->>'lambda', j.value->>'collection', \
          CAST(j.value->>'priority' AS BIGINT), {payload}, {NEW}, \
          CAST(j.value->>'max_attempts' AS BIGINT), CAST(j.value->>'run_at' AS BIGINT), \
@@ -406,7 +406,8 @@ fn insert_statement(debounced: &str, conflict: &str) -> String {
          j.value->>'parent_id', j.value->>'idempotency_key', j.value->>'key', $3, \
          CAST(j.value->>'version' AS BIGINT), \
          j.value->>'continuation', j.value->>'traceparent', j.value->>'tracestate', {debounced}, \
-         CAST(j.value->>'parked' AS INTEGER) = 1, CAST(j.value->>'parked' AS INTEGER) = 1 \
+         CAST(j.value->>'parked' AS INTEGER) = 1, CAST(j.value->>'parked' AS INTEGER) = 1, \
+         CAST(j.value->>'parked' AS INTEGER) = 1 \
          FROM {rows} WHERE TRUE {conflict} RETURNING id",
         payload = DIALECT.unhex("j.value->>'payload'"),
         rows = DIALECT.json_rows,

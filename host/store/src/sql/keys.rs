@@ -16,11 +16,15 @@
 //! for a fair lambda, leaves the queue (is claimed), a trigger marks its
 //! key in `key_landings` in the same transaction (migrations 0025, 0029),
 //! and the next poll unparks the key's oldest parked tasks, as many as
-//! there are places. So a key never has a parked task and a free place
+//! there are places. Only tasks of a lambda that limits its keys are
+//! counted and marked: the poll writes whether one is (`limited`) when it
+//! enqueues or parks it, and a deploy that changes it rewrites its tasks
+//! in flight, so a key of a lambda without such a limit costs its tasks'
+//! changes of state nothing (migration 0031). So a key never has a parked task and a free place
 //! past the next poll. Polls count and decide under
-//! one lock (`keys_lock`), which deploys and rollbacks take too, so two
-//! consumers never both take a key's last place and a limit never changes
-//! under a poll; an execution that lands meanwhile only adds a mark (marks
+//! one lock (`keys_lock`), so two consumers never both take a key's last
+//! place, and deploys and rollbacks lock every poll out, so a limit never
+//! changes under a poll; an execution that lands meanwhile only adds a mark (marks
 //! are only ever added), which the next poll reads.
 
 use std::collections::{BTreeSet, HashMap};
@@ -30,7 +34,7 @@ use waft_core::{KeyFairness, TaskStatus};
 
 use super::pace::Due;
 use super::{Connection, DIALECT};
-use crate::names::status::{ENQUEUED, IN_FLIGHT, NEXT_ATTEMPT, One};
+use crate::names::status::{ENQUEUED, IN_FLIGHT, LIVE, NEXT_ATTEMPT, One};
 use crate::support::{batch_json, sql, text_out};
 use crate::{EnqueueReport, Limit, Millis, Result, rows};
 
@@ -53,9 +57,10 @@ const RECHECK_MS: Millis = 20;
 
 /// The limits a poll decides by: the concurrency per key and the fairness
 /// of every lambda that has one, read under the keys' lock when any lambda
-/// has a limit (so that a deploy changing one, which takes the lock too,
-/// comes wholly before or after the poll, and never deletes a pace or
-/// bucket row the poll waits for while it waits for the poll's tasks).
+/// has a limit, so that polls take turns at a key's places. A deploy
+/// changing a limit locks every poll out ([`lock_out_polls`]), so it comes
+/// wholly before or after the poll, and never deletes a pace or bucket row
+/// the poll waits for while it waits for the poll's tasks.
 pub(super) struct Limits(HashMap<String, PerKey>);
 
 /// A lambda's limits on each of its keys.
@@ -98,9 +103,10 @@ impl PerKey {
 
 impl Limits {
     /// Reads the limits, taking the keys' lock first when any lambda has
-    /// a limit (of concurrency, fairness or rate per key, or a quota). Called before
-    /// the poll locks any task, as a deploy takes the lock before it writes
-    /// anything: the two never wait on each other the other way round.
+    /// a limit (of concurrency, fairness or rate per key, or a quota).
+    /// Called after the gates' lock and before the poll locks any task, as
+    /// a deploy takes the gates' lock before it writes anything: the two
+    /// never wait on each other the other way round.
     pub(super) async fn read(conn: &mut Connection) -> Result<Limits> {
         if !any_limit(conn).await? {
             return Ok(Limits(HashMap::new()));
@@ -169,7 +175,13 @@ impl Limits {
         report: &mut EnqueueReport,
     ) -> Result<Vec<Due>> {
         let limits = &self.0;
-        let counted = |due: &Due| !due.in_flight && limits.contains_key(&due.lambda);
+        let mut open = open;
+        for due in &mut open {
+            // Written at its enqueue: a task in flight already is counted
+            // by its lambda's limits of now, as a redeploy counts them.
+            due.limited = due.key.is_some() && limits.contains_key(&due.lambda);
+        }
+        let counted = |due: &Due| !due.in_flight && due.limited;
         let keys: BTreeSet<Key> = open
             .iter()
             .filter(|due| counted(due))
@@ -183,7 +195,6 @@ impl Limits {
         if keys.is_empty() {
             return Ok(open);
         }
-        let mut open = open;
         open.sort_by(|a, b| (a.due, &a.id).cmp(&(b.due, &b.id)));
         let keys: Vec<Key> = keys.into_iter().collect();
         let mut flying = in_flight(conn, &keys).await?;
@@ -242,9 +253,11 @@ pub(super) async fn recheck(conn: &mut Connection, now: Millis) -> Result<Option
 
 /// Marks every key with parked tasks of `lambda`, deployed anew or rolled
 /// back: its limit may have grown or gone, and the next poll unparks what
-/// it allows. The caller took the keys' lock first ([`lock`]), before it
-/// wrote anything: a poll that read the old limit has committed what it
-/// parked by it, which this then sees.
+/// it allows. Its tasks in flight are counted from now on if its new
+/// version limits its keys, and no longer otherwise (`limited`, migration
+/// 0031). The caller locked the polls out first ([`lock_out_polls`]),
+/// before it wrote anything: a poll that read the old limits has
+/// committed what it parked and enqueued by them, which this then sees.
 pub(super) async fn redeployed(conn: &mut Connection, lambda: &str) -> Result<()> {
     sqlx::query(
         "INSERT INTO key_landings (lambda, key) \
@@ -253,17 +266,36 @@ pub(super) async fn redeployed(conn: &mut Connection, lambda: &str) -> Result<()
     .bind(lambda)
     .execute(&mut *conn)
     .await?;
+    let limited = limits(conn).await?.contains_key(lambda);
+    // The lambda's live tasks, from their index (SQLite's planner is told
+    // it, and the statement spells its predicate), of them those in flight.
+    sqlx::query(sql(format!(
+        "UPDATE tasks {} SET limited = $2 \
+         WHERE lambda = $1 AND status IN {LIVE} AND status IN {IN_FLIGHT} \
+            AND key IS NOT NULL AND limited <> $2",
+        DIALECT.live_tasks_index
+    )))
+    .bind(lambda)
+    .bind(limited)
+    .execute(&mut *conn)
+    .await?;
     Ok(())
 }
 
 /// Takes the keys' lock (Postgres; SQLite has one writer): polls that
-/// decide by limits, and deploys and rollbacks that change them, take
-/// turns.
-pub(super) async fn lock(conn: &mut Connection) -> Result<()> {
-    if !DIALECT.keys_lock.is_empty() {
-        sqlx::query(DIALECT.keys_lock).execute(&mut *conn).await?;
-    }
-    Ok(())
+/// decide by limits take turns.
+async fn lock(conn: &mut Connection) -> Result<()> {
+    super::lock_gates(conn, DIALECT.keys_lock).await
+}
+
+/// Locks every poll out, for a deploy or rollback that may change a
+/// lambda's limits (Postgres: the gates' lock, which every poll takes
+/// shared first; SQLite has one writer). A poll then comes wholly before
+/// or after the change, even one that found no limit anywhere and so took
+/// no keys' lock: what it enqueued is counted by the change
+/// ([`redeployed`]), or it enqueues by the new limits.
+pub(super) async fn lock_out_polls(conn: &mut Connection) -> Result<()> {
+    super::lock_gates(conn, DIALECT.gate_write_lock).await
 }
 
 /// Whether any lambda has, at its current version, a limit a deploy may
@@ -318,14 +350,15 @@ async fn limits(conn: &mut Connection) -> Result<HashMap<String, PerKey>> {
 /// How many tasks of each key are in flight, of them enqueued, and given
 /// a later slot, in one statement, from two small partial indexes alone
 /// (the counts repeat their predicates for SQLite's planner to take them:
-/// a key's other tasks are many).
+/// a key's other tasks are many). Only a limited lambda's tasks in flight
+/// are `limited`, and only its keys are counted.
 async fn in_flight(conn: &mut Connection, keys: &[Key]) -> Result<HashMap<Key, Flight>> {
     let counts: Vec<(String, String, i64, i64, i64)> = sqlx::query_as(sql(format!(
         "SELECT j.value->>'lambda', j.value->>'key', \
          (SELECT COUNT(*) FROM tasks t WHERE t.lambda = j.value->>'lambda' \
-            AND t.key = j.value->>'key' AND t.status IN {IN_FLIGHT}), \
+            AND t.key = j.value->>'key' AND t.limited AND t.status IN {IN_FLIGHT}), \
          (SELECT COUNT(*) FROM tasks t WHERE t.lambda = j.value->>'lambda' \
-            AND t.key = j.value->>'key' AND t.status IN {IN_FLIGHT} \
+            AND t.key = j.value->>'key' AND t.limited AND t.status IN {IN_FLIGHT} \
             AND t.status = {ENQUEUED}), \
          (SELECT COUNT(*) FROM tasks t WHERE t.lambda = j.value->>'lambda' \
             AND t.key = j.value->>'key' AND {slotted}) \
@@ -374,7 +407,7 @@ async fn park(conn: &mut Connection, tasks: &[Parked]) -> Result<()> {
         return Ok(());
     }
     sqlx::query(sql(format!(
-        "UPDATE tasks SET status = {NEXT_ATTEMPT}, parked = TRUE, \
+        "UPDATE tasks SET status = {NEXT_ATTEMPT}, parked = TRUE, limited = TRUE, \
          awaits_turn = (CAST(p.turn AS INTEGER) = 1), \
          due_at = CASE WHEN next_trigger_at < due_at THEN next_trigger_at ELSE due_at END, \
          next_trigger_at = NULL, paced = FALSE, debounced = FALSE \

@@ -145,7 +145,7 @@ pub(super) async fn insert_version(
 pub(super) async fn deploy(tx: &mut Connection, params: LambdaDeploy) -> Result<Lambda> {
     check_lambda_name(&params.name)?;
     params.config.validate()?;
-    keys::lock(&mut *tx).await?;
+    keys::lock_out_polls(&mut *tx).await?;
     sqlx::query(
         "INSERT INTO components (digest, bytes, created_at) VALUES ($1, $2, $3) \
          ON CONFLICT (digest) DO NOTHING",
@@ -259,7 +259,7 @@ pub(super) async fn versions(store: &Store, name: &str) -> Result<Vec<LambdaVers
 
 pub(super) async fn rollback(tx: &mut Connection, params: LambdaRollback) -> Result<Lambda> {
     check_lambda_name(&params.name)?;
-    keys::lock(&mut *tx).await?;
+    keys::lock_out_polls(&mut *tx).await?;
     let current = require_lambda(&mut *tx, &params.name).await?;
     let to = params.to.unwrap_or(current.version.saturating_sub(1));
     if to == current.version {

@@ -40,12 +40,19 @@ pub(super) struct Due {
     /// In flight already (enqueued, or its execution lapsed): it holds a
     /// place of its key.
     pub in_flight: bool,
+    /// Its key counts in flight: its lambda limits its keys (decided by
+    /// [`keys::Limits::admit`]).
+    ///
+    /// [`keys::Limits::admit`]: super::keys::Limits::admit
+    pub limited: bool,
 }
 
-/// A task to enqueue now, with the error it keeps.
+/// A task to enqueue now, with the error it keeps and whether its key
+/// counts in flight.
 pub(super) struct Now {
     pub id: String,
     pub lapsed: Option<&'static str>,
+    pub limited: bool,
 }
 
 /// A task that waits for its slot, as the update of [`defer`] reads it
@@ -116,6 +123,7 @@ pub(super) async fn pace(
             .map(|d| Now {
                 id: d.id,
                 lapsed: d.lapsed,
+                limited: d.limited,
             })
             .collect());
     }
@@ -230,6 +238,7 @@ fn give_slots(
         mut key_paced,
         lapsed,
         key,
+        limited,
         ..
     } in due
     {
@@ -275,7 +284,11 @@ fn give_slots(
                 }
             }
         }
-        now_ids.push(Now { id, lapsed });
+        now_ids.push(Now {
+            id,
+            lapsed,
+            limited,
+        });
     }
     (now_ids, later)
 }

@@ -46,6 +46,16 @@ pub(super) struct Marked<'a> {
     pub(super) error: Option<&'static str>,
 }
 
+/// A task [`enqueue`] enqueues, as the update reads it (the field names
+/// are its JSON keys): the error a lapsed execution left, and whether its
+/// key counts in flight (1) or not (0).
+#[derive(Serialize)]
+struct Going<'a> {
+    id: &'a str,
+    error: Option<&'static str>,
+    limited: u8,
+}
+
 /// A task [`enqueue`] enqueued, as the update returns it.
 #[derive(FromRow)]
 struct EnqueuedRow {
@@ -210,6 +220,7 @@ async fn triage<'a>(
             key: row.key.clone(),
             due: row.next_trigger_at,
             in_flight: machine::IN_FLIGHT.contains(status),
+            limited: false,
         })),
     }
 }
@@ -228,16 +239,19 @@ async fn enqueue(
     }
     let rows: Vec<_> = tasks
         .iter()
-        .map(|t| Marked {
+        .map(|t| Going {
             id: &t.id,
             error: t.lapsed,
+            limited: u8::from(t.limited),
         })
         .collect();
     let enqueued: Vec<EnqueuedRow> = sqlx::query_as(sql(format!(
         "UPDATE tasks SET status = {ENQUEUED}, enqueue_token = enqueue_token + 1, \
          enqueued_at = $2, next_trigger_at = $3, paced = FALSE, key_paced = FALSE, debounced = FALSE, \
+         limited = (CAST(d.limited AS INTEGER) = 1), \
          last_error = COALESCE(d.due_error, last_error) \
-         FROM (SELECT j.value->>'id' AS due_id, j.value->>'error' AS due_error FROM {}) AS d \
+         FROM (SELECT j.value->>'id' AS due_id, j.value->>'error' AS due_error, \
+            j.value->>'limited' AS limited FROM {}) AS d \
          WHERE tasks.id = d.due_id \
          RETURNING id, lambda, priority, enqueue_token, key, traceparent, tracestate",
         DIALECT.json_rows

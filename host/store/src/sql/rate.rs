@@ -2,9 +2,9 @@
 //! kept as the key's next free slot in `key_pace` (migration 0026). The
 //! poll locks the rows of the keys it gives slots of, in one order (by
 //! lambda, then key) for every consumer, so concurrent consumers share one
-//! bucket per key; [`super::pace`] gives the slots out. Polls that pace
-//! by a rate take the keys' lock as deploys do ([`super::keys::lock`]), so
-//! a deploy's fresh buckets never meet a poll halfway.
+//! bucket per key; [`super::pace`] gives the slots out. Deploys lock every
+//! poll out ([`super::keys::lock_out_polls`]), so a deploy's fresh buckets
+//! never meet a poll halfway.
 
 use std::collections::HashMap;
 

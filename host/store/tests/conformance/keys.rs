@@ -199,6 +199,80 @@ pub async fn a_redeploy_lets_parked_tasks_go(store: &dyn TaskStore) {
     assert_eq!(enqueued(store, T0 + 70).await.len(), 2);
 }
 
+/// A limit deployed while a key's tasks are in flight counts them: the
+/// key's next task waits for their landings (each marks the key, as a
+/// limited lambda's landing does); a redeploy without the limit lets go
+/// what waits, and stops counting.
+pub async fn a_limit_deployed_later_counts_the_tasks_in_flight(store: &dyn TaskStore) {
+    deploy_with(store, "mail", limited(None)).await;
+    for i in 0..3 {
+        insert(store, keyed("acme"), T0 + i).await;
+    }
+    let flying = enqueued(store, T0 + 10).await;
+    assert_eq!(flying.len(), 3);
+    deploy_with(store, "mail", limited(Some(2))).await;
+    let next = insert(store, keyed("acme"), T0 + 20).await;
+    let report = poll(store, T0 + 30).await;
+    assert_eq!(
+        (report.enqueued.len(), report.parked),
+        (0, 1),
+        "3 in flight against a limit of 2"
+    );
+    for (step, (id, token)) in flying.iter().take(2).enumerate() {
+        let now = T0 + 40 + 10 * step as i64;
+        let lease = claim(store, id, *token, now).await.unwrap().lease_token;
+        finish(store, id, lease, success(), now + 1).await.unwrap();
+        let went = enqueued(store, now + 2).await;
+        // The first landing leaves 2 in flight; the second frees a place.
+        let expected: &[String] = if step == 0 {
+            &[]
+        } else {
+            std::slice::from_ref(&next)
+        };
+        assert_eq!(
+            went.iter().map(|t| t.0.clone()).collect::<Vec<_>>(),
+            expected
+        );
+    }
+    // Without the limit again, the key's tasks are not counted: another
+    // goes at once beside the two in flight, and a third limit counts
+    // them again.
+    deploy_with(store, "mail", limited(None)).await;
+    insert(store, keyed("acme"), T0 + 100).await;
+    assert_eq!(enqueued(store, T0 + 110).await.len(), 1);
+    deploy_with(store, "mail", limited(Some(3))).await;
+    insert(store, keyed("acme"), T0 + 120).await;
+    assert_eq!(poll(store, T0 + 130).await.parked, 1);
+}
+
+/// A first limit deployed while a consumer polls (no lambda had one, so
+/// the poll decides by none): whether the poll comes wholly before the
+/// deploy or wholly after it, what it enqueued counts against the limit,
+/// and the key's next task is parked while the limit is full.
+pub async fn a_first_limit_deployed_during_a_poll_counts_what_it_enqueues(store: &dyn TaskStore) {
+    for round in 0..20 {
+        let key = format!("round-{round}");
+        let now = T0 + 1_000 * round;
+        deploy_with(store, "mail", limited(None)).await;
+        let tasks = (0..50).map(|_| keyed(&key)).collect();
+        store
+            .task_insert_many(waft_store::TaskInsertMany { tasks, now })
+            .await
+            .unwrap();
+        let (first, ()) = futures::join!(
+            poll(store, now + 1),
+            deploy_with(store, "mail", limited(Some(2)))
+        );
+        let next = insert(store, keyed(&key), now + 2).await;
+        let report = poll(store, now + 3).await;
+        assert!(
+            report.enqueued.iter().all(|t| t.id != next),
+            "round {round}: the key's next task went past a full limit ({} enqueued before)",
+            first.enqueued.len()
+        );
+    }
+}
+
 /// Consumers, controllers and executors racing over keys with a limit of
 /// 2: no committed state ever has more than 2 of a key in flight, and
 /// every task ends.

@@ -21,8 +21,8 @@ pub const SAME_TYPE: &[(&str, &str)] = &[
 pub const SAME_PREDICATE: &[(&str, &str)] = &[
     ("held = 1", "held"),
     (
-        "key is not null and status in ('enqueued', 'claimed', 'processing')",
-        "(key is not null) and (status in ('enqueued', 'claimed', 'processing'))",
+        "limited and status in ('enqueued', 'claimed', 'processing')",
+        "limited and (status in ('enqueued', 'claimed', 'processing'))",
     ),
     (
         "debounced and status = 'new' and not held and not parked",

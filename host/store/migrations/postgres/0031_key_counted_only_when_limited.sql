@@ -1,0 +1,23 @@
+-- A task's key is counted only in a lambda that limits its keys (a
+-- concurrency per key, or fairness): `limited` says its lambda did when the
+-- poll last enqueued or parked it, and a deploy or rollback that changes
+-- whether it does sets it anew on the lambda's tasks in flight, under the
+-- keys' lock the polls take. Keys of a lambda without such a limit then
+-- cost no entry in the index of tasks in flight, and no lookup of the
+-- lambda's limits at each change of state.
+ALTER TABLE tasks ADD COLUMN limited BOOLEAN NOT NULL DEFAULT FALSE;
+UPDATE tasks SET limited = TRUE
+WHERE key IS NOT NULL
+    AND (parked OR status IN ('enqueued', 'claimed', 'processing'))
+    AND lambda IN (SELECT l.name FROM lambdas l JOIN lambda_versions v
+        ON v.lambda = l.name AND v.version = l.current_version
+        WHERE v.key_concurrency IS NOT NULL OR v.key_fairness IS NOT NULL);
+DROP INDEX tasks_in_flight;
+CREATE INDEX tasks_in_flight ON tasks (lambda, key, status)
+    WHERE limited AND status IN ('enqueued', 'claimed', 'processing');
+DROP TRIGGER tasks_landed ON tasks;
+CREATE TRIGGER tasks_landed AFTER UPDATE OF status ON tasks FOR EACH ROW
+WHEN (NEW.limited AND NOT NEW.parked
+    AND (NEW.status NOT IN ('enqueued', 'claimed', 'processing')
+        OR (OLD.status = 'enqueued' AND NEW.status <> 'enqueued')))
+EXECUTE FUNCTION tasks_landed();
