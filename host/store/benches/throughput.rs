@@ -48,7 +48,8 @@ fn main() {
         future,
         keys: std::env::var("WAFT_BENCH_KEYS")
             .ok()
-            .and_then(|k| k.parse().ok()),
+            .and_then(|k| k.parse().ok())
+            .filter(|&keys: &usize| keys > 0),
     };
     let backends = std::env::var("WAFT_BENCH_BACKENDS").unwrap_or_default();
     let measures = |backend: &str| backends.is_empty() || backends.contains(backend);

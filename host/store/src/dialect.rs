@@ -30,7 +30,9 @@ pub(crate) struct Dialect {
     /// locks, so a gate change never interleaves with a poll or claim that
     /// read the gate before it (a resume would miss the tasks such a poll
     /// holds), and a lambda's limits never change under a poll, whether or
-    /// not it takes the keys' lock. Empty where the database needs none.
+    /// not it takes the keys' lock (polls and claims wait for a deploy's
+    /// statements after its component is stored). Empty where the database
+    /// needs none.
     pub gate_read_lock: &'static str,
     pub gate_write_lock: &'static str,
     /// A statement run by a poll before it reads the limits per key (when
@@ -39,6 +41,12 @@ pub(crate) struct Dialect {
     /// place. Each takes it after the gates' lock, before it locks any
     /// task.
     pub keys_lock: &'static str,
+    /// Run by a deploy before it rewrites rows that results and
+    /// heartbeats lock in another order: Postgres's `lock_timeout` for the
+    /// rest of the transaction, so the deploy gives way (55P03, tried
+    /// again, [`crate::StoreError::gave_way`]) before a deadlock could
+    /// abort the other side.
+    pub yield_row_locks: &'static str,
     /// Selects the database server's clock, in Unix milliseconds.
     pub clock: &'static str,
     /// After `FROM tasks` in the overview: SQLite's planner, without
@@ -60,6 +68,7 @@ impl Dialect {
         gate_read_lock: "",
         gate_write_lock: "",
         keys_lock: "",
+        yield_row_locks: "",
         // SQLite runs in the process: its clock is the host's.
         clock: "SELECT CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)",
         live_tasks_index: "INDEXED BY tasks_live",
@@ -77,6 +86,7 @@ impl Dialect {
         gate_read_lock: "SELECT pg_advisory_xact_lock_shared(7239)",
         gate_write_lock: "SELECT pg_advisory_xact_lock(7239)",
         keys_lock: "SELECT pg_advisory_xact_lock(7240)",
+        yield_row_locks: "SET LOCAL lock_timeout = '200ms'",
         // The time now, not at the transaction's start.
         clock: "SELECT CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
         live_tasks_index: "",

@@ -78,6 +78,16 @@ pub enum StoreError {
     Corrupt(String),
 }
 
+impl StoreError {
+    /// Whether the call gave way to another's row locks (Postgres's
+    /// `lock_timeout`, 55P03): nothing was written, and trying it again is
+    /// safe.
+    pub fn gave_way(&self) -> bool {
+        matches!(self, StoreError::Database(sqlx::Error::Database(error))
+            if error.code().as_deref() == Some("55P03"))
+    }
+}
+
 /// How a role answers a store failure: bad input precisely, a database
 /// failure as "unavailable" (and logged), corruption as internal.
 impl From<StoreError> for ServiceError {

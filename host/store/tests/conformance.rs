@@ -154,6 +154,7 @@ conformance!(
         a_limit_deployed_later_counts_the_tasks_in_flight,
         a_first_limit_deployed_during_a_poll_counts_what_it_enqueues,
         a_woken_task_that_does_not_go_leaves_its_place,
+        a_paced_task_that_leaves_gives_back_its_place,
         racing_consumers_never_pass_a_keys_limit,
         two_polls_at_once_give_one_place,
     ],

@@ -1,14 +1,16 @@
 -- A task's key is counted only in a lambda that limits its keys (a
 -- concurrency per key, or fairness): `limited` says its lambda did when the
--- poll last enqueued or parked it, and a deploy or rollback that changes
--- whether it does sets it anew on the lambda's tasks in flight, under the
--- keys' lock the polls take. Keys of a lambda without such a limit then
--- cost no entry in the index of tasks in flight, and no lookup of the
--- lambda's limits at each change of state.
+-- poll last enqueued, paced or parked it (or its insert stored it parked),
+-- and a deploy or rollback that changes whether it does sets it anew on the
+-- lambda's tasks in flight, with every poll locked out. Keys of a lambda
+-- without such a limit then cost no entry in the index of tasks in flight,
+-- and no lookup of the lambda's limits at each change of state. Every
+-- unfinished keyed task of a limited lambda starts counted: one unparked
+-- and not yet polled holds a place its key gave it.
 ALTER TABLE tasks ADD COLUMN limited BOOLEAN NOT NULL DEFAULT FALSE;
 UPDATE tasks SET limited = TRUE
 WHERE key IS NOT NULL
-    AND (parked OR status IN ('enqueued', 'claimed', 'processing'))
+    AND status IN ('new', 'enqueued', 'claimed', 'processing', 'suspended', 'retriable_failure')
     AND lambda IN (SELECT l.name FROM lambdas l JOIN lambda_versions v
         ON v.lambda = l.name AND v.version = l.current_version
         WHERE v.key_concurrency IS NOT NULL OR v.key_fairness IS NOT NULL);

@@ -34,7 +34,7 @@ use waft_core::{KeyFairness, TaskStatus};
 
 use super::pace::Due;
 use super::{Connection, DIALECT};
-use crate::names::status::{ENQUEUED, IN_FLIGHT, LIVE, NEXT_ATTEMPT, One};
+use crate::names::status::{ENQUEUED, IN_FLIGHT, NEXT_ATTEMPT, One};
 use crate::support::{batch_json, sql, text_out};
 use crate::{EnqueueReport, Limit, Millis, Result, rows};
 
@@ -267,13 +267,20 @@ pub(super) async fn redeployed(conn: &mut Connection, lambda: &str) -> Result<()
     .execute(&mut *conn)
     .await?;
     let limited = limits(conn).await?.contains_key(lambda);
-    // The lambda's live tasks, from their index (SQLite's planner is told
-    // it, and the statement spells its predicate), of them those in flight.
+    // Results and heartbeats lock these rows in their batches' order: a
+    // deploy waits for them only briefly, then gives way (and is tried
+    // again) rather than deadlock with one.
+    if !DIALECT.yield_row_locks.is_empty() {
+        sqlx::query(DIALECT.yield_row_locks)
+            .execute(&mut *conn)
+            .await?;
+    }
+    // Keyed tasks only, but not spelled as a term of its own: SQLite's
+    // planner would then read every keyed task of the lambda from their
+    // index, where the one of statuses holds only those in flight.
     sqlx::query(sql(format!(
-        "UPDATE tasks {} SET limited = $2 \
-         WHERE lambda = $1 AND status IN {LIVE} AND status IN {IN_FLIGHT} \
-            AND key IS NOT NULL AND limited <> $2",
-        DIALECT.live_tasks_index
+        "UPDATE tasks SET limited = (key IS NOT NULL AND $2) \
+         WHERE lambda = $1 AND status IN {IN_FLIGHT} AND limited <> (key IS NOT NULL AND $2)"
     )))
     .bind(lambda)
     .bind(limited)

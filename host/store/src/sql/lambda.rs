@@ -142,10 +142,9 @@ pub(super) async fn insert_version(
     Ok(())
 }
 
-pub(super) async fn deploy(tx: &mut Connection, params: LambdaDeploy) -> Result<Lambda> {
+pub(super) async fn deploy(tx: &mut Connection, params: &LambdaDeploy) -> Result<Lambda> {
     check_lambda_name(&params.name)?;
     params.config.validate()?;
-    keys::lock_out_polls(&mut *tx).await?;
     sqlx::query(
         "INSERT INTO components (digest, bytes, created_at) VALUES ($1, $2, $3) \
          ON CONFLICT (digest) DO NOTHING",
@@ -171,6 +170,9 @@ pub(super) async fn deploy(tx: &mut Connection, params: LambdaDeploy) -> Result<
         .execute(&mut *tx)
         .await?;
     }
+    // Polls and claims read neither components nor artifacts: they are
+    // locked out only from here.
+    keys::lock_out_polls(&mut *tx).await?;
     let version: i64 = sqlx::query_scalar(
         "INSERT INTO lambdas (name, current_version, created_at) VALUES ($1, 1, $2) \
          ON CONFLICT (name) DO UPDATE SET current_version = lambdas.current_version + 1 \
@@ -180,7 +182,7 @@ pub(super) async fn deploy(tx: &mut Connection, params: LambdaDeploy) -> Result<
     .bind(params.now)
     .fetch_one(&mut *tx)
     .await?;
-    insert_version(&mut *tx, &params, version).await?;
+    insert_version(&mut *tx, params, version).await?;
     pace::repace(&mut *tx, &params.name, params.now).await?;
     keys::redeployed(&mut *tx, &params.name).await?;
     // Deployed again after a delete: its queues, not deleted yet, stay.

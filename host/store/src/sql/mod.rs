@@ -72,6 +72,28 @@ use crate::{
     TaskPrune, TaskSetResultMany, TaskSignal, TaskSignalRead, TaskStore, Token, TokenCreate,
 };
 
+/// Runs a deploy or rollback, again while it gives way to the row locks
+/// of results and heartbeats ([`StoreError::gave_way`]): a few times, a
+/// little later each time.
+///
+/// [`StoreError::gave_way`]: crate::StoreError::gave_way
+async fn giving_way<T, F, C>(mut call: C) -> Result<T>
+where
+    C: FnMut() -> F,
+    F: std::future::Future<Output = Result<T>>,
+{
+    let mut tries: u64 = 0;
+    loop {
+        match call().await {
+            Err(error) if error.gave_way() && tries < 10 => {
+                tries += 1;
+                tokio::time::sleep(std::time::Duration::from_millis(20 * tries)).await;
+            }
+            answer => return answer,
+        }
+    }
+}
+
 /// Runs a dialect's lock statement, if it has one.
 async fn lock_gates(conn: &mut Connection, statement: &'static str) -> Result<()> {
     if !statement.is_empty() {
@@ -105,8 +127,12 @@ impl TaskStore for Store {
     }
 
     async fn lambda_deploy(&self, params: LambdaDeploy) -> Result<Lambda> {
-        self.write(move |tx| Box::pin(lambda::deploy(tx, params)))
-            .await
+        let params = std::sync::Arc::new(params);
+        giving_way(|| {
+            let params = std::sync::Arc::clone(&params);
+            self.write(move |tx| Box::pin(async move { lambda::deploy(tx, &params).await }))
+        })
+        .await
     }
     async fn lambda_get(&self, name: &str) -> Result<Option<Lambda>> {
         lambda::get(self, name).await
@@ -121,8 +147,11 @@ impl TaskStore for Store {
         lambda::versions(self, name).await
     }
     async fn lambda_rollback(&self, params: LambdaRollback) -> Result<Lambda> {
-        self.write(move |tx| Box::pin(lambda::rollback(tx, params)))
-            .await
+        giving_way(|| {
+            let params = params.clone();
+            self.write(move |tx| Box::pin(lambda::rollback(tx, params)))
+        })
+        .await
     }
     async fn lambda_gc(&self, params: LambdaGc) -> Result<GcReport> {
         self.write(move |tx| Box::pin(lambda::gc(tx, params))).await

@@ -64,6 +64,10 @@ struct Later {
     error: Option<&'static str>,
     paced: u8,
     key_paced: u8,
+    /// Its key counts in flight: written with the wait, so that its
+    /// change of state marks its key (a place of which the poll may have
+    /// given it, and parked another of the key for).
+    limited: u8,
 }
 
 /// A lambda idle this long has as many slots at once as it gets in it.
@@ -263,6 +267,7 @@ fn give_slots(
                         error: lapsed,
                         paced: 0,
                         key_paced: 1,
+                        limited: u8::from(limited),
                     });
                     continue;
                 }
@@ -279,6 +284,7 @@ fn give_slots(
                         error: lapsed,
                         paced: 1,
                         key_paced: u8::from(key_paced),
+                        limited: u8::from(limited),
                     });
                     continue;
                 }
@@ -315,10 +321,12 @@ async fn defer(conn: &mut Connection, later: &[Later]) -> Result<()> {
         "UPDATE tasks SET next_trigger_at = d.at, status = {NEXT_ATTEMPT}, \
          paced = (CAST(d.quota_slot AS INTEGER) = 1), \
          key_paced = (CAST(d.key_slot AS INTEGER) = 1), \
+         limited = (CAST(d.limited AS INTEGER) = 1), \
          enqueue_token = enqueue_token + 1, last_error = COALESCE(d.paced_error, last_error) \
          FROM (SELECT j.value->>'id' AS paced_id, CAST(j.value->>'at' AS BIGINT) AS at, \
          j.value->>'error' AS paced_error, j.value->>'paced' AS quota_slot, \
-         j.value->>'key_paced' AS key_slot FROM {}) AS d WHERE tasks.id = d.paced_id",
+         j.value->>'key_paced' AS key_slot, j.value->>'limited' AS limited FROM {}) AS d \
+         WHERE tasks.id = d.paced_id",
         DIALECT.json_rows
     )))
     .bind(batch_json(later)?)

@@ -400,6 +400,50 @@ pub async fn a_woken_task_that_does_not_go_leaves_its_place(store: &dyn TaskStor
     assert!(held.held && !held.parked, "{held:?}");
 }
 
+/// A task given its key's place by a poll that then paces it (its key's
+/// rate has no token) leaves that place when it is cancelled while it
+/// waits for its slot: the task the poll parked for it goes at the next
+/// poll.
+pub async fn a_paced_task_that_leaves_gives_back_its_place(store: &dyn TaskStore) {
+    deploy_with(
+        store,
+        "mail",
+        LambdaConfig {
+            key_rate: Some(waft_core::KeyRate {
+                count: 1,
+                period: std::time::Duration::from_secs(3600),
+            }),
+            ..limited(Some(1))
+        },
+    )
+    .await;
+    // The key's one token goes to a first task, which lands.
+    let first = insert(store, keyed("acme"), T0).await;
+    let (id, token) = enqueued(store, T0 + 1).await.remove(0);
+    assert_eq!(id, first);
+    let lease = claim(store, &first, token, T0 + 2)
+        .await
+        .unwrap()
+        .lease_token;
+    finish(store, &first, lease, success(), T0 + 3)
+        .await
+        .unwrap();
+    assert!(enqueued(store, T0 + 4).await.is_empty());
+    // The next two: one takes the place and waits for a token, one parks.
+    let paced = insert(store, keyed("acme"), T0 + 10).await;
+    let parked = insert(store, keyed("acme"), T0 + 11).await;
+    let report = poll(store, T0 + 20).await;
+    assert_eq!((report.key_paced, report.parked), (1, 1), "{report:?}");
+    assert!(store.task_get(&parked).await.unwrap().unwrap().parked);
+    store.task_cancel(&paced, T0 + 30).await.unwrap();
+    poll(store, T0 + 40).await;
+    let next = store.task_get(&parked).await.unwrap().unwrap();
+    assert!(
+        !next.parked,
+        "the cancelled task's place went to nobody: {next:?}"
+    );
+}
+
 /// Two consumers polling at once over a key's first tasks: one place, one
 /// task enqueued between them, the others parked.
 pub async fn two_polls_at_once_give_one_place(store: &dyn TaskStore) {
