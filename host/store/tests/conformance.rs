@@ -283,3 +283,72 @@ async fn postgres_due_notifications_carry_the_due_time() {
         Some(1_800_000_004_321)
     );
 }
+
+/// A deploy that counts a lambda's tasks in flight anew locks their rows,
+/// which results and heartbeats lock in their own batches' order: when one
+/// holds a row the deploy waits for and then waits for a row the deploy
+/// holds, the deploy gives way (its lock wait times out well before
+/// Postgres's deadlock check) and is tried again once the other has
+/// committed; neither fails.
+#[tokio::test]
+async fn postgres_a_deploy_gives_way_to_a_batchs_row_locks() {
+    use sqlx::Connection as _;
+    use support::*;
+    let Some(server) = waft_testing::postgres() else {
+        eprintln!("skipping: PostgreSQL is not available here");
+        return;
+    };
+    let url = server.fresh_database().await;
+    let store = PostgresStore::connect(&url, 4).await.unwrap();
+    deploy(&store, "mail").await;
+    for at in [T0, T0 + 1] {
+        let task = waft_store::NewTask {
+            key: Some("acme".into()),
+            ..new_task("mail")
+        };
+        insert(&store, task, at).await;
+    }
+    let mut flying: Vec<String> = poll(&store, T0 + 10)
+        .await
+        .enqueued
+        .into_iter()
+        .map(|t| t.id)
+        .collect();
+    flying.sort();
+    assert_eq!(flying.len(), 2);
+    // The batch locks the later row first; the deploy (rows in id order)
+    // then holds the earlier one and waits for the later.
+    let mut batch = sqlx::PgConnection::connect(&url).await.unwrap();
+    sqlx::query("BEGIN").execute(&mut batch).await.unwrap();
+    let lock_row = "SELECT id FROM tasks WHERE id = $1 FOR UPDATE";
+    sqlx::query(lock_row)
+        .bind(&flying[1])
+        .execute(&mut batch)
+        .await
+        .unwrap();
+    let limited = waft_core::LambdaConfig {
+        key_concurrency: Some(1),
+        ..config()
+    };
+    let deploying = tokio::spawn({
+        let store = store.clone();
+        async move { deploy_with(&store, "mail", limited).await }
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    sqlx::query(lock_row)
+        .bind(&flying[0])
+        .execute(&mut batch)
+        .await
+        .expect("the batch is not chosen to break a deadlock");
+    sqlx::query("COMMIT").execute(&mut batch).await.unwrap();
+    deploying
+        .await
+        .expect("the deploy succeeds once tried again");
+    // The deploy counted both tasks in flight: the key's next one parks.
+    let next = waft_store::NewTask {
+        key: Some("acme".into()),
+        ..new_task("mail")
+    };
+    insert(&store, next, T0 + 20).await;
+    assert_eq!(poll(&store, T0 + 30).await.parked, 1);
+}
