@@ -35,6 +35,13 @@ async fn enqueued(store: &dyn TaskStore, now: i64) -> Vec<(String, i64)> {
     ids
 }
 
+/// Claims an enqueued task at `now` and ends it in success a moment later:
+/// it lands.
+async fn land(store: &dyn TaskStore, id: &str, token: i64, now: i64) {
+    let lease = claim(store, id, token, now).await.unwrap().lease_token;
+    finish(store, id, lease, success(), now + 1).await.unwrap();
+}
+
 /// A key's tasks in flight never outnumber its lambda's limit; the others
 /// wait parked (new, no trigger, no attempt spent) and go oldest first as
 /// each task of their key lands, whether it succeeds, fails to retry, or is
@@ -220,8 +227,7 @@ pub async fn a_limit_deployed_later_counts_the_tasks_in_flight(store: &dyn TaskS
     );
     for (step, (id, token)) in flying.iter().take(2).enumerate() {
         let now = T0 + 40 + 10 * step as i64;
-        let lease = claim(store, id, *token, now).await.unwrap().lease_token;
-        finish(store, id, lease, success(), now + 1).await.unwrap();
+        land(store, id, *token, now).await;
         let went = enqueued(store, now + 2).await;
         // The first landing leaves 2 in flight; the second frees a place.
         let expected: &[String] = if step == 0 {
@@ -376,13 +382,7 @@ pub async fn a_woken_task_that_does_not_go_leaves_its_place(store: &dyn TaskStor
             .await
             .unwrap();
     }
-    let lease = claim(store, &first, report.enqueued[0].enqueue_token, T0 + 20)
-        .await
-        .unwrap()
-        .lease_token;
-    finish(store, &first, lease, success(), T0 + 21)
-        .await
-        .unwrap();
+    land(store, &first, report.enqueued[0].enqueue_token, T0 + 20).await;
     // The oldest parked is woken and dropped; then the next, held; then the
     // last goes.
     let mut went = Vec::new();
@@ -421,13 +421,7 @@ pub async fn a_paced_task_that_leaves_gives_back_its_place(store: &dyn TaskStore
     let first = insert(store, keyed("acme"), T0).await;
     let (id, token) = enqueued(store, T0 + 1).await.remove(0);
     assert_eq!(id, first);
-    let lease = claim(store, &first, token, T0 + 2)
-        .await
-        .unwrap()
-        .lease_token;
-    finish(store, &first, lease, success(), T0 + 3)
-        .await
-        .unwrap();
+    land(store, &first, token, T0 + 2).await;
     assert!(enqueued(store, T0 + 4).await.is_empty());
     // The next two: one takes the place and waits for a token, one parks.
     let paced = insert(store, keyed("acme"), T0 + 10).await;
