@@ -3,7 +3,7 @@
 use waft_core::task::{check_collection_name, check_lambda_name};
 
 use super::lambda;
-use super::{Connection, DIALECT, GATE_OF_TASK, Store, lock_gates};
+use super::{Connection, DIALECT, GATE_OF_TASK, Store, take_lock};
 use crate::names::status::UNFINISHED;
 use crate::support::sql;
 use crate::{Gate, GateSet, GateState, Result, StoreError};
@@ -14,7 +14,7 @@ pub(super) async fn set(tx: &mut Connection, params: GateSet) -> Result<u64> {
         check_collection_name(collection)?;
     }
     let collection = params.collection.unwrap_or_default();
-    lock_gates(&mut *tx, DIALECT.gate_write_lock).await?;
+    take_lock(&mut *tx, DIALECT.gate_write_lock).await?;
     lambda::require_lambda(&mut *tx, &params.lambda).await?;
     let released = match params.state {
         GateState::Open => {

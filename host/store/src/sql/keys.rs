@@ -16,16 +16,17 @@
 //! for a fair lambda, leaves the queue (is claimed), a trigger marks its
 //! key in `key_landings` in the same transaction (migrations 0025, 0029),
 //! and the next poll unparks the key's oldest parked tasks, as many as
-//! there are places. Only tasks of a lambda that limits its keys are
+//! there are places. So a key never has a parked task and a free place
+//! past the next poll. Only tasks of a lambda that limits its keys are
 //! counted and marked: the poll writes whether one is (`limited`) when it
-//! enqueues or parks it, and a deploy that changes it rewrites its tasks
-//! in flight, so a key of a lambda without such a limit costs its tasks'
-//! changes of state nothing (migration 0031). So a key never has a parked task and a free place
-//! past the next poll. Polls count and decide under
-//! one lock (`keys_lock`), so two consumers never both take a key's last
-//! place, and deploys and rollbacks lock every poll out, so a limit never
-//! changes under a poll; an execution that lands meanwhile only adds a mark (marks
-//! are only ever added), which the next poll reads.
+//! enqueues, paces or parks it, and a deploy that changes it rewrites the
+//! lambda's tasks in flight, so a key of a lambda without such a limit
+//! costs its tasks' changes of state nothing (migration 0031). Polls count
+//! and decide under one lock (`keys_lock`), so two consumers never both
+//! take a key's last place, and deploys and rollbacks lock every poll out,
+//! so a limit never changes under a poll; an execution that lands
+//! meanwhile only adds a mark (marks are only ever added), which the next
+//! poll reads.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -292,7 +293,7 @@ pub(super) async fn redeployed(conn: &mut Connection, lambda: &str) -> Result<()
 /// Takes the keys' lock (Postgres; SQLite has one writer): polls that
 /// decide by limits take turns.
 async fn lock(conn: &mut Connection) -> Result<()> {
-    super::lock_gates(conn, DIALECT.keys_lock).await
+    super::take_lock(conn, DIALECT.keys_lock).await
 }
 
 /// Locks every poll out, for a deploy or rollback that may change a
@@ -302,7 +303,7 @@ async fn lock(conn: &mut Connection) -> Result<()> {
 /// no keys' lock: what it enqueued is counted by the change
 /// ([`redeployed`]), or it enqueues by the new limits.
 pub(super) async fn lock_out_polls(conn: &mut Connection) -> Result<()> {
-    super::lock_gates(conn, DIALECT.gate_write_lock).await
+    super::take_lock(conn, DIALECT.gate_write_lock).await
 }
 
 /// Whether any lambda has, at its current version, a limit a deploy may

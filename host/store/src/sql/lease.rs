@@ -11,7 +11,7 @@ use sqlx::FromRow;
 use waft_core::TaskStatus;
 
 use super::poll;
-use super::{Connection, DIALECT, GATE_OF_TASK, lock_gates};
+use super::{Connection, DIALECT, GATE_OF_TASK, take_lock};
 use crate::names::status::{CLAIMED, ENQUEUED, PROCESSING, RUNNING};
 use crate::rows;
 use crate::rules::GateEffect;
@@ -80,7 +80,7 @@ pub(super) async fn claim_many(
     tx: &mut Connection,
     params: TaskClaimMany,
 ) -> Result<Vec<Result<ClaimedTask, Refusal>>> {
-    lock_gates(&mut *tx, DIALECT.gate_read_lock).await?;
+    take_lock(&mut *tx, DIALECT.gate_read_lock).await?;
     let claims: Vec<_> = params
         .claims
         .iter()

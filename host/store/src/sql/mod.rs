@@ -95,7 +95,7 @@ where
 }
 
 /// Runs a dialect's lock statement, if it has one.
-async fn lock_gates(conn: &mut Connection, statement: &'static str) -> Result<()> {
+async fn take_lock(conn: &mut Connection, statement: &'static str) -> Result<()> {
     if !statement.is_empty() {
         sqlx::query(statement).execute(&mut *conn).await?;
     }

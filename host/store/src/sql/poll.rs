@@ -13,7 +13,7 @@ use super::attempt::{self, Ended};
 use super::fan_in;
 use super::keys;
 use super::pace::{self, Due, Now};
-use super::{Connection, DIALECT, GATE_OF_TASK, lock_gates};
+use super::{Connection, DIALECT, GATE_OF_TASK, take_lock};
 use crate::names::status::{DEAD, DROPPED, ENQUEUED, NEXT_ATTEMPT};
 use crate::rows;
 use crate::rules::GateEffect;
@@ -73,7 +73,7 @@ pub(super) async fn enqueue_ready(
     params: TaskEnqueueReady,
 ) -> Result<EnqueueReport> {
     let now = params.now;
-    lock_gates(&mut *tx, DIALECT.gate_read_lock).await?;
+    take_lock(&mut *tx, DIALECT.gate_read_lock).await?;
     let limits = keys::Limits::read(&mut *tx).await?;
     limits.unpark_landed(&mut *tx).await?;
     let due = read_due(&mut *tx, now, params.limit).await?;
