@@ -90,6 +90,43 @@ async fn a_retry_replays_every_call_and_takes_the_same_branch() {
     assert_eq!(second, first);
 }
 
+/// A lambda that heartbeats a million times, each beat with its own note,
+/// journals one entry for them all (they all answered "alive"), and its
+/// retry replays every beat from it.
+#[tokio::test]
+async fn a_million_heartbeats_share_an_entry_and_replay() {
+    let runtime = runtime();
+    let lambda = support::prepare(&runtime, samples::DURABLE).await;
+    let sandbox = Sandbox {
+        limits: Limits {
+            timeout: Duration::from_secs(600),
+            ..Limits::default()
+        },
+        ..sandbox(None)
+    };
+    let plan = json!({"beats": 1_000_000});
+    let mut journal = Vec::new();
+    let first = attempt(&lambda, &sandbox, &plan, 1, &mut journal).await;
+    let first = output(&first);
+    let beats: Vec<_> = journal
+        .iter()
+        .filter(|e| e.call == "waft:lambda/heartbeat.beat")
+        .collect();
+    assert_eq!(beats.len(), 1, "{:?}", calls(&journal));
+    assert!(
+        beats[0].summary.ends_with("and 1000000 more like it"),
+        "{}",
+        beats[0].summary
+    );
+    let recorded = journal.clone();
+    let second = attempt(&lambda, &sandbox, &plan, 2, &mut journal).await;
+    assert_eq!(second.replayed as usize, recorded.len());
+    assert_eq!(journal, recorded, "a full replay adds nothing");
+    let mut second = output(&second);
+    second["attempt"] = first["attempt"].clone();
+    assert_eq!(second, first);
+}
+
 /// A lambda whose only host call is its log journals nothing: its result
 /// carries no journal, and no durability point writes one.
 #[tokio::test]

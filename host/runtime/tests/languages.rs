@@ -479,3 +479,102 @@ async fn gather(lambda: &PreparedLambda, tool: &str) {
     );
     assert_eq!(host.children_requested(), 2, "{tool}: scheduled once each");
 }
+
+/// Two requests in flight together (`Promise.all`): one answers and its
+/// answer is journaled, then the other answers 503 and the lambda gives
+/// up. The retry makes the failed one again, with the same idempotency key,
+/// and never the answered one — whichever of them took the earlier place.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_failure_among_concurrent_requests_is_made_again() {
+    let Some(lambda) = prepare(samples::JS_GATHER, "componentize-js").await else {
+        return;
+    };
+    for failing in ["/a", "/b"] {
+        failure_after_an_answer(&lambda, failing).await;
+    }
+}
+
+async fn failure_after_an_answer(lambda: &PreparedLambda, failing: &'static str) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Condvar, Mutex};
+    // The failing request answers once the other's answer is journaled.
+    let journaled = Arc::new((Mutex::new(false), Condvar::new()));
+    let failed = AtomicBool::new(false);
+    let gate = journaled.clone();
+    let server = HttpServer::start(move |request| {
+        if request.path != failing {
+            return Reply::status(200, "ok");
+        }
+        let (done, ready) = &*gate;
+        let wait = Duration::from_secs(30);
+        drop(ready.wait_timeout_while(done.lock().unwrap(), wait, |done| !*done));
+        if failed.swap(true, Ordering::SeqCst) {
+            Reply::status(200, "ok")
+        } else {
+            Reply::status(503, "busy")
+        }
+    })
+    .await;
+    let other = if failing == "/a" { "/b" } else { "/a" };
+    let host = Arc::new(RecordingHost::default());
+    let watching = host.clone();
+    let answered = format!("{}{other} ", server.url());
+    let watcher = tokio::spawn(async move {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while std::time::Instant::now() < deadline {
+            let writes = watching.journal_writes();
+            let mut entries = writes.iter().flat_map(|write| write.entries.iter());
+            if entries.any(|entry| !entry.digest.is_empty() && entry.summary.contains(&answered)) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        let (done, ready) = &*journaled;
+        *done.lock().unwrap() = true;
+        ready.notify_all();
+    });
+    let urls = [format!("{}/a", server.url()), format!("{}/b", server.url())];
+    let call = json!({ "urls": urls }).to_string();
+    let sandbox = suspending_to(&server);
+    let mut journal = Vec::new();
+    let first = run_on(
+        lambda,
+        "01GATHER",
+        call.as_bytes(),
+        &sandbox,
+        &mut journal,
+        &host,
+    )
+    .await;
+    watcher.await.unwrap();
+    assert!(
+        matches!(first.outcome, Outcome::Retriable { .. }),
+        "{failing}: {:?}",
+        first.outcome
+    );
+    let second = run_on(
+        lambda,
+        "01GATHER",
+        call.as_bytes(),
+        &sandbox,
+        &mut journal,
+        &host,
+    )
+    .await;
+    assert_eq!(
+        output(&second)["statuses"],
+        json!([200, 200]),
+        "{failing} made again"
+    );
+    let seen = |path: &str| -> Vec<_> {
+        let requests = server.requests().into_iter();
+        requests.filter(|r| r.path == path).collect()
+    };
+    assert_eq!(seen(other).len(), 1, "{other} answered: never made again");
+    let again = seen(failing);
+    assert_eq!(again.len(), 2, "{failing} failed: made again");
+    assert_eq!(
+        again[0].header("idempotency-key"),
+        again[1].header("idempotency-key")
+    );
+}

@@ -15,8 +15,9 @@
 //! with `give_up`, schedules `children` children of itself (with
 //! `{"posts": 0}`; after the posts, or before them with
 //! `"children_first": true`; with `"gather": true` it waits for them to
-//! end, and their statuses are the output's `gathered`), works with floats (NaNs included), heartbeats, and
-//! answers everything it saw.
+//! end, and their statuses are the output's `gathered`), works with floats (NaNs included), heartbeats
+//! (`beats` times first, each with its number in its note, then once more),
+//! and answers everything it saw.
 //! Replayed from its journal, a later attempt answers the same but for
 //! `attempt`.
 
@@ -50,6 +51,8 @@ struct Plan {
     /// Signals waited for, in turn, each for at most `signal_ms`.
     signals: Vec<String>,
     signal_ms: u64,
+    /// Heartbeats before the last one.
+    beats: u64,
 }
 
 #[lambda]
@@ -113,6 +116,10 @@ fn durable(task: Task) -> Result<Outcome, Error> {
         Vec::new()
     };
     let ids: Vec<String> = ids.into_iter().map(|id| id.0).collect();
+    for n in 0..plan.beats {
+        heartbeat_with(format!("beat {n} of {}", plan.beats))
+            .map_err(|lost| Error::retriable(lost.to_string()))?;
+    }
     let _ = heartbeat_with("all done");
     if plan.give_up && task.attempt() == 1 {
         return Ok(Outcome::retry("giving up, as planned"));

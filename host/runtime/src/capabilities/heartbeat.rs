@@ -12,11 +12,15 @@
 //!
 //! Journaled (see `durable`): a replayed beat is answered as it was, and
 //! reaches no platform (the executor heartbeats for the execution anyway).
+//! Beats that follow each other and get the same answer share one entry
+//! (whatever their notes), so a lambda that heartbeats in a loop costs its
+//! journal what it learned (alive, or the lease lost), not how often it
+//! asked.
 
 use waft_core::limits::cut_note;
 
 use crate::contract::current::wit::{heartbeat, types};
-use crate::durable::{Outside, Step, digest, encode};
+use crate::durable::digest;
 use crate::redact::Redactor;
 use crate::run::HostState;
 
@@ -29,21 +33,24 @@ impl heartbeat::Host for HostState {
     ) -> wasmtime::Result<Result<(), types::LeaseLost>> {
         self.ensure_running()?;
         let progress = progress.map(|note| carried(note, &self.redactor));
-        let digest = digest(BEAT, &progress);
-        let reply: Result<(), String> = match self.journal.call(BEAT, &digest)? {
-            Step::Replay { seq, answer } => self.journal.decode(seq, BEAT, &answer)?,
-            Step::Live(ticket) => {
-                let reply = self.host.heartbeat(progress).await;
-                let reply = reply.map_err(|lost| lost.reason);
-                let summary = match &reply {
-                    Ok(()) => "beat → alive".to_owned(),
-                    Err(reason) => format!("beat → lease lost: {reason}"),
-                };
-                self.journal
-                    .record(ticket, &digest, encode(&reply), summary, Outside::No)?;
-                reply
-            }
+        // The note is for people and changes nothing the lambda learns: it
+        // is left out of the match, so beats with other notes share an
+        // entry too. Journals written when it was in still replay.
+        let matched = digest(BEAT, &());
+        let legacy = (!self.journal.live_next()).then(|| digest(BEAT, &progress));
+        let host = self.host.clone();
+        let live = || {
+            let (host, progress) = (host.clone(), progress.clone());
+            async move { host.heartbeat(progress).await.map_err(|lost| lost.reason) }
         };
+        let summary = |reply: &Result<(), String>| match reply {
+            Ok(()) => "beat → alive".to_owned(),
+            Err(reason) => format!("beat → lease lost: {reason}"),
+        };
+        let (reply, _) = self
+            .journal
+            .repeated(BEAT, &matched, legacy.as_ref(), live, summary)
+            .await?;
         Ok(reply.map_err(|reason| types::LeaseLost { reason }))
     }
 }

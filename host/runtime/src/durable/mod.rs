@@ -10,7 +10,7 @@
 //! any language, with no step wrappers: a retry resumes where the last
 //! attempt stopped instead of redoing every side effect.
 //!
-//! The rules (README, "Durable lambdas"):
+//! The rules (docs/durable.md):
 //!
 //! - A call is matched by its position, its name and a digest of its
 //!   arguments. A call that does not match is *divergence*: the execution
@@ -27,18 +27,24 @@
 //!   or given up) is written as a *hole* (an entry with no digest): a
 //!   replay makes it live again, at its place.
 //! - A lambda that answers `retriable` or `fatal` after a failed outside
-//!   call has that call made again next time ([`Journal::finish`]).
+//!   call has that call made again next time, whatever order concurrent
+//!   calls finished in ([`Journal::finish`]).
 //!
-//! `journal` holds one execution's journal; `answer` encodes answers and
-//! digests arguments; `clocks` and `random` answer `wasi:clocks` and
+//! `journal` holds one execution's journal, `writes` its durability
+//! points, `runs` the calls that share an entry (clock reads, heartbeats),
+//! `cut` what a lambda that gives up leaves of it; `answer` encodes answers
+//! and digests arguments; `clocks` and `random` answer `wasi:clocks` and
 //! `wasi:random`; `waits` suspends a lambda blocked on its timers alone. The other journaled calls live with their capabilities
 //! and call into [`Journal::call`].
 
 mod answer;
 mod clocks;
+mod cut;
 mod journal;
 mod random;
+mod runs;
 mod waits;
+mod writes;
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
