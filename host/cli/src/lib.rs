@@ -13,9 +13,14 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+/// What `waft --version` prints after the name: the release, then the
+/// commit it was built from and that commit's date (`unknown` for a build
+/// outside a git checkout, such as from a source tarball).
+pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("WAFT_COMMIT"), ")");
+
 /// Waft runs asynchronous tasks as sandboxed WebAssembly lambdas.
 #[derive(Debug, Parser)]
-#[command(name = "waft", version)]
+#[command(name = "waft", version = VERSION)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -113,7 +118,7 @@ pub fn reference() -> String {
 
 #[cfg(test)]
 mod tests {
-    use clap::CommandFactory;
+    use clap::{CommandFactory, Parser};
 
     /// `docs/cli.md` is the generated reference, byte for byte.
     #[test]
@@ -128,6 +133,31 @@ mod tests {
             written == generated,
             "docs/cli.md is out of date: run WAFT_BLESS=1 cargo test -p waft-cli the_cli_reference_is_current"
         );
+    }
+
+    /// `waft --version`: the release, then the commit and its date, or
+    /// `unknown`.
+    #[test]
+    fn the_version_names_the_release_and_the_commit() {
+        let error = super::Cli::try_parse_from(["waft", "--version"]).unwrap_err();
+        assert_eq!(error.kind(), clap::error::ErrorKind::DisplayVersion);
+        let printed = error.to_string();
+        assert!(printed.starts_with("waft 0.1.0 ("), "{printed:?}");
+        let commit = printed
+            .trim_end()
+            .strip_prefix("waft 0.1.0 (")
+            .and_then(|rest| rest.strip_suffix(')'))
+            .unwrap_or_else(|| panic!("{printed:?}"));
+        let well_formed = match commit.split_once(' ') {
+            None => commit == "unknown",
+            Some((hash, date)) => {
+                hash.len() >= 7
+                    && hash.bytes().all(|b| b.is_ascii_hexdigit())
+                    && date.len() == 10
+                    && date.split('-').map(str::len).eq([4, 2, 2])
+            }
+        };
+        assert!(well_formed, "{printed:?}");
     }
 
     /// Clap checks a subcommand's definition only when it is used; this
