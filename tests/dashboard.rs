@@ -10,7 +10,7 @@
 //! - `with_auth_a_scheduler_token_cannot_pause` (`auth.mjs`).
 //!
 //! Each page's screenshot goes to `target/screenshots/` (or
-//! `WAFT_SCREENSHOTS`); the README shows the main ones.
+//! `WAFT_SCREENSHOTS`); docs/dashboard.md shows the main ones.
 
 mod support;
 

@@ -238,7 +238,7 @@ fn without_address_space_for_the_pool_it_falls_back_to_on_demand_allocation() {
 }
 
 /// The end-to-end benchmarks run to their report on a small load (what
-/// they measure is not asserted: figures belong in BENCHMARKS.md).
+/// they measure is not asserted: figures belong in docs/benchmarks.md).
 #[test]
 fn the_pipeline_benchmarks_run_to_their_report() {
     let output = waft(&[

@@ -12,7 +12,7 @@
  *       return waft.success({ greeting: `Hello, ${name}!` });
  *     });
  *
- * Build it with componentize-js against Waft's WIT (see the README):
+ * Build it with componentize-js against Waft's WIT (see docs/lambdas.md):
  *
  *     componentize-js app.js -w wit -n lambda \
  *         -d http -d fetch-event -o lambda.wasm
@@ -190,7 +190,7 @@ export function fetch(resource, init = {}) {
  * Resolves after `ms` milliseconds, durably: a wait past the executor's
  * `suspend_after` (1 s by default) suspends the task — its instance
  * dropped, its slot freed — until the time has come, and the next
- * execution replays the journal up to here (README, "Durable sleep").
+ * execution replays the journal up to here (docs/durable.md, "Durable sleep").
  * `setTimeout` behaves the same way; this says so where it is called.
  */
 export function sleep(ms) {
@@ -202,7 +202,7 @@ export function sleep(ms) {
  * this task (`waft task signal`), or `null` when `timeoutMs` passed first.
  * A signal sent before the wait is kept and taken here, one a wait, in the
  * order they came. A long wait suspends the task as `sleep` does; what it
- * returned is journaled (README, "Signals").
+ * returned is journaled (docs/durable.md, "Signals").
  */
 export async function waitSignal(name, timeoutMs) {
   const payload = hostWaitSignal(name, BigInt(Math.max(0, Math.round(timeoutMs))));
@@ -216,7 +216,7 @@ export async function waitSignal(name, timeoutMs) {
  * "fatal_failure", "dead", "dropped", "cancelled", `output` a `Uint8Array`
  * or `null`, `error` a string or `null`. A wait that does not end within
  * the executor's `suspend_after` suspends the task as `sleep` does, until
- * the last child ends; what it returned is journaled (README, "Fan-in").
+ * the last child ends; what it returned is journaled (docs/durable.md, "Fan-in").
  */
 export async function waitAll(ids) {
   return hostWaitAll([...ids]).map((end) => ({

@@ -12,7 +12,7 @@ A lambda is a function from a `Task` to an outcome (`success`, `retry`,
 
     Handler = waft.handler(greet)
 
-Build it with componentize-py against Waft's WIT (see the README):
+Build it with componentize-py against Waft's WIT (see docs/lambdas.md):
 
     componentize-py -d wit -w lambda componentize app \\
         -p path/to/lambda -p sdk/python -o lambda.wasm
@@ -181,7 +181,7 @@ def wait_all(ids):
     ended; returns each one's `ChildEnd`, in the order of `ids` (a fan-in).
     A wait that does not end within the executor's `suspend_after` suspends
     the task as `sleep` does, until the last child ends; what it returned
-    is journaled (README, "Fan-in")."""
+    is journaled (docs/durable.md, "Fan-in")."""
     return [ChildEnd(end) for end in children.wait_all(list(ids))]
 
 
@@ -192,7 +192,7 @@ def sleep(seconds):
     """Waits `seconds`, durably: a wait past the executor's `suspend_after`
     (1 s by default) suspends the task — its instance dropped, its slot
     freed — until the time has come, and the next execution replays the
-    journal up to here (README, "Durable sleep"). `time.sleep` behaves the
+    journal up to here (docs/durable.md, "Durable sleep"). `time.sleep` behaves the
     same way; this says so where it is called."""
     time.sleep(seconds)
 
@@ -202,7 +202,7 @@ def wait_signal(name, timeout_seconds):
     at most `timeout_seconds`; returns its payload (bytes), or None when the
     time passed first. A signal sent before the wait is kept and taken here,
     one a wait, in the order they came. A long wait suspends the task as
-    `sleep` does; what it returned is journaled (README, "Signals")."""
+    `sleep` does; what it returned is journaled (docs/durable.md, "Signals")."""
     return _signals.wait(name, max(0, int(timeout_seconds * 1000)))
 
 

@@ -17,13 +17,12 @@
 //! its executions made, which a retry replays) is written under the same
 //! fence, and pins the task to the lambda version that wrote it.
 //!
-//! The tree: `sql/` holds the SQL, one file per entity (`lambda`, `task`,
-//! `poll`, `lease`, `journal`, `signal`, `gate`, `cron`, `token`, `secret`, and `stats`
-//! for the dashboard's overview), written once and compiled for
-//! each backend; `dialect.rs` names the few fragments in which SQLite and
-//! Postgres differ; `rules.rs` holds the decisions that need no database
-//! (admitting a task, planning a retry, what a gate does), with unit tests;
-//! `names.rs` spells the model's statuses in SQL; `rows.rs` reads rows back.
+//! The tree: `sql/` holds the SQL, one file per entity (listed in
+//! `docs/architecture.md`), written once and compiled for each backend;
+//! `dialect.rs` names the few fragments in which SQLite and Postgres differ;
+//! `rules.rs` holds the decisions that need no database (admitting a task,
+//! planning a retry, what a gate does), with unit tests; `names.rs` spells
+//! the model's statuses in SQL; `rows.rs` reads rows back.
 
 mod dialect;
 mod error;

@@ -7,7 +7,7 @@
 //! fails the conformance suite at its first read, with the column's name.
 //!
 //! A row may have been written by another release during a rolling upgrade
-//! (README, "Upgrades"): JSON is read leniently (fields this binary does not
+//! (docs/upgrades.md): JSON is read leniently (fields this binary does not
 //! know are ignored, missing ones take their defaults), while a name it does
 //! not know (a status, a role) makes the row an error, never a guess.
 

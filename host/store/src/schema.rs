@@ -15,7 +15,7 @@
 //! newer migrations mean, and starting is the one moment it can refuse
 //! without leaving work half done. Rolling back a release therefore means
 //! running a binary at least as new as the database (or restoring the
-//! database from before the upgrade): README, "Upgrades".
+//! database from before the upgrade): docs/upgrades.md.
 
 use sqlx::migrate::{MigrateError, Migrator};
 

@@ -20,7 +20,7 @@
 //!
 //! `WAFT_MODEL_CASES` (default 48) sequences per backend, each of up to
 //! `WAFT_MODEL_STEPS` (default 40) steps; `WAFT_MODEL_SEED` replays a run.
-//! Each prints its operation count, for the long runs in RELIABILITY.md.
+//! Each prints its operation count, for the long runs in docs/reliability.md.
 //!
 //! The parts, in `model/`: `ops.rs` the generated operations and their
 //! strategies, `run.rs` the `Run` that drives a backend beside the model,
@@ -173,8 +173,8 @@ fn postgres_follows_the_model_and_races_linearize() {
             admin
                 .execute(
                     "TRUNCATE artifacts, components, lambdas, lambda_versions, lambda_pace, \
-                     key_pace, key_landings, tasks, attempts, journal, signals, awaits, gates, \
-                     crons, tokens, secrets",
+                     key_pace, key_landings, tasks, attempts, journal, journal_staged, signals, \
+                     awaits, gates, crons, tokens, secrets",
                 )
                 .await
                 .unwrap();

@@ -18,7 +18,7 @@ pub struct DevArgs {
     /// Where the gRPC server listens (overrides the file's `listen`).
     #[arg(long, value_name = "ADDR")]
     pub listen: Option<std::net::SocketAddr>,
-    /// A configuration file (TOML); see README.md, "Configuration".
+    /// A configuration file (TOML); see docs/configuration.md.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
 }

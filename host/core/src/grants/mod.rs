@@ -33,7 +33,7 @@
 //! grants it understands, which can only be fewer than the newer one's (a
 //! field Waft adds here grants more, never less, when present, so ignoring
 //! it denies). Clients never send this JSON: they send typed fields
-//! (gRPC, CLI flags), checked by [`Grants::validate`]. See README, "Upgrades".
+//! (gRPC, CLI flags), checked by [`Grants::validate`]. See docs/upgrades.md.
 
 mod pattern;
 

@@ -1,5 +1,6 @@
 //! The configuration's own tests: the reference in `docs/configuration.md`
-//! against the code, and how the file and the environment combine and fail.
+//! (its table and its example file) against the code, and how the file and
+//! the environment combine and fail.
 
 use std::time::Duration;
 
@@ -53,17 +54,20 @@ fn the_reference_matches_the_code() {
     let parsed: Config = toml::from_str(&toml).unwrap_or_else(|e| panic!("{e}\n{toml}"));
     assert_eq!(parsed, Config::default(), "documented defaults:\n{toml}");
 
-    // The README's example file is a valid configuration too, in the keys
-    // of today (no deprecated spelling).
-    let readme = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md"));
-    let example = readme
+    // The reference's example file is a valid configuration too, in the
+    // keys of today (no deprecated spelling).
+    let example = reference
         .split("```toml\n")
         .nth(1)
         .and_then(|rest| rest.split("```").next())
-        .expect("a TOML example in README.md");
-    let (example, moved) =
-        Config::load_noting_moved(Some(example), []).unwrap_or_else(|e| panic!("README.md: {e}"));
-    assert_eq!(moved, Vec::<String>::new(), "README.md's example");
+        .expect("a TOML example in docs/configuration.md");
+    let (example, moved) = Config::load_noting_moved(Some(example), [])
+        .unwrap_or_else(|e| panic!("docs/configuration.md's example: {e}"));
+    assert_eq!(
+        moved,
+        Vec::<String>::new(),
+        "docs/configuration.md's example"
+    );
     example.validate(None).unwrap();
 }
 

@@ -84,7 +84,7 @@ impl HostState {
         };
         // Scheduling blocks the guest: waiting here for an earlier request
         // of the recorded journal whose body the guest has not finished
-        // writing would never end, so a child does not wait (README).
+        // writing would never end, so a child does not wait (docs/durable.md, rule 3).
         let lambda = child.lambda.clone();
         let request = ChildRequest {
             lambda: child.lambda,
