@@ -4,8 +4,9 @@
 //! An executor with the installation's key loads the sealed artifact
 //! instead of compiling; one whose engine differs (a mixed-version
 //! rollout) or that has no key compiles, and counts why. An executor that
-//! would re-read the lambdas only once an hour still runs a lambda
-//! deployed after it started, at once. The real Frontend, HSC and Executor
+//! would re-read the lambdas only once an hour, and whose `NextWork` polls
+//! hold for longer than the test, still runs each lambda deployed after it
+//! started, at once. The real Frontend, HSC and Executor
 //! run over a SQLite file with the samples.
 
 mod support;
@@ -26,8 +27,9 @@ use waft_services::{
 use waft_store::{ClaimedTask, NewTask, TaskEnqueueReady, TaskInsertMany, TaskStore};
 
 /// Enqueues whatever is due when asked, and claims what the executor has
-/// room for (keeping the rest for a later ask); waits a little when there
-/// is nothing to hand out.
+/// room for (keeping the rest for a later ask); when there is nothing to
+/// hand out, looks again every few milliseconds until the poll's wait is
+/// over, as a Controller's long poll holds.
 struct StoreController {
     store: Arc<dyn TaskStore>,
     hsc: Arc<Hsc>,
@@ -38,6 +40,20 @@ struct StoreController {
 #[async_trait]
 impl ControllerApi for StoreController {
     async fn next_work(&self, request: NextWork) -> ServiceResult<Vec<ClaimedTask>> {
+        let until = Instant::now() + request.wait;
+        loop {
+            let claimed = self.hand_out(&request).await?;
+            if !claimed.is_empty() || Instant::now() >= until {
+                return Ok(claimed);
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+impl StoreController {
+    /// One look for work for the poll's slots.
+    async fn hand_out(&self, request: &NextWork) -> ServiceResult<Vec<ClaimedTask>> {
         let report = self
             .store
             .task_enqueue_ready(TaskEnqueueReady {
@@ -64,7 +80,6 @@ impl ControllerApi for StoreController {
                 .collect()
         };
         if claims.is_empty() {
-            tokio::time::sleep(Duration::from_millis(20)).await;
             return Ok(Vec::new());
         }
         let claimed = self.hsc.task_claim_many(claims).await?;
@@ -142,6 +157,30 @@ impl Installation {
         with_key: bool,
         refresh: Duration,
     ) -> (CancellationToken, tokio::task::JoinHandle<()>) {
+        let config = ExecutorConfig {
+            next_work_wait: Duration::from_millis(100),
+            refresh,
+            ..ExecutorConfig::default()
+        };
+        self.start_executor_on(runtime, with_key, config)
+    }
+
+    /// Starts an executor on `runtime` with the installation's key and
+    /// `config`.
+    fn start_executor_with(
+        &self,
+        runtime: Runtime,
+        config: ExecutorConfig,
+    ) -> (CancellationToken, tokio::task::JoinHandle<()>) {
+        self.start_executor_on(runtime, true, config)
+    }
+
+    fn start_executor_on(
+        &self,
+        runtime: Runtime,
+        with_key: bool,
+        config: ExecutorConfig,
+    ) -> (CancellationToken, tokio::task::JoinHandle<()>) {
         let hsc = Arc::new(Hsc::new(
             self.store.clone(),
             self.clock.clone(),
@@ -157,11 +196,7 @@ impl Installation {
             controller,
             hsc as Arc<dyn HscApi>,
             self.frontend.clone(),
-            ExecutorConfig {
-                next_work_wait: Duration::from_millis(100),
-                refresh,
-                ..ExecutorConfig::default()
-            },
+            config,
             with_key.then(|| self.key.clone()),
         )
         .unwrap();
@@ -323,6 +358,80 @@ async fn an_executor_learns_of_a_deploy_at_once_not_at_its_refresh() {
     installation.deploy("later").await;
     let id = installation.schedule("later").await;
     assert_eq!(installation.ended(&id).await, TaskStatus::Success);
+    stop.cancel();
+    running.await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_executor_learns_of_every_deploy_at_once() {
+    const LAMBDAS: usize = 8;
+    let installation = Installation::new().await;
+    // Long polls that hold far longer than the test, and a refresh once an
+    // hour: only the deploys' signal, and a poll sent for each new lambda,
+    // can start their tasks in time.
+    let (stop, running) = installation.start_executor_with(
+        runtime(true, Allocator::OnDemand),
+        ExecutorConfig {
+            next_work_wait: Duration::from_secs(25),
+            refresh: Duration::from_secs(3600),
+            ..ExecutorConfig::default()
+        },
+    );
+    let mut slow = Vec::new();
+    for n in 1..=LAMBDAS {
+        let name = format!("deployed-{n}");
+        installation.deploy(&name).await;
+        let scheduled = Instant::now();
+        let id = installation.schedule(&name).await;
+        assert_eq!(installation.ended(&id).await, TaskStatus::Success);
+        // A loaded machine included; waiting for a poll's end takes 25 s.
+        if scheduled.elapsed() > Duration::from_secs(3) {
+            slow.push(format!("{name} took {:?}", scheduled.elapsed()));
+        }
+    }
+    assert!(
+        slow.is_empty(),
+        "tasks of lambdas just deployed waited for a poll to end: {}",
+        slow.join(", ")
+    );
+    stop.cancel();
+    running.await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_name_deployed_again_runs_its_own_component() {
+    let installation = Installation::new().await;
+    installation.deploy("reused").await;
+    let (stop, running) = installation.start_executor(
+        runtime(true, Allocator::OnDemand),
+        true,
+        Duration::from_millis(100),
+    );
+    let id = installation.schedule("reused").await;
+    assert_eq!(installation.ended(&id).await, TaskStatus::Success);
+
+    // Deleted, and another component deployed under the name: its tasks
+    // run it, not what the executor loaded of the deleted one.
+    installation
+        .frontend
+        .lambda_delete("reused", true)
+        .await
+        .unwrap();
+    installation
+        .frontend
+        .lambda_deploy(
+            "reused",
+            std::fs::read(waft_sample_artifacts::FATAL).unwrap(),
+            LambdaConfig::default(),
+        )
+        .await
+        .unwrap();
+    let id = installation.schedule("reused").await;
+    assert_eq!(
+        installation.ended(&id).await,
+        TaskStatus::FatalFailure,
+        "the deleted lambda's component ran"
+    );
     stop.cancel();
     running.await.unwrap();
 }

@@ -1,5 +1,11 @@
 //! The lambdas' secrets on an executor: opened with the installation's key
 //! when a task needs them, kept until a claim carries a newer version.
+//!
+//! Kept by the lambda's name and the version they were read at. The store
+//! starts a lambda deployed again after a delete past its predecessor's
+//! secrets version, so a claim of the new lambda never finds the old one's
+//! secrets recent enough; and a deleted lambda's are forgotten as soon as the
+//! executor's list no longer has it.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -23,6 +29,12 @@ impl Secrets {
             key,
             opened: Mutex::default(),
         }
+    }
+
+    /// Forgets the secrets of the lambdas `listed` says no to (deleted
+    /// ones).
+    pub(super) fn keep_only(&self, listed: impl Fn(&str) -> bool) {
+        lock(&self.opened).retain(|lambda, _| listed(lambda));
     }
 
     /// The lambda's secrets in clear, read again when the task was claimed

@@ -1,6 +1,14 @@
 //! The room an executor asks for: outstanding `NextWork` polls hold slots
 //! until they answer, so a freed slot is asked for once, not twice.
 //!
+//! A new poll goes out only for a lambda with room that no outstanding poll
+//! names (one just deployed, one whose poll answered, one that was at its
+//! concurrency and has a task ended): a lambda already named gets its work
+//! from the poll that names it, which answers as soon as work comes and is
+//! then asked again with all the room there is. Polls that only added room
+//! to lambdas already named would stay out until their wait ended, fill the
+//! bound, and leave the next deploy's lambda unasked for until one did.
+//!
 //! The sums are kept as polls come and go: with a thousand lambdas
 //! deployed, each ask reads one count per lambda instead of every slot of
 //! every outstanding poll.
@@ -9,8 +17,10 @@ use std::collections::HashMap;
 
 use crate::NextWork;
 
-/// `NextWork` polls out at once, at most.
-pub(super) const MAX_POLLS: usize = 4;
+/// `NextWork` polls out at once, at most: a bound that the rule above
+/// keeps far away (about one poll, and one more per lambda deployed or
+/// freed within a `NextWork` wait).
+pub(super) const MAX_POLLS: usize = 16;
 
 /// Room held by outstanding `NextWork` polls, per poll.
 #[derive(Default)]
@@ -54,6 +64,12 @@ impl Reserved {
     /// Slots of one lambda held.
     pub(super) fn of(&self, lambda: &str) -> usize {
         self.by_lambda.get(lambda).copied().unwrap_or(0)
+    }
+
+    /// Whether some slot of `slots` is of a lambda no outstanding poll
+    /// names: what a new poll must ask for.
+    pub(super) fn names_news(&self, slots: &[crate::LambdaSlots]) -> bool {
+        slots.iter().any(|slot| self.of(&slot.lambda) == 0)
     }
 
     /// The most tasks the outstanding polls may bring, all lambdas
@@ -106,5 +122,18 @@ mod tests {
         reserved.remove(second);
         assert_eq!((reserved.of("a"), reserved.total()), (0, 0));
         assert!(reserved.by_lambda.is_empty());
+    }
+
+    #[tokio::test]
+    async fn only_a_lambda_no_poll_names_is_news() {
+        let first = tokio::spawn(async {}).id();
+        let mut reserved = Reserved::default();
+        reserved.add(first, poll(&[("a", 3)], 4));
+        // More room for `a`: its poll brings its work.
+        assert!(!reserved.names_news(&poll(&[("a", 1)], 1).slots));
+        // `b` was just deployed: nobody asks for it yet.
+        assert!(reserved.names_news(&poll(&[("a", 1), ("b", 4)], 4).slots));
+        reserved.remove(first);
+        assert!(reserved.names_news(&poll(&[("a", 1)], 1).slots));
     }
 }

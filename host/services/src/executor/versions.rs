@@ -7,6 +7,12 @@
 //! version only drops the map's reference: executions running it keep
 //! theirs, and its next task loads it again (from its artifact, in
 //! milliseconds).
+//!
+//! A version is kept by its lambda's name and number. The store never gives
+//! a number twice under one name, not even to a lambda deployed after the
+//! name's lambda was deleted, so a kept version cannot be taken for another
+//! lambda's (its code, grants or limits); and a deleted lambda's versions are
+//! forgotten as soon as the executor's list no longer has it.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -69,6 +75,12 @@ impl<T> Versions<T> {
         cell
     }
 
+    /// Forgets every version of the lambdas `listed` says no to (deleted
+    /// ones).
+    pub(super) fn keep_only(&self, listed: impl Fn(&str) -> bool) {
+        lock(&self.inner).cells.retain(|(name, _), _| listed(name));
+    }
+
     /// Whether `name` at `version` is kept (loaded or loading).
     pub(super) fn contains(&self, name: &str, version: u32) -> bool {
         lock(&self.inner)
@@ -111,6 +123,18 @@ mod tests {
         assert!(versions.contains("a", 1));
         assert!(!versions.contains("b", 1));
         assert!(versions.contains("c", 1));
+    }
+
+    #[test]
+    fn a_lambda_no_longer_listed_is_forgotten() {
+        let versions = Versions::<u32>::new(8);
+        versions.cell("gone", 1).set(1).unwrap();
+        versions.cell("gone", 2).set(2).unwrap();
+        versions.cell("kept", 1).set(1).unwrap();
+        versions.keep_only(|name| name == "kept");
+        assert!(!versions.contains("gone", 1) && !versions.contains("gone", 2));
+        assert!(versions.contains("kept", 1));
+        assert_eq!(versions.cell("gone", 1).get(), None, "loaded afresh");
     }
 
     #[test]

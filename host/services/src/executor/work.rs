@@ -7,7 +7,7 @@
 //! slots, or wait for whatever changes that (a freed slot, a list, a
 //! deploy, a poll's answer, a retry's time).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -112,7 +112,8 @@ impl Executor {
     }
 
     /// Takes the list of lambdas when its refresh has ended. A version
-    /// deployed since the last list is loaded before its first task.
+    /// deployed since the last list is loaded before its first task; what
+    /// was kept of a lambda no longer listed (deleted) is forgotten.
     async fn take_refresh(self: &Arc<Self>, work: &mut WorkLoop) {
         let Some(refreshing) = work.refreshing.take_if(|r| r.is_finished()) else {
             return;
@@ -122,6 +123,10 @@ impl Executor {
                 if work.refreshed.is_some() {
                     self.preload_new(&work.lambdas, &list);
                 }
+                let names: HashSet<&str> = list.iter().map(|l| l.name.as_str()).collect();
+                let listed = |name: &str| names.contains(name);
+                self.versions.keep_only(listed);
+                self.secrets.keep_only(listed);
                 work.lambdas = list;
                 work.refreshed = Some(Instant::now());
             }
@@ -154,14 +159,16 @@ impl Executor {
         true
     }
 
-    /// Sends a `NextWork` poll for the free slots, unless enough polls are
-    /// out, a retry must wait or there is no room; whether it sent one.
+    /// Sends a `NextWork` poll for the free slots when one of them is of a
+    /// lambda no outstanding poll names (see `slots`), unless the most
+    /// polls are out, a retry must wait or there is no room; whether it
+    /// sent one.
     fn ask_for_work(&self, work: &mut WorkLoop) -> bool {
         if work.polls.len() >= MAX_POLLS || Instant::now() < work.retry_at {
             return false;
         }
         let (slots, max_tasks) = self.slots(&work.lambdas, &work.reserved);
-        if slots.is_empty() {
+        if !work.reserved.names_news(&slots) {
             return false;
         }
         let request = NextWork {

@@ -173,15 +173,7 @@ pub(super) async fn deploy(tx: &mut Connection, params: &LambdaDeploy) -> Result
     // Polls and claims read neither components nor artifacts: they are
     // locked out only from here.
     keys::lock_out_polls(&mut *tx).await?;
-    let version: i64 = sqlx::query_scalar(
-        "INSERT INTO lambdas (name, current_version, created_at) VALUES ($1, 1, $2) \
-         ON CONFLICT (name) DO UPDATE SET current_version = lambdas.current_version + 1 \
-         RETURNING current_version",
-    )
-    .bind(&params.name)
-    .bind(params.now)
-    .fetch_one(&mut *tx)
-    .await?;
+    let version = next_version(&mut *tx, &params.name, params.now).await?;
     insert_version(&mut *tx, params, version).await?;
     pace::repace(&mut *tx, &params.name, params.now).await?;
     keys::redeployed(&mut *tx, &params.name).await?;
@@ -189,6 +181,47 @@ pub(super) async fn deploy(tx: &mut Connection, params: &LambdaDeploy) -> Result
     retired_done(&mut *tx, &params.name).await?;
     let lambda = require_lambda(&mut *tx, &params.name).await?;
     Ok(lambda)
+}
+
+/// The number of the version a deploy of `name` makes: the next of its
+/// lambda, or, for a new lambda, the first past every number a deleted
+/// lambda of that name had, its secrets version past that one's as well (see
+/// migration 0032): executors keep code, grants, limits and opened secrets
+/// by these numbers, so none may name two lambdas.
+async fn next_version(tx: &mut Connection, name: &str, now: crate::Millis) -> Result<i64> {
+    let version = sqlx::query_scalar(
+        "INSERT INTO lambdas (name, current_version, secrets_version, created_at) VALUES ($1, \
+         COALESCE((SELECT last_version FROM deleted_lambdas WHERE name = $1), 0) + 1, \
+         COALESCE((SELECT CASE WHEN secrets_version > 0 THEN secrets_version + 1 ELSE 0 END \
+            FROM deleted_lambdas WHERE name = $1), 0), $2) \
+         ON CONFLICT (name) DO UPDATE SET current_version = lambdas.current_version + 1 \
+         RETURNING current_version",
+    )
+    .bind(name)
+    .bind(now)
+    .fetch_one(&mut *tx)
+    .await?;
+    // The lambda carries the numbers from here.
+    sqlx::query("DELETE FROM deleted_lambdas WHERE name = $1")
+        .bind(name)
+        .execute(&mut *tx)
+        .await?;
+    Ok(version)
+}
+
+/// Keeps the last version and secrets version of `name`, deleted now, for
+/// the next lambda of that name to start past.
+async fn remember_numbers(tx: &mut Connection, name: &str) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO deleted_lambdas (name, last_version, secrets_version) \
+         SELECT name, current_version, secrets_version FROM lambdas WHERE name = $1 \
+         ON CONFLICT (name) DO UPDATE SET last_version = excluded.last_version, \
+         secrets_version = excluded.secrets_version",
+    )
+    .bind(name)
+    .execute(&mut *tx)
+    .await?;
+    Ok(())
 }
 
 pub(super) async fn get(store: &Store, name: &str) -> Result<Option<Lambda>> {
@@ -377,6 +410,7 @@ pub(super) async fn delete(tx: &mut Connection, params: LambdaDelete) -> Result<
             .execute(&mut *tx)
             .await?;
     }
+    remember_numbers(&mut *tx, &params.name).await?;
     sqlx::query("DELETE FROM lambdas WHERE name = $1")
         .bind(&params.name)
         .execute(&mut *tx)

@@ -1,6 +1,6 @@
 //! Secrets: kept sealed, listed by name, versioned per lambda.
 
-use waft_store::{SecretSet, StoreError, TaskClaimMany, TaskStore};
+use waft_store::{LambdaDelete, SecretSet, StoreError, TaskClaimMany, TaskStore};
 
 use crate::support::*;
 
@@ -85,4 +85,72 @@ pub async fn secrets_are_kept_sealed_and_versioned(store: &dyn TaskStore) {
         store.secret_list("nope").await,
         Err(StoreError::UnknownLambda(_))
     ));
+}
+
+/// A lambda deployed again under a deleted one's name is another lambda:
+/// its versions and its secrets versions go on past its predecessor's, and
+/// its claims carry them, so nothing kept by those numbers (an executor's
+/// loaded code, grants and limits, its opened secrets) is taken for the new
+/// lambda's.
+pub async fn a_name_deployed_again_never_repeats_a_version(store: &dyn TaskStore) {
+    let set = |value: &[u8]| SecretSet {
+        lambda: "mail".into(),
+        name: "TOKEN".into(),
+        sealed: value.to_vec(),
+        now: T0,
+    };
+    let delete = || LambdaDelete {
+        name: "mail".into(),
+        drop_tasks: true,
+    };
+    deploy(store, "mail").await;
+    deploy(store, "mail").await;
+    store.secret_set(set(b"first")).await.unwrap();
+    insert(store, new_task("mail"), T0).await;
+    store.lambda_delete(delete()).await.unwrap();
+
+    deploy(store, "mail").await;
+    let lambda = store.lambda_get("mail").await.unwrap().unwrap();
+    assert_eq!(
+        lambda.version, 3,
+        "a version of the deleted lambda repeated"
+    );
+    assert!(store.lambda_get_version("mail", 1).await.unwrap().is_none());
+    let sealed = store.secret_sealed("mail").await.unwrap();
+    assert!(sealed.secrets.is_empty());
+    assert!(
+        sealed.version > 1,
+        "the new lambda's secrets version {} repeats its predecessor's",
+        sealed.version
+    );
+    store.secret_set(set(b"second")).await.unwrap();
+    let id = insert(store, new_task("mail"), T0).await;
+    let report = poll(store, T0).await;
+    let claimed = store
+        .task_claim_many(TaskClaimMany {
+            claims: vec![(id, report.enqueued[0].enqueue_token)],
+            now: T0,
+            claim_timeout: CLAIM_TIMEOUT,
+        })
+        .await
+        .unwrap()
+        .remove(0)
+        .unwrap();
+    assert_eq!(claimed.lambda_version, 3);
+    assert_eq!(claimed.secrets_version, sealed.version + 1);
+
+    // Deleted again: past both again.
+    let before = claimed.secrets_version;
+    store.lambda_delete(delete()).await.unwrap();
+    deploy(store, "mail").await;
+    assert_eq!(store.lambda_get("mail").await.unwrap().unwrap().version, 4);
+    assert!(store.secret_sealed("mail").await.unwrap().version > before);
+
+    // A name never deleted starts at the beginning.
+    deploy(store, "billing").await;
+    assert_eq!(
+        store.lambda_get("billing").await.unwrap().unwrap().version,
+        1
+    );
+    assert_eq!(store.secret_sealed("billing").await.unwrap().version, 0);
 }
