@@ -24,8 +24,14 @@
 
 mod support;
 
+#[path = "pipeline/deleted_children.rs"]
+mod deleted_children;
+#[path = "pipeline/deploys.rs"]
+mod deploys;
 #[path = "pipeline/idle.rs"]
 mod idle;
+#[path = "pipeline/names.rs"]
+mod names;
 #[path = "pipeline/retention.rs"]
 mod retention;
 #[path = "pipeline/scenarios.rs"]
@@ -107,11 +113,22 @@ fn main() -> ExitCode {
         suspended_tasks_hold_no_slot,
         signals,
         fan_in,
+        deleted_children,
         retention,
     ] {
         for installation in [&dev, &distributed] {
             trials.push(installation.trial(&runtime, name, scenario));
         }
+    }
+    fn name_deployed_again(cluster: &Cluster) -> Pin<Box<dyn Future<Output = ()> + '_>> {
+        Box::pin(names::a_name_deployed_again_is_a_new_lambda(cluster))
+    }
+    for installation in [&dev, &distributed] {
+        trials.push(installation.trial(
+            &runtime,
+            "a_name_deployed_again_is_a_new_lambda",
+            name_deployed_again,
+        ));
     }
     let [(name, scenario)] = scenarios![wrong_role_and_health];
     trials.push(distributed.trial(&runtime, name, scenario));
@@ -141,6 +158,21 @@ fn main() -> ExitCode {
     trials.push(Trial::ignorable_test(
         "an_idle_controller_leaves_the_queues_alone",
         move || distributed_ran(on.block_on(idle::an_idle_controller_leaves_the_queues_alone())),
+    ));
+    let on = runtime.clone();
+    trials.push(Trial::test(
+        "every_deploy_is_seen_at_once_in_dev",
+        move || {
+            on.block_on(deploys::every_deploy_is_seen_at_once_in_dev());
+            Ok(())
+        },
+    ));
+    let on = runtime.clone();
+    trials.push(Trial::ignorable_test(
+        "every_deploy_is_seen_at_once_across_processes",
+        move || {
+            distributed_ran(on.block_on(deploys::every_deploy_is_seen_at_once_across_processes()))
+        },
     ));
     let on = runtime.clone();
     trials.push(Trial::test("a_tasks_path_is_one_trace_in_dev", move || {

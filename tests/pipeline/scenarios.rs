@@ -15,6 +15,7 @@ use waft_store::{AttemptOutcome, DeadSelector, GateState, TaskList};
 
 const WITHIN: Duration = Duration::from_secs(30);
 
+pub use crate::deleted_children::deleted_children;
 pub use crate::retention::retention;
 use crate::support::Cluster;
 

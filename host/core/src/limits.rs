@@ -70,6 +70,14 @@ pub const MAX_PROGRESS_NOTE: usize = 4 << 10;
 /// client sending in a loop cannot grow a task without bound.
 pub const MAX_SIGNALS: u32 = 1_000;
 
+/// The most bytes a task's kept signals hold (64 MiB, as its journal):
+/// payloads and names, each signal counted [`ITEM_OVERHEAD`] more. One
+/// that would pass it is refused, so that a client cannot make the store
+/// hold [`MAX_SIGNALS`] payloads of the largest size for one task; more
+/// than the journal holds could never all be taken anyway, since each
+/// wait journals the payload it took.
+pub const MAX_SIGNAL_BYTES: usize = MAX_JOURNAL_BYTES;
+
 /// The largest signal payload whatever the lambda's `max_payload`: a
 /// wait's answer is journaled, and one entry's answer holds at most
 /// [`MAX_JOURNAL_ANSWER`] with its framing.

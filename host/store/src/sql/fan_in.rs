@@ -1,6 +1,10 @@
 //! Fan-in: a task suspended until children it scheduled have ended (see
 //! `waft_core::model::ChildrenState`).
 //!
+//! A child's end is read from its row, or, once the child was deleted
+//! while its parent lived (its lambda deleted, a dead letter purged), from
+//! the end it left in `child_ends` (`child_ends.rs`).
+//!
 //! A suspension waiting for children writes, in `awaits`, those of them
 //! that have not ended ([`await_children`]); a child's end deletes its row,
 //! and the end that deletes the last wakes the task ([`ended`]). So a
@@ -68,9 +72,13 @@ pub(super) async fn read(
     let found: Vec<(String, String, Option<String>, Option<i64>)> = sqlx::query_as(sql(format!(
         "SELECT t.id, t.status, t.parent_id, \
          CAST(COALESCE(OCTET_LENGTH(t.output), 0) + COALESCE(OCTET_LENGTH(t.last_error), 0) AS BIGINT) \
-         FROM {} \
-         JOIN tasks t ON t.id = j.value->>'id'",
-        DIALECT.json_rows
+         FROM {rows} \
+         JOIN tasks t ON t.id = j.value->>'id' \
+         UNION ALL SELECT e.child_id, e.status, e.parent_id, \
+         CAST(COALESCE(OCTET_LENGTH(e.output), 0) + COALESCE(OCTET_LENGTH(e.last_error), 0) AS BIGINT) \
+         FROM {rows} \
+         JOIN child_ends e ON e.child_id = j.value->>'id'",
+        rows = DIALECT.json_rows
     )))
     .bind(&json)
     .fetch_all(&store.pool)
@@ -113,9 +121,11 @@ pub(super) async fn read(
         )));
     }
     let rows: Vec<EndRow> = sqlx::query_as(sql(format!(
-        "SELECT t.id, t.status, t.output, t.last_error FROM {} \
-         JOIN tasks t ON t.id = j.value->>'id'",
-        DIALECT.json_rows
+        "SELECT t.id, t.status, t.output, t.last_error FROM {rows} \
+         JOIN tasks t ON t.id = j.value->>'id' \
+         UNION ALL SELECT e.child_id, e.status, e.output, e.last_error FROM {rows} \
+         JOIN child_ends e ON e.child_id = j.value->>'id'",
+        rows = DIALECT.json_rows
     )))
     .bind(&json)
     .fetch_all(&store.pool)

@@ -9,19 +9,12 @@
 //! driver's concrete types, instead of a generic maze of sqlx bounds or one
 //! macro body that rustfmt and rust-analyzer cannot read.
 //!
-//! One file per entity: `lambda` (versions, components), `insert` (new
-//! tasks), `task` (read, cancel, redrive), `poll` (the Store Consumer's
-//! poll, gates' holds and drops), `pace` (quotas and rates: slots given
-//! out), `keys` (concurrency per key), `rate` (the buckets of rates per
-//! key), `lease` (claims, heartbeats and their refusals), `result`
-//! (results, continuations), `attempt` (ended executions), `fan_in`
-//! (parents waiting for children), `prune` (deleting tasks: retention,
-//! purges), `journal` (the host calls of durable tasks), `signal` (what
-//! clients send waiting tasks), `gate`, `token`, `secret`, `cron`, `stats`
-//! (the dashboard's overview) and `history` (its charts' minutes). The
-//! decisions that need no database (admitting a task, planning a retry,
-//! what a gate does) live in [`crate::rules`], with unit tests; status
-//! names come from [`crate::names`].
+//! One file per entity or step, listed with what each holds in
+//! `docs/architecture.md` ("`host/store/src/sql/`, file by file"); the test
+//! below holds that list to this directory. The decisions that need no
+//! database (admitting a task, planning a retry, what a gate does) live in
+//! [`crate::rules`], with unit tests; status names come from
+//! [`crate::names`].
 //!
 //! Each writing function takes the connection of a transaction that the
 //! trait's implementation below opens with the backend's `write` (and
@@ -37,6 +30,7 @@
 //! [`Dialect`]: crate::dialect::Dialect
 
 mod attempt;
+mod child_ends;
 mod cron;
 mod fan_in;
 mod gate;
@@ -347,5 +341,42 @@ impl TaskStore for Store {
     async fn cron_materialize(&self, params: CronMaterialize) -> Result<Materialized> {
         self.write(move |tx| Box::pin(cron::materialize(tx, params)))
             .await
+    }
+}
+
+/// `docs/architecture.md` lists the files of this directory, one table row
+/// each: the one list of them, held to the directory here (this module is
+/// mounted once per backend, so the check runs twice).
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_architecture_page_lists_every_sql_file() {
+        let page = include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../docs/architecture.md"
+        ));
+        let heading = "### `host/store/src/sql/`, file by file";
+        let section = page
+            .split_once(heading)
+            .map(|(_, rest)| rest.split("\n#").next().unwrap_or(rest))
+            .expect("docs/architecture.md lists the sql/ files under its heading");
+        let mut listed: Vec<&str> = section
+            .lines()
+            .filter_map(|line| line.strip_prefix("| `"))
+            .filter_map(|rest| rest.split_once('`').map(|(name, _)| name))
+            .collect();
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/src/sql");
+        let mut files: Vec<String> = std::fs::read_dir(dir)
+            .expect("src/sql")
+            .map(|entry| entry.expect("an entry of src/sql").file_name())
+            .map(|name| name.to_string_lossy().into_owned())
+            .filter(|name| name.ends_with(".rs") && name != "mod.rs")
+            .collect();
+        listed.sort_unstable();
+        files.sort_unstable();
+        assert_eq!(
+            listed, files,
+            "docs/architecture.md's list of sql/ files against the directory"
+        );
     }
 }

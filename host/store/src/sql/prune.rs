@@ -3,7 +3,9 @@
 //! one pruner at a time run among the processes sharing the store.
 //!
 //! A task goes with everything kept of it — attempts (and their logs),
-//! journal, signals, the children it waited for — in one transaction. The
+//! journal, signals, the children it waited for and the ends kept of its
+//! deleted children — in one transaction, leaving its own end for a live
+//! parent that stays (`child_ends.rs`). The
 //! pruner takes the oldest ended tasks of each end first, through the
 //! partial index `tasks_finished` (migration 0019), and keeps a task while
 //! one of its children is live (it may still wait for their ends) or while
@@ -13,6 +15,7 @@
 use serde::Serialize;
 use waft_core::retention::{End, Keep, Retention};
 
+use super::child_ends::{self, Doomed};
 use super::{Connection, DIALECT, lambda, rate, task};
 use crate::names::status::{DEAD, LIVE, One};
 use crate::support::{batch_json, millis, sql, text_in};
@@ -129,11 +132,13 @@ async fn delete(conn: &mut Connection, ids: &[String]) -> Result<()> {
     }
     let named: Vec<_> = ids.iter().map(|id| Named { name: id }).collect();
     let named = batch_json(&named)?;
+    child_ends::keep(&mut *conn, Doomed::Ids(&named), "deleted before it ended").await?;
     for (table, column) in [
         ("attempts", "task_id"),
         ("journal", "task_id"),
         ("signals", "task_id"),
         ("awaits", "task_id"),
+        ("child_ends", "parent_id"),
         ("tasks", "id"),
     ] {
         sqlx::query(sql(format!(
@@ -162,9 +167,17 @@ pub(super) async fn delete_lambda_tasks(conn: &mut Connection, lambda: &str) -> 
         .execute(&mut *conn)
         .await?;
     }
-    for table in ["attempts", "journal", "signals", "awaits"] {
+    let why = format!("deleted with its lambda {lambda:?} before it ended");
+    child_ends::keep(&mut *conn, Doomed::Lambda(lambda), &why).await?;
+    for (table, column) in [
+        ("attempts", "task_id"),
+        ("journal", "task_id"),
+        ("signals", "task_id"),
+        ("awaits", "task_id"),
+        ("child_ends", "parent_id"),
+    ] {
         sqlx::query(sql(format!(
-            "DELETE FROM {table} WHERE task_id IN (SELECT id FROM tasks WHERE lambda = $1)"
+            "DELETE FROM {table} WHERE {column} IN (SELECT id FROM tasks WHERE lambda = $1)"
         )))
         .bind(lambda)
         .execute(&mut *conn)

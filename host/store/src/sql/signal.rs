@@ -1,5 +1,7 @@
 //! Signals: sent to a task by a client, kept with it, and taken by its
-//! executions in order (see `waft_core::model::TaskSignal`).
+//! executions in order (see `waft_core::model::TaskSignal`). What a task
+//! keeps is bounded by count ([`MAX_SIGNALS`]) and by bytes
+//! ([`MAX_SIGNAL_BYTES`]), each checked with the task's row locked.
 //!
 //! Sending locks the task's row before it looks: a suspension committing
 //! meanwhile either comes first (and the signal then finds the task waiting
@@ -13,7 +15,9 @@ use crate::names::status::SUSPENDED;
 use crate::rows;
 use crate::support::{sql, text_in};
 use crate::{Millis, Refusal, Result, SignalSent, StoreError, TaskSignal, TaskSignalRead};
-use waft_core::limits::{MAX_SIGNAL_PAYLOAD, MAX_SIGNALS, check_signal_name};
+use waft_core::limits::{
+    ITEM_OVERHEAD, MAX_SIGNAL_BYTES, MAX_SIGNAL_PAYLOAD, MAX_SIGNALS, check_signal_name,
+};
 
 /// Keeps a signal for task `params.id`, and wakes the task when it is
 /// suspended waiting for a signal of that name.
@@ -61,15 +65,33 @@ pub(super) async fn send(tx: &mut Connection, params: TaskSignal) -> Result<Sign
             max,
         });
     }
-    let kept: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM signals WHERE task_id = $1")
-        .bind(text_in(&id))
-        .fetch_one(&mut *tx)
-        .await?;
+    let (kept, bytes): (i64, Option<i64>) = sqlx::query_as(
+        "SELECT COUNT(*), CAST(SUM(OCTET_LENGTH(payload) + OCTET_LENGTH(name)) AS BIGINT) \
+         FROM signals WHERE task_id = $1",
+    )
+    .bind(text_in(&id))
+    .fetch_one(&mut *tx)
+    .await?;
     let seq = u32::try_from(kept).map_err(|_| StoreError::Corrupt("signal count".into()))?;
     if seq >= MAX_SIGNALS {
         return Err(StoreError::TooManySignals {
             id,
             max: MAX_SIGNALS,
+        });
+    }
+    let cost = |bytes: u64, count: u64| bytes.saturating_add(count * ITEM_OVERHEAD as u64);
+    let kept = cost(
+        u64::try_from(bytes.unwrap_or(0)).unwrap_or(0),
+        u64::from(seq),
+    );
+    let size = cost((payload.len() + name.len()) as u64, 1);
+    if kept.saturating_add(size) > MAX_SIGNAL_BYTES as u64 {
+        return Err(StoreError::SignalBudget {
+            id,
+            kept,
+            size,
+            max: MAX_SIGNAL_BYTES as u64,
+            overhead: ITEM_OVERHEAD as u64,
         });
     }
     sqlx::query(

@@ -5,7 +5,7 @@
 //! holding the lease reads them.
 
 use waft_core::TaskStatus;
-use waft_core::limits::{MAX_SIGNAL_PAYLOAD, MAX_SIGNALS};
+use waft_core::limits::{ITEM_OVERHEAD, MAX_SIGNAL_BYTES, MAX_SIGNAL_PAYLOAD, MAX_SIGNALS};
 use waft_store::{
     Refusal, ResultOutcome, SignalSent, StoreError, TaskSignal, TaskSignalRead, TaskStore, Wait,
 };
@@ -265,4 +265,72 @@ pub async fn the_overview_counts_tasks_waiting_for_signals(store: &dyn TaskStore
         .unwrap();
     poll(store, T0 + 8).await;
     assert_eq!(mail(store.lambda_stats(T0 + 9, T0).await.unwrap()), (2, 1));
+}
+
+/// A task's kept signals are bounded by bytes as well as by count: one
+/// that would take them past the task's signal budget is refused, and
+/// nothing of it is kept.
+pub async fn a_tasks_signals_are_bounded_by_bytes(store: &dyn TaskStore) {
+    let mut roomy = crate::support::config();
+    roomy.max_payload = waft_core::LambdaConfig::MAX_PAYLOAD;
+    deploy_with(store, "roomy", roomy).await;
+    let id = insert(store, new_task("roomy"), T0).await;
+    let big = vec![b'x'; MAX_SIGNAL_PAYLOAD];
+    let fit = MAX_SIGNAL_BYTES / (MAX_SIGNAL_PAYLOAD + 3 + ITEM_OVERHEAD);
+    assert!(
+        fit < MAX_SIGNALS as usize,
+        "the budget, not the count, is what refuses"
+    );
+    for n in 0..fit {
+        store
+            .task_signal(signal(&id, "big", &big, T0 + n as i64))
+            .await
+            .unwrap();
+    }
+    let refused = store.task_signal(signal(&id, "big", &big, T0 + 10)).await;
+    match refused {
+        Err(StoreError::SignalBudget {
+            kept, size, max, ..
+        }) => {
+            assert_eq!(max, MAX_SIGNAL_BYTES as u64);
+            assert_eq!(kept, fit as u64 * size);
+            let message = StoreError::SignalBudget {
+                id: id.clone(),
+                kept,
+                size,
+                max,
+                overhead: ITEM_OVERHEAD as u64,
+            }
+            .to_string();
+            assert!(message.contains("signal budget"), "{message}");
+            let status = waft_core::ServiceError::from(StoreError::SignalBudget {
+                id: id.clone(),
+                kept,
+                size,
+                max,
+                overhead: 0,
+            });
+            assert!(
+                matches!(status, waft_core::ServiceError::ResourceExhausted(_)),
+                "{status:?}"
+            );
+        }
+        other => panic!("expected the signal budget to refuse it, got {other:?}"),
+    }
+    // Small signals still fit beside them; another task has its own budget.
+    store
+        .task_signal(signal(&id, "small", b"ok", T0 + 11))
+        .await
+        .unwrap();
+    let other = insert(store, new_task("roomy"), T0).await;
+    store
+        .task_signal(signal(&other, "big", &big, T0 + 12))
+        .await
+        .unwrap();
+    let lease = start(store, &id, T0 + 13).await;
+    assert_eq!(
+        read(store, &id, lease, "big", fit as u32).await,
+        Ok(None),
+        "nothing refused was kept"
+    );
 }
