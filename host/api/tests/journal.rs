@@ -21,8 +21,9 @@ use waft_services::{
     ServiceError, SystemClock, Wake,
 };
 use waft_store::{
-    DeadSelector, JournalEntry, JournalWrite, LambdaDeploy, NewTask, Refusal, ResultOutcome,
-    SqliteStore, TaskClaimMany, TaskEnqueueReady, TaskInsertMany, TaskResult, TaskStore, TokenRole,
+    DeadSelector, JournalEntry, JournalPart, JournalWrite, LambdaDeploy, NewTask, Refusal,
+    ResultOutcome, SqliteStore, TaskClaimMany, TaskEnqueueReady, TaskInsertMany, TaskResult,
+    TaskStore, TokenRole,
 };
 
 /// The installation's own token.
@@ -185,6 +186,7 @@ fn commit(task: &Claimed, from: u32, entries: Vec<JournalEntry>) -> JournalCommi
         lease_token: task.lease,
         version: task.version,
         write: JournalWrite { from, entries },
+        part: None,
     }
 }
 
@@ -257,6 +259,7 @@ async fn a_journal_round_trips_every_byte_under_its_lease() {
     let request = proto::GetJournalRequest {
         id: task.id.clone(),
         answers: false,
+        ..Default::default()
     };
     let wire = raw.get_journal(request).await.unwrap().into_inner();
     assert_eq!(wire.entries.len(), 3);
@@ -312,6 +315,7 @@ async fn bad_requests_get_precise_codes() {
             from: 0,
             entries: vec![entry(1, 1)],
         })),
+        part: None,
     };
     let status = raw.write_journal(misnumbered).await.unwrap_err();
     assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
@@ -354,6 +358,7 @@ async fn bad_requests_get_precise_codes() {
     let request = proto::GetJournalRequest {
         id: "01NOSUCHTASK0000000000000".into(),
         answers: true,
+        ..Default::default()
     };
     let status = raw.get_journal(request).await.unwrap_err();
     assert_eq!(status.code(), Code::NotFound, "{status:?}");
@@ -453,4 +458,132 @@ async fn a_fresh_redrive_discards_the_journal() {
     assert_eq!(frontend.dead_redrive(ids, None, true).await.unwrap(), 1);
     assert_eq!(frontend.task_journal(&discarded, false).await.unwrap(), []);
     assert_eq!(served.claim(&discarded).await.journal_len, 0);
+}
+
+/// A copy of an earlier write that arrives late (a retried call whose
+/// first copy was held up in another HSC) is refused as a failed
+/// precondition, and deletes nothing written since; a copy of the write
+/// taken last is answered as written.
+#[tokio::test]
+async fn a_late_journal_write_is_a_failed_precondition() {
+    let served = Served::start().await;
+    let hsc = served.hsc();
+    let task = served.running("pay").await;
+    let in_turn = |after, from, entries| JournalCommit {
+        part: Some(JournalPart {
+            after,
+            start: from,
+            more: false,
+        }),
+        ..commit(&task, from, entries)
+    };
+    let first = in_turn(0, 0, vec![entry(0, 1), entry(1, 1)]);
+    let second = in_turn(1, 2, vec![entry(2, 1)]);
+    hsc.task_journal_write(first.clone())
+        .await
+        .unwrap()
+        .unwrap();
+    hsc.task_journal_write(second.clone())
+        .await
+        .unwrap()
+        .unwrap();
+    let late = hsc.task_journal_write(first.clone()).await;
+    assert!(
+        matches!(&late, Err(ServiceError::FailedPrecondition(m)) if m.contains("late copy")),
+        "{late:?}"
+    );
+    let mut raw = RawHsc::new(served.channel(CLUSTER));
+    let request = proto::WriteJournalRequest {
+        task_id: task.id.clone(),
+        lease_token: task.lease,
+        version: task.version,
+        write: Some(waft_client::convert::journal_write_to_proto(first.write)),
+        part: Some(proto::JournalPart {
+            after: 0,
+            start: 0,
+            more: false,
+        }),
+    };
+    let status = raw.write_journal(request).await.unwrap_err();
+    assert_eq!(status.code(), Code::FailedPrecondition, "{status:?}");
+    let again = hsc.task_journal_write(second).await.unwrap();
+    assert_eq!(again, Ok(()));
+    let kept = hsc.task_journal_read(page(&task, 0, 100)).await.unwrap();
+    assert_eq!(kept.unwrap(), [entry(0, 1), entry(1, 1), entry(2, 1)]);
+}
+
+/// With answers, a journal holds up to 64 MiB: `GetJournal` answers it a
+/// page of at most 4 MiB at a time (one entry whatever its size), each
+/// naming where the next starts, and the client reads every page.
+#[tokio::test]
+async fn get_journal_answers_a_bounded_page_at_a_time() {
+    let served = Served::start().await;
+    let hsc = served.hsc();
+    let task = served.running("pay").await;
+    let entries: Vec<JournalEntry> = (0..24)
+        .map(|seq| JournalEntry {
+            answer: vec![seq as u8; 1 << 20],
+            ..entry(seq, 1)
+        })
+        .collect();
+    for from in (0..24).step_by(8) {
+        let write = entries[from..from + 8].to_vec();
+        let from = u32::try_from(from).unwrap();
+        hsc.task_journal_write(commit(&task, from, write))
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    let admin = served.frontend.token_create("a", TokenRole::Admin, vec![]);
+    let admin = admin.await.unwrap().1;
+    let mut raw = RawFrontend::new(served.channel(&admin));
+    let mut read = Vec::new();
+    let mut pages = 0;
+    let mut from = Some(0);
+    while let Some(at) = from {
+        let request = proto::GetJournalRequest {
+            id: task.id.clone(),
+            answers: true,
+            from: at,
+            ..Default::default()
+        };
+        let page = raw.get_journal(request).await.unwrap().into_inner();
+        let size: usize = page
+            .entries
+            .iter()
+            .map(|e| e.answer.len() + e.summary.len() + e.call.len() + e.digest.len())
+            .sum();
+        assert!(size <= 5 << 20, "page {pages} from {at} is {size} bytes");
+        assert!(
+            !page.entries.is_empty() || at == 24,
+            "an empty page from {at}"
+        );
+        pages += 1;
+        from = page.next;
+        let page = page.entries.into_iter();
+        read.extend(page.map(waft_client::convert::journal_entry_from_proto));
+    }
+    assert!(pages > 4, "{pages} pages");
+    assert!(read == entries, "the pages do not add up to the journal");
+    // The client pages by itself.
+    let whole = served.frontend(&admin).task_journal(&task.id, true).await;
+    assert!(whole.unwrap() == entries);
+    // A page asked for by count, and one past the end.
+    let request = proto::GetJournalRequest {
+        id: task.id.clone(),
+        answers: false,
+        from: 5,
+        limit: 2,
+    };
+    let page = raw.get_journal(request).await.unwrap().into_inner();
+    let seqs: Vec<u32> = page.entries.iter().map(|e| e.seq).collect();
+    assert_eq!((seqs, page.next), (vec![5, 6], Some(7)));
+    let request = proto::GetJournalRequest {
+        id: task.id.clone(),
+        answers: true,
+        from: 24,
+        limit: 0,
+    };
+    let page = raw.get_journal(request).await.unwrap().into_inner();
+    assert_eq!((page.entries.len(), page.next), (0, None));
 }

@@ -16,12 +16,13 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::error::ServiceResult;
+use crate::limits::MAX_JOURNAL_ENTRIES;
 use crate::model::{
     Artifact, Attempt, Backlog, ChildrenState, ClaimedTask, Continuation, Cron, DeadSelector, Gate,
-    GateState, Heartbeat, JournalEntry, JournalWrite, Lambda, LambdaDeleted, LambdaVersion, Millis,
-    Overview, QueueFills, Refusal, SealedSecrets, SecretInfo, SignalSent, StatusCount, Task,
-    TaskChildrenRead, TaskCount, TaskInserted, TaskList, TaskResult, TaskSignalRead, Token,
-    TokenRole,
+    GateState, Heartbeat, JournalEntry, JournalPart, JournalWrite, Lambda, LambdaDeleted,
+    LambdaVersion, Millis, Overview, QueueFills, Refusal, SealedSecrets, SecretInfo, SignalSent,
+    StatusCount, Task, TaskChildrenRead, TaskCount, TaskInserted, TaskList, TaskResult,
+    TaskSignalRead, Token, TokenRole,
 };
 use crate::{LambdaConfig, TaskStatus, TraceContext};
 
@@ -46,6 +47,27 @@ pub struct HistoryQuery {
     pub lambda: Option<String>,
     pub range: Duration,
     pub step: Option<Duration>,
+}
+
+/// What [`ClientApi::task_journal_page`] reads.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct JournalQuery {
+    pub id: String,
+    /// With each entry's answer, its secrets masked.
+    pub answers: bool,
+    /// The first entry wanted.
+    pub from: u32,
+    /// At most this many entries (0: as many as a page holds).
+    pub limit: u32,
+}
+
+/// A page of a task's journal.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct JournalSlice {
+    /// In order, from the page's `from`.
+    pub entries: Vec<JournalEntry>,
+    /// Where the next page starts; `None` once this one reaches the end.
+    pub next: Option<u32>,
 }
 
 /// The points of a history, oldest first, and the step between them.
@@ -148,7 +170,36 @@ pub trait ClientApi: Send + Sync {
     /// answer as the runtime encodes it, the values of the lambda's secrets
     /// masked in it. Whether an attempt replayed an entry is in its
     /// [`Attempt::replayed`]. `NotFound` for an unknown task.
-    async fn task_journal(&self, id: &str, answers: bool) -> ServiceResult<Vec<JournalEntry>>;
+    async fn task_journal(&self, id: &str, answers: bool) -> ServiceResult<Vec<JournalEntry>> {
+        let mut entries = Vec::new();
+        let mut from = 0;
+        loop {
+            let query = JournalQuery {
+                id: id.to_owned(),
+                answers,
+                from,
+                limit: 0,
+            };
+            let mut slice = self.task_journal_page(query).await?;
+            entries.append(&mut slice.entries);
+            match slice.next {
+                Some(next) if next > from && entries.len() < MAX_JOURNAL_ENTRIES as usize => {
+                    from = next;
+                }
+                Some(next) if next <= from => {
+                    return Err(crate::ServiceError::Internal(format!(
+                        "the journal of task {id} went back from entry {from} to {next}"
+                    )));
+                }
+                _ => return Ok(entries),
+            }
+        }
+    }
+    /// One page of a task's journal ([`ClientApi::task_journal`] reads them
+    /// all): the entries from `query.from`, cut to what one answer carries
+    /// (a few megabytes, answers included) but holding one entry while any
+    /// is left, with where the next page starts.
+    async fn task_journal_page(&self, query: JournalQuery) -> ServiceResult<JournalSlice>;
     /// Checks a component and its config, and deploys them as the lambda's
     /// next version.
     async fn lambda_deploy(
@@ -315,6 +366,9 @@ pub struct JournalCommit {
     /// write pins the task to it.
     pub version: u32,
     pub write: JournalWrite,
+    /// Where it stands among the execution's writes (see
+    /// [`JournalPart`]); `None` from an executor of an earlier release.
+    pub part: Option<JournalPart>,
 }
 
 /// A page of a task's journal, answers included, as the execution that
@@ -352,7 +406,9 @@ pub trait HscApi: Send + Sync {
     /// Writes a running execution's entries into its task's journal, in
     /// the store before it answers (a durability point); refused unless the
     /// execution still holds the task's lease. One write is one message: a
-    /// larger one is sent as consecutive writes.
+    /// larger one is sent as consecutive parts, the journal changed by the
+    /// last. A message out of its turn (`commit.part`) is
+    /// `FailedPrecondition`.
     async fn task_journal_write(&self, commit: JournalCommit)
     -> ServiceResult<Result<(), Refusal>>;
     /// A page of a task's journal with the answers, for the execution about

@@ -234,6 +234,7 @@ impl HscApi for Hsc {
                 lease_token: commit.lease_token,
                 version: commit.version,
                 write: commit.write,
+                part: commit.part,
             })
             .await?)
     }

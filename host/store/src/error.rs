@@ -55,10 +55,29 @@ pub enum StoreError {
     AlreadyEnded { id: String, status: TaskStatus },
     #[error("task {id} keeps {max} signals already, the most a task may keep")]
     TooManySignals { id: String, max: u32 },
+    #[error(
+        "task {id} keeps {kept} bytes of signals; one of {size} bytes more would pass the \
+         {max}-byte signal budget of a task (MAX_SIGNAL_BYTES, each signal counted with its \
+         name and {overhead} bytes more): let it take those it has first"
+    )]
+    SignalBudget {
+        id: String,
+        kept: u64,
+        size: u64,
+        max: u64,
+        overhead: u64,
+    },
     #[error("task {id} is not dead (it is {status}); only dead tasks can be redriven or purged")]
     NotDead { id: String, status: TaskStatus },
     #[error("invalid request: {0}")]
     Invalid(String),
+    /// A journal write's message out of its turn: a late copy of an
+    /// earlier one, which must not undo what was written since.
+    #[error(
+        "task {id}'s journal took {taken} writes under this lease, but this one follows \
+         {after}: it is a late copy of an earlier write, or out of order; nothing was written"
+    )]
+    JournalOutOfTurn { id: String, after: u32, taken: u32 },
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),
     /// The transaction that carried the call did not commit; nothing of it
@@ -71,7 +90,7 @@ pub enum StoreError {
     #[error(
         "the database's schema has migration {applied}, newer than this binary knows (up to \
          {known}): a newer Waft migrated it. Run that release or a newer one; an older binary \
-         does not start on it (README, \"Upgrades\")"
+         does not start on it (docs/upgrades.md)"
     )]
     SchemaNewer { applied: i64, known: i64 },
     #[error("corrupt row: {0}")]
@@ -105,13 +124,14 @@ impl From<StoreError> for ServiceError {
             | StoreError::TimeOutOfRange { .. }
             | StoreError::Invalid(_) => ServiceError::InvalidArgument(error.to_string()),
             StoreError::ChildNotAllowed { .. } => ServiceError::PermissionDenied(error.to_string()),
-            StoreError::PayloadTooLarge { .. } | StoreError::TooManySignals { .. } => {
-                ServiceError::ResourceExhausted(error.to_string())
-            }
+            StoreError::PayloadTooLarge { .. }
+            | StoreError::TooManySignals { .. }
+            | StoreError::SignalBudget { .. } => ServiceError::ResourceExhausted(error.to_string()),
             StoreError::AlreadyEnded { .. }
             | StoreError::NotDead { .. }
             | StoreError::LambdaHasTasks { .. }
-            | StoreError::ParentLeaseLost { .. } => {
+            | StoreError::ParentLeaseLost { .. }
+            | StoreError::JournalOutOfTurn { .. } => {
                 ServiceError::FailedPrecondition(error.to_string())
             }
             StoreError::Database(_) | StoreError::Commit(_) => {

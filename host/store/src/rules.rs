@@ -11,7 +11,7 @@ use waft_core::task::{DEFAULT_COLLECTION, check_collection_name, check_lambda_na
 use waft_core::{Backoff, TaskStatus};
 
 use crate::support::millis;
-use crate::{JournalWrite, Lambda, Millis, NewTask, Result, StoreError};
+use crate::{JournalPart, JournalWrite, Lambda, Millis, NewTask, Result, StoreError};
 
 /// Who asks for an insert: a client, whose idempotency keys may not use the
 /// prefixes the store writes itself, or the store (a continuation, a
@@ -269,6 +269,27 @@ pub(crate) fn check_journal_write(id: &str, write: &JournalWrite) -> Result<()> 
                 entry.answer.len()
             ));
         }
+    }
+    Ok(())
+}
+
+/// Checks where a part of a journal write says it stands: within its
+/// write (its `from` at or past the write's `start`), and, unless it is the
+/// last, holding entries (a cut is one message).
+pub(crate) fn check_journal_part(id: &str, write: &JournalWrite, part: &JournalPart) -> Result<()> {
+    let invalid = |why: String| {
+        Err(StoreError::Invalid(format!(
+            "a journal write of task {id} {why}; nothing was written"
+        )))
+    };
+    if part.start > write.from {
+        return invalid(format!(
+            "has a part from entry {} of a write said to start later, at {}",
+            write.from, part.start
+        ));
+    }
+    if part.more && write.entries.is_empty() {
+        return invalid("has a part other than its last without entries".into());
     }
     Ok(())
 }

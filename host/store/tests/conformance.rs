@@ -17,6 +17,8 @@ mod children;
 mod cron;
 #[path = "conformance/debounce.rs"]
 mod debounce;
+#[path = "conformance/deleted_children.rs"]
+mod deleted_children;
 #[path = "conformance/fairness.rs"]
 mod fairness;
 #[path = "conformance/fan_in.rs"]
@@ -25,12 +27,16 @@ mod fan_in;
 mod gate_guarantees;
 #[path = "conformance/gates.rs"]
 mod gates;
+#[path = "conformance/generations.rs"]
+mod generations;
 #[path = "conformance/guarantees.rs"]
 mod guarantees;
 #[path = "conformance/history.rs"]
 mod history;
 #[path = "conformance/journal.rs"]
 mod journal;
+#[path = "conformance/journal_parts.rs"]
+mod journal_parts;
 #[path = "conformance/journal_versions.rs"]
 mod journal_versions;
 #[path = "conformance/keys.rs"]
@@ -214,12 +220,22 @@ conformance!(
         a_signal_sent_before_the_suspension_wakes_it_at_once,
         signals_to_ended_tasks_and_bad_signals_are_refused,
         the_overview_counts_tasks_waiting_for_signals,
+        a_tasks_signals_are_bounded_by_bytes,
     ],
     fan_in: [
         a_fan_in_wakes_when_its_last_child_ends,
         children_ended_before_the_suspension_wake_it_at_once,
         reads_of_children_are_fenced_and_their_own,
         children_ending_during_the_suspension_never_leave_it_asleep,
+    ],
+    deleted_children: [
+        an_ended_child_deleted_with_its_lambda_keeps_its_end,
+        a_live_child_dropped_with_its_lambda_wakes_its_parent,
+        a_purged_dead_child_ends_for_its_parent,
+    ],
+    journal_parts: [
+        a_late_copy_of_an_earlier_write_is_refused,
+        a_write_cut_short_between_its_parts_loses_nothing,
     ],
     journal_versions: [
         a_journal_pins_its_version,
@@ -229,6 +245,7 @@ conformance!(
         versions_show_and_keep_what_suspended_tasks_need,
     ],
     gates: [paused_tasks_wait_and_resume_in_order, gates_on_a_collection_and_drops],
+    generations: [each_discarded_journal_starts_a_new_generation],
     pacing: [
         a_quota_paces_a_backlog_and_spares_other_lambdas,
         concurrent_consumers_share_one_pace,
@@ -241,7 +258,10 @@ conformance!(
         a_deleted_lambda_takes_its_history,
     ],
     tokens: [tokens_are_found_by_hash_until_revoked],
-    secrets: [secrets_are_kept_sealed_and_versioned],
+    secrets: [
+        secrets_are_kept_sealed_and_versioned,
+        a_name_deployed_again_never_repeats_a_version,
+    ],
     gate_guarantees: [
         a_pause_stops_claims_of_queued_tasks,
         a_paused_backlog_is_not_run_and_resume_reruns_nothing,

@@ -111,6 +111,7 @@ impl proto::hsc_server::Hsc for HscService {
             lease_token: request.lease_token,
             version: request.version,
             write: journal_write_from_proto(write),
+            part: request.part.map(journal_part_from_proto),
         };
         let answer = self.0.task_journal_write(commit).await.map_err(to_status)?;
         Ok(Response::new(proto::WriteJournalResponse {

@@ -135,6 +135,7 @@ impl HscApi for HscClient {
             lease_token: commit.lease_token,
             version: commit.version,
             write: Some(journal_write_to_proto(commit.write)),
+            part: commit.part.map(journal_part_to_proto),
         };
         check_size(&request, MAX_INTERNAL_REQUEST, Self::ROLE)?;
         let response = self

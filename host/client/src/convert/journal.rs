@@ -4,7 +4,7 @@
 //! as bytes, so every value a Rust string holds (NUL included) arrives as
 //! it left.
 
-use waft_core::model::{JournalEntry, JournalWrite};
+use waft_core::model::{JournalEntry, JournalPart, JournalWrite};
 
 use crate::proto;
 
@@ -44,6 +44,23 @@ pub fn journal_write_to_proto(write: JournalWrite) -> proto::JournalWrite {
             .into_iter()
             .map(journal_entry_to_proto)
             .collect(),
+    }
+}
+
+pub fn journal_part_to_proto(part: JournalPart) -> proto::JournalPart {
+    proto::JournalPart {
+        after: part.after,
+        start: part.start,
+        more: part.more,
+    }
+}
+
+/// Where a journal write's message stands, as sent: the store checks it.
+pub fn journal_part_from_proto(part: proto::JournalPart) -> JournalPart {
+    JournalPart {
+        after: part.after,
+        start: part.start,
+        more: part.more,
     }
 }
 

@@ -60,6 +60,28 @@ impl JournalWrite {
     }
 }
 
+/// Where one message of an execution's journal writes stands among the
+/// others, so that the store takes each in its turn and a write larger
+/// than one message whole or not at all.
+///
+/// An execution numbers the messages it sends under its lease from 0
+/// (`after`: how many it sent before), and the store takes message
+/// `after` only when it holds exactly `after` of them: a late copy of an
+/// earlier one changes nothing, and a copy of the one it took last is
+/// answered as written (the retry of a call whose answer was lost). A write
+/// larger than one message goes as consecutive parts from `start`: each but
+/// the last (`more`) is staged, unseen, and the last replaces the journal
+/// from `start` with them and its own entries at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JournalPart {
+    /// The messages of this lease's journal writes sent before this one.
+    pub after: u32,
+    /// Where the whole write starts: the `from` of its first part.
+    pub start: u32,
+    /// More parts of the same write follow.
+    pub more: bool,
+}
+
 /// A running execution's write to its task's journal: refused unless it
 /// still holds the task's lease.
 #[derive(Debug, Clone, PartialEq)]
@@ -71,6 +93,10 @@ pub struct TaskJournalWrite {
     /// discards the journal).
     pub version: u32,
     pub write: JournalWrite,
+    /// Where it stands among the execution's writes. `None` from an
+    /// executor of a release before parts (a rolling upgrade): a whole
+    /// write, taken in any turn.
+    pub part: Option<JournalPart>,
 }
 
 /// A page of a task's journal.

@@ -6,21 +6,27 @@
 //! this path. Each message stays under
 //! [`MAX_BATCH_BYTES`](waft_core::limits::MAX_BATCH_BYTES): a read is paged
 //! (the HSC cuts each page to fit), and a write larger than one message is
-//! sent as consecutive writes (the first replaces the journal's tail from
-//! its `from`, the next ones append), so an execution that dies between two
-//! of them leaves a journal that is a prefix of what it meant: every entry
-//! in it is one the lambda really got.
+//! sent as consecutive parts ([`JournalPart`]): the store stages each but
+//! the last and changes the journal with the last, so an execution that
+//! dies between two of them leaves the journal as it was — a tail it was
+//! rewriting keeps every answer it held.
 //!
-//! A write is idempotent (it replaces entries from a position), so one
-//! whose answer was lost is sent again while the HSC is unreachable, until
-//! the execution is stopped (its watchdog stops it when heartbeats fail
-//! too) or the heartbeat timeout passes. A refusal means the lease is gone.
+//! The execution numbers the messages it sends under its lease, and the
+//! store takes each only in its turn: a late copy of an earlier message
+//! (a retried call whose first copy was held up) cannot undo what came
+//! after it, and a copy of the last one taken is answered as written. So a
+//! message whose answer was lost is sent again while the HSC is
+//! unreachable, until the execution is stopped (its watchdog stops it when
+//! heartbeats fail too) or the heartbeat timeout passes. A refusal means
+//! the lease is gone; a message refused as out of turn (which only another
+//! writer under the same lease could cause) stops the execution, which
+//! reports what the store holds as its journal.
 
 use std::time::Duration;
 
 use tokio::time::Instant;
 use waft_runtime::KillSwitch;
-use waft_store::{ClaimedTask, JournalEntry, JournalWrite, Refusal};
+use waft_store::{ClaimedTask, JournalEntry, JournalPart, JournalWrite, Refusal};
 
 use crate::batch::{self, Budget};
 use crate::{HscApi, JournalCommit, JournalPage, ServiceError, ServiceResult};
@@ -95,27 +101,40 @@ impl JournalLink<'_> {
     }
 
     /// Writes `write` to task `id`'s journal under `lease_token`, in as
-    /// many consecutive messages as it takes.
+    /// many consecutive parts as it takes, numbered on from `sent` (the
+    /// messages this lease sent before); answers how many it has sent once
+    /// the write landed.
     pub(super) async fn write(
         &self,
         id: &str,
         lease_token: i64,
         version: u32,
+        sent: u32,
         write: JournalWrite,
-    ) -> Result<(), JournalFailure> {
+    ) -> Result<u32, JournalFailure> {
         let give_up_at = Instant::now() + self.patience;
-        for write in split(write) {
+        let start = write.from;
+        let parts = split(write);
+        let count = parts.len();
+        let mut sent = sent;
+        for (index, write) in parts.into_iter().enumerate() {
             let commit = JournalCommit {
                 id: id.to_owned(),
                 lease_token,
                 version,
                 write,
+                part: Some(JournalPart {
+                    after: sent,
+                    start,
+                    more: index + 1 < count,
+                }),
             };
             self.retrying(give_up_at, || self.hsc.task_journal_write(commit.clone()))
                 .await?
                 .map_err(|refusal| lease_lost(id, &refusal))?;
+            sent += 1;
         }
-        Ok(())
+        Ok(sent)
     }
 
     /// `call`'s answer, asked again while the HSC is unreachable, until
@@ -194,6 +213,9 @@ pub(super) fn split(write: JournalWrite) -> Vec<JournalWrite> {
 }
 
 #[cfg(test)]
+mod parts;
+
+#[cfg(test)]
 pub(super) mod tests {
     use std::sync::Mutex;
 
@@ -239,14 +261,21 @@ pub(super) mod tests {
         assert_eq!(split(small.clone()), vec![small]);
     }
 
-    /// An HSC holding one journal; refuses everything once `lost`, fails
-    /// the first `failures` calls as unreachable, and pages by `page`.
+    /// An HSC holding one journal as the store does (parts staged until
+    /// the last, each message taken in its turn); refuses everything once
+    /// `lost`, fails the first `failures` calls as unreachable, loses the
+    /// answers of the first `lost_answers` writes it takes, and pages by
+    /// `page`.
     #[derive(Default)]
     pub(in crate::executor) struct JournalHsc {
         pub(in crate::executor) journal: Mutex<Vec<JournalEntry>>,
         pub(in crate::executor) writes: Mutex<Vec<JournalCommit>>,
         pub(in crate::executor) lost: bool,
         pub(in crate::executor) failures: Mutex<u32>,
+        pub(in crate::executor) lost_answers: Mutex<u32>,
+        /// The messages of the lease's writes taken.
+        pub(in crate::executor) taken: Mutex<u32>,
+        pub(in crate::executor) staged: Mutex<Vec<JournalEntry>>,
         pub(in crate::executor) page: usize,
     }
 
@@ -292,10 +321,34 @@ pub(super) mod tests {
             if self.lost {
                 return Ok(Err(Refusal::StaleLease { current: 9 }));
             }
-            let mut journal = self.journal.lock().unwrap();
-            journal.truncate(commit.write.from as usize);
-            journal.extend(commit.write.entries.iter().cloned());
+            let part = commit.part.expect("each message names its part");
+            let mut taken = self.taken.lock().unwrap();
+            if *taken == part.after + 1 {
+                return Ok(Ok(()));
+            }
+            if *taken != part.after {
+                return Err(ServiceError::FailedPrecondition(format!(
+                    "the journal took {taken} writes, this one follows {}",
+                    part.after
+                )));
+            }
+            *taken += 1;
+            let mut staged = self.staged.lock().unwrap();
+            if commit.write.from == part.start {
+                staged.clear();
+            }
+            staged.extend(commit.write.entries.iter().cloned());
+            if !part.more {
+                let mut journal = self.journal.lock().unwrap();
+                journal.truncate(part.start as usize);
+                journal.append(&mut staged);
+            }
             self.writes.lock().unwrap().push(commit);
+            let mut lost_answers = self.lost_answers.lock().unwrap();
+            if *lost_answers > 0 {
+                *lost_answers -= 1;
+                return Err(ServiceError::Unavailable("the answer was lost".into()));
+            }
             Ok(Ok(()))
         }
 
@@ -339,6 +392,7 @@ pub(super) mod tests {
             lease_token: 7,
             secrets_version: 0,
             journal_len,
+            journal_generation: 0,
             trace: None,
         }
     }
@@ -396,7 +450,7 @@ pub(super) mod tests {
             entries: vec![journal_entry(1, 1)],
         };
         assert!(matches!(
-            link.write("t", 7, 3, write).await,
+            link.write("t", 7, 3, 0, write).await,
             Err(JournalFailure::LeaseLost(_))
         ));
     }
@@ -413,10 +467,11 @@ pub(super) mod tests {
             from: 0,
             entries: vec![journal_entry(0, 1), journal_entry(1, 1)],
         };
-        link(&hsc, &kill)
-            .write("t", 7, 3, write.clone())
+        let sent = link(&hsc, &kill)
+            .write("t", 7, 3, 0, write.clone())
             .await
             .unwrap();
+        assert_eq!(sent, 1);
         let writes = hsc.writes.lock().unwrap().clone();
         assert_eq!(
             writes,
@@ -425,6 +480,11 @@ pub(super) mod tests {
                 lease_token: 7,
                 version: 3,
                 write,
+                part: Some(JournalPart {
+                    after: 0,
+                    start: 0,
+                    more: false,
+                }),
             }]
         );
     }
@@ -438,7 +498,7 @@ pub(super) mod tests {
             from: 0,
             entries: vec![journal_entry(0, 1)],
         };
-        let failure = link(&hsc, &kill).write("t", 7, 3, write).await;
+        let failure = link(&hsc, &kill).write("t", 7, 3, 0, write).await;
         assert_eq!(
             failure,
             Err(JournalFailure::LeaseLost("shutting down".into()))
@@ -462,10 +522,73 @@ pub(super) mod tests {
             from: 0,
             entries: vec![journal_entry(0, 1)],
         };
-        let failure = link.write("t", 7, 3, write).await.unwrap_err();
+        let failure = link.write("t", 7, 3, 0, write).await.unwrap_err();
         assert!(
             matches!(&failure, JournalFailure::Failed(m) if m.contains("cannot reach the HSC")),
             "{failure:?}"
         );
+    }
+
+    /// A write larger than a message goes as parts numbered on from the
+    /// messages the lease sent before, each naming where the write starts;
+    /// the journal changes once, with the last.
+    #[tokio::test]
+    async fn a_large_write_goes_as_numbered_parts_landed_by_the_last() {
+        let recorded: Vec<_> = (0..6).map(|seq| journal_entry(seq, 1)).collect();
+        let hsc = JournalHsc {
+            journal: Mutex::new(recorded.clone()),
+            taken: Mutex::new(4),
+            page: 10,
+            ..JournalHsc::default()
+        };
+        let kill = KillSwitch::new();
+        let write = JournalWrite {
+            from: 2,
+            entries: (2..5).map(|seq| journal_entry(seq, 6 << 20)).collect(),
+        };
+        let sent = link(&hsc, &kill).write("t", 7, 3, 4, write.clone()).await;
+        assert_eq!(sent, Ok(6));
+        let parts: Vec<_> = hsc.writes.lock().unwrap().iter().map(|c| c.part).collect();
+        let part = |after, more| {
+            Some(JournalPart {
+                after,
+                start: 2,
+                more,
+            })
+        };
+        assert_eq!(parts, [part(4, true), part(5, false)]);
+        let mut expected = recorded[..2].to_vec();
+        expected.extend(write.entries);
+        assert!(*hsc.journal.lock().unwrap() == expected);
+    }
+
+    /// A message whose answer was lost is sent again and answered as
+    /// written, taken once; one refused as out of its turn stops the write.
+    #[tokio::test]
+    async fn a_lost_answer_is_asked_again_and_a_write_out_of_turn_fails() {
+        let hsc = JournalHsc {
+            lost_answers: Mutex::new(1),
+            page: 10,
+            ..JournalHsc::default()
+        };
+        let kill = KillSwitch::new();
+        let first = JournalWrite {
+            from: 0,
+            entries: vec![journal_entry(0, 1)],
+        };
+        assert_eq!(link(&hsc, &kill).write("t", 7, 3, 0, first).await, Ok(1));
+        assert_eq!(hsc.writes.lock().unwrap().len(), 1, "taken once");
+        // Another writer under the same lease took messages meanwhile.
+        *hsc.taken.lock().unwrap() = 3;
+        let next = JournalWrite {
+            from: 1,
+            entries: vec![journal_entry(1, 1)],
+        };
+        let failure = link(&hsc, &kill).write("t", 7, 3, 1, next).await;
+        assert!(
+            matches!(&failure, Err(JournalFailure::Failed(m)) if m.contains("refused")),
+            "{failure:?}"
+        );
+        assert_eq!(hsc.journal.lock().unwrap().len(), 1);
     }
 }

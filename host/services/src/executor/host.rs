@@ -45,6 +45,9 @@ pub(super) struct ExecutionHost {
     /// Where the task's journal ends in the store, as far as this
     /// execution knows: its claim's length, then the end of each write.
     pub(super) journal_end: AtomicU32,
+    /// The messages of journal writes this execution sent and the store
+    /// took: the next one is numbered on from it.
+    pub(super) journal_sent: AtomicU32,
     /// How long a journal write waits for an unreachable HSC.
     pub(super) journal_patience: Duration,
     /// The execution's span's context: the children it schedules join its
@@ -71,11 +74,13 @@ impl ExecutionHost {
             kill: &self.kill,
             patience: self.journal_patience,
         };
+        let sent = self.journal_sent.load(Ordering::Acquire);
         match link
-            .write(&self.task_id, self.lease_token, self.version, write)
+            .write(&self.task_id, self.lease_token, self.version, sent, write)
             .await
         {
-            Ok(()) => {
+            Ok(sent) => {
+                self.journal_sent.store(sent, Ordering::Release);
                 self.journal_end.store(end, Ordering::Release);
                 Ok(())
             }
@@ -332,6 +337,7 @@ mod tests {
             progress: Mutex::new(None),
             max_children,
             journal_end: AtomicU32::new(4),
+            journal_sent: AtomicU32::new(0),
             journal_patience: Duration::from_secs(30),
             trace: None,
             children: Default::default(),

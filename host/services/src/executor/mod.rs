@@ -330,6 +330,7 @@ impl Executor {
             progress: Mutex::new(None),
             max_children: self.config.max_children,
             journal_end: AtomicU32::new(task.journal_len),
+            journal_sent: AtomicU32::new(0),
             journal_patience: self.config.heartbeat.heartbeat_timeout,
             trace: waft_telemetry::context_of(&tracing::Span::current()),
             children: Default::default(),

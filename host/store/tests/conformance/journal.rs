@@ -48,6 +48,7 @@ pub async fn write(
             lease_token: lease,
             version,
             write,
+            part: None,
         })
         .await
 }

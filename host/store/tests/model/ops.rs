@@ -43,6 +43,32 @@ pub struct JournalChange {
     pub hole: bool,
 }
 
+/// Which turn a journal write names among the messages of its lease's
+/// writes, relative to how many the store took when it runs.
+#[derive(Debug, Clone, Copy)]
+pub enum Turn {
+    /// Its own: as many as the store took.
+    Next,
+    /// The one taken last: a copy whose first landed, its answer lost.
+    Again,
+    /// One taken before that: a late copy of an earlier write.
+    Late,
+    /// Past its turn.
+    Ahead,
+    /// None: a write of an executor of an earlier release.
+    Unnamed,
+}
+
+fn turn() -> impl Strategy<Value = Turn> {
+    prop_oneof![
+        6 => Just(Turn::Next),
+        1 => Just(Turn::Again),
+        2 => Just(Turn::Late),
+        1 => Just(Turn::Ahead),
+        1 => Just(Turn::Unnamed),
+    ]
+}
+
 fn journal_change() -> impl Strategy<Value = JournalChange> {
     prop_oneof![
         6 => (1..4u32).prop_map(|entries| JournalChange { back: 0, entries, hole: false }),
@@ -73,8 +99,8 @@ pub enum Op {
     Claim(usize, Token),
     Heartbeat(usize, Token),
     /// An execution writes its task's journal under its lease (or a stale
-    /// one).
-    Journal(usize, Token, JournalChange),
+    /// one), naming a turn among its lease's writes.
+    Journal(usize, Token, JournalChange, Turn),
     /// A result, carrying the execution's last journal write or none.
     Result(usize, Token, Ending, Option<JournalChange>),
     Cancel(usize),
@@ -142,8 +168,8 @@ fn racing_op() -> impl Strategy<Value = Op> {
         4 => Just(Op::Poll),
         4 => (task.clone(), token()).prop_map(|(t, k)| Op::Claim(t, k)),
         2 => (task.clone(), token()).prop_map(|(t, k)| Op::Heartbeat(t, k)),
-        3 => (task.clone(), token(), journal_change())
-            .prop_map(|(t, k, change)| Op::Journal(t, k, change)),
+        3 => (task.clone(), token(), journal_change(), turn())
+            .prop_map(|(t, k, change, turn)| Op::Journal(t, k, change, turn)),
         3 => (
             task.clone(),
             token(),

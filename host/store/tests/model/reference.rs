@@ -8,7 +8,8 @@
 //! store (gates, tokens, attempts left, which operation a call makes) is
 //! written here from DESIGN.md and the store's docs, not from the SQL, so the
 //! two can disagree. So are journals: entries replaced from a point on under
-//! the lease, the version they pin, and what a redrive does to them.
+//! the lease, each write in its turn among the lease's, the version they
+//! pin, and what a redrive does to them.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -55,6 +56,10 @@ pub struct ModelTask {
     pub journal: Vec<JournalEntry>,
     /// The version the journal pins, while it holds entries.
     pub journal_version: Option<u32>,
+    /// The journal's generation: one more at each redrive that discards it.
+    pub journal_generation: u32,
+    /// The messages of journal writes taken under the current lease.
+    pub journal_taken: u32,
     /// The version the latest claim handed out.
     pub claimed_version: Option<u32>,
     /// The names of the signals sent to it, in order.
@@ -125,15 +130,25 @@ pub fn key_fairness(lambda: &str) -> Option<KeyFairness> {
     })
 }
 
-/// How a claim was answered: the attempt, lease, version to run and the
-/// journal's length, or why not.
-pub type ClaimAnswer = Result<(u32, i64, u32, u32), Refusal>;
+/// How a claim was answered: the attempt, lease, version to run, the
+/// journal's length and its generation, or why not.
+pub type ClaimAnswer = Result<(u32, i64, u32, u32, u32), Refusal>;
 
 /// A journal write under a lease that holds the task, starting past the
 /// journal's end: the store refuses the whole call (a write alone, or the
 /// result that carries it) and nothing of it is written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Hole;
+
+/// Why the store refuses a journal write alone whole (nothing written).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unwritten {
+    /// It starts past the journal's end.
+    Hole,
+    /// It names a turn among its lease's writes that is not the next (nor
+    /// the last taken, which is answered as written): a late copy.
+    OutOfTurn,
+}
 
 /// How a cancel was answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -260,6 +275,8 @@ impl Model {
             attempts: Vec::new(),
             journal: Vec::new(),
             journal_version: None,
+            journal_generation: 0,
+            journal_taken: 0,
             claimed_version: None,
             signals: Vec::new(),
             waiting_for: None,
@@ -478,11 +495,13 @@ impl Model {
             .contains(task.status);
         if claimable && task.enqueue_token == token && !task.held && gate == GateState::Open {
             apply(task, Operation::Claim, now, 0);
+            task.journal_taken = 0;
             // A journal is replayed on the version that wrote it.
             let version = task.journal_version.unwrap_or(self.versions[&task.lambda]);
             task.claimed_version = Some(version);
             let len = task.journal.len() as u32;
-            return Ok((task.attempt, task.lease_token, version, len));
+            let generation = task.journal_generation;
+            return Ok((task.attempt, task.lease_token, version, len, generation));
         }
         if task.held {
             return Err(Refusal::Held);
@@ -554,6 +573,40 @@ impl Model {
         task.journal.extend(write.entries.iter().cloned());
         task.journal_version = (!task.journal.is_empty()).then_some(version);
         Ok(Ok(()))
+    }
+
+    /// A journal write alone, as a message numbered `after` among its
+    /// lease's (`None`: from an executor of an earlier release, taken in
+    /// any turn): taken in its turn only, and the copy of the message taken
+    /// last answered as written without a change.
+    pub fn journal_message(
+        &mut self,
+        id: &str,
+        lease: i64,
+        version: u32,
+        write: &JournalWrite,
+        after: Option<u32>,
+        now: Millis,
+    ) -> Result<Result<(), Refusal>, Unwritten> {
+        if let Err(refusal) = self.lease_check(id, lease) {
+            return Ok(Err(refusal));
+        }
+        if let Some(after) = after {
+            let taken = self.tasks[id].journal_taken;
+            if taken == after + 1 {
+                return Ok(Ok(()));
+            }
+            if taken != after {
+                return Err(Unwritten::OutOfTurn);
+            }
+        }
+        let written = self
+            .journal_write(id, lease, version, write, now)
+            .map_err(|Hole| Unwritten::Hole)?;
+        if after.is_some() {
+            self.tasks.get_mut(id).unwrap().journal_taken += 1;
+        }
+        Ok(written)
     }
 
     /// A result, and the journal write it carries, which pins the journal
@@ -735,7 +788,8 @@ impl Model {
     }
 
     /// Redrives a dead task; a fresh redrive discards its journal, and
-    /// with it the version the journal pinned.
+    /// with it the version the journal pinned, and starts its next
+    /// generation.
     pub fn redrive(&mut self, id: &str, fresh: bool, now: Millis) -> RedriveAnswer {
         let Some(task) = self.tasks.get_mut(id) else {
             return RedriveAnswer::NotFound;
@@ -751,6 +805,7 @@ impl Model {
         if fresh {
             task.journal.clear();
             task.journal_version = None;
+            task.journal_generation += 1;
             task.signals.clear();
         }
         RedriveAnswer::Redriven

@@ -12,21 +12,21 @@ use waft_core::machine;
 use waft_core::{LambdaConfig, TaskStatus};
 use waft_store::{
     Cron, CronMaterialize, DeadRedrive, DeadSelector, GateSet, Heartbeat, JournalEntry,
-    JournalWrite, LambdaDeploy, Materialized, Millis, NewTask, Refusal, ResultOutcome, StoreError,
-    TaskClaimMany, TaskEnqueueReady, TaskHeartbeatMany, TaskInsertMany, TaskJournalWrite,
-    TaskResult, TaskSetResultMany, TaskSignal, TaskStore, Wait,
+    JournalPart, JournalWrite, LambdaDeploy, Materialized, Millis, NewTask, Refusal, ResultOutcome,
+    StoreError, TaskClaimMany, TaskEnqueueReady, TaskHeartbeatMany, TaskInsertMany,
+    TaskJournalWrite, TaskResult, TaskSetResultMany, TaskSignal, TaskStore, Wait,
 };
 
 use crate::OPERATIONS;
 use crate::ops::{
     COLLECTIONS, CRON_PERIOD, DEBOUNCE, JournalChange, KEYS, LAMBDAS, MAX_TASKS, Op, SIGNALS, Step,
-    T0, Token,
+    T0, Token, Turn,
 };
 use crate::race::run_race;
 use crate::reference::{
     CENTURY, CLAIM_TIMEOUT, CancelAnswer, ClaimAnswer, ENQUEUE_TIMEOUT, Ending, HEARTBEAT_TIMEOUT,
-    Hole, MAX_ATTEMPTS, Model, PollAnswer, RedriveAnswer, SignalAnswer, key_fairness, key_limit,
-    key_rate,
+    Hole, MAX_ATTEMPTS, Model, PollAnswer, RedriveAnswer, SignalAnswer, Unwritten, key_fairness,
+    key_limit, key_rate,
 };
 
 /// An answer of any operation, comparable with the model's.
@@ -37,7 +37,7 @@ pub enum Answer {
     Poll(PollAnswer),
     Claim(ClaimAnswer),
     Heartbeat(Result<(), Refusal>),
-    Journal(Result<Result<(), Refusal>, Hole>),
+    Journal(Result<Result<(), Refusal>, Unwritten>),
     Result(Result<Result<TaskStatus, Refusal>, Hole>),
     Cancel(CancelAnswer),
     Signal(SignalAnswer),
@@ -173,9 +173,10 @@ impl Run<'_> {
                     .await
                     .unwrap()
                     .remove(0);
-                Answer::Claim(
-                    answer.map(|c| (c.attempt, c.lease_token, c.lambda_version, c.journal_len)),
-                )
+                Answer::Claim(answer.map(|c| {
+                    let generation = c.journal_generation;
+                    (c.attempt, c.lease_token, c.lambda_version, c.journal_len, generation)
+                }))
             }
             (Op::Heartbeat(..), Input::Task(id, lease)) => Answer::Heartbeat(
                 store
@@ -199,6 +200,7 @@ impl Run<'_> {
                     lease,
                     version,
                     write,
+                    after,
                 },
             ) => Answer::Journal(
                 match store
@@ -207,11 +209,17 @@ impl Run<'_> {
                         lease_token: *lease,
                         version: *version,
                         write: write.clone(),
+                        part: after.map(|after| JournalPart {
+                            after,
+                            start: write.from,
+                            more: false,
+                        }),
                     })
                     .await
                 {
                     Ok(answer) => Ok(answer),
-                    Err(StoreError::Invalid(_)) => Err(Hole),
+                    Err(StoreError::Invalid(_)) => Err(Unwritten::Hole),
+                    Err(StoreError::JournalOutOfTurn { .. }) => Err(Unwritten::OutOfTurn),
                     Err(other) => panic!("journal write failed: {other}"),
                 },
             ),
@@ -415,10 +423,18 @@ impl Run<'_> {
                 }
                 None => Input::Nothing,
             },
-            Op::Journal(task, which, change) => match self.task(*task) {
+            Op::Journal(task, which, change, turn) => match self.task(*task) {
                 Some(id) => {
                     let lease = self.token(&id, *which, false);
                     let task = &self.model.tasks[&id];
+                    let taken = task.journal_taken;
+                    let after = match turn {
+                        Turn::Next => Some(taken),
+                        Turn::Again => Some(taken.saturating_sub(1)),
+                        Turn::Late => Some(taken.saturating_sub(2)),
+                        Turn::Ahead => Some(taken + 1),
+                        Turn::Unnamed => None,
+                    };
                     // The version the lease was claimed with, as an
                     // executor says (a stale one says the same).
                     let version = task
@@ -430,6 +446,7 @@ impl Run<'_> {
                         lease,
                         version,
                         write,
+                        after,
                     }
                 }
                 None => Input::Nothing,
@@ -531,8 +548,9 @@ impl Run<'_> {
                     lease,
                     version,
                     write,
+                    after,
                 },
-            ) => Answer::Journal(model.journal_write(id, *lease, *version, write, now)),
+            ) => Answer::Journal(model.journal_message(id, *lease, *version, write, *after, now)),
             (
                 Op::Result(_, _, ending, _),
                 Input::Result {
@@ -590,12 +608,13 @@ pub enum Input {
     /// A task's id and the token or lease given.
     Task(String, i64),
     /// A journal write: the task, the lease and version it is written
-    /// under, and the write.
+    /// under, the write, and the turn it names among its lease's writes.
     Journal {
         id: String,
         lease: i64,
         version: u32,
         write: JournalWrite,
+        after: Option<u32>,
     },
     /// A result's task and lease, the journal write it carries and the
     /// entries it says it replayed.
