@@ -5,7 +5,9 @@
 //! no token); the dashboard's page never reaches this layer (`page.rs`),
 //! while its calls, gRPC-web translated, do like any client's. The
 //! Controller and HSC serve only the installation's own processes: they
-//! need the cluster token (or an admin's). Frontend calls
+//! need the cluster token, and refuse every client token, an admin's
+//! included (an executor's calls claim tasks and write results and journal
+//! entries under a lease; no client may). Frontend calls
 //! carry their principal in the request's extensions, and the Frontend
 //! acting for it checks each call (`waft_core::access`). The cluster
 //! token stays distinct from an admin's there: only it may schedule under a
@@ -89,9 +91,10 @@ where
                 Ok(principal) => principal,
                 Err(error) => return Ok(to_status(error).into_http()),
             };
-            if internal && !principal.is_admin() {
+            if internal && principal != Principal::Cluster {
                 let denied = Status::permission_denied(
-                    "only the cluster token (or an admin token) may call the Controller and HSC",
+                    "only the cluster token may call the Controller and HSC: they serve the \
+                     installation's own processes",
                 );
                 return Ok(denied.into_http());
             }

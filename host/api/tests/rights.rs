@@ -21,16 +21,16 @@ use waft_api::{ChannelOptions, FrontendClient, Roles};
 use waft_core::LambdaConfig;
 use waft_core::access::{Call, Principal};
 use waft_runtime::{Allocator, Runtime, RuntimeConfig};
-use waft_services::api::{AdminApi, ClientApi, ClusterApi};
+use waft_services::api::{AdminApi, ClientApi, ClusterApi, JournalQuery, JournalSlice};
 use waft_services::auth::Authenticator;
 use waft_services::{
     CronRequest, Frontend, FrontendApi, HistoryAnswer, HistoryQuery, ServiceError, ServiceResult,
     SystemClock, TaskRequest, Wake,
 };
 use waft_store::{
-    Artifact, Attempt, Backlog, Cron, DeadSelector, Gate, GateState, JournalEntry, Lambda,
-    LambdaDeploy, Millis, Overview, QueueFills, SealedSecrets, SecretInfo, SignalSent, SqliteStore,
-    StatusCount, Task, TaskCount, TaskInserted, TaskList, TaskStore, Token, TokenRole,
+    Artifact, Attempt, Backlog, Cron, DeadSelector, Gate, GateState, Lambda, LambdaDeploy, Millis,
+    Overview, QueueFills, SealedSecrets, SecretInfo, SignalSent, SqliteStore, StatusCount, Task,
+    TaskCount, TaskInserted, TaskList, TaskStore, Token, TokenRole,
 };
 
 const T0: i64 = 1_800_000_000_000;
@@ -448,8 +448,8 @@ impl ClientApi for Probe {
     async fn task_attempts(&self, _: &str) -> ServiceResult<Vec<Attempt>> {
         Err(self.saw(Call::TaskAttempts))
     }
-    async fn task_journal(&self, _: &str, answers: bool) -> ServiceResult<Vec<JournalEntry>> {
-        Err(self.saw(if answers {
+    async fn task_journal_page(&self, query: JournalQuery) -> ServiceResult<JournalSlice> {
+        Err(self.saw(if query.answers {
             Call::TaskJournalAnswers
         } else {
             Call::TaskJournal

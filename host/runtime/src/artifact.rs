@@ -59,7 +59,7 @@ impl ArtifactKey {
         Self(hmac::Key::new(hmac::HMAC_SHA256, derived.as_ref()))
     }
 
-    fn tag(&self, engine: &str, digest: &Digest, bytes: &[u8]) -> hmac::Tag {
+    pub(crate) fn tag(&self, engine: &str, digest: &Digest, bytes: &[u8]) -> hmac::Tag {
         let mut context = hmac::Context::with_key(&self.0);
         context.update(&(engine.len() as u64).to_le_bytes());
         context.update(engine.as_bytes());
@@ -69,13 +69,24 @@ impl ArtifactKey {
     }
 
     fn verify(&self, artifact: &Artifact, digest: &Digest) -> bool {
-        let expected = self.tag(&artifact.engine, digest, &artifact.bytes);
+        self.verifies(&artifact.engine, digest, &artifact.bytes, &artifact.seal)
+    }
+
+    /// Whether `seal` is this key's over `engine`, `digest` and `bytes`.
+    pub(crate) fn verifies(
+        &self,
+        engine: &str,
+        digest: &Digest,
+        bytes: &[u8],
+        seal: &[u8],
+    ) -> bool {
+        let expected = self.tag(engine, digest, bytes);
         let expected = expected.as_ref();
         // In constant time: how far a forged seal got tells nothing.
-        expected.len() == artifact.seal.len()
+        expected.len() == seal.len()
             && expected
                 .iter()
-                .zip(&artifact.seal)
+                .zip(seal)
                 .fold(0u8, |differ, (a, b)| differ | (a ^ b))
                 == 0
     }

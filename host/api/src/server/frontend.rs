@@ -12,7 +12,7 @@ use waft_client::convert::*;
 use waft_client::proto;
 use waft_client::status::to_status;
 use waft_services::Frontend;
-use waft_services::api::{AdminApi, ClientApi, ClusterApi};
+use waft_services::api::{AdminApi, ClientApi, ClusterApi, JournalQuery};
 use waft_store::{DeadSelector, TaskCount, TaskList};
 
 use crate::auth::principal;
@@ -528,12 +528,20 @@ impl proto::frontend_server::Frontend for FrontendService {
     ) -> Result<Response<proto::GetJournalResponse>, Status> {
         let role = self.role(&request);
         let request = request.into_inner();
-        let entries = role
-            .task_journal(&request.id, request.answers)
-            .await
-            .map_err(to_status)?;
+        let query = JournalQuery {
+            id: request.id,
+            answers: request.answers,
+            from: request.from,
+            limit: request.limit,
+        };
+        let slice = role.task_journal_page(query).await.map_err(to_status)?;
         Ok(Response::new(proto::GetJournalResponse {
-            entries: entries.into_iter().map(journal_entry_to_proto).collect(),
+            entries: slice
+                .entries
+                .into_iter()
+                .map(journal_entry_to_proto)
+                .collect(),
+            next: slice.next,
         }))
     }
 

@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use waft_core::model::*;
-use waft_core::roles::{ClientApi, CronRequest, HistoryAnswer, HistoryQuery, TaskRequest};
+use waft_core::roles::{
+    ClientApi, CronRequest, HistoryAnswer, HistoryQuery, JournalQuery, JournalSlice, TaskRequest,
+};
 use waft_core::{LambdaConfig, ServiceError, ServiceResult};
 
 use super::{WaftChannel, answer};
@@ -447,22 +449,27 @@ impl ClientApi for FrontendClient {
             .collect()
     }
 
-    async fn task_journal(&self, id: &str, answers: bool) -> ServiceResult<Vec<JournalEntry>> {
+    async fn task_journal_page(&self, query: JournalQuery) -> ServiceResult<JournalSlice> {
         let response = self
             .0
             .clone()
             .get_journal(proto::GetJournalRequest {
-                id: id.to_owned(),
-                answers,
+                id: query.id,
+                answers: query.answers,
+                from: query.from,
+                limit: query.limit,
             })
             .await
-            .map_err(Self::error)?;
-        Ok(response
-            .into_inner()
-            .entries
-            .into_iter()
-            .map(journal_entry_from_proto)
-            .collect())
+            .map_err(Self::error)?
+            .into_inner();
+        Ok(JournalSlice {
+            entries: response
+                .entries
+                .into_iter()
+                .map(journal_entry_from_proto)
+                .collect(),
+            next: response.next,
+        })
     }
 
     async fn cron_create(&self, request: CronRequest) -> ServiceResult<Cron> {

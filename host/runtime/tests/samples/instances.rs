@@ -128,10 +128,7 @@ async fn compiled_artifacts_are_cached_on_disk_by_content() {
         .prepare(&wasm)
         .await
         .unwrap();
-    let files: Vec<_> = std::fs::read_dir(dir.path())
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
+    let files = cached_artifacts(dir.path());
     assert_eq!(files.len(), 1);
     let name = files[0].file_name().unwrap().to_string_lossy().into_owned();
     assert!(name.starts_with(&first.digest().to_string()), "{name}");
@@ -154,6 +151,75 @@ async fn compiled_artifacts_are_cached_on_disk_by_content() {
     let execution = run_default(&recompiled, task("hello", Value::Null)).await;
     assert_eq!(execution.outcome.kind(), "success");
     assert!(std::fs::read(&files[0]).unwrap().len() > 1000);
+}
+
+/// The compiled artifacts in a cache directory.
+fn cached_artifacts(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "cwasm"))
+        .collect();
+    files.sort();
+    files
+}
+
+/// Whoever can write the cache directory could put there an artifact of
+/// another component, which wasmtime would load (its header is right):
+/// native code of their choosing. A cached artifact is sealed, and one
+/// whose seal does not verify is compiled again, not loaded.
+#[tokio::test]
+async fn a_cached_artifact_swapped_for_another_is_compiled_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = RuntimeConfig {
+        cache_dir: Some(dir.path().to_owned()),
+        ..RuntimeConfig::default()
+    };
+    let hello = std::fs::read(samples::HELLO).unwrap();
+    let panic = std::fs::read(samples::PANIC).unwrap();
+    let runtime = Runtime::new(config.clone()).unwrap();
+    let digest = runtime.prepare(&hello).await.unwrap().digest().to_string();
+    runtime.prepare(&panic).await.unwrap();
+    let files = cached_artifacts(dir.path());
+    assert_eq!(files.len(), 2);
+    let (ours, theirs): (Vec<_>, Vec<_>) = files.iter().partition(|path| {
+        let name = path.file_name().unwrap().to_string_lossy();
+        name.starts_with(&digest)
+    });
+    std::fs::copy(theirs[0], ours[0]).unwrap();
+    let loaded = Runtime::new(config).unwrap().prepare(&hello).await.unwrap();
+    let execution = run_default(&loaded, task("hello", Value::Null)).await;
+    assert_eq!(
+        execution.outcome.kind(),
+        "success",
+        "{:?}",
+        execution.outcome
+    );
+    assert_ne!(
+        std::fs::read(ours[0]).unwrap(),
+        std::fs::read(theirs[0]).unwrap()
+    );
+}
+
+/// A cache directory others may write is refused when the runtime starts,
+/// with what to do about it.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_cache_directory_others_may_write_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    for mode in [0o777, 0o770] {
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(mode)).unwrap();
+        let config = RuntimeConfig {
+            cache_dir: Some(dir.path().to_owned()),
+            ..RuntimeConfig::default()
+        };
+        let refused = Runtime::new(config).err().map(|e| e.to_string());
+        assert!(
+            refused.as_ref().is_some_and(|e| e.contains("chmod go-w")),
+            "mode {mode:o}: {refused:?}"
+        );
+    }
 }
 
 #[tokio::test]

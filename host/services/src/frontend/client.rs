@@ -8,7 +8,6 @@ use std::time::Duration;
 use async_trait::async_trait;
 use waft_core::access::{Action, Call};
 use waft_core::cron::DEFAULT_TIMEZONE;
-use waft_core::limits::MAX_JOURNAL_ENTRIES;
 use waft_core::limits::check_payload;
 use waft_core::{CronSchedule, LambdaConfig};
 use waft_runtime::Digest;
@@ -16,14 +15,16 @@ use waft_store::{
     Attempt, Cron, DeadPurge, DeadRedrive, DeadSelector, Gate, GateSet, GateState, HistoryRead,
     JournalEntry, Lambda, LambdaDelete, LambdaDeleted, LambdaDeploy, LambdaRollback, LambdaVersion,
     MINUTE, Millis, NewTask, Overview, SignalSent, StatusCount, Task, TaskCount, TaskInsertMany,
-    TaskInserted, TaskJournalRead, TaskList, TaskSignal, history_points, minute_of,
+    TaskInserted, TaskList, TaskSignal, history_points, minute_of,
 };
 
+use super::masking::Masker;
 use super::{Frontend, MAX_COMPONENT_BYTES, MAX_TASKS_PER_REQUEST, history};
 
 /// Dead letters a purge deletes per transaction.
 const PURGE_BATCH: u32 = 1000;
 use crate::api::ClientApi;
+use crate::api::{JournalQuery, JournalSlice};
 use crate::{
     CronRequest, HistoryAnswer, HistoryQuery, RunAt, ServiceError, ServiceResult, TaskRequest,
     metrics, spans,
@@ -180,53 +181,54 @@ impl ClientApi for Frontend {
         Ok(attempts)
     }
 
-    async fn task_journal(&self, id: &str, answers: bool) -> ServiceResult<Vec<JournalEntry>> {
-        let call = if answers {
+    async fn task_journal_page(&self, query: JournalQuery) -> ServiceResult<JournalSlice> {
+        let call = if query.answers {
             Call::TaskJournalAnswers
         } else {
             Call::TaskJournal
         };
-        self.allow_task(call, id).await?;
-        // Without answers, a journal at its bound is a few megabytes: read
-        // in pages, each one query. With them, at most its bound in bytes
-        // (64 MiB), under what a Frontend answer may carry.
-        const PAGE: u32 = 10_000;
-        let masks = if answers {
-            self.secret_values(id).await?
+        self.allow_task(call, &query.id).await?;
+        let values = if query.answers {
+            self.secret_values(&query.id).await?
         } else {
             Vec::new()
         };
-        let mut entries = Vec::new();
-        loop {
-            let from = u32::try_from(entries.len()).unwrap_or(u32::MAX);
-            let page = self
-                .store
-                .task_journal(TaskJournalRead {
-                    id: id.to_owned(),
-                    from,
-                    limit: PAGE,
-                    without_answers: !answers,
-                })
-                .await?;
-            let full = page.len() == PAGE as usize;
-            entries.extend(page.into_iter().map(|entry| JournalEntry {
-                // Kept out unless asked for, whatever the store answers: it
-                // may hold a response's body.
-                answer: if answers {
-                    masked(entry.answer, &masks)
-                } else {
-                    Vec::new()
-                },
+        let slice = self.journal_slice(&query).await?;
+        if slice.entries.is_empty() && self.store.task_get(&query.id).await?.is_none() {
+            return Err(ServiceError::NotFound(format!("no task {}", query.id)));
+        }
+        if !query.answers {
+            // Kept out unless asked for, whatever the store answers: it
+            // may hold a response's body.
+            let entries = slice.entries.into_iter();
+            let entries = entries.map(|entry| JournalEntry {
+                answer: Vec::new(),
                 ..entry
-            }));
-            if !full || entries.len() >= MAX_JOURNAL_ENTRIES as usize {
-                break;
+            });
+            return Ok(JournalSlice {
+                entries: entries.collect(),
+                ..slice
+            });
+        }
+        if values.is_empty() {
+            return Ok(slice);
+        }
+        // Linear in the page's bytes, but megabytes of them: off the
+        // threads that serve every other call.
+        tokio::task::spawn_blocking(move || {
+            let masker = Masker::new(&values);
+            let entries = slice.entries.into_iter();
+            let entries = entries.map(|entry| JournalEntry {
+                answer: masker.masked(entry.answer),
+                ..entry
+            });
+            JournalSlice {
+                entries: entries.collect(),
+                ..slice
             }
-        }
-        if entries.is_empty() && self.store.task_get(id).await?.is_none() {
-            return Err(ServiceError::NotFound(format!("no task {id}")));
-        }
-        Ok(entries)
+        })
+        .await
+        .map_err(|e| ServiceError::Internal(format!("masking a journal's answers: {e}")))
     }
 
     async fn lambda_deploy(
@@ -603,76 +605,5 @@ fn count_scheduled(lambdas: &[String], inserted: &[TaskInserted]) {
         scheduled
             .get_or_create(&metrics::lambda(lambda))
             .inc_by(count);
-    }
-}
-
-impl Frontend {
-    /// The values of the secrets of task `id`'s lambda, to mask in its
-    /// journal's answers: the runtime keeps a secret's name where it reads
-    /// one, but a server may echo a value the lambda sent it.
-    async fn secret_values(&self, id: &str) -> ServiceResult<Vec<String>> {
-        let Some(task) = self.store.task_get(id).await? else {
-            return Err(ServiceError::NotFound(format!("no task {id}")));
-        };
-        let sealed = self.store.secret_sealed(&task.lambda).await?;
-        if sealed.secrets.is_empty() {
-            return Ok(Vec::new());
-        }
-        let Some(key) = &self.secrets else {
-            return Err(ServiceError::FailedPrecondition(format!(
-                "lambda {} has secrets and this Frontend has no secrets key to keep them out \
-                 of the journal's answers (secrets.key_file)",
-                task.lambda
-            )));
-        };
-        sealed
-            .secrets
-            .iter()
-            .map(|(name, value)| {
-                key.open(&task.lambda, name, value).map_err(|e| {
-                    ServiceError::Internal(format!("secret {name} of lambda {}: {e}", task.lambda))
-                })
-            })
-            .collect()
-    }
-}
-
-/// `answer` with each of `values` in it (4 bytes or more, as the runtime
-/// redacts) overwritten with as many `*`: the same length, so the
-/// encoding around it (length prefixes) still reads, and the text around
-/// it stays UTF-8 (a whole UTF-8 value replaced by ASCII).
-fn masked(mut answer: Vec<u8>, values: &[String]) -> Vec<u8> {
-    for value in values {
-        let value = value.as_bytes();
-        if value.len() < 4 {
-            continue;
-        }
-        let mut at = 0;
-        while let Some(found) = answer[at..].windows(value.len()).position(|w| w == value) {
-            let start = at + found;
-            answer[start..start + value.len()].fill(b'*');
-            at = start + value.len();
-        }
-    }
-    answer
-}
-
-#[cfg(test)]
-mod masking {
-    use super::masked;
-
-    #[test]
-    fn secret_values_are_masked_in_place_at_their_length() {
-        let mut answer = vec![3, 0xff];
-        answer.extend_from_slice("Bearer tök-5be2 and tök-5be2".as_bytes());
-        let out = masked(answer.clone(), &["tök-5be2".to_owned(), "abc".to_owned()]);
-        assert_eq!(out.len(), answer.len());
-        assert_eq!(&out[..2], &[3, 0xff]);
-        let stars = "*".repeat("tök-5be2".len());
-        assert_eq!(
-            std::str::from_utf8(&out[2..]).unwrap(),
-            format!("Bearer {stars} and {stars}")
-        );
-        assert_eq!(masked(b"abcabc".to_vec(), &["abc".to_owned()]), b"abcabc");
     }
 }

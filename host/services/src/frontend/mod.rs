@@ -32,6 +32,8 @@ mod access;
 mod admin;
 mod client;
 mod history;
+mod journal;
+pub mod masking;
 
 use std::sync::Arc;
 use std::time::Duration;
