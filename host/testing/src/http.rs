@@ -55,6 +55,10 @@ pub enum Reply {
     },
     /// Reads the request, then says nothing for `for_`.
     Silence { for_: Duration },
+    /// `reply`, once `after` has passed.
+    Delayed { after: Duration, reply: Box<Reply> },
+    /// Reads the request, then closes the connection without a word.
+    HangUp,
 }
 
 impl Reply {
@@ -283,6 +287,13 @@ async fn read_request<S: AsyncRead + Unpin>(
 }
 
 async fn write_reply<S: AsyncWrite + Unpin>(stream: &mut S, reply: Reply) -> std::io::Result<()> {
+    let reply = match reply {
+        Reply::Delayed { after, reply } => {
+            tokio::time::sleep(after).await;
+            *reply
+        }
+        reply => reply,
+    };
     match reply {
         Reply::Answer {
             status,
@@ -328,5 +339,7 @@ async fn write_reply<S: AsyncWrite + Unpin>(stream: &mut S, reply: Reply) -> std
             tokio::time::sleep(for_).await;
             Ok(())
         }
+        // An error closes the connection: the client sees it hang up.
+        Reply::HangUp | Reply::Delayed { .. } => Err(std::io::ErrorKind::ConnectionAborted.into()),
     }
 }
