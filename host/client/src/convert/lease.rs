@@ -21,6 +21,7 @@ pub fn claimed_to_proto(task: ClaimedTask) -> proto::ClaimedTask {
         lease_token: task.lease_token,
         secrets_version: task.secrets_version,
         journal_len: task.journal_len,
+        journal_generation: task.journal_generation,
         tracestate: task.trace.as_ref().and_then(|t| t.tracestate.clone()),
         traceparent: task.trace.map(|t| t.traceparent),
     }
@@ -39,6 +40,7 @@ pub fn claimed_from_proto(task: proto::ClaimedTask) -> ServiceResult<ClaimedTask
         lease_token: task.lease_token,
         secrets_version: task.secrets_version,
         journal_len: task.journal_len,
+        journal_generation: task.journal_generation,
         // A peer's malformed context costs the trace, never the task.
         trace: trace_from_proto(task.traceparent, task.tracestate)
             .ok()

@@ -181,6 +181,7 @@ mod tests {
             lease_token: 9,
             secrets_version: 0,
             journal_len: 12,
+            journal_generation: 3,
             trace: waft_core::TraceContext::parse(
                 "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
                 Some("k=v"),

@@ -123,6 +123,11 @@ pub struct ClaimedTask {
     /// Entries in the task's journal: its earlier executions' host calls,
     /// which this one replays first.
     pub journal_len: u32,
+    /// The generation of the task's journal: 0 until a journal is
+    /// discarded, one more at each discard. Its children are named by it
+    /// and their rank, so a journal started afresh schedules new children
+    /// and one replayed gets the same back.
+    pub journal_generation: u32,
     /// The span the execution is a child of: the claim's, else the one
     /// stored with the task.
     pub trace: Option<TraceContext>,

@@ -49,6 +49,7 @@ struct Won {
     lease_token: i64,
     secrets_version: i64,
     journal_len: i64,
+    journal_generation: i64,
     traceparent: Option<String>,
     tracestate: Option<String>,
 }
@@ -71,6 +72,8 @@ impl TryFrom<Won> for ClaimedTask {
             lease_token: won.lease_token,
             secrets_version: won.secrets_version,
             journal_len: u32::try_from(won.journal_len).map_err(|_| corrupt("journal_len"))?,
+            journal_generation: u32::try_from(won.journal_generation)
+                .map_err(|_| corrupt("journal_generation"))?,
             trace: rows::trace(won.traceparent, won.tracestate),
         })
     }
@@ -110,7 +113,8 @@ pub(super) async fn claim_many(
          AND NOT EXISTS (SELECT 1 FROM gates g WHERE g.lambda = tasks.lambda \
             AND (g.collection = '' OR g.collection = tasks.collection)) \
          RETURNING id, lambda, collection, priority, payload, attempt, scheduled_at, \
-         lease_token, claimed_version AS lambda_version, journal_len, traceparent, tracestate, \
+         lease_token, claimed_version AS lambda_version, journal_len, journal_generation, \
+         traceparent, tracestate, \
          (SELECT secrets_version FROM lambdas WHERE name = tasks.lambda) AS secrets_version",
         DIALECT.json_rows
     )))

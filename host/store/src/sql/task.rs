@@ -253,7 +253,9 @@ pub(super) async fn require_dead(conn: &mut Connection, id: &str) -> Result<Stri
 /// Redrives dead tasks with a fresh attempt budget. A task keeps its
 /// journal, and so the version that wrote it (its budget too), unless the
 /// redrive pins a version or asks for a fresh start: then the journal is
-/// discarded and the task runs as if it had never run.
+/// discarded and the task runs as if it had never run, in a new journal
+/// generation (`journal_generation`), so the children it schedules are new
+/// ones, not those of its earlier runs.
 pub(super) async fn redrive(tx: &mut Connection, params: DeadRedrive) -> Result<u64> {
     let discard = params.fresh || params.version.is_some();
     let version = params.version.map(i64::from);
@@ -305,7 +307,11 @@ pub(super) async fn redrive(tx: &mut Connection, params: DeadRedrive) -> Result<
 /// journal's when it keeps one, else the current version's.
 fn redrive_statement(v: &str, discard: bool) -> String {
     let (journal, kept) = if discard {
-        ("journal_len = 0, journal_version = NULL, ", "NULL")
+        (
+            "journal_len = 0, journal_version = NULL, \
+             journal_generation = journal_generation + 1, ",
+            "NULL",
+        )
     } else {
         ("", "tasks.journal_version")
     };

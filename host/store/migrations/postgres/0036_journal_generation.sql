@@ -1,0 +1,13 @@
+-- The generation of a task's journal (src/sql/task.rs, src/sql/journal.rs).
+-- tests/schema.rs holds this file and the other backend's 0036 to one
+-- schema.
+--
+-- A child's id and idempotency key come from its parent's id and rank,
+-- and the rank starts again at 0 with an empty journal. A journal
+-- discarded (a redrive `--fresh` or onto a version, a lambda deployed
+-- `--on-divergence restart` diverging) starts a new generation, which
+-- names the children anew; an attempt replaying the same journal gets the
+-- same children back. It is stored: an empty journal cannot tell a new
+-- generation from entries that were never written. 0 names children as
+-- before it existed. A constant default rewrites no row.
+ALTER TABLE tasks ADD COLUMN journal_generation BIGINT NOT NULL DEFAULT 0;
