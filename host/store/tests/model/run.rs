@@ -175,7 +175,13 @@ impl Run<'_> {
                     .remove(0);
                 Answer::Claim(answer.map(|c| {
                     let generation = c.journal_generation;
-                    (c.attempt, c.lease_token, c.lambda_version, c.journal_len, generation)
+                    (
+                        c.attempt,
+                        c.lease_token,
+                        c.lambda_version,
+                        c.journal_len,
+                        generation,
+                    )
                 }))
             }
             (Op::Heartbeat(..), Input::Task(id, lease)) => Answer::Heartbeat(
