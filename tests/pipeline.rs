@@ -28,6 +28,8 @@ mod support;
 mod deleted_children;
 #[path = "pipeline/deploys.rs"]
 mod deploys;
+#[path = "pipeline/generations.rs"]
+mod generations;
 #[path = "pipeline/idle.rs"]
 mod idle;
 #[path = "pipeline/names.rs"]
@@ -114,6 +116,8 @@ fn main() -> ExitCode {
         signals,
         fan_in,
         deleted_children,
+        fresh_starts_schedule_new_children,
+        a_restart_on_divergence_schedules_new_children,
         retention,
     ] {
         for installation in [&dev, &distributed] {

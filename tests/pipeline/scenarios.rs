@@ -16,6 +16,9 @@ use waft_store::{AttemptOutcome, DeadSelector, GateState, TaskList};
 const WITHIN: Duration = Duration::from_secs(30);
 
 pub use crate::deleted_children::deleted_children;
+pub use crate::generations::{
+    a_restart_on_divergence_schedules_new_children, fresh_starts_schedule_new_children,
+};
 pub use crate::retention::retention;
 use crate::support::Cluster;
 

@@ -187,6 +187,7 @@ fn commit(task: &Claimed, from: u32, entries: Vec<JournalEntry>) -> JournalCommi
         version: task.version,
         write: JournalWrite { from, entries },
         part: None,
+        generation: None,
     }
 }
 
@@ -316,6 +317,7 @@ async fn bad_requests_get_precise_codes() {
             entries: vec![entry(1, 1)],
         })),
         part: None,
+        generation: None,
     };
     let status = raw.write_journal(misnumbered).await.unwrap_err();
     assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
@@ -503,6 +505,7 @@ async fn a_late_journal_write_is_a_failed_precondition() {
             start: 0,
             more: false,
         }),
+        generation: None,
     };
     let status = raw.write_journal(request).await.unwrap_err();
     assert_eq!(status.code(), Code::FailedPrecondition, "{status:?}");

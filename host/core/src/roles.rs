@@ -369,6 +369,9 @@ pub struct JournalCommit {
     /// Where it stands among the execution's writes (see
     /// [`JournalPart`]); `None` from an executor of an earlier release.
     pub part: Option<JournalPart>,
+    /// The journal's new generation, on the first write of a journal the
+    /// execution discarded; `None` for every other write.
+    pub generation: Option<u32>,
 }
 
 /// A page of a task's journal, answers included, as the execution that

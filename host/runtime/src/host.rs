@@ -93,6 +93,15 @@ pub trait TaskHost: Send + Sync {
     /// then stops.
     async fn journal(&self, write: JournalWrite) -> Result<(), LeaseLost>;
 
+    /// The task's journal is discarded (a lambda deployed
+    /// `--on-divergence restart` diverged from it) before the execution
+    /// starts afresh: a new generation of the journal, whose children are
+    /// new ones, not those the discarded journal scheduled. `Err` when the
+    /// lease is gone, and the execution then stops.
+    async fn discard_journal(&self) -> Result<(), LeaseLost> {
+        Ok(())
+    }
+
     /// The signal named `name` that follows the `taken` of that name the
     /// task's executions took already, in the order signals were sent;
     /// `None` while it has not been sent.

@@ -241,6 +241,11 @@ impl PreparedLambda {
         if let (Some(fuel), Some(burnt)) = (rest.limits.fuel, first.fuel_consumed) {
             rest.limits.fuel = Some(fuel.saturating_sub(burnt));
         }
+        // The platform learns of it before the fresh run schedules any
+        // child: that run's children are a new generation's.
+        if let Err(lost) = host.discard_journal().await {
+            kill.kill(lost.reason);
+        }
         let fresh = journal.discarding();
         let mut again = self
             .run_once(task, &rest, kill, &fresh, deadline, Some(note))

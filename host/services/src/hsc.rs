@@ -235,6 +235,7 @@ impl HscApi for Hsc {
                 version: commit.version,
                 write: commit.write,
                 part: commit.part,
+                generation: commit.generation,
             })
             .await?)
     }

@@ -88,6 +88,7 @@ async fn journaled(store: Arc<dyn TaskStore>, answers: &[Vec<u8>]) -> (Frontend,
                 version: claimed.lambda_version,
                 write: JournalWrite { from, entries },
                 part: None,
+                generation: None,
             })
             .await
             .unwrap()

@@ -245,7 +245,10 @@ conformance!(
         versions_show_and_keep_what_suspended_tasks_need,
     ],
     gates: [paused_tasks_wait_and_resume_in_order, gates_on_a_collection_and_drops],
-    generations: [each_discarded_journal_starts_a_new_generation],
+    generations: [
+        each_discarded_journal_starts_a_new_generation,
+        a_fresh_journals_first_write_stores_its_generation,
+    ],
     pacing: [
         a_quota_paces_a_backlog_and_spares_other_lambdas,
         concurrent_consumers_share_one_pace,

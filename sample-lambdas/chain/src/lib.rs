@@ -7,6 +7,10 @@
 //! with `"wait": true` the task then waits for them all to end
 //! (`children::wait_all`), and the output also holds each one's end,
 //! `"ends": [{"id", "status", "output", "error"}]` (the output as text).
+//! With `"fail": true` it then fails instead (retriable); with
+//! `"tag_attempt": true` each entry's payload (an object) also holds the
+//! attempt, so a later attempt asks for other children than its journal
+//! holds: a divergence.
 
 use serde::Deserialize;
 use waft_sdk::{Child, Error, Outcome, ScheduleError, Task, children, lambda};
@@ -23,6 +27,10 @@ struct Input {
     children: Vec<Spec>,
     #[serde(default)]
     wait: bool,
+    #[serde(default)]
+    fail: bool,
+    #[serde(default)]
+    tag_attempt: bool,
 }
 
 #[derive(Deserialize)]
@@ -43,7 +51,12 @@ fn chain(task: Task) -> Result<Outcome, Error> {
         key: input.key.clone(),
     });
     let mut ids = Vec::with_capacity(input.names.len() + input.children.len());
-    for spec in named.chain(input.children) {
+    for mut spec in named.chain(input.children) {
+        if input.tag_attempt
+            && let Some(payload) = spec.payload.as_object_mut()
+        {
+            payload.insert("attempt".into(), task.attempt().into());
+        }
         let mut child = Child::new(&spec.lambda)
             .json(&spec.payload)?
             .collection(task.collection());
@@ -58,6 +71,9 @@ fn chain(task: Task) -> Result<Outcome, Error> {
     }
     waft_sdk::info!("scheduled {} children", ids.len());
     let names: Vec<&str> = ids.iter().map(|id| id.0.as_str()).collect();
+    if input.fail && !input.wait {
+        return Err(Error::retriable("failing, as asked"));
+    }
     if !input.wait {
         return Outcome::json(&serde_json::json!({ "children": names }));
     }
@@ -72,5 +88,8 @@ fn chain(task: Task) -> Result<Outcome, Error> {
             })
         })
         .collect();
+    if input.fail {
+        return Err(Error::retriable(format!("failing, as asked: {ends:?}")));
+    }
     Outcome::json(&serde_json::json!({ "children": names, "ends": ends }))
 }

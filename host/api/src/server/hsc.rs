@@ -112,6 +112,7 @@ impl proto::hsc_server::Hsc for HscService {
             version: request.version,
             write: journal_write_from_proto(write),
             part: request.part.map(journal_part_from_proto),
+            generation: request.generation,
         };
         let answer = self.0.task_journal_write(commit).await.map_err(to_status)?;
         Ok(Response::new(proto::WriteJournalResponse {

@@ -136,6 +136,7 @@ impl HscApi for HscClient {
             version: commit.version,
             write: Some(journal_write_to_proto(commit.write)),
             part: commit.part.map(journal_part_to_proto),
+            generation: commit.generation,
         };
         check_size(&request, MAX_INTERNAL_REQUEST, Self::ROLE)?;
         let response = self

@@ -97,6 +97,11 @@ pub struct TaskJournalWrite {
     /// executor of a release before parts (a rolling upgrade): a whole
     /// write, taken in any turn.
     pub part: Option<JournalPart>,
+    /// The journal's new generation, carried by the first write of a
+    /// journal the execution discarded (`--on-divergence restart`): it
+    /// starts at entry 0, and the task's children are named by it from
+    /// then on. `None` for every other write.
+    pub generation: Option<u32>,
 }
 
 /// A page of a task's journal.

@@ -3,8 +3,9 @@
 //! Each child used to cost the lambda two durable writes in turn, the
 //! child's and its journal entry's, so a lambda fanning out 10,000 children
 //! waited for 20,000 commits. Now the execution chooses each child's id
-//! itself ([`child_id`]: from its task's id and the child's rank, the same
-//! in every attempt), answers the lambda at once, and writes its children
+//! itself ([`child_id`]: from its task's id, its journal's generation and
+//! the child's rank, the same in every attempt that replays the same
+//! journal), answers the lambda at once, and writes its children
 //! in batches: when a batch is full, once its first child has waited
 //! [`LINGER`] (a lambda busy after scheduling does not hold its children
 //! back), and before anything the execution does next can be seen outside
@@ -94,18 +95,23 @@ impl Target {
     }
 }
 
-/// The id of the child of rank `rank` of task `task_id`: a ULID with the
-/// parent's time and, for its random part, 48 bits of a hash of the
-/// parent's id then the rank, so a task's children are ordered by rank and
-/// every attempt names each one alike.
-pub(super) fn child_id(task_id: &str, rank: u32) -> String {
+/// The id of the child of rank `rank` of task `task_id` in its journal's
+/// generation `generation`: a ULID with the parent's time and, for its
+/// random part, 48 bits of a hash of the parent's id (and generation) then
+/// the rank, so a task's children are ordered by rank and every attempt
+/// replaying the same journal names each one alike, while a journal
+/// started afresh (a new generation; its ranks start again at 0) names new
+/// children. Generation 0 hashes the id alone, as ids were named before
+/// generations were: a task running across an upgrade keeps its children.
+pub(super) fn child_id(task_id: &str, generation: u32, rank: u32) -> String {
     let time = ulid::Ulid::from_string(task_id).map_or(0, |parent| parent.timestamp_ms());
     // FNV-1a: stable across releases and platforms, as ids must be.
-    let hash = task_id
-        .bytes()
-        .fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
-            (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
-        });
+    let fnv = |hash: u64, byte: u8| (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
+    let hash = task_id.bytes().fold(0xcbf2_9ce4_8422_2325_u64, fnv);
+    let hash = match generation {
+        0 => hash,
+        _ => generation.to_be_bytes().into_iter().fold(hash, fnv),
+    };
     let random = (u128::from(hash >> 16) << 32) | u128::from(rank);
     ulid::Ulid::from_parts(time, random).to_string()
 }
@@ -280,21 +286,35 @@ mod tests {
     #[test]
     fn a_childs_id_is_its_parents_time_and_rank() {
         let parent = "01KB2B3CDE0000000000000000";
-        let first = child_id(parent, 0);
-        assert_eq!(first, child_id(parent, 0), "the same in every attempt");
+        let first = child_id(parent, 0, 0);
+        assert_eq!(first, child_id(parent, 0, 0), "the same in every attempt");
         let first = ulid::Ulid::from_string(&first).unwrap();
         let parent_ulid = ulid::Ulid::from_string(parent).unwrap();
         assert_eq!(first.timestamp_ms(), parent_ulid.timestamp_ms());
-        let ids: Vec<String> = (0..1_000).map(|rank| child_id(parent, rank)).collect();
+        let ids: Vec<String> = (0..1_000).map(|rank| child_id(parent, 0, rank)).collect();
         assert!(
             ids.windows(2).all(|pair| pair[0] < pair[1]),
             "ordered by rank"
         );
         assert_ne!(
-            child_id("01KB2B3CDE0000000000000001", 0),
-            child_id(parent, 0)
+            child_id("01KB2B3CDE0000000000000001", 0, 0),
+            child_id(parent, 0, 0)
         );
         // A parent whose id is no ULID still gives its children ids.
-        ulid::Ulid::from_string(&child_id("t", 3)).unwrap();
+        ulid::Ulid::from_string(&child_id("t", 0, 3)).unwrap();
+    }
+
+    #[test]
+    fn each_generation_names_its_children_anew_and_the_first_as_before() {
+        let parent = "01KB2B3CDE0000000000000000";
+        // The ids generation 0 names are those named before generations.
+        assert_eq!(child_id(parent, 0, 0), "01KB2B3CDEDJEG3383RM000000");
+        assert_eq!(child_id(parent, 0, 7), "01KB2B3CDEDJEG3383RM000007");
+        let by_generation: Vec<String> = (0..100).map(|g| child_id(parent, g, 0)).collect();
+        let distinct: std::collections::HashSet<_> = by_generation.iter().collect();
+        assert_eq!(distinct.len(), by_generation.len(), "{by_generation:?}");
+        assert_eq!(child_id(parent, 3, 5), child_id(parent, 3, 5));
+        let ranks: Vec<String> = (0..100).map(|rank| child_id(parent, 1, rank)).collect();
+        assert!(ranks.windows(2).all(|pair| pair[0] < pair[1]));
     }
 }

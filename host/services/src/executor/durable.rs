@@ -128,6 +128,7 @@ impl JournalLink<'_> {
                     start,
                     more: index + 1 < count,
                 }),
+                generation: None,
             };
             self.retrying(give_up_at, || self.hsc.task_journal_write(commit.clone()))
                 .await?
@@ -485,6 +486,7 @@ pub(super) mod tests {
                     start: 0,
                     more: false,
                 }),
+                generation: None,
             }]
         );
     }

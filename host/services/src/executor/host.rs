@@ -55,14 +55,23 @@ pub(super) struct ExecutionHost {
     pub(super) trace: Option<waft_core::TraceContext>,
     /// Its children waiting for their batch.
     pub(super) children: Children,
+    /// The generation of the task's journal its children are named by:
+    /// the claim's, one more once the execution discarded the journal.
+    pub(super) journal_generation: AtomicU32,
 }
 
 impl ExecutionHost {
-    /// The idempotency key of the task's child of rank `rank`: the same in
-    /// every attempt, so a retried parent does not schedule a child twice
-    /// (the rank counts replayed children too).
-    pub(super) fn child_key(task_id: &str, rank: u32) -> String {
-        format!("child:{task_id}:{rank}")
+    /// The idempotency key of the task's child of rank `rank` in its
+    /// journal's generation `generation`: the same in every attempt that
+    /// replays the same journal, so a retried parent does not schedule a
+    /// child twice (the rank counts replayed children too), and new in a
+    /// journal started afresh. Generation 0 keeps the keys made before
+    /// generations were.
+    pub(super) fn child_key(task_id: &str, generation: u32, rank: u32) -> String {
+        match generation {
+            0 => format!("child:{task_id}:{rank}"),
+            _ => format!("child:{task_id}:g{generation}:{rank}"),
+        }
     }
 
     /// Writes `write` to the task's journal; on failure the execution is
@@ -169,15 +178,16 @@ impl TaskHost for ExecutionHost {
             None => RunAt::Now,
             Some(at) => RunAt::At(waft_core::model::millis_of(at)),
         };
+        let generation = self.journal_generation.load(Ordering::Acquire);
         let request = TaskRequest {
-            id: Some(child_id(&self.task_id, child.rank)),
+            id: Some(child_id(&self.task_id, generation, child.rank)),
             lambda: child.lambda,
             payload: child.payload,
             collection: child.collection,
             priority: child.priority,
             key: child.key,
             run_at,
-            idempotency_key: Some(Self::child_key(&self.task_id, child.rank)),
+            idempotency_key: Some(Self::child_key(&self.task_id, generation, child.rank)),
             parent_id: Some(self.task_id.clone()),
             parent_lease: Some(self.lease_token),
             trace: self.trace.clone(),
@@ -202,6 +212,10 @@ impl TaskHost for ExecutionHost {
         self.commit(write).await.map_err(|failure| LeaseLost {
             reason: failure.message().to_owned(),
         })
+    }
+
+    async fn discard_journal(&self) -> Result<(), LeaseLost> {
+        self.start_generation().await
     }
 
     async fn signal(&self, name: &str, taken: u32) -> Result<Option<Vec<u8>>, Unread> {
@@ -292,14 +306,18 @@ mod tests {
     use crate::{Clock, Frontend, SystemClock, Wake};
 
     #[test]
-    fn a_childs_key_is_its_task_and_rank() {
+    fn a_childs_key_is_its_task_generation_and_rank() {
         assert_eq!(
-            ExecutionHost::child_key("01J0PARENT", 0),
+            ExecutionHost::child_key("01J0PARENT", 0, 0),
             "child:01J0PARENT:0"
         );
         assert_eq!(
-            ExecutionHost::child_key("01J0PARENT", 41),
+            ExecutionHost::child_key("01J0PARENT", 0, 41),
             "child:01J0PARENT:41"
+        );
+        assert_eq!(
+            ExecutionHost::child_key("01J0PARENT", 2, 41),
+            "child:01J0PARENT:g2:41"
         );
     }
 
@@ -341,6 +359,7 @@ mod tests {
             journal_patience: Duration::from_secs(30),
             trace: None,
             children: Default::default(),
+            journal_generation: AtomicU32::new(0),
         }
     }
 
@@ -477,7 +496,7 @@ mod tests {
     async fn children_wait_for_their_batch_under_the_ids_they_were_told() {
         let (store, host) = running().await;
         let first = host.schedule(child_of("mail", 0)).await.unwrap();
-        assert_eq!(first, child_id(&host.task_id, 0));
+        assert_eq!(first, child_id(&host.task_id, 0, 0));
         assert_eq!(
             children_of(store.as_ref(), &host.task_id).await,
             vec![first.clone()]
@@ -488,7 +507,7 @@ mod tests {
         }
         assert_eq!(
             told,
-            [child_id(&host.task_id, 1), child_id(&host.task_id, 2)]
+            [child_id(&host.task_id, 0, 1), child_id(&host.task_id, 0, 2)]
         );
         assert_eq!(children_of(store.as_ref(), &host.task_id).await.len(), 1);
         host.settle().await.unwrap();

@@ -28,6 +28,7 @@
 
 mod children;
 mod durable;
+mod generation;
 mod heartbeats;
 mod host;
 mod load;
@@ -334,6 +335,7 @@ impl Executor {
             journal_patience: self.config.heartbeat.heartbeat_timeout,
             trace: waft_telemetry::context_of(&tracing::Span::current()),
             children: Default::default(),
+            journal_generation: AtomicU32::new(task.journal_generation),
         });
         let sink: Arc<dyn HeartbeatSink> = self.heartbeats.clone();
         let (done, finished) = tokio::sync::oneshot::channel::<()>();

@@ -34,6 +34,7 @@ mod child_ends;
 mod cron;
 mod fan_in;
 mod gate;
+mod generation;
 mod history;
 mod insert;
 mod journal;
@@ -222,7 +223,7 @@ impl TaskStore for Store {
     }
 
     async fn task_journal_write(&self, params: TaskJournalWrite) -> Result<Result<(), Refusal>> {
-        self.write(move |tx| Box::pin(journal::write(tx, params)))
+        self.write(move |tx| Box::pin(generation::write(tx, params)))
             .await
     }
     async fn task_journal(&self, params: TaskJournalRead) -> Result<Vec<JournalEntry>> {

@@ -1,12 +1,15 @@
 //! Journal generations: a task's children are named by its journal's
 //! generation and their rank, so every way of discarding a journal — a
-//! redrive `--fresh`, a redrive onto a version — starts a new generation,
-//! and keeping the journal keeps it.
+//! redrive `--fresh`, a redrive onto a version, an execution restarting on
+//! a divergence — starts a new generation, and keeping the journal keeps
+//! it.
 
 use waft_core::{LambdaConfig, TaskStatus};
-use waft_store::{DeadRedrive, DeadSelector, JournalWrite, TaskStore};
+use waft_store::{
+    DeadRedrive, DeadSelector, JournalWrite, StoreError, TaskJournalWrite, TaskStore,
+};
 
-use crate::journal::{entries, retry_now, write};
+use crate::journal::{claim_due, entries, journal, retry_now, write};
 use crate::support::*;
 
 /// Claims tasks `ids` (due at `now`), writes two entries to each one's
@@ -81,4 +84,57 @@ pub async fn each_discarded_journal_starts_a_new_generation(store: &dyn TaskStor
         assert_eq!(redriven.await.unwrap(), 1);
     }
     assert_eq!(run_to_death(store, &[&kept, &fresh], T0 + 2).await, [0, 2]);
+}
+
+/// An execution that discards the journal sends the new generation with
+/// the fresh journal's first write, from entry 0: stored with it, in its
+/// transaction, and kept by the writes and attempts that follow. A write
+/// from past 0 cannot carry one, and a write the lease refuses stores
+/// none.
+pub async fn a_fresh_journals_first_write_stores_its_generation(store: &dyn TaskStore) {
+    deploy(store, "mail").await;
+    let id = insert(store, new_task("mail"), T0).await;
+    let first = claim_due(store, &id, T0).await;
+    assert_eq!(first.journal_generation, 0);
+    let lease = first.lease_token;
+    let two = JournalWrite {
+        from: 0,
+        entries: entries(0, 2, &id),
+    };
+    assert_eq!(write(store, &id, lease, 1, two).await.unwrap(), Ok(()));
+
+    let at = |from, generation| TaskJournalWrite {
+        id: id.clone(),
+        lease_token: lease,
+        version: 1,
+        write: JournalWrite {
+            from,
+            entries: Vec::new(),
+        },
+        part: None,
+        generation: Some(generation),
+    };
+    let past_zero = store.task_journal_write(at(1, 1)).await;
+    assert!(
+        matches!(past_zero, Err(StoreError::Invalid(_))),
+        "{past_zero:?}"
+    );
+    let stale = TaskJournalWrite {
+        lease_token: lease - 1,
+        ..at(0, 5)
+    };
+    assert!(store.task_journal_write(stale).await.unwrap().is_err());
+    assert_eq!(store.task_journal_write(at(0, 1)).await.unwrap(), Ok(()));
+    assert!(journal(store, &id).await.is_empty(), "the journal is cut");
+    // The fresh run's next write carries none, and keeps it.
+    let one = JournalWrite {
+        from: 0,
+        entries: entries(0, 1, &id),
+    };
+    assert_eq!(write(store, &id, lease, 1, one).await.unwrap(), Ok(()));
+
+    let ended = finish(store, &id, lease, retry_now(), T0).await;
+    assert_eq!(ended, Ok(TaskStatus::RetriableFailure));
+    let second = claim_due(store, &id, T0 + 10).await;
+    assert_eq!((second.journal_len, second.journal_generation), (1, 1));
 }

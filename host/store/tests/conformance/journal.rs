@@ -49,6 +49,7 @@ pub async fn write(
             version,
             write,
             part: None,
+            generation: None,
         })
         .await
 }

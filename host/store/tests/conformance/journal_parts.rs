@@ -26,6 +26,7 @@ async fn send(
             version: 1,
             write,
             part: Some(part),
+            generation: None,
         })
         .await
 }

@@ -220,6 +220,7 @@ impl Run<'_> {
                             start: write.from,
                             more: false,
                         }),
+                        generation: None,
                     })
                     .await
                 {
