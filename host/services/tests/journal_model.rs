@@ -63,19 +63,24 @@ fn runner() -> TestRunner {
         max_shrink_iters: 0,
         ..Config::default()
     };
-    match std::env::var("WAFT_JOURNAL_MODEL_SEED") {
-        Ok(seed) => {
-            let seed: u64 = seed.parse().expect("WAFT_JOURNAL_MODEL_SEED is a number");
-            let mut bytes = [0u8; 32];
-            bytes[..8].copy_from_slice(&seed.to_le_bytes());
-            TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &bytes))
+    // A run without a seed draws one, and says it, so that a failure can
+    // be replayed.
+    let seed: u64 = match std::env::var("WAFT_JOURNAL_MODEL_SEED") {
+        Ok(seed) => seed.parse().expect("WAFT_JOURNAL_MODEL_SEED is a number"),
+        Err(_) => {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64);
+            (now ^ u64::from(std::process::id()).rotate_left(32)) % 1_000_000_007
         }
-        Err(_) => TestRunner::new(config),
-    }
+    };
+    eprintln!("journal model: seed {seed} (WAFT_JOURNAL_MODEL_SEED={seed} replays it)");
+    let mut bytes = [0u8; 32];
+    bytes[..8].copy_from_slice(&seed.to_le_bytes());
+    TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &bytes))
 }
 
 #[test]
-#[ignore = "disagrees with the runtime on executions killed after a split write: run with --ignored"]
 fn the_journal_follows_its_model_in_waft_dev() {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

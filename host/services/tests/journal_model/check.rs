@@ -140,7 +140,11 @@ pub fn check(ran: &Ran) -> Result<usize, String> {
                 ));
             }
         }
+        // Only an execution that did give up makes its failure again: one
+        // killed (or stopped) before it could keeps the failure's answer,
+        // which the next attempt replays and gives up after (rule 5).
         if let Some(place) = p.remade
+            && matches!(end, Some(End::Retriable | End::Fatal))
             && let Some(Held::Answered(n)) = after.get(place)
         {
             return Err(format!(

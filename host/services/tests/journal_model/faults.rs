@@ -57,9 +57,23 @@ impl FaultyHsc {
             .with(|c| {
                 let execution = &mut c.executions[index];
                 execution.writes += 1;
-                execution
-                    .committed
-                    .extend(World::answers(&commit.write.entries));
+                let answers = World::answers(&commit.write.entries);
+                match commit.part {
+                    // A part staged before its write's last: nothing of it
+                    // is in the journal yet (rule 2: a write lands whole).
+                    Some(part) if part.more => {
+                        if commit.write.from == part.start {
+                            execution.staged.clear();
+                        }
+                        execution.staged.extend(answers);
+                    }
+                    Some(_) => {
+                        let staged = std::mem::take(&mut execution.staged);
+                        execution.committed.extend(staged);
+                        execution.committed.extend(answers);
+                    }
+                    None => execution.committed.extend(answers),
+                }
                 let previous = execution.last_write.replace(commit.clone());
                 match c.case.faults.get(&index) {
                     Some(Fault::AfterWrite(n)) if *n == c.executions[index].writes => {
@@ -104,6 +118,7 @@ impl HscApi for FaultyHsc {
                     writes: 0,
                     last_write: None,
                     committed: BTreeMap::new(),
+                    staged: BTreeMap::new(),
                     killed: false,
                     outcome: None,
                 });

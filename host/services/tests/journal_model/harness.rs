@@ -46,8 +46,12 @@ pub struct Execution {
     pub writes: u32,
     /// The previous write it sent, for a late copy.
     pub last_write: Option<JournalCommit>,
-    /// Answers (by tag, their receipt) of writes the store took from it.
+    /// Answers (by tag, their receipt) of writes that landed in the store
+    /// (a split write lands with its last part).
     pub committed: BTreeMap<String, u32>,
+    /// Answers of the parts of a split write the store staged so far: they
+    /// land with its last part, or never.
+    pub staged: BTreeMap<String, u32>,
     pub killed: bool,
     /// How it ended, as the executor's execution journal says.
     pub outcome: Option<String>,
