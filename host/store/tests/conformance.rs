@@ -133,6 +133,7 @@ conformance!(
         every_refusal_is_precise,
         a_lost_queue_message_is_enqueued_again,
         a_lapsed_claim_is_enqueued_again_under_a_new_lease,
+        a_lease_counts_claims_and_cannot_be_guessed,
         a_dead_executor_costs_an_attempt_and_the_last_one_is_dead,
         retriable_failures_back_off_then_die,
         a_fatal_failure_is_final,

@@ -7,6 +7,17 @@ use std::time::Duration;
 use super::{JournalWrite, Millis, Wait};
 use crate::{TaskStatus, TraceContext};
 
+/// A claim gives its task a new lease: the count of the task's claims times
+/// `LEASE_STEP`, plus 32 random bits. A task's leases stay ordered (its
+/// attempts are listed by lease) and the next cannot be guessed from the
+/// last.
+pub const LEASE_STEP: i64 = 1 << 32;
+
+/// Which claim of its task a lease came from: 1 for the first.
+pub fn lease_counter(lease: i64) -> i64 {
+    lease.div_euclid(LEASE_STEP)
+}
+
 /// The Store Consumer's poll.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TaskEnqueueReady {

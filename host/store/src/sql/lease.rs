@@ -16,14 +16,18 @@ use crate::names::status::{CLAIMED, ENQUEUED, PROCESSING, RUNNING};
 use crate::rows;
 use crate::rules::GateEffect;
 use crate::support::{batch_json, millis, sql, text_in};
-use crate::{ClaimedTask, Millis, Refusal, Result, StoreError, TaskClaimMany, TaskHeartbeatMany};
+use crate::{
+    ClaimedTask, LEASE_STEP, Millis, Refusal, Result, StoreError, TaskClaimMany, TaskHeartbeatMany,
+};
 
 /// A claim as the claims' update reads it (the field names are its JSON
-/// keys): a task and the enqueue token its queue message carried.
+/// keys): a task, the enqueue token its queue message carried, and the
+/// random low half of the lease it is given.
 #[derive(Serialize)]
 struct ClaimRow<'a> {
     id: Cow<'a, str>,
     token: i64,
+    nonce: i64,
 }
 
 /// A heartbeat as the heartbeats' update reads it (the field names are
@@ -90,6 +94,7 @@ pub(super) async fn claim_many(
         .map(|(id, token)| ClaimRow {
             id: text_in(id),
             token: *token,
+            nonce: i64::from(rand::random::<u32>()),
         })
         .collect();
     // `(status = ...) IS TRUE` keeps either database from driving the
@@ -102,12 +107,13 @@ pub(super) async fn claim_many(
     // on; else the pinned one; else the current one. It is kept
     // (`claimed_version`) for the journal write a result carries.
     let rows = sqlx::query(sql(format!(
-        "UPDATE tasks SET status = {CLAIMED}, lease_token = lease_token + 1, \
+        "UPDATE tasks SET status = {CLAIMED}, lease_token = \
+            (tasks.lease_token / {LEASE_STEP} + 1) * {LEASE_STEP} + c.claim_nonce, \
          attempt = attempt + 1, claimed_at = $2, next_trigger_at = $3, progress = NULL, \
          claimed_version = COALESCE(tasks.journal_version, tasks.version, \
             (SELECT current_version FROM lambdas WHERE name = tasks.lambda)) \
          FROM (SELECT j.value->>'id' AS claim_id, CAST(j.value->>'token' AS BIGINT) \
-            AS claim_token FROM {}) AS c \
+            AS claim_token, CAST(j.value->>'nonce' AS BIGINT) AS claim_nonce FROM {}) AS c \
          WHERE tasks.id = c.claim_id AND tasks.enqueue_token = c.claim_token \
          AND (tasks.status = {ENQUEUED}) IS TRUE AND tasks.held = FALSE \
          AND NOT EXISTS (SELECT 1 FROM gates g WHERE g.lambda = tasks.lambda \

@@ -217,6 +217,41 @@ pub async fn a_lapsed_claim_is_enqueued_again_under_a_new_lease(store: &dyn Task
     ));
 }
 
+/// A lease names which claim of its task it came from, and cannot be
+/// guessed from the one before it: its low half is random.
+pub async fn a_lease_counts_claims_and_cannot_be_guessed(store: &dyn TaskStore) {
+    deploy(store, "mail").await;
+    let id = insert(store, new_task("mail"), T0).await;
+    let mut now = T0;
+    let mut token = poll(store, now).await.enqueued[0].enqueue_token;
+    let mut leases: Vec<i64> = Vec::new();
+    for claims in 1..=8 {
+        let lease = claim(store, &id, token, now).await.unwrap().lease_token;
+        assert_eq!(waft_store::lease_counter(lease), claims, "lease {lease}");
+        if let Some(last) = leases.last() {
+            assert!(lease > *last, "leases of a task stay ordered");
+            // What a guess from the last lease would try is stale.
+            assert_eq!(
+                heartbeat(store, &id, last + 1, None, now).await,
+                Err(Refusal::StaleLease { current: lease })
+            );
+        }
+        leases.push(lease);
+        // The claim lapses; the task is enqueued again.
+        now += 30_000;
+        let again = poll(store, now).await.enqueued;
+        if again.is_empty() {
+            break;
+        }
+        token = again[0].enqueue_token;
+    }
+    let low: std::collections::HashSet<_> = leases
+        .iter()
+        .map(|lease| lease % waft_store::LEASE_STEP)
+        .collect();
+    assert_eq!(low.len(), leases.len(), "random low halves: {leases:?}");
+}
+
 pub async fn a_dead_executor_costs_an_attempt_and_the_last_one_is_dead(store: &dyn TaskStore) {
     deploy(store, "mail").await;
     let id = insert(store, new_task("mail"), T0).await;

@@ -38,7 +38,7 @@ impl Run<'_> {
                 task.next_trigger_at,
                 task.attempt,
                 task.enqueue_token,
-                task.lease_token,
+                waft_store::lease_counter(task.lease_token),
                 task.waiting_for_signal.clone(),
                 task.waiting_for_children,
             );
@@ -136,7 +136,14 @@ impl Run<'_> {
                 .await
                 .unwrap()
                 .into_iter()
-                .map(|a| (a.lease_token, a.attempt, a.outcome, a.replayed))
+                .map(|a| {
+                    (
+                        waft_store::lease_counter(a.lease_token),
+                        a.attempt,
+                        a.outcome,
+                        a.replayed,
+                    )
+                })
                 .collect();
             assert_eq!(attempts, expected.attempts, "history of {id}");
             let bare: Vec<_> = expected

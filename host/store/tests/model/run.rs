@@ -5,6 +5,8 @@
 //! `run_sequence` is one generated sequence from set-up to the last
 //! comparison; races are handed to `race.rs`, comparisons to `compare.rs`.
 
+use std::collections::HashMap;
+use std::sync::Mutex;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -12,9 +14,9 @@ use waft_core::machine;
 use waft_core::{LambdaConfig, TaskStatus};
 use waft_store::{
     Cron, CronMaterialize, DeadRedrive, DeadSelector, GateSet, Heartbeat, JournalEntry,
-    JournalPart, JournalWrite, LambdaDeploy, Materialized, Millis, NewTask, Refusal, ResultOutcome,
-    StoreError, TaskClaimMany, TaskEnqueueReady, TaskHeartbeatMany, TaskInsertMany,
-    TaskJournalWrite, TaskResult, TaskSetResultMany, TaskSignal, TaskStore, Wait,
+    JournalPart, JournalWrite, LEASE_STEP, LambdaDeploy, Materialized, Millis, NewTask, Refusal,
+    ResultOutcome, StoreError, TaskClaimMany, TaskEnqueueReady, TaskHeartbeatMany, TaskInsertMany,
+    TaskJournalWrite, TaskResult, TaskSetResultMany, TaskSignal, TaskStore, Wait, lease_counter,
 };
 
 use crate::OPERATIONS;
@@ -54,6 +56,10 @@ pub struct Run<'a> {
     pub model: Model,
     pub now: Millis,
     pub ids: Vec<String>,
+    /// The lease the backend gave each task last. Its low half is random,
+    /// so the model counts claims (`lease_counter`) and the backend is sent
+    /// the lease it gave.
+    pub leases: Mutex<HashMap<String, i64>>,
 }
 
 impl Run<'_> {
@@ -119,6 +125,17 @@ impl Run<'_> {
         JournalWrite { from, entries }
     }
 
+    /// The lease to send the backend for the model's lease `lease` of task
+    /// `id`: the one it gave if `lease` is the current one, else one from
+    /// the same claim as `lease` (which the backend must refuse).
+    fn backend_lease(&self, id: &str, lease: i64) -> i64 {
+        let given = self.leases.lock().unwrap().get(id).copied();
+        match given {
+            Some(given) if lease_counter(given) == lease => given,
+            _ => lease * LEASE_STEP,
+        }
+    }
+
     /// Runs an operation on the backend only; the model follows in
     /// [`Run::apply_model`] with the same inputs.
     pub async fn apply_store(&self, op: &Op, input: &Input) -> Answer {
@@ -173,11 +190,15 @@ impl Run<'_> {
                     .await
                     .unwrap()
                     .remove(0);
-                Answer::Claim(answer.map(|c| {
+                Answer::Claim(answer.map_err(counted).map(|c| {
                     let generation = c.journal_generation;
+                    self.leases
+                        .lock()
+                        .unwrap()
+                        .insert(id.clone(), c.lease_token);
                     (
                         c.attempt,
-                        c.lease_token,
+                        lease_counter(c.lease_token),
                         c.lambda_version,
                         c.journal_len,
                         generation,
@@ -189,7 +210,7 @@ impl Run<'_> {
                     .task_heartbeat_many(TaskHeartbeatMany {
                         beats: vec![Heartbeat {
                             id: id.clone(),
-                            lease_token: *lease,
+                            lease_token: self.backend_lease(id, *lease),
                             progress: Some("half\0way".into()),
                         }],
                         now,
@@ -197,7 +218,8 @@ impl Run<'_> {
                     })
                     .await
                     .unwrap()
-                    .remove(0),
+                    .remove(0)
+                    .map_err(counted),
             ),
             (
                 Op::Journal(..),
@@ -212,7 +234,7 @@ impl Run<'_> {
                 match store
                     .task_journal_write(TaskJournalWrite {
                         id: id.clone(),
-                        lease_token: *lease,
+                        lease_token: self.backend_lease(id, *lease),
                         version: *version,
                         write: write.clone(),
                         part: after.map(|after| JournalPart {
@@ -224,7 +246,7 @@ impl Run<'_> {
                     })
                     .await
                 {
-                    Ok(answer) => Ok(answer),
+                    Ok(answer) => Ok(answer.map_err(counted)),
                     Err(StoreError::Invalid(_)) => Err(Unwritten::Hole),
                     Err(StoreError::JournalOutOfTurn { .. }) => Err(Unwritten::OutOfTurn),
                     Err(other) => panic!("journal write failed: {other}"),
@@ -273,7 +295,7 @@ impl Run<'_> {
                     .task_set_result_many(TaskSetResultMany {
                         results: vec![TaskResult {
                             id: id.clone(),
-                            lease_token: *lease,
+                            lease_token: self.backend_lease(id, *lease),
                             outcome,
                             log: Some("log\0".into()),
                             journal: journal.clone(),
@@ -283,7 +305,7 @@ impl Run<'_> {
                     })
                     .await;
                 Answer::Result(match answer {
-                    Ok(mut answers) => Ok(answers.remove(0)),
+                    Ok(mut answers) => Ok(answers.remove(0).map_err(counted)),
                     Err(StoreError::Invalid(_)) => Err(Hole),
                     Err(other) => panic!("result failed: {other}"),
                 })
@@ -697,6 +719,7 @@ pub async fn run_sequence(store: &dyn TaskStore, steps: &[Step]) {
         model: setup(store).await,
         now: T0,
         ids: Vec::new(),
+        leases: Mutex::default(),
     };
     for (index, step) in steps.iter().enumerate() {
         let context = format!("after step {index}: {step:?}");
@@ -749,4 +772,14 @@ pub async fn new_task_ids(store: &dyn TaskStore, run: &Run<'_>) -> Vec<String> {
         .map(|t| t.id)
         .filter(|id| !run.model.tasks.contains_key(id))
         .collect()
+}
+
+/// A refusal as the model words it: a lease by its claim's count.
+fn counted(refusal: Refusal) -> Refusal {
+    match refusal {
+        Refusal::StaleLease { current } => Refusal::StaleLease {
+            current: lease_counter(current),
+        },
+        other => other,
+    }
 }
