@@ -60,7 +60,8 @@ fn run(browser: &waft_testing::Browser, script: &str, cluster: &Cluster, extra: 
 
 /// `mailer` fails its one attempt: three dead letters. `hello` and a
 /// finished `chain` parent with two children give the other pages data;
-/// `approval` (the durable sample) waits for signals.
+/// `approval` (the durable sample) waits for signals; a `script` task drew
+/// 450 random numbers, a journal of three pages.
 async fn incident(cluster: &Cluster) {
     cluster
         .deploy("approval", samples::DURABLE, |c| {
@@ -84,6 +85,14 @@ async fn incident(cluster: &Cluster) {
     }
     let names = json!({"lambda": "hello", "names": ["Ada", "Grace"]});
     ids.push(cluster.schedule("chain", names, None).await);
+    cluster
+        .deploy("script", samples::SCRIPT, |c| {
+            // Its program here calls nothing outside.
+            c.grants.outbound = vec!["http://127.0.0.1:9".parse().unwrap()];
+        })
+        .await;
+    let draws = json!({"steps": vec!["random"; 450]});
+    ids.push(cluster.schedule("script", draws, None).await);
     for id in &ids {
         cluster.finished(id, Duration::from_secs(30)).await;
     }

@@ -29,7 +29,7 @@ function page({ path, query }) {
     case "tasks": return <Tasks query={query} />;
     // Keyed by the task: another task's page starts afresh (no message left
     // from an action on the last one).
-    case "task": return <TaskPage key={rest} id={decodeURIComponent(rest)} />;
+    case "task": return <TaskPage key={rest} id={decodeURIComponent(rest)} query={query} />;
     case "dead": return <DeadLetters query={query} />;
     case "gates": return <Gates />;
     case "cron": return <Crons />;

@@ -10,7 +10,8 @@
 //
 // The harness (tests/dashboard.rs) has deployed `mailer` (failing, one
 // attempt: three tasks dead), `hello`, `chain` with a finished parent, and
-// `approval`, which waits for the signals its payload names.
+// `approval`, which waits for the signals its payload names, and a `script`
+// task whose journal holds 450 entries.
 import assert from "node:assert/strict";
 import { env, open, shot, shotOf, steps, task, until, visit, waft, waftStatus } from "./browser.mjs";
 
@@ -146,6 +147,32 @@ try {
         assert.match(await row.nth(5).innerText(), /^\d+(\.\d+)?(µs|ms|s)$/);
       }
       // The children step's screenshot ("task") shows it.
+    }],
+    ["a long journal is read a page at a time", async () => {
+      const [task] = JSON.parse(waft("task", "list", "--lambda", "script", "--json"));
+      const { entries: journal } = JSON.parse(waft("task", "journal", task.id, "--json"));
+      assert.equal(journal.length, 450, "a random draw an entry");
+      const seqs = async () =>
+        page.locator("table.journal tbody tr").evaluateAll((rows) => rows.map((r) => Number(r.dataset.seq)));
+      const range = (from, to) => Array.from({ length: to - from }, (_, k) => from + k);
+      await visit(page, `#/task/${task.id}`);
+      await until("the first page", async () => (await seqs()).length === 200);
+      assert.deepEqual(await seqs(), range(0, 200));
+      await page.getByRole("button", { name: "Next entries" }).click();
+      await until("the second page", async () => (await seqs())[0] === 200);
+      assert.deepEqual(await seqs(), range(200, 400));
+      await page.getByRole("button", { name: "Next entries" }).click();
+      await until("the last page", async () => (await seqs())[0] === 400);
+      assert.deepEqual(await seqs(), range(400, 450));
+      assert.equal(await page.getByRole("button", { name: "Next entries" }).count(), 0, "no page after the last");
+      assert.match(page.url(), /from=400$/);
+      await page.getByRole("button", { name: "Previous entries" }).click();
+      await until("back a page", async () => (await seqs())[0] === 200);
+      // Each page is at its own address.
+      await visit(page, `#/task/${task.id}?from=440`);
+      await until("a linked page", async () => (await seqs())[0] === 440);
+      assert.deepEqual(await seqs(), range(440, 450));
+      await shot(page, "journal-pages");
     }],
     ["scheduling shows the server's refusal next to the payload", async () => {
       await visit(page, "#/schedule?lambda=hello");

@@ -5,7 +5,7 @@
 // signal to send it (an approval) while it has not ended.
 import { useState } from "preact/hooks";
 import { ENDED, bytesText, call, enumName, num, time, utf8 } from "../api.js";
-import { Done, Empty, Failure, Field, Status, useAction, useData } from "../ui.jsx";
+import { Done, Empty, Failure, Field, Status, go, useAction, useData } from "../ui.jsx";
 
 const TIMELINE = [
   ["createdAtMs", "created"],
@@ -17,7 +17,7 @@ const TIMELINE = [
   ["nextTriggerAtMs", "next look"],
 ];
 
-export function TaskPage({ id }) {
+export function TaskPage({ id, query }) {
   const { data, error, reload } = useData(async () => {
     const [{ task }, { attempts }] = await Promise.all([
       call("getTask", { id }),
@@ -100,7 +100,7 @@ export function TaskPage({ id }) {
       ))}
       {task.log && !ended ? <><h2>Log of the running attempt</h2><pre class="log">{task.log}</pre></> : null}
       <h2>Journal</h2>
-      <Journal id={id} attempts={attempts} ended={ended} />
+      <Journal id={id} attempts={attempts} ended={ended} from={journalFrom(query)} />
       <h2>Children</h2>
       <Children parent={id} depth={0} />
     </>
@@ -139,8 +139,14 @@ function SignalForm({ id, name, action, sent }) {
   );
 }
 
-/** Entries the page shows at most; the CLI lists every one. */
-const JOURNAL_ROWS = 500;
+/** Entries a page of the journal shows; `?from=N` starts one at entry N. */
+const JOURNAL_ROWS = 200;
+
+/** The first entry the route asks for: `#/task/ID?from=N`. */
+function journalFrom(query) {
+  const from = Number(query?.get("from") ?? 0);
+  return Number.isSafeInteger(from) && from > 0 ? from : 0;
+}
 
 /** The attempts that replayed entry `seq`: those answered from the journal
  * beyond it. */
@@ -155,19 +161,20 @@ function took(us) {
   return `${(micros / 1_000_000).toFixed(2)}s`;
 }
 
-/** A task's journal: every host call its executions made, in order, with
- * the attempt that made it live and those that replayed it. Read again
- * while the task runs; the answers never reach the page. */
-function Journal({ id, attempts, ended }) {
+/** A task's journal, a page at a time: every host call its executions made,
+ * in order, with the attempt that made it live and those that replayed it.
+ * Read again while the task runs; the answers never reach the page. */
+function Journal({ id, attempts, ended, from }) {
   const { data, error } = useData(
-    () => call("getJournal", { id }),
-    [id, attempts.length],
+    () => call("getJournal", { id, from, limit: JOURNAL_ROWS }),
+    [id, from, attempts.length],
     ended ? undefined : 3000,
   );
   if (error) return <Failure error={error} />;
   if (!data) return null;
   const entries = data.entries;
-  if (entries.length === 0) return <Empty>No journal: its executions made no host call to record.</Empty>;
+  const page = (start) => go(`/task/${encodeURIComponent(id)}`, { from: start || undefined });
+  if (entries.length === 0 && from === 0) return <Empty>No journal: its executions made no host call to record.</Empty>;
   return (
     <>
       <table class="journal">
@@ -175,7 +182,7 @@ function Journal({ id, attempts, ended }) {
           <tr><th class="num">#</th><th>call</th><th>summary</th><th>live / replayed</th><th>at</th><th class="num">took</th></tr>
         </thead>
         <tbody>
-          {entries.slice(0, JOURNAL_ROWS).map((e) => {
+          {entries.map((e) => {
             const replayed = replayedBy(e.seq, attempts);
             return (
               <tr data-seq={e.seq} class={e.outside ? "outside" : ""}>
@@ -193,8 +200,14 @@ function Journal({ id, attempts, ended }) {
           })}
         </tbody>
       </table>
-      {entries.length > JOURNAL_ROWS
-        ? <p class="muted">…and {entries.length - JOURNAL_ROWS} more entries: <code>waft task journal {id}</code> lists them all.</p>
+      {from > 0 || data.next !== undefined
+        ? (
+          <p class="pager journal-pager">
+            <span class="muted">entries {from}–{from + entries.length - 1} · </span>
+            {from > 0 ? <button onClick={() => page(Math.max(0, from - JOURNAL_ROWS))}>Previous entries</button> : null}
+            {data.next !== undefined ? <button onClick={() => page(data.next)}>Next entries</button> : null}
+          </p>
+        )
         : null}
     </>
   );
