@@ -5,6 +5,12 @@
 //! cargo bench -p waft-services --bench masking
 //! ```
 //!
+//! A release build of the crate's whole graph takes long on a small
+//! machine; the figures in docs/benchmarks.md build only the masking's
+//! crates optimized: `cargo bench -p waft-services --bench masking
+//! --profile dev --config 'profile.dev.package.waft-services.opt-level=3'`
+//! (and the same for `aho-corasick` and `memchr`).
+//!
 //! The worst case: an answer of 4 MiB of one byte and four values of
 //! 64 KiB that match it everywhere but in their last byte (what makes a
 //! search value by value quadratic), one of them at the end. The common
