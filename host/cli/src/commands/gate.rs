@@ -11,7 +11,7 @@ use waft_services::ClientApi;
 use waft_store::{Attempt, DeadSelector, GateState, Task, TaskList};
 
 use crate::commands::client::{ClientArgs, block_on, show_bytes, time};
-use crate::commands::task::task_json;
+use crate::commands::task_view::task_json;
 use crate::exit::Failure;
 
 /// Arguments of `waft gate`.

@@ -17,4 +17,5 @@ pub mod lambda;
 pub mod secret;
 pub mod serve;
 pub mod task;
+mod task_view;
 pub mod token;
