@@ -11,11 +11,9 @@ use waft_store::{Continuation, Task, TaskList};
 
 use waft_client::FrontendClient;
 
-use crate::commands::client::{
-    ClientArgs, PayloadArgs, block_on, json_bytes, parse_time, show_bytes, time,
-};
+use crate::commands::client::{ClientArgs, PayloadArgs, block_on, parse_time, time};
 use crate::commands::invoke::parse_duration_arg;
-use crate::commands::task_view::{TaskTree, descendants, print_task};
+use crate::commands::task_view::{descendants, print_task, task_json, waiting_for};
 use crate::commands::{journal, journal_file};
 use crate::exit::{self, Failure};
 

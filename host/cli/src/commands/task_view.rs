@@ -3,6 +3,7 @@
 //! as a tree.
 
 use serde_json::json;
+use waft_core::TaskStatus;
 use waft_services::ClientApi;
 use waft_store::{Task, TaskList};
 
@@ -71,7 +72,7 @@ pub(super) async fn descendants(
 /// What a waiting task waits for besides its time: a limit of its key, a
 /// gate, a slot of a quota or rate, its debounce window, a signal or its
 /// children; `None` for a sleep, and for a task that waits for nothing.
-fn waiting_for(task: &Task) -> Option<String> {
+pub(super) fn waiting_for(task: &Task) -> Option<String> {
     if task.parked && task.awaits_turn {
         let key = task.key.as_deref().unwrap_or_default();
         return Some(format!(
