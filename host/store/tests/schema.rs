@@ -8,6 +8,8 @@
 //! schemas must be one (`schema/shape.rs` says which spellings of a type or
 //! a predicate mean the same in both).
 
+#[path = "schema/baseline.rs"]
+mod baseline;
 #[path = "schema/journal_upgrade.rs"]
 mod journal_upgrade;
 #[path = "schema/read.rs"]

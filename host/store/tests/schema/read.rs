@@ -1,9 +1,12 @@
-//! Reading a migrated schema back from each database's catalog.
+//! Reading a migrated schema back from each database's catalog: its
+//! tables, columns with their defaults, keys, checks, indexes, triggers and
+//! views, each object's own definition, and every row.
 
 use sqlx::{PgPool, SqlitePool};
 
 use crate::shape::{
     Column, ForeignKey, Index, Schema, Table, normalize, parenthesized, sqlite_predicate,
+    without_comments,
 };
 
 /// SQLite's schema, from `sqlite_master` and the `pragma_*` functions.
@@ -17,16 +20,64 @@ pub async fn sqlite(pool: &SqlitePool) -> Schema {
     .unwrap();
     let mut schema = Schema::default();
     for (name, sql) in tables {
+        let (strict,): (bool,) = sqlx::query_as(
+            "SELECT strict FROM pragma_table_list WHERE schema = 'main' AND name = $1",
+        )
+        .bind(&name)
+        .fetch_one(pool)
+        .await
+        .unwrap();
         let mut table = Table {
             checks: sqlite_checks(&sql),
+            strict,
             ..Table::default()
         };
         sqlite_columns(pool, &name, &mut table).await;
         sqlite_indexes(pool, &name, &mut table).await;
         sqlite_foreign_keys(pool, &name, &mut table).await;
+        let rows = sqlite_rows(pool, &name, &table.order).await;
+        schema.rows.insert(name.clone(), rows);
         schema.tables.insert(name, table);
     }
+    let objects: Vec<(String, String, String, Option<String>)> = sqlx::query_as(
+        "SELECT type, name, tbl_name, sql FROM sqlite_master \
+         WHERE type IN ('index', 'trigger', 'view')",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap();
+    for (kind, name, table, sql) in objects {
+        match kind.as_str() {
+            "trigger" => {
+                schema.triggers.insert(name.clone(), table);
+            }
+            "view" => {
+                schema.views.insert(name.clone());
+            }
+            _ => {}
+        }
+        // A key's own index has no statement: its key is read with the table.
+        if let Some(sql) = sql {
+            let definition = normalize(&without_comments(&sql));
+            schema.native.insert(format!("{kind} {name}"), definition);
+        }
+    }
     schema
+}
+
+/// Every row of `table`, each as its values quoted and joined, in order.
+async fn sqlite_rows(pool: &SqlitePool, table: &str, columns: &[String]) -> Vec<String> {
+    let values = columns
+        .iter()
+        .map(|c| format!("quote(\"{c}\")"))
+        .collect::<Vec<_>>()
+        .join(" || ', ' || ");
+    let sql = format!("SELECT {values} FROM \"{table}\" ORDER BY 1");
+    let rows: Vec<(String,)> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .fetch_all(pool)
+        .await
+        .unwrap();
+    rows.into_iter().map(|(row,)| row).collect()
 }
 
 /// The `CHECK (...)` constraints of a `CREATE TABLE` statement.
@@ -42,20 +93,28 @@ fn sqlite_checks(create: &str) -> std::collections::BTreeSet<String> {
 }
 
 async fn sqlite_columns(pool: &SqlitePool, name: &str, table: &mut Table) {
-    let columns: Vec<(String, String, bool, i64)> = sqlx::query_as(
-        "SELECT name, type, \"notnull\", pk FROM pragma_table_info($1) ORDER BY cid",
+    let columns: Vec<(String, String, bool, Option<String>, i64)> = sqlx::query_as(
+        "SELECT name, type, \"notnull\", dflt_value, pk FROM pragma_table_xinfo($1) ORDER BY cid",
     )
     .bind(name)
     .fetch_all(pool)
     .await
     .unwrap();
     let mut key: Vec<(i64, String)> = Vec::new();
-    for (column, ty, not_null, pk) in columns {
+    for (column, ty, not_null, default, pk) in columns {
         if pk > 0 {
             key.push((pk, column.clone()));
         }
         let nullable = !not_null && pk == 0;
-        table.columns.insert(column, Column { ty, nullable });
+        table.order.push(column.clone());
+        table.columns.insert(
+            column,
+            Column {
+                ty,
+                nullable,
+                default,
+            },
+        );
     }
     key.sort();
     table.primary_key = key.into_iter().map(|(_, column)| column).collect();
@@ -102,16 +161,18 @@ async fn sqlite_indexes(pool: &SqlitePool, name: &str, table: &mut Table) {
 }
 
 async fn sqlite_foreign_keys(pool: &SqlitePool, name: &str, table: &mut Table) {
-    let rows: Vec<(i64, String, String, String, String)> = sqlx::query_as(
-        "SELECT id, \"table\", \"from\", \"to\", on_delete FROM pragma_foreign_key_list($1) \
-         ORDER BY id, seq",
+    let rows: Vec<(i64, String, String, String, String, String, String)> = sqlx::query_as(
+        "SELECT id, \"table\", \"from\", \"to\", on_delete, on_update, \"match\" \
+         FROM pragma_foreign_key_list($1) ORDER BY id, seq",
     )
     .bind(name)
     .fetch_all(pool)
     .await
     .unwrap();
     let mut keys: std::collections::BTreeMap<i64, ForeignKey> = Default::default();
-    for (id, references, from, to, on_delete) in rows {
+    for (id, references, from, to, on_delete, on_update, matching) in rows {
+        // Neither is ever set: a key that sets one differs from Postgres's.
+        assert_eq!((&*on_update, &*matching), ("NO ACTION", "NONE"), "{name}");
         let key = keys.entry(id).or_insert_with(|| ForeignKey {
             columns: Vec::new(),
             references,
@@ -138,26 +199,89 @@ pub async fn postgres(pool: &PgPool) -> Schema {
     for (name,) in tables {
         let mut table = Table::default();
         postgres_columns(pool, &name, &mut table).await;
-        postgres_constraints(pool, &name, &mut table).await;
-        postgres_indexes(pool, &name, &mut table).await;
+        postgres_constraints(pool, &name, &mut table, &mut schema).await;
+        postgres_indexes(pool, &name, &mut table, &mut schema).await;
+        let sql = format!("SELECT row_to_json(t)::text FROM \"{name}\" t ORDER BY 1");
+        let rows: Vec<(String,)> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .fetch_all(pool)
+            .await
+            .unwrap();
+        let rows = rows.into_iter().map(|(row,)| row).collect();
+        schema.rows.insert(name.clone(), rows);
         schema.tables.insert(name, table);
     }
+    postgres_objects(pool, &mut schema).await;
     schema
 }
 
+/// The schema's triggers, the functions they run, views, sequences and
+/// types: every object besides tables and their indexes.
+async fn postgres_objects(pool: &PgPool, schema: &mut Schema) {
+    let triggers: Vec<(String, String, String)> = sqlx::query_as(
+        "SELECT t.tgname::text, c.relname::text, pg_get_triggerdef(t.oid) \
+         FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid \
+         WHERE NOT t.tgisinternal AND c.relnamespace = current_schema()::regnamespace",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap();
+    for (name, table, definition) in triggers {
+        schema
+            .native
+            .insert(format!("trigger {name}"), without_comments(&definition));
+        schema.triggers.insert(name, table);
+    }
+    let views: Vec<(String, String)> = sqlx::query_as(
+        "SELECT c.relname::text, pg_get_viewdef(c.oid) FROM pg_class c \
+         WHERE c.relkind IN ('v', 'm') AND c.relnamespace = current_schema()::regnamespace",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap();
+    for (name, definition) in views {
+        schema
+            .native
+            .insert(format!("view {name}"), without_comments(&definition));
+        schema.views.insert(name);
+    }
+    let others: Vec<(String, String)> = sqlx::query_as(
+        "SELECT 'function ' || p.proname, pg_get_functiondef(p.oid) FROM pg_proc p \
+         WHERE p.pronamespace = current_schema()::regnamespace \
+         UNION ALL SELECT 'sequence ' || c.relname, '' FROM pg_class c \
+         WHERE c.relkind = 'S' AND c.relnamespace = current_schema()::regnamespace \
+         UNION ALL SELECT 'type ' || t.typname, t.typtype::text FROM pg_type t \
+         WHERE t.typnamespace = current_schema()::regnamespace AND t.typrelid = 0 \
+         AND t.typelem = 0",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap();
+    for (object, definition) in others {
+        schema.native.insert(object, without_comments(&definition));
+    }
+}
+
 async fn postgres_columns(pool: &PgPool, name: &str, table: &mut Table) {
-    let columns: Vec<(String, String, String)> = sqlx::query_as(
-        "SELECT column_name::text, data_type::text, is_nullable::text \
+    let columns: Vec<(String, String, String, Option<String>)> = sqlx::query_as(
+        "SELECT column_name::text, data_type::text, is_nullable::text, column_default::text \
          FROM information_schema.columns \
-         WHERE table_schema = current_schema() AND table_name = $1",
+         WHERE table_schema = current_schema() AND table_name = $1 ORDER BY ordinal_position",
     )
     .bind(name)
     .fetch_all(pool)
     .await
     .unwrap();
-    for (column, ty, nullable) in columns {
+    for (column, ty, nullable, default) in columns {
         let nullable = nullable == "YES";
-        table.columns.insert(column, Column { ty, nullable });
+        table.order.push(column.clone());
+        table.columns.insert(
+            column,
+            Column {
+                ty,
+                nullable,
+                default,
+            },
+        );
     }
 }
 
@@ -174,6 +298,7 @@ fn column_names(numbers: &str, relation: &str) -> String {
 /// A row of `pg_constraint`, its column numbers as names.
 #[derive(sqlx::FromRow)]
 struct Constraint {
+    name: String,
     kind: String,
     definition: String,
     columns: Vec<String>,
@@ -182,9 +307,10 @@ struct Constraint {
     on_delete: String,
 }
 
-async fn postgres_constraints(pool: &PgPool, name: &str, table: &mut Table) {
+async fn postgres_constraints(pool: &PgPool, name: &str, table: &mut Table, schema: &mut Schema) {
     let sql = format!(
-        "SELECT c.contype::text AS kind, pg_get_constraintdef(c.oid) AS definition, \
+        "SELECT c.conname::text AS name, c.contype::text AS kind, \
+         pg_get_constraintdef(c.oid) AS definition, \
          {} AS columns, COALESCE(c.confrelid::regclass::text, '') AS \"references\", \
          {} AS referenced, c.confdeltype::text AS on_delete \
          FROM pg_constraint c WHERE c.conrelid = to_regclass($1)",
@@ -197,6 +323,7 @@ async fn postgres_constraints(pool: &PgPool, name: &str, table: &mut Table) {
         .await
         .unwrap();
     for Constraint {
+        name: constraint,
         kind,
         definition,
         columns,
@@ -205,6 +332,10 @@ async fn postgres_constraints(pool: &PgPool, name: &str, table: &mut Table) {
         on_delete,
     } in constraints
     {
+        schema.native.insert(
+            format!("constraint {name}.{constraint}"),
+            definition.clone(),
+        );
         match kind.as_str() {
             "p" => table.primary_key = columns,
             "u" => {
@@ -235,22 +366,28 @@ async fn postgres_constraints(pool: &PgPool, name: &str, table: &mut Table) {
     }
 }
 
-/// Indexes other than those of primary keys and unique constraints.
-async fn postgres_indexes(pool: &PgPool, name: &str, table: &mut Table) {
+/// Indexes other than those of primary keys and unique constraints (each
+/// index's own definition goes to `native`, those of keys too).
+async fn postgres_indexes(pool: &PgPool, name: &str, table: &mut Table, schema: &mut Schema) {
     let sql = format!(
-        "SELECT i.relname::text, x.indisunique, pg_get_expr(x.indpred, x.indrelid), {} \
+        "SELECT i.relname::text, x.indisunique, pg_get_expr(x.indpred, x.indrelid), {}, \
+         pg_get_indexdef(x.indexrelid), EXISTS (SELECT 1 FROM pg_constraint c \
+             WHERE c.conindid = x.indexrelid AND c.conrelid = x.indrelid) \
          FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid \
-         WHERE x.indrelid = to_regclass($1) AND NOT EXISTS (SELECT 1 FROM pg_constraint c \
-             WHERE c.conindid = x.indexrelid AND c.conrelid = x.indrelid)",
+         WHERE x.indrelid = to_regclass($1)",
         column_names("x.indkey::int2[]", "x.indrelid"),
     );
-    let indexes: Vec<(String, bool, Option<String>, Vec<String>)> =
-        sqlx::query_as(sqlx::AssertSqlSafe(sql))
-            .bind(name)
-            .fetch_all(pool)
-            .await
-            .unwrap();
-    for (index, unique, predicate, columns) in indexes {
+    type IndexRow = (String, bool, Option<String>, Vec<String>, String, bool);
+    let indexes: Vec<IndexRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(name)
+        .fetch_all(pool)
+        .await
+        .unwrap();
+    for (index, unique, predicate, columns, definition, of_key) in indexes {
+        schema.native.insert(format!("index {index}"), definition);
+        if of_key {
+            continue;
+        }
         let predicate = predicate.as_deref().map(normalize);
         table.indexes.insert(
             index,

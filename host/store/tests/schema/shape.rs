@@ -1,5 +1,10 @@
 //! A schema as both databases can describe it, and what may differ in
 //! spelling between SQLite and Postgres without differing in meaning.
+//!
+//! Two comparisons read it: [`differences`] holds the SQLite schema to the
+//! Postgres one through the spellings each uses, and [`lines`] renders one
+//! database's schema in that database's own spelling, every detail of it,
+//! so that two databases of one dialect are compared exactly.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -55,15 +60,31 @@ pub const SQLITE_ONLY_FOREIGN_KEYS: &[(&str, &str)] = &[
     ("awaits", "tasks"),
 ];
 
-/// Every table but sqlx's own bookkeeping.
+/// Every table but sqlx's own bookkeeping, with the triggers, views and
+/// rows the database holds.
 #[derive(Debug, Default)]
 pub struct Schema {
     pub tables: BTreeMap<String, Table>,
+    /// Triggers by name, each with its table.
+    pub triggers: BTreeMap<String, String>,
+    pub views: BTreeSet<String>,
+    /// Each object's definition as the database itself spells it, by kind
+    /// and name (`index tasks_live`, `trigger tasks_landed`, `function
+    /// tasks_landed`, `constraint tasks.tasks_status_check`, ...), comments
+    /// dropped and whitespace collapsed: only comparable between two
+    /// databases of one dialect.
+    pub native: BTreeMap<String, String>,
+    /// Each table's rows, each rendered as one text, in order.
+    pub rows: BTreeMap<String, Vec<String>>,
 }
 
 #[derive(Debug, Default)]
 pub struct Table {
     pub columns: BTreeMap<String, Column>,
+    /// The columns' names in the table's order.
+    pub order: Vec<String>,
+    /// SQLite's `STRICT` (always false in Postgres).
+    pub strict: bool,
     pub primary_key: Vec<String>,
     /// Unique constraints (not unique indexes), by their columns.
     pub unique: BTreeSet<Vec<String>>,
@@ -82,6 +103,8 @@ pub struct Column {
     /// Primary key columns count as NOT NULL in both (SQLite would take a
     /// NULL in a TEXT primary key; the store never writes one).
     pub nullable: bool,
+    /// The default's expression as the database spells it.
+    pub default: Option<String>,
 }
 
 #[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -164,7 +187,118 @@ pub fn differences(sqlite: &Schema, postgres: &Schema) -> Vec<String> {
             _ => found.push(format!("table {name}: only in Postgres")),
         }
     }
+    for (what, s, p) in [
+        (
+            "triggers",
+            format!("{:?}", sqlite.triggers),
+            format!("{:?}", postgres.triggers),
+        ),
+        (
+            "views",
+            format!("{:?}", sqlite.views),
+            format!("{:?}", postgres.views),
+        ),
+        (
+            "rows",
+            format!("{:?}", row_counts(sqlite)),
+            format!("{:?}", row_counts(postgres)),
+        ),
+    ] {
+        if s != p {
+            found.push(format!("{what}: {s} against {p}"));
+        }
+    }
     found
+}
+
+/// How many rows each table holds: what two dialects can compare of them.
+fn row_counts(schema: &Schema) -> BTreeMap<&String, usize> {
+    schema
+        .rows
+        .iter()
+        .map(|(t, rows)| (t, rows.len()))
+        .collect()
+}
+
+/// A SQLite default as Postgres would spell it for a column of type
+/// `postgres_type`: a flag's 0 or 1 (or FALSE, TRUE) is a boolean there.
+fn sqlite_default(default: &str, postgres_type: &str) -> String {
+    let text = normalize(default);
+    match (postgres_type, text.as_str()) {
+        ("boolean", "0" | "false") => "false".to_owned(),
+        ("boolean", "1" | "true") => "true".to_owned(),
+        _ => text,
+    }
+}
+
+/// One database's schema, a line per detail, in its own spelling: two
+/// databases of one dialect hold one schema exactly when these are equal.
+pub fn lines(schema: &Schema) -> BTreeSet<String> {
+    let mut lines = BTreeSet::new();
+    for (name, table) in &schema.tables {
+        lines.insert(format!("table {name}: strict {}", table.strict));
+        for (at, column) in table.order.iter().enumerate() {
+            let c = &table.columns[column];
+            lines.insert(format!(
+                "table {name}: column {at} {column} {} nullable {} default {:?}",
+                c.ty, c.nullable, c.default
+            ));
+        }
+        lines.insert(format!("table {name}: primary key {:?}", table.primary_key));
+        for unique in &table.unique {
+            lines.insert(format!("table {name}: unique {unique:?}"));
+        }
+        for check in &table.checks {
+            lines.insert(format!("table {name}: check {check}"));
+        }
+        for key in &table.foreign_keys {
+            lines.insert(format!("table {name}: {key:?}"));
+        }
+        for (index, shape) in &table.indexes {
+            lines.insert(format!("table {name}: index {index} {shape:?}"));
+        }
+    }
+    for (trigger, table) in &schema.triggers {
+        lines.insert(format!("trigger {trigger} on {table}"));
+    }
+    for view in &schema.views {
+        lines.insert(format!("view {view}"));
+    }
+    for (object, definition) in &schema.native {
+        lines.insert(format!("{object}: {definition}"));
+    }
+    for (table, rows) in &schema.rows {
+        lines.insert(format!("table {table}: {} rows", rows.len()));
+        for row in rows {
+            lines.insert(format!("table {table}: row {row}"));
+        }
+    }
+    lines
+}
+
+/// Every line of [`lines`] only one of two databases of one dialect has.
+pub fn exact_differences(a: &Schema, b: &Schema, a_name: &str, b_name: &str) -> Vec<String> {
+    let (a, b) = (lines(a), lines(b));
+    let only = |x: &BTreeSet<String>, y: &BTreeSet<String>, name: &str| {
+        x.difference(y)
+            .map(|line| format!("only in {name}: {line}"))
+            .collect::<Vec<_>>()
+    };
+    let mut found = only(&a, &b, a_name);
+    found.extend(only(&b, &a, b_name));
+    found
+}
+
+/// SQL text without its `--` comments, whitespace collapsed: how a
+/// statement SQLite keeps as written is compared.
+pub fn without_comments(sql: &str) -> String {
+    sql.lines()
+        .map(|line| line.find("--").map_or(line, |at| &line[..at]))
+        .collect::<Vec<_>>()
+        .join(" ")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 fn table_differences(name: &str, sqlite: &Table, postgres: &Table, found: &mut Vec<String>) {
@@ -189,6 +323,19 @@ fn table_differences(name: &str, sqlite: &Table, postgres: &Table, found: &mut V
                 s.nullable, p.nullable
             ));
         }
+        let sqlite_default = s.default.as_deref().map(|d| sqlite_default(d, &p.ty));
+        let postgres_default = p.default.as_deref().map(normalize);
+        if sqlite_default != postgres_default {
+            found.push(format!(
+                "{name}.{column}: default {sqlite_default:?} against {postgres_default:?}"
+            ));
+        }
+    }
+    if sqlite.order != postgres.order {
+        found.push(format!(
+            "{name}: columns in the order {:?} against {:?}",
+            sqlite.order, postgres.order
+        ));
     }
     let mut differ = |what: &str, s: String, p: String| {
         if s != p {
