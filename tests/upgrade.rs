@@ -1,9 +1,10 @@
 //! Upgrades: a database an earlier release left behind, opened by the
 //! binary under test.
 //!
-//! Each directory `tests/upgrade/<release>/` is a fixture that release's own
-//! binary made with `tests/upgrade/make-fixture` (its docs say what is in
-//! it): a SQLite database of `waft dev` and a dump of a distributed
+//! Each directory `tests/upgrade/<release>/` (`0.1.0`, the first release,
+//! and each later release that changes the schema) is a fixture that
+//! release's own binary made with `tests/upgrade/make-fixture` (its docs say
+//! what is in it): a SQLite database of `waft dev` and a dump of a distributed
 //! installation's Postgres database, both killed with tasks in every state
 //! of the state table, tasks running among them, beside cron schedules, a
 //! secret, gates and a token. Here the binary under test starts on a copy of
@@ -26,7 +27,9 @@
 //!   through the CLI.
 //!
 //! Every fixture found is checked, so the test keeps covering upgrades from
-//! each kept release to the build under test as the schema moves on. The
+//! each kept release to the build under test as the schema moves on. A
+//! database made by a build from before 0.1.0 has no fixture: the store
+//! refuses it at start (`waft-store`'s `schema.rs`). The
 //! Postgres half needs the test PostgreSQL cluster and fauxqs; without them
 //! it skips with the reason, except under `CI=true`, where it fails.
 //!

@@ -93,6 +93,17 @@ pub enum StoreError {
          does not start on it (docs/upgrades.md)"
     )]
     SchemaNewer { applied: i64, known: i64 },
+    /// The database was made by a build from before the first release,
+    /// whose schema no release migrates.
+    #[error(
+        "this database was made by a pre-release build of Waft (schema version {applied}); \
+         Waft {release} starts from a new database: {remedy} (docs/upgrades.md)"
+    )]
+    PreRelease {
+        applied: i64,
+        release: &'static str,
+        remedy: String,
+    },
     #[error("corrupt row: {0}")]
     Corrupt(String),
 }
@@ -138,7 +149,10 @@ impl From<StoreError> for ServiceError {
                 tracing::error!(%error, "task store call failed");
                 ServiceError::Unavailable("the task store is unavailable; retry later".into())
             }
-            StoreError::Migrate(_) | StoreError::SchemaNewer { .. } | StoreError::Corrupt(_) => {
+            StoreError::Migrate(_)
+            | StoreError::SchemaNewer { .. }
+            | StoreError::PreRelease { .. }
+            | StoreError::Corrupt(_) => {
                 tracing::error!(%error, "task store is inconsistent");
                 ServiceError::Internal(
                     "internal error in the task store; see the server log".into(),

@@ -6,7 +6,8 @@
 //! [`PostgresStore`] (production). Both pass one conformance suite
 //! (`tests/conformance.rs`), so the embedded mode cannot drift from
 //! production; `tests/schema.rs` compares the schemas their migrations
-//! (`migrations/`, one pair per change) make.
+//! (`migrations/`: the baseline of release 0.1.0, then one pair per change)
+//! make.
 //!
 //! The store implements ATF's state table: every state change moves
 //! `next_trigger_at` in the same statement, so a task whose queue message,

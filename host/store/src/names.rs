@@ -25,8 +25,8 @@ pub(crate) mod status {
     pub struct One(TaskStatus);
 
     /// A set of statuses as an SQL list, `('new', 'enqueued')`, in life
-    /// order (the order migration 0012's index predicate spells `LIVE` in,
-    /// which SQLite's planner matches textually).
+    /// order (the order the predicate of the index `tasks_live` spells
+    /// `LIVE` in, which SQLite's planner matches textually).
     #[derive(Debug, Clone, Copy)]
     pub struct Set(StatusSet);
 
@@ -60,13 +60,13 @@ pub(crate) mod status {
     pub const CANCELLED: One = One(TaskStatus::Cancelled);
     /// Not ended.
     pub const UNFINISHED: Set = Set(machine::UNFINISHED);
-    /// What the index `tasks_live` holds (migration 0012): all but the
+    /// What the index `tasks_live` holds: all but the
     /// final states (a test holds the index to it).
     pub const LIVE: Set = Set(machine::LIVE);
     /// Holding a lease: claimed, or running and heartbeating.
     pub const RUNNING: Set = Set(machine::RUNNING);
     /// In flight: enqueued or running, what a lambda's concurrency per key
-    /// counts (migration 0025's trigger spells it: a test holds it to it).
+    /// counts (the trigger `tasks_landed` spells it: a test holds it to it).
     pub const IN_FLIGHT: Set = Set(machine::IN_FLIGHT);
     /// Ended for good: nothing brings the task back (a redrive brings
     /// `dead` back).
@@ -165,8 +165,8 @@ mod tests {
         })
     }
 
-    /// The partial index `tasks_live` (migration 0012) is defined with
-    /// the live set as it was when its migration was released; released
+    /// The partial index `tasks_live` is defined with the live set as it
+    /// was when the migration that makes it was released; released
     /// migrations never change, so a state added to the live set needs a
     /// migration that makes the index again, and this fails until the
     /// newest migration that makes it spells the live set of today.
@@ -183,7 +183,7 @@ mod tests {
 
     /// The trigger that marks a key when one of its tasks changes state
     /// outside flight, and the index the poll counts a key's tasks in
-    /// flight from (migration 0025), spell the set of states in flight; as
+    /// flight from, spell the set of states in flight; as
     /// for `tasks_live`, the newest migration that makes each must spell
     /// today's set.
     #[test]

@@ -52,9 +52,16 @@ impl PostgresStore {
         ]);
         let pool = PgPoolOptions::new()
             .max_connections(max_connections)
-            .connect_with(options)
+            .connect_with(options.clone())
             .await?;
-        crate::schema::migrated(MIGRATOR.run(&pool).await, &MIGRATOR)?;
+        crate::schema::migrate(&pool, &MIGRATOR, || match options.get_database() {
+            Some(database) => format!(
+                "point store.url at a new database, or drop database {database} and create \
+                     it again"
+            ),
+            None => "point store.url at a new database".to_owned(),
+        })
+        .await?;
         Ok(Self { pool })
     }
 

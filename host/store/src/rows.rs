@@ -471,10 +471,10 @@ where
 }
 
 /// The names each state column may hold, by the latest migration that
-/// checks it (0014, or one after that adds a state; 0015 for a lambda's
-/// `on_divergence`), are exactly the names these rows decode: the model's
-/// enums. A variant added to an enum fails
-/// here until a migration pair lets the databases hold it.
+/// checks it (the baseline's `CHECK`, or a later migration that adds a
+/// state), are exactly the names these rows decode: the model's enums. A
+/// variant added to an enum fails here until a migration pair lets the
+/// databases hold it.
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeSet;

@@ -46,6 +46,7 @@ impl SqliteStore {
 
     async fn connect_with(options: SqliteConnectOptions) -> Result<Self> {
         let in_memory = options.get_filename().as_os_str() == ":memory:";
+        let file = options.get_filename().to_owned();
         let options = options
             .journal_mode(SqliteJournalMode::Wal)
             // Durable: a committed task survives a power cut.
@@ -58,7 +59,14 @@ impl SqliteStore {
             .max_connections(connections)
             .connect_with(options)
             .await?;
-        crate::schema::migrated(MIGRATOR.run(&pool).await, &MIGRATOR)?;
+        crate::schema::migrate(&pool, &MIGRATOR, || {
+            let file = file.display();
+            format!(
+                "move {file} aside (with its -wal and -shm files), or point store.url (or \
+                 --data-dir) elsewhere"
+            )
+        })
+        .await?;
         let writer = GroupCommit::start(pool.clone());
         Ok(Self { pool, writer })
     }

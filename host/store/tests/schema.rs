@@ -1,17 +1,17 @@
-//! The schema, as each database holds it once migrated.
+//! The schema, as each database holds it once migrated, and the databases
+//! a binary refuses to start on.
 //!
 //! The two backends' migrations are written twice, once per database
-//! (`migrations/sqlite`, `migrations/postgres`). The checks here migrate a
-//! SQLite file and a database of the throwaway PostgreSQL cluster (see
-//! `waft-testing`; under `CI=true` the Postgres half fails rather than skips
-//! when it cannot start), and ask each database what it holds: the two
-//! schemas must be one (`schema/shape.rs` says which spellings of a type or
-//! a predicate mean the same in both).
+//! (`migrations/sqlite`, `migrations/postgres`): the baseline of release
+//! 0.1.0, then a pair per change. The checks here migrate a SQLite file and
+//! a database of the throwaway PostgreSQL cluster (see `waft-testing`;
+//! under `CI=true` the Postgres half fails rather than skips when it cannot
+//! start), and ask each database what it holds: the two schemas must be one
+//! (`schema/shape.rs` says which spellings of a type, a default or a
+//! predicate mean the same in both). A database a newer release migrated,
+//! or one a build from before 0.1.0 made, is refused at start with what to
+//! do.
 
-#[path = "schema/baseline.rs"]
-mod baseline;
-#[path = "schema/journal_upgrade.rs"]
-mod journal_upgrade;
 #[path = "schema/read.rs"]
 mod read;
 #[path = "schema/shape.rs"]
@@ -21,7 +21,6 @@ use sqlx::error::ErrorKind;
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePool};
 use sqlx::{Executor, PgPool};
 use waft_core::TaskStatus;
-use waft_store::{AttemptOutcome, GateState, TaskStore, TokenRole};
 use waft_store::{PostgresStore, SqliteStore};
 
 /// A migrated SQLite file, opened directly.
@@ -100,109 +99,9 @@ async fn postgres_refuses_unknown_states() {
     refuses_unknown_states!(pool);
 }
 
-/// Rows written before migration 0014 (on a database migrated to 0013)
-/// are all there after it: tasks, their attempts, gates, tokens, and a
-/// periodic occurrence whose key moves to the `cron:` prefix while a
-/// client's key stays as it was.
-macro_rules! upgrade_keeps_every_row {
-    ($pool:expr, $migrations:literal, $reopen:expr) => {{
-        let pool = $pool;
-        sqlx::migrate!($migrations).run_to(13, &pool).await.unwrap();
-        let payload = Vec::<u8>::new();
-        let rows = [
-            sqlx::query(
-                "INSERT INTO lambdas (name, current_version, created_at) VALUES ('l', 1, 0)",
-            ),
-            sqlx::query(
-                "INSERT INTO schedules (id, lambda, cron, timezone, payload, catch_up, next_at, \
-                 created_at) VALUES ('c1', 'l', '* * * * *', 'UTC', $1, FALSE, 0, 0)",
-            )
-            .bind(payload.clone()),
-            sqlx::query(
-                "INSERT INTO tasks (id, lambda, collection, priority, payload, status, \
-                 max_attempts, scheduled_at, due_at, created_at, idempotency_key, schedule_id) \
-                 VALUES ('t1', 'l', 'default', 0, $1, $2, 1, 0, 0, 0, 'schedule:c1:60000', 'c1'), \
-                 ('t2', 'l', 'default', 0, $1, $3, 1, 0, 0, 0, 'schedule:mine', NULL)",
-            )
-            .bind(payload)
-            .bind(TaskStatus::Dead.as_str())
-            .bind(TaskStatus::New.as_str()),
-            sqlx::query(
-                "INSERT INTO attempts (task_id, lease_token, attempt, outcome, ended_at) \
-                 VALUES ('t1', 1, 1, $1, 0)",
-            )
-            .bind(AttemptOutcome::Lost.as_str()),
-            sqlx::query(
-                "INSERT INTO gates (lambda, collection, state, updated_at) VALUES ('l', '', $1, 0)",
-            )
-            .bind(GateState::Paused.as_str()),
-            sqlx::query(
-                "INSERT INTO tokens (id, name, role, lambdas, hash, created_at) \
-                 VALUES ('k', 'k', $1, '[]', 'h', 0)",
-            )
-            .bind(TokenRole::Admin.as_str()),
-        ];
-        for row in rows {
-            row.execute(&pool).await.unwrap();
-        }
-        pool.close().await;
-        let (store, pool) = $reopen.await;
-        let t1 = store.task_get("t1").await.unwrap().unwrap();
-        assert_eq!(t1.idempotency_key.as_deref(), Some("cron:c1:60000"));
-        assert_eq!(t1.cron_id.as_deref(), Some("c1"));
-        let t2 = store.task_get("t2").await.unwrap().unwrap();
-        assert_eq!(t2.idempotency_key.as_deref(), Some("schedule:mine"));
-        assert_eq!(store.attempt_list("t1").await.unwrap().len(), 1);
-        assert_eq!(store.gate_list().await.unwrap().len(), 1);
-        assert_eq!(store.token_list().await.unwrap().len(), 1);
-        assert_eq!(store.cron_list().await.unwrap().len(), 1);
-        let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM tasks")
-            .fetch_one(&pool)
-            .await
-            .unwrap();
-        assert_eq!(count, 2);
-    }};
-}
-
-#[tokio::test]
-async fn sqlite_upgrade_keeps_every_row() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("waft.db");
-    let options = SqliteConnectOptions::new()
-        .filename(&path)
-        .create_if_missing(true)
-        .foreign_keys(true);
-    let pool = SqlitePool::connect_with(options.clone()).await.unwrap();
-    upgrade_keeps_every_row!(pool, "./migrations/sqlite", async {
-        let store = SqliteStore::open(&path).await.unwrap();
-        let pool = SqlitePool::connect_with(options).await.unwrap();
-        let broken: Vec<(String,)> =
-            sqlx::query_as("SELECT \"table\" FROM pragma_foreign_key_check")
-                .fetch_all(&pool)
-                .await
-                .unwrap();
-        assert!(broken.is_empty(), "foreign keys broken in {broken:?}");
-        (store, pool)
-    });
-}
-
-#[tokio::test]
-async fn postgres_upgrade_keeps_every_row() {
-    let Some(server) = waft_testing::postgres() else {
-        eprintln!("skipping: PostgreSQL is not available here");
-        return;
-    };
-    let url = server.fresh_database().await;
-    let pool = PgPool::connect(&url).await.unwrap();
-    upgrade_keeps_every_row!(pool, "./migrations/postgres", async {
-        let store = PostgresStore::connect(&url, 2).await.unwrap();
-        (store, PgPool::connect(&url).await.unwrap())
-    });
-}
-
 /// Both backends, migrated, hold the same tables, columns (by the type
-/// mapping of [`shape::SAME_TYPE`]), nullability, keys, checks and indexes
-/// with their predicates.
+/// mapping of [`shape::SAME_TYPE`]) in one order, nullability, defaults,
+/// keys, checks, indexes with their predicates, triggers, views and rows.
 #[tokio::test]
 async fn both_databases_hold_one_schema() {
     let (sqlite, _dir) = sqlite().await;
@@ -271,64 +170,82 @@ async fn postgres_a_schema_newer_than_the_binary_is_refused_at_start() {
     assert_refused_as_newer(error);
 }
 
-/// Lambda versions deployed fair before migration 0030 keep the lookahead
-/// of that time, 500; versions that were not fair stay so.
-macro_rules! fair_versions_keep_their_lookahead {
-    ($pool:expr, $migrations:literal, $reopen:expr) => {{
-        let pool = $pool;
-        sqlx::migrate!($migrations).run_to(29, &pool).await.unwrap();
-        sqlx::query("INSERT INTO components (digest, bytes, created_at) VALUES ('d', $1, 0)")
-            .bind(vec![0u8])
-            .execute(&pool)
-            .await
-            .unwrap();
-        let rows = [
-            "INSERT INTO lambdas (name, current_version, created_at) \
-             VALUES ('fair', 1, 0), ('plain', 1, 0)",
-            "INSERT INTO lambda_versions (lambda, version, digest, max_memory, timeout_ms, \
-             max_output, max_log, max_attempts, backoff_base_ms, backoff_factor, \
-             backoff_max_ms, priorities, default_priority, max_payload, concurrency, \
-             created_at, key_fairness) VALUES \
-             ('fair', 1, 'd', 1048576, 1000, 1024, 1024, 3, 1000, 2.0, 60000, 1, 0, 1024, 1, 0, \
-              '{\"gold\":2}'), \
-             ('plain', 1, 'd', 1048576, 1000, 1024, 1024, 3, 1000, 2.0, 60000, 1, 0, 1024, 1, 0, \
-              NULL)",
-        ];
-        for row in rows {
-            sqlx::query(row).execute(&pool).await.unwrap();
-        }
-        pool.close().await;
-        let store = $reopen.await;
-        let fair = store.lambda_get("fair").await.unwrap().unwrap();
-        let fairness = fair.config.key_fairness.unwrap();
-        assert_eq!((fairness.lookahead, fairness.weight("gold")), (500, 2));
-        let plain = store.lambda_get("plain").await.unwrap().unwrap();
-        assert_eq!(plain.config.key_fairness, None);
-    }};
+/// The migrations of a build from before the first release, as far as
+/// opening a database tells: a first migration of other text, and the
+/// newest, 36. Written to a temporary directory.
+fn pre_release_migrations() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let files = [
+        (
+            "0001_tasks.sql",
+            "CREATE TABLE early (id TEXT PRIMARY KEY);",
+        ),
+        (
+            "0036_journal_generation.sql",
+            "CREATE TABLE later (id TEXT PRIMARY KEY);",
+        ),
+    ];
+    for (name, sql) in files {
+        std::fs::write(dir.path().join(name), sql).unwrap();
+    }
+    dir
+}
+
+/// What opening a database a pre-release build made answers: what it is,
+/// and what to do, naming the database (`place`).
+fn assert_refused_as_pre_release(error: waft_store::StoreError, place: &str) {
+    assert!(
+        matches!(
+            error,
+            waft_store::StoreError::PreRelease { applied: 36, .. }
+        ),
+        "{error:?}"
+    );
+    let message = error.to_string();
+    let expected = format!(
+        "this database was made by a pre-release build of Waft (schema version 36); \
+         Waft {} starts from a new database",
+        env!("CARGO_PKG_VERSION")
+    );
+    assert!(
+        message.contains(&expected) && message.contains(place),
+        "{message}"
+    );
 }
 
 #[tokio::test]
-async fn sqlite_fair_versions_keep_their_lookahead() {
+async fn sqlite_a_pre_release_database_is_refused_at_start() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("waft.db");
     let options = SqliteConnectOptions::new()
         .filename(&path)
         .create_if_missing(true);
     let pool = SqlitePool::connect_with(options).await.unwrap();
-    fair_versions_keep_their_lookahead!(pool, "./migrations/sqlite", async {
-        SqliteStore::open(&path).await.unwrap()
-    });
+    let migrations = pre_release_migrations();
+    let old = sqlx::migrate::Migrator::new(migrations.path())
+        .await
+        .unwrap();
+    old.run(&pool).await.unwrap();
+    pool.close().await;
+    let error = SqliteStore::open(&path).await.unwrap_err();
+    assert_refused_as_pre_release(error, &format!("move {} aside", path.display()));
 }
 
 #[tokio::test]
-async fn postgres_fair_versions_keep_their_lookahead() {
+async fn postgres_a_pre_release_database_is_refused_at_start() {
     let Some(server) = waft_testing::postgres() else {
         eprintln!("skipping: PostgreSQL is not available here");
         return;
     };
     let url = server.fresh_database().await;
     let pool = PgPool::connect(&url).await.unwrap();
-    fair_versions_keep_their_lookahead!(pool, "./migrations/postgres", async {
-        PostgresStore::connect(&url, 2).await.unwrap()
-    });
+    let migrations = pre_release_migrations();
+    let old = sqlx::migrate::Migrator::new(migrations.path())
+        .await
+        .unwrap();
+    old.run(&pool).await.unwrap();
+    pool.close().await;
+    let database = url.rsplit('/').next().unwrap();
+    let error = PostgresStore::connect(&url, 2).await.unwrap_err();
+    assert_refused_as_pre_release(error, &format!("drop database {database} and create"));
 }

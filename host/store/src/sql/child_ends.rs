@@ -6,7 +6,7 @@
 //! parent of another owner still needs, since a parent learns how each of
 //! its children ended from the child's row ([`super::fan_in`]). So before
 //! such tasks go, each one with a live parent that is not going with it
-//! leaves its end in `child_ends` (migration 0033), which the parent's
+//! leaves its end in `child_ends`, which the parent's
 //! waits read as they read a child's row: an ended child its end, a child
 //! deleted before it ended `dropped`, with an error saying it was deleted.
 //! A parent suspended waiting for such a child counts it as ended and is

@@ -1,4 +1,5 @@
-//! Task history: the minutes the dashboard's charts draw (migration 0021).
+//! Task history: the minutes the dashboard's charts draw (`task_minutes`,
+//! `task_latency`).
 //!
 //! The HSCs add their counts to a row per `<lambda, minute>` with an
 //! additive upsert, so several of them may add to one row; the latency

@@ -14,14 +14,14 @@
 //! other way, as an unparked one does when a gate holds or drops it, a
 //! cancel ends it or its quota paces it instead of taking its place — or,
 //! for a fair lambda, leaves the queue (is claimed), a trigger marks its
-//! key in `key_landings` in the same transaction (migrations 0025, 0029),
+//! key in `key_landings` in the same transaction (the trigger `tasks_landed`),
 //! and the next poll unparks the key's oldest parked tasks, as many as
 //! there are places. So a key never has a parked task and a free place
 //! past the next poll. Only tasks of a lambda that limits its keys are
 //! counted and marked: the poll writes whether one is (`limited`) when it
 //! enqueues, paces or parks it, and a deploy that changes it rewrites the
 //! lambda's tasks in flight, so a key of a lambda without such a limit
-//! costs its tasks' changes of state nothing (migration 0031). Polls count
+//! costs its tasks' changes of state nothing. Polls count
 //! and decide under one lock (`keys_lock`), so two consumers never both
 //! take a key's last place, and deploys and rollbacks lock every poll out,
 //! so a limit never changes under a poll; an execution that lands
@@ -255,8 +255,7 @@ pub(super) async fn recheck(conn: &mut Connection, now: Millis) -> Result<Option
 /// Marks every key with parked tasks of `lambda`, deployed anew or rolled
 /// back: its limit may have grown or gone, and the next poll unparks what
 /// it allows. Its tasks in flight are counted from now on if its new
-/// version limits its keys, and no longer otherwise (`limited`, migration
-/// 0031). The caller locked the polls out first ([`lock_out_polls`]),
+/// version limits its keys, and no longer otherwise (`limited`). The caller locked the polls out first ([`lock_out_polls`]),
 /// before it wrote anything: a poll that read the old limits has
 /// committed what it parked and enqueued by them, which this then sees.
 pub(super) async fn redeployed(conn: &mut Connection, lambda: &str) -> Result<()> {
@@ -374,7 +373,7 @@ async fn in_flight(conn: &mut Connection, keys: &[Key]) -> Result<HashMap<Key, F
         DIALECT.json_rows,
         // Given a later slot of its lambda's quota or its key's rate, and
         // waiting for it: the predicate of the index `tasks_slotted`
-        // (migration 0029), spelled as it is.
+        // of the schema, spelled as it is.
         slotted = format_args!(
             "t.key IS NOT NULL AND (t.paced OR t.key_paced) AND NOT t.parked \
              AND t.status IN ({}, {})",

@@ -186,7 +186,7 @@ pub(super) async fn deploy(tx: &mut Connection, params: &LambdaDeploy) -> Result
 /// The number of the version a deploy of `name` makes: the next of its
 /// lambda, or, for a new lambda, the first past every number a deleted
 /// lambda of that name had, its secrets version past that one's as well (see
-/// migration 0032): executors keep code, grants, limits and opened secrets
+/// `deleted_lambdas`): executors keep code, grants, limits and opened secrets
 /// by these numbers, so none may name two lambdas.
 async fn next_version(tx: &mut Connection, name: &str, now: crate::Millis) -> Result<i64> {
     let version = sqlx::query_scalar(

@@ -7,7 +7,7 @@
 //! deleted children — in one transaction, leaving its own end for a live
 //! parent that stays (`child_ends.rs`). The
 //! pruner takes the oldest ended tasks of each end first, through the
-//! partial index `tasks_finished` (migration 0019), and keeps a task while
+//! partial index `tasks_finished`, and keeps a task while
 //! one of its children is live (it may still wait for their ends) or while
 //! its parent is (the parent reads the task's end when it resumes).
 //! Postgres skips rows another transaction holds, as the poll does.

@@ -1,5 +1,5 @@
 //! Rate per key: a token bucket per key of a lambda with a `key_rate`,
-//! kept as the key's next free slot in `key_pace` (migration 0026). The
+//! kept as the key's next free slot in `key_pace`. The
 //! poll locks the rows of the keys it gives slots of, in one order (by
 //! lambda, then key) for every consumer, so concurrent consumers share one
 //! bucket per key; [`super::pace`] gives the slots out. Deploys lock every

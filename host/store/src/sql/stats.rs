@@ -1,7 +1,7 @@
 //! The overview of every lambda's tasks: what the dashboard's first page
 //! reads every few seconds, so it must cost little at millions of tasks.
-//! Two grouped statements over covering indexes (migration 0012, rebuilt
-//! by 0025 and 0028): the unfinished and dead tasks (`tasks_live`; ended
+//! Two grouped statements over covering indexes of the schema: the
+//! unfinished and dead tasks (`tasks_live`; ended
 //! tasks are not in it), and
 //! the executions that ended in the window (`attempts_ended`).
 
@@ -84,7 +84,7 @@ pub(super) async fn lambda_stats(
     }
     // Of the suspended tasks (not yet due, as above), those waiting for a
     // signal and those waiting for their children, each from an index of
-    // just those (migrations 0017 and 0018).
+    // just those (`tasks_waiting_for_signal`, `tasks_waiting_for_children`).
     for kind in ["signal", "children"] {
         let rows = sqlx::query(sql(format!(
             "SELECT lambda, COUNT(*) AS n FROM tasks \

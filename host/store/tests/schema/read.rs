@@ -1,12 +1,11 @@
 //! Reading a migrated schema back from each database's catalog: its
 //! tables, columns with their defaults, keys, checks, indexes, triggers and
-//! views, each object's own definition, and every row.
+//! views, and every row.
 
 use sqlx::{PgPool, SqlitePool};
 
 use crate::shape::{
     Column, ForeignKey, Index, Schema, Table, normalize, parenthesized, sqlite_predicate,
-    without_comments,
 };
 
 /// SQLite's schema, from `sqlite_master` and the `pragma_*` functions.
@@ -20,16 +19,8 @@ pub async fn sqlite(pool: &SqlitePool) -> Schema {
     .unwrap();
     let mut schema = Schema::default();
     for (name, sql) in tables {
-        let (strict,): (bool,) = sqlx::query_as(
-            "SELECT strict FROM pragma_table_list WHERE schema = 'main' AND name = $1",
-        )
-        .bind(&name)
-        .fetch_one(pool)
-        .await
-        .unwrap();
         let mut table = Table {
             checks: sqlite_checks(&sql),
-            strict,
             ..Table::default()
         };
         sqlite_columns(pool, &name, &mut table).await;
@@ -39,27 +30,17 @@ pub async fn sqlite(pool: &SqlitePool) -> Schema {
         schema.rows.insert(name.clone(), rows);
         schema.tables.insert(name, table);
     }
-    let objects: Vec<(String, String, String, Option<String>)> = sqlx::query_as(
-        "SELECT type, name, tbl_name, sql FROM sqlite_master \
-         WHERE type IN ('index', 'trigger', 'view')",
+    let objects: Vec<(String, String, String)> = sqlx::query_as(
+        "SELECT type, name, tbl_name FROM sqlite_master WHERE type IN ('trigger', 'view')",
     )
     .fetch_all(pool)
     .await
     .unwrap();
-    for (kind, name, table, sql) in objects {
-        match kind.as_str() {
-            "trigger" => {
-                schema.triggers.insert(name.clone(), table);
-            }
-            "view" => {
-                schema.views.insert(name.clone());
-            }
-            _ => {}
-        }
-        // A key's own index has no statement: its key is read with the table.
-        if let Some(sql) = sql {
-            let definition = normalize(&without_comments(&sql));
-            schema.native.insert(format!("{kind} {name}"), definition);
+    for (kind, name, table) in objects {
+        if kind == "trigger" {
+            schema.triggers.insert(name, table);
+        } else {
+            schema.views.insert(name);
         }
     }
     schema
@@ -199,8 +180,8 @@ pub async fn postgres(pool: &PgPool) -> Schema {
     for (name,) in tables {
         let mut table = Table::default();
         postgres_columns(pool, &name, &mut table).await;
-        postgres_constraints(pool, &name, &mut table, &mut schema).await;
-        postgres_indexes(pool, &name, &mut table, &mut schema).await;
+        postgres_constraints(pool, &name, &mut table).await;
+        postgres_indexes(pool, &name, &mut table).await;
         let sql = format!("SELECT row_to_json(t)::text FROM \"{name}\" t ORDER BY 1");
         let rows: Vec<(String,)> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .fetch_all(pool)
@@ -214,51 +195,25 @@ pub async fn postgres(pool: &PgPool) -> Schema {
     schema
 }
 
-/// The schema's triggers, the functions they run, views, sequences and
-/// types: every object besides tables and their indexes.
+/// The schema's triggers and views.
 async fn postgres_objects(pool: &PgPool, schema: &mut Schema) {
-    let triggers: Vec<(String, String, String)> = sqlx::query_as(
-        "SELECT t.tgname::text, c.relname::text, pg_get_triggerdef(t.oid) \
-         FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid \
+    let triggers: Vec<(String, String)> = sqlx::query_as(
+        "SELECT t.tgname::text, c.relname::text FROM pg_trigger t \
+         JOIN pg_class c ON c.oid = t.tgrelid \
          WHERE NOT t.tgisinternal AND c.relnamespace = current_schema()::regnamespace",
     )
     .fetch_all(pool)
     .await
     .unwrap();
-    for (name, table, definition) in triggers {
-        schema
-            .native
-            .insert(format!("trigger {name}"), without_comments(&definition));
-        schema.triggers.insert(name, table);
-    }
-    let views: Vec<(String, String)> = sqlx::query_as(
-        "SELECT c.relname::text, pg_get_viewdef(c.oid) FROM pg_class c \
+    schema.triggers.extend(triggers);
+    let views: Vec<(String,)> = sqlx::query_as(
+        "SELECT c.relname::text FROM pg_class c \
          WHERE c.relkind IN ('v', 'm') AND c.relnamespace = current_schema()::regnamespace",
     )
     .fetch_all(pool)
     .await
     .unwrap();
-    for (name, definition) in views {
-        schema
-            .native
-            .insert(format!("view {name}"), without_comments(&definition));
-        schema.views.insert(name);
-    }
-    let others: Vec<(String, String)> = sqlx::query_as(
-        "SELECT 'function ' || p.proname, pg_get_functiondef(p.oid) FROM pg_proc p \
-         WHERE p.pronamespace = current_schema()::regnamespace \
-         UNION ALL SELECT 'sequence ' || c.relname, '' FROM pg_class c \
-         WHERE c.relkind = 'S' AND c.relnamespace = current_schema()::regnamespace \
-         UNION ALL SELECT 'type ' || t.typname, t.typtype::text FROM pg_type t \
-         WHERE t.typnamespace = current_schema()::regnamespace AND t.typrelid = 0 \
-         AND t.typelem = 0",
-    )
-    .fetch_all(pool)
-    .await
-    .unwrap();
-    for (object, definition) in others {
-        schema.native.insert(object, without_comments(&definition));
-    }
+    schema.views.extend(views.into_iter().map(|(name,)| name));
 }
 
 async fn postgres_columns(pool: &PgPool, name: &str, table: &mut Table) {
@@ -298,7 +253,6 @@ fn column_names(numbers: &str, relation: &str) -> String {
 /// A row of `pg_constraint`, its column numbers as names.
 #[derive(sqlx::FromRow)]
 struct Constraint {
-    name: String,
     kind: String,
     definition: String,
     columns: Vec<String>,
@@ -307,10 +261,9 @@ struct Constraint {
     on_delete: String,
 }
 
-async fn postgres_constraints(pool: &PgPool, name: &str, table: &mut Table, schema: &mut Schema) {
+async fn postgres_constraints(pool: &PgPool, name: &str, table: &mut Table) {
     let sql = format!(
-        "SELECT c.conname::text AS name, c.contype::text AS kind, \
-         pg_get_constraintdef(c.oid) AS definition, \
+        "SELECT c.contype::text AS kind, pg_get_constraintdef(c.oid) AS definition, \
          {} AS columns, COALESCE(c.confrelid::regclass::text, '') AS \"references\", \
          {} AS referenced, c.confdeltype::text AS on_delete \
          FROM pg_constraint c WHERE c.conrelid = to_regclass($1)",
@@ -323,7 +276,6 @@ async fn postgres_constraints(pool: &PgPool, name: &str, table: &mut Table, sche
         .await
         .unwrap();
     for Constraint {
-        name: constraint,
         kind,
         definition,
         columns,
@@ -332,10 +284,6 @@ async fn postgres_constraints(pool: &PgPool, name: &str, table: &mut Table, sche
         on_delete,
     } in constraints
     {
-        schema.native.insert(
-            format!("constraint {name}.{constraint}"),
-            definition.clone(),
-        );
         match kind.as_str() {
             "p" => table.primary_key = columns,
             "u" => {
@@ -366,28 +314,22 @@ async fn postgres_constraints(pool: &PgPool, name: &str, table: &mut Table, sche
     }
 }
 
-/// Indexes other than those of primary keys and unique constraints (each
-/// index's own definition goes to `native`, those of keys too).
-async fn postgres_indexes(pool: &PgPool, name: &str, table: &mut Table, schema: &mut Schema) {
+/// Indexes other than those of primary keys and unique constraints.
+async fn postgres_indexes(pool: &PgPool, name: &str, table: &mut Table) {
     let sql = format!(
-        "SELECT i.relname::text, x.indisunique, pg_get_expr(x.indpred, x.indrelid), {}, \
-         pg_get_indexdef(x.indexrelid), EXISTS (SELECT 1 FROM pg_constraint c \
-             WHERE c.conindid = x.indexrelid AND c.conrelid = x.indrelid) \
+        "SELECT i.relname::text, x.indisunique, pg_get_expr(x.indpred, x.indrelid), {} \
          FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid \
-         WHERE x.indrelid = to_regclass($1)",
+         WHERE x.indrelid = to_regclass($1) AND NOT EXISTS (SELECT 1 FROM pg_constraint c \
+             WHERE c.conindid = x.indexrelid AND c.conrelid = x.indrelid)",
         column_names("x.indkey::int2[]", "x.indrelid"),
     );
-    type IndexRow = (String, bool, Option<String>, Vec<String>, String, bool);
-    let indexes: Vec<IndexRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
-        .bind(name)
-        .fetch_all(pool)
-        .await
-        .unwrap();
-    for (index, unique, predicate, columns, definition, of_key) in indexes {
-        schema.native.insert(format!("index {index}"), definition);
-        if of_key {
-            continue;
-        }
+    let indexes: Vec<(String, bool, Option<String>, Vec<String>)> =
+        sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(name)
+            .fetch_all(pool)
+            .await
+            .unwrap();
+    for (index, unique, predicate, columns) in indexes {
         let predicate = predicate.as_deref().map(normalize);
         table.indexes.insert(
             index,

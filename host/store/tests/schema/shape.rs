@@ -1,10 +1,5 @@
 //! A schema as both databases can describe it, and what may differ in
 //! spelling between SQLite and Postgres without differing in meaning.
-//!
-//! Two comparisons read it: [`differences`] holds the SQLite schema to the
-//! Postgres one through the spellings each uses, and [`lines`] renders one
-//! database's schema in that database's own spelling, every detail of it,
-//! so that two databases of one dialect are compared exactly.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -50,9 +45,9 @@ pub fn sqlite_predicate(expression: &str) -> String {
 }
 
 /// Foreign keys only SQLite has, by table and referenced table: Postgres
-/// dropped the keys from a task's rows to the task (migration 0023), whose
-/// triggers were most of what deleting a task cost there; the store deletes
-/// those rows itself with the task.
+/// has no keys from a task's rows to the task, whose triggers would be most
+/// of what deleting a task costs there; the store deletes those rows itself
+/// with the task.
 pub const SQLITE_ONLY_FOREIGN_KEYS: &[(&str, &str)] = &[
     ("attempts", "tasks"),
     ("journal", "tasks"),
@@ -68,12 +63,6 @@ pub struct Schema {
     /// Triggers by name, each with its table.
     pub triggers: BTreeMap<String, String>,
     pub views: BTreeSet<String>,
-    /// Each object's definition as the database itself spells it, by kind
-    /// and name (`index tasks_live`, `trigger tasks_landed`, `function
-    /// tasks_landed`, `constraint tasks.tasks_status_check`, ...), comments
-    /// dropped and whitespace collapsed: only comparable between two
-    /// databases of one dialect.
-    pub native: BTreeMap<String, String>,
     /// Each table's rows, each rendered as one text, in order.
     pub rows: BTreeMap<String, Vec<String>>,
 }
@@ -83,8 +72,6 @@ pub struct Table {
     pub columns: BTreeMap<String, Column>,
     /// The columns' names in the table's order.
     pub order: Vec<String>,
-    /// SQLite's `STRICT` (always false in Postgres).
-    pub strict: bool,
     pub primary_key: Vec<String>,
     /// Unique constraints (not unique indexes), by their columns.
     pub unique: BTreeSet<Vec<String>>,
@@ -229,76 +216,6 @@ fn sqlite_default(default: &str, postgres_type: &str) -> String {
         ("boolean", "1" | "true") => "true".to_owned(),
         _ => text,
     }
-}
-
-/// One database's schema, a line per detail, in its own spelling: two
-/// databases of one dialect hold one schema exactly when these are equal.
-pub fn lines(schema: &Schema) -> BTreeSet<String> {
-    let mut lines = BTreeSet::new();
-    for (name, table) in &schema.tables {
-        lines.insert(format!("table {name}: strict {}", table.strict));
-        for (at, column) in table.order.iter().enumerate() {
-            let c = &table.columns[column];
-            lines.insert(format!(
-                "table {name}: column {at} {column} {} nullable {} default {:?}",
-                c.ty, c.nullable, c.default
-            ));
-        }
-        lines.insert(format!("table {name}: primary key {:?}", table.primary_key));
-        for unique in &table.unique {
-            lines.insert(format!("table {name}: unique {unique:?}"));
-        }
-        for check in &table.checks {
-            lines.insert(format!("table {name}: check {check}"));
-        }
-        for key in &table.foreign_keys {
-            lines.insert(format!("table {name}: {key:?}"));
-        }
-        for (index, shape) in &table.indexes {
-            lines.insert(format!("table {name}: index {index} {shape:?}"));
-        }
-    }
-    for (trigger, table) in &schema.triggers {
-        lines.insert(format!("trigger {trigger} on {table}"));
-    }
-    for view in &schema.views {
-        lines.insert(format!("view {view}"));
-    }
-    for (object, definition) in &schema.native {
-        lines.insert(format!("{object}: {definition}"));
-    }
-    for (table, rows) in &schema.rows {
-        lines.insert(format!("table {table}: {} rows", rows.len()));
-        for row in rows {
-            lines.insert(format!("table {table}: row {row}"));
-        }
-    }
-    lines
-}
-
-/// Every line of [`lines`] only one of two databases of one dialect has.
-pub fn exact_differences(a: &Schema, b: &Schema, a_name: &str, b_name: &str) -> Vec<String> {
-    let (a, b) = (lines(a), lines(b));
-    let only = |x: &BTreeSet<String>, y: &BTreeSet<String>, name: &str| {
-        x.difference(y)
-            .map(|line| format!("only in {name}: {line}"))
-            .collect::<Vec<_>>()
-    };
-    let mut found = only(&a, &b, a_name);
-    found.extend(only(&b, &a, b_name));
-    found
-}
-
-/// SQL text without its `--` comments, whitespace collapsed: how a
-/// statement SQLite keeps as written is compared.
-pub fn without_comments(sql: &str) -> String {
-    sql.lines()
-        .map(|line| line.find("--").map_or(line, |at| &line[..at]))
-        .collect::<Vec<_>>()
-        .join(" ")
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 fn table_differences(name: &str, sqlite: &Table, postgres: &Table, found: &mut Vec<String>) {
