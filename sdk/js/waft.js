@@ -25,7 +25,7 @@
 
 // componentize-js finds an import by its full name, version included: these
 // name the `waft:lambda` version of `wit/lambda.wit`, which the runtime's
-// tests/contract.rs checks.
+// tests/runtime/contract.rs checks.
 import { beat } from "waft:lambda/heartbeat@0.2.3";
 import { log as hostLog } from "waft:lambda/log@0.2.3";
 import {

@@ -4,9 +4,11 @@
 //! limit, and the process's peak resident memory (`VmHWM`) grows by less
 //! than twice `max_memory`.
 //!
-//! A test binary of its own, with one test: the peak is the whole
-//! process's, so nothing else may run beside it.
+//! A test binary of its own, with one test, outside `tests/runtime/`: it
+//! reads the process's own peak memory (`/proc/self/status`), which
+//! anything running beside it would raise.
 
+#[path = "runtime/support/mod.rs"]
 mod support;
 
 use support::lambda_around;

@@ -1,7 +1,12 @@
 //! Guests on threads of their own: the same outcomes as on the caller's
 //! runtime, at a lower priority; an instance stops at its fence while its
 //! caller is stuck; compiling leaves the caller's runtime free.
+//!
+//! A test binary of its own, outside `tests/runtime/`: it reads the nice
+//! values of the process's own threads (`/proc/self/task`) by their names,
+//! which the guest threads of runtimes in other tests would share.
 
+#[path = "runtime/support/mod.rs"]
 mod support;
 
 use std::sync::Arc;

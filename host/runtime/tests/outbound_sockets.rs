@@ -3,9 +3,11 @@
 //! descriptors it needs for its own connections, and a request over the
 //! bound is refused with a line in the task's log.
 //!
-//! A test binary of its own, with one test: it counts the descriptors the
-//! whole process holds, so nothing else may run beside it.
+//! A test binary of its own, with one test, outside `tests/runtime/`: it
+//! counts the file descriptors the whole process holds (`/proc/self/fd`),
+//! so nothing else may run beside it.
 
+#[path = "runtime/support/mod.rs"]
 mod support;
 
 use std::sync::Arc;

@@ -1,7 +1,7 @@
 //! `script`: a lambda that runs the program its payload holds, one step
 //! after another, for the durable journal's generated test
-//! (`host/services/tests/journal_model.rs`), which runs the same program
-//! through a reference model of the journal's rules.
+//! (`host/services/tests/services/journal_model.rs`), which runs the same
+//! program through a reference model of the journal's rules.
 //!
 //! The payload is `{"url": "http://…", "steps": [...]}`; a step is one of
 //! - `{"post": "TAG"}`: a POST to `URL/TAG`, alone;
