@@ -27,7 +27,18 @@ async fn prepare(path: Option<&str>, tool: &str) -> Option<PreparedLambda> {
         eprintln!("skipping: {tool} is not installed (run scripts/setup)");
         return None;
     };
-    let runtime = Runtime::new(RuntimeConfig::default()).unwrap();
+    // The module's tests share one compile cache, kept between runs: these
+    // components are large, and compiling each for every test was most of
+    // what the module cost. One prepares at a time, so that a component is
+    // compiled once and the tests after it load it (wasmtime compiles on
+    // every core anyway).
+    static PREPARING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    let _one_at_a_time = PREPARING.lock().await;
+    let config = RuntimeConfig {
+        cache_dir: Some(std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("compiled-samples")),
+        ..RuntimeConfig::default()
+    };
+    let runtime = Runtime::new(config).unwrap();
     let lambda = runtime
         .prepare(&std::fs::read(path).unwrap())
         .await
