@@ -138,72 +138,69 @@ fn main() -> ExitCode {
     trials.push(distributed.trial(&runtime, name, scenario));
     let [(name, scenario)] = scenarios![page_and_grpc_web];
     trials.push(dev.trial(&runtime, name, scenario));
-    trials.push(Trial::test(
+    trials.push(timed(
         "serve_refuses_an_incomplete_or_unsafe_configuration_before_binding",
         || {
             standalone::serve_refuses_an_incomplete_or_unsafe_configuration_before_binding();
-            Ok(())
+            Ok(Completion::Completed)
         },
     ));
-    trials.push(Trial::test("tls_when_a_certificate_is_configured", || {
+    trials.push(timed("tls_when_a_certificate_is_configured", || {
         standalone::tls_when_a_certificate_is_configured();
-        Ok(())
+        Ok(Completion::Completed)
     }));
     let on = runtime.clone();
-    trials.push(Trial::test(
+    trials.push(timed(
         "missed_occurrences_are_caught_up_or_skipped_after_downtime",
         move || {
             on.block_on(standalone::missed_occurrences_are_caught_up_or_skipped_after_downtime());
-            Ok(())
+            Ok(Completion::Completed)
         },
     ));
 
     let on = runtime.clone();
-    trials.push(Trial::ignorable_test(
+    trials.push(timed(
         "an_idle_controller_leaves_the_queues_alone",
         move || distributed_ran(on.block_on(idle::an_idle_controller_leaves_the_queues_alone())),
     ));
     let on = runtime.clone();
-    trials.push(Trial::test(
-        "every_deploy_is_seen_at_once_in_dev",
-        move || {
-            on.block_on(deploys::every_deploy_is_seen_at_once_in_dev());
-            Ok(())
-        },
-    ));
+    trials.push(timed("every_deploy_is_seen_at_once_in_dev", move || {
+        on.block_on(deploys::every_deploy_is_seen_at_once_in_dev());
+        Ok(Completion::Completed)
+    }));
     let on = runtime.clone();
-    trials.push(Trial::ignorable_test(
+    trials.push(timed(
         "every_deploy_is_seen_at_once_across_processes",
         move || {
             distributed_ran(on.block_on(deploys::every_deploy_is_seen_at_once_across_processes()))
         },
     ));
     let on = runtime.clone();
-    trials.push(Trial::test("a_tasks_path_is_one_trace_in_dev", move || {
+    trials.push(timed("a_tasks_path_is_one_trace_in_dev", move || {
         on.block_on(traces::a_tasks_path_is_one_trace_in_dev());
-        Ok(())
+        Ok(Completion::Completed)
     }));
     let on = runtime.clone();
-    trials.push(Trial::ignorable_test(
+    trials.push(timed(
         "a_tasks_path_is_one_trace_across_processes",
         move || distributed_ran(on.block_on(traces::a_tasks_path_is_one_trace_across_processes())),
     ));
     let on = runtime.clone();
-    trials.push(Trial::test(
+    trials.push(timed(
         "a_small_executor_holds_a_thousand_sleepers_and_runs_new_tasks_at_once",
         move || {
             on.block_on(
                 waits::a_small_executor_holds_a_thousand_sleepers_and_runs_new_tasks_at_once(),
             );
-            Ok(())
+            Ok(Completion::Completed)
         },
     ));
     let on = runtime.clone();
-    trials.push(Trial::test(
+    trials.push(timed(
         "a_kill_while_tasks_are_suspended_changes_nothing",
         move || {
             on.block_on(waits::a_kill_while_tasks_are_suspended_changes_nothing());
-            Ok(())
+            Ok(Completion::Completed)
         },
     ));
 
@@ -214,6 +211,21 @@ fn main() -> ExitCode {
         distributed.stop().await;
     });
     conclusion.exit_code()
+}
+
+/// A trial that says how long it took, so that a run's log shows where its
+/// time went.
+fn timed(
+    name: impl Into<String>,
+    run: impl FnOnce() -> Result<Completion, Failed> + Send + 'static,
+) -> Trial {
+    let name = name.into();
+    Trial::ignorable_test(name.clone(), move || {
+        let started = std::time::Instant::now();
+        let result = run();
+        eprintln!("{name}: {:.1} s", started.elapsed().as_secs_f64());
+        result
+    })
 }
 
 /// The end of a test that needs the distributed mode and says whether it
@@ -296,7 +308,7 @@ impl Installation {
 
     fn trial(self: &Arc<Self>, runtime: &Arc<Runtime>, name: &str, scenario: Scenario) -> Trial {
         let (installation, runtime) = (self.clone(), runtime.clone());
-        Trial::ignorable_test(format!("{}::{name}", self.mode.name()), move || {
+        timed(format!("{}::{name}", self.mode.name()), move || {
             runtime.block_on(installation.run(scenario))
         })
     }

@@ -53,12 +53,19 @@ fn main() {
         ])
         .arg(&target_dir);
     // The outer build's settings (flags for the host target, clippy as a
-    // wrapper, a target dir) must not leak into the wasm build.
+    // wrapper, a target dir) must not leak into the wasm build — but for
+    // clippy when WAFT_CLIPPY_SAMPLES asks for it: CI lints the samples in
+    // this build rather than in a check of their own (.ci/run).
+    println!("cargo:rerun-if-env-changed=WAFT_CLIPPY_SAMPLES");
+    let lint = env::var_os("WAFT_CLIPPY_SAMPLES").is_some_and(|v| v == "1");
+    if !lint {
+        command.env_remove("RUSTC_WORKSPACE_WRAPPER");
+        command.env_remove("CLIPPY_ARGS");
+    }
     for var in [
         "CARGO_ENCODED_RUSTFLAGS",
         "RUSTFLAGS",
         "RUSTC_WRAPPER",
-        "RUSTC_WORKSPACE_WRAPPER",
         "CARGO_TARGET_DIR",
         "CARGO_BUILD_TARGET",
         "CARGO_MAKEFLAGS",

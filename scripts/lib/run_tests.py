@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""Runs the workspace's test binaries side by side, as `cargo test` would
+one after another.
+
+Most of Waft's integration tests wait: for a heartbeat to lapse, a lease to
+expire, a cluster to start. `cargo test` runs one binary at a time, so the
+machine idles through those waits; this runs WAFT_TEST_JOBS binaries at
+once (three by default), the longest known first, with the environment and
+working directory cargo gives each, and the doc tests beside them.
+
+    run_tests.py [CARGO ARGS] [-- TEST ARGS]
+
+Each binary's output is kept and printed whole when it ends, never
+interleaved; a summary of every binary's wall time ends the run, and the
+exit status is non-zero when any binary failed.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+# The binaries that take longest, started first so that they do not end
+# the run alone (names as `cargo test` reports them: package/target).
+LONGEST = [
+    "waft-cli/pipeline",
+    "waft-runtime/runtime",
+    "waft-cli/hostile",
+    "waft-cli/chaos",
+    "waft-services/services",
+    "waft-cli/upgrade",
+    "waft-cli/faults",
+    "waft-cli/dashboard",
+    "waft-store/conformance",
+    "waft-api/api",
+]
+
+print_lock = threading.Lock()
+
+
+def say(text):
+    with print_lock:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+
+
+def split_args(argv):
+    if "--" in argv:
+        at = argv.index("--")
+        return argv[:at], argv[at + 1 :]
+    return argv, []
+
+
+def build(cargo_args):
+    """Builds every test binary; returns them as (name, path, package dir,
+    package name, version)."""
+    command = ["cargo", "test", "--no-run", "--message-format=json-render-diagnostics"]
+    process = subprocess.run(command + cargo_args, stdout=subprocess.PIPE, text=True)
+    if process.returncode != 0:
+        sys.exit(process.returncode)
+    binaries = []
+    for line in process.stdout.splitlines():
+        message = json.loads(line)
+        if message.get("reason") != "compiler-artifact":
+            continue
+        if not message["profile"]["test"] or not message.get("executable"):
+            continue
+        package_id = message["package_id"]
+        manifest = message["manifest_path"]
+        package = package_name(package_id, manifest)
+        kind = message["target"]["kind"][0]
+        target = message["target"]["name"]
+        name = f"{package}/{target}" if kind != "lib" else f"{package} (unit)"
+        binaries.append((name, message["executable"], os.path.dirname(manifest), package))
+    return binaries
+
+
+def package_name(package_id, manifest):
+    # "path+file:///…/host/cli#waft-cli@0.1.0", or an older "name 0.1.0 (…)".
+    if "#" in package_id:
+        tail = package_id.rsplit("#", 1)[1]
+        return tail.split("@", 1)[0] if "@" in tail else os.path.basename(os.path.dirname(manifest))
+    return package_id.split(" ", 1)[0]
+
+
+def order(binaries):
+    rank = {name: i for i, name in enumerate(LONGEST)}
+    return sorted(binaries, key=lambda b: (rank.get(b[0], len(LONGEST)), b[0]))
+
+
+def run(job, test_args):
+    name, executable, directory, package = job
+    env = dict(os.environ)
+    env["CARGO_MANIFEST_DIR"] = directory
+    env["CARGO_PKG_NAME"] = package
+    with tempfile.TemporaryFile(mode="w+") as log:
+        started = time.monotonic()
+        code = subprocess.run(
+            [executable] + test_args, cwd=directory, env=env, stdout=log, stderr=subprocess.STDOUT
+        ).returncode
+        took = time.monotonic() - started
+        log.seek(0)
+        output = log.read()
+    status = "ok" if code == 0 else f"FAILED ({code})"
+    say(f"\n==== {name}: {status} in {took:.0f} s ({executable})\n{output}")
+    return name, code, took
+
+
+def doc_tests(cargo_args, test_args):
+    started = time.monotonic()
+    process = subprocess.run(
+        ["cargo", "test", "--doc"] + cargo_args + ["--"] + test_args,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    took = time.monotonic() - started
+    status = "ok" if process.returncode == 0 else f"FAILED ({process.returncode})"
+    say(f"\n==== doc tests: {status} in {took:.0f} s\n{process.stdout}")
+    return "doc tests", process.returncode, took
+
+
+def main():
+    cargo_args, test_args = split_args(sys.argv[1:])
+    binaries = order(build(cargo_args))
+    jobs = int(os.environ.get("WAFT_TEST_JOBS", "3"))
+    started = time.monotonic()
+    # Doc tests too, unless the arguments chose some targets alone.
+    chosen = {"--lib", "--bin", "--bins", "--test", "--tests", "--example", "--examples", "--bench"}
+    with_docs = not any(arg.split("=")[0] in chosen for arg in cargo_args)
+    with ThreadPoolExecutor(max_workers=max(jobs, 1)) as pool:
+        futures = [pool.submit(run, job, test_args) for job in binaries]
+        if with_docs:
+            futures.append(pool.submit(doc_tests, cargo_args, test_args))
+        results = [f.result() for f in futures]
+    wall = time.monotonic() - started
+    failed = [name for name, code, _ in results if code != 0]
+    say(f"\n==== {len(results)} test binaries, {jobs} at a time, in {wall:.0f} s\n")
+    for name, code, took in sorted(results, key=lambda r: -r[2]):
+        say(f"{took:7.0f} s  {'ok    ' if code == 0 else 'FAILED'}  {name}\n")
+    if failed:
+        say(f"\nfailed: {', '.join(failed)}\n")
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
