@@ -8,8 +8,17 @@
 //! epoch callback makes a running guest yield at every tick, so the call
 //! future is polled often enough for a deadline or a kill to stop a guest
 //! that is waiting in a host call as well as one spinning in WebAssembly.
+//!
+//! This file holds what a run is given (the task, its sandbox) and the run
+//! itself: the instance called, and a restart when a lambda deployed to
+//! restart diverges from its journal. The store every run builds, with the
+//! state host calls work on and the epoch callback that stops it, is
+//! `run/store.rs`; what the end of a run means as an [`Outcome`],
+//! `run/verdict.rs`.
 
-use std::collections::{BTreeMap, BTreeSet};
+mod store;
+mod verdict;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -17,20 +26,14 @@ use tokio::time::sleep_until;
 use tracing::Instrument as _;
 use waft_core::model::JournalEntry;
 use waft_core::{Grants, Limits, OnDivergence};
-use wasmtime::component::ResourceTable;
-use wasmtime::{Store, Trap, UpdateDeadline};
-use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
-use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
-use crate::capabilities::Taken;
 use crate::contract::current::wit::types as wit_types;
-use crate::durable::{Halt, Journal, MonotonicClock, Waits};
-use crate::lambda::error_chain;
-use crate::limiter::{MAX_HOST_RESOURCES, StoreLimiter};
+use crate::durable::{Halt, Journal};
 use crate::log::{LogSink, LogSource};
-use crate::outbound::Outbound;
 use crate::redact::Redactor;
-use crate::{Execution, KillSwitch, Limit, Outcome, PreparedLambda, Runtime, TaskHost};
+use crate::{Execution, KillSwitch, Outcome, PreparedLambda, TaskHost};
+pub(crate) use store::{HostState, Stop, new_store};
+use verdict::{answered, halted, redact, stopped, trapped};
 
 /// The task handed to a lambda.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,96 +81,6 @@ impl From<Limits> for Sandbox {
         Self {
             limits,
             ..Self::default()
-        }
-    }
-}
-
-/// Why the host stopped an instance that was still running.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Stop {
-    Deadline,
-    Killed,
-    /// The journal stopped it: a divergence, or a journal full.
-    Journal,
-}
-
-/// The data of one task's store.
-pub(crate) struct HostState {
-    wasi: WasiCtx,
-    http: WasiHttpCtx,
-    outbound: Outbound,
-    /// What `wasi:config` serves: the lambda's variables and secrets.
-    pub(crate) config: BTreeMap<String, String>,
-    /// Which of them are secrets: the journal keeps their names only.
-    pub(crate) secret_names: BTreeSet<String>,
-    /// Children asked for so far, replayed ones included.
-    pub(crate) children: u32,
-    /// Signals taken so far, by name, replayed ones included.
-    pub(crate) taken: Taken,
-    pub(crate) limiter: StoreLimiter,
-    pub(crate) log: LogSink,
-    /// The execution's secrets, to keep out of what its host calls carry
-    /// (a heartbeat's note).
-    pub(crate) redactor: Arc<Redactor>,
-    pub(crate) host: Arc<dyn TaskHost>,
-    /// The task's journal: what this execution replays and records.
-    pub(crate) journal: Journal,
-    /// The epoch ticks while this store lives: its deadline and kill switch
-    /// are checked at every tick.
-    _ticking: crate::engine::Ticking,
-    /// The monotonic clock the lambda reads, past what it replayed.
-    pub(crate) monotonic: MonotonicClock,
-    /// The lambda's waits on its timers, by pollable, and when it may be
-    /// suspended in them (see the `durable` module's `poll`).
-    pub(crate) waits: Waits,
-    pub(crate) table: ResourceTable,
-    kill: KillSwitch,
-    deadline: Instant,
-    pub(crate) stopped: Option<Stop>,
-}
-
-impl WasiView for HostState {
-    fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView {
-            ctx: &mut self.wasi,
-            table: &mut self.table,
-        }
-    }
-}
-
-impl WasiHttpView for HostState {
-    fn http(&mut self) -> WasiHttpCtxView<'_> {
-        WasiHttpCtxView {
-            ctx: &mut self.http,
-            table: &mut self.table,
-            hooks: &mut self.outbound,
-        }
-    }
-}
-
-impl HostState {
-    /// Every host call of a stopped execution fails (and traps the guest),
-    /// as does every call after the journal stopped it.
-    pub(crate) fn ensure_running(&self) -> wasmtime::Result<()> {
-        if let Some(reason) = self.kill.reason() {
-            return Err(wasmtime::Error::msg(format!("execution stopped: {reason}")));
-        }
-        if let Some(halt) = self.journal.halt() {
-            return Err(halt.into());
-        }
-        Ok(())
-    }
-
-    /// A wait of `duration` in the instance, inside a host call; cut
-    /// short when the execution is stopped (the deadline ends the whole
-    /// run).
-    pub(crate) fn pause(&self, duration: Duration) -> impl Future<Output = ()> + Send + 'static {
-        let kill = self.kill.clone();
-        async move {
-            tokio::select! {
-                () = kill.killed() => {}
-                () = tokio::time::sleep(duration) => {}
-            }
         }
     }
 }
@@ -356,245 +269,6 @@ impl PreparedLambda {
             journal_end,
         }
     }
-}
-
-/// The outcome of an execution its journal stopped.
-fn halted(halt: Halt) -> Outcome {
-    match halt {
-        Halt::Diverged(message) => Outcome::Diverged { message },
-        halt @ Halt::Ended { .. } => Outcome::Killed {
-            reason: halt.to_string(),
-        },
-        Halt::Full(detail) => Outcome::LimitExceeded {
-            limit: Limit::Journal,
-            detail,
-        },
-    }
-}
-
-/// The outcome without the secrets' values.
-fn redact(outcome: Outcome, redactor: &Redactor) -> Outcome {
-    match outcome {
-        Outcome::Success { output } => Outcome::Success {
-            output: output.map(|bytes| redactor.bytes(bytes)),
-        },
-        Outcome::Retriable {
-            message,
-            retry_after,
-        } => Outcome::Retriable {
-            message: redactor.text(message),
-            retry_after,
-        },
-        Outcome::Fatal { message } => Outcome::Fatal {
-            message: redactor.text(message),
-        },
-        Outcome::Trapped { message } => Outcome::Trapped {
-            message: redactor.text(message),
-        },
-        other @ (Outcome::LimitExceeded { .. }
-        | Outcome::Killed { .. }
-        | Outcome::HostError { .. }
-        | Outcome::Diverged { .. }
-        | Outcome::Suspended { .. }) => other,
-    }
-}
-
-/// A store for one execution, its limits set, and the fuel it was given.
-pub(crate) fn new_store(
-    runtime: &Runtime,
-    sandbox: &Sandbox,
-    deadline: Instant,
-    log: LogSink,
-    host: Arc<dyn TaskHost>,
-    journal: Journal,
-    kill: &KillSwitch,
-) -> (Store<HostState>, u64) {
-    let runtime = &runtime.inner;
-    let limits = &sandbox.limits;
-    let wasi = WasiCtxBuilder::new()
-        .stdout(log.stream(LogSource::Stdout))
-        .stderr(log.stream(LogSource::Stderr))
-        .allow_tcp(false)
-        .allow_udp(false)
-        .allow_ip_name_lookup(false)
-        .build();
-    let mut store = Store::new(
-        &runtime.engine,
-        HostState {
-            wasi,
-            http: WasiHttpCtx::new(),
-            config: sandbox
-                .grants
-                .env
-                .iter()
-                .chain(sandbox.secrets.iter().map(|(k, v)| (k, v)))
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect(),
-            secret_names: sandbox.secrets.iter().map(|(k, _)| k.clone()).collect(),
-            children: 0,
-            taken: Taken::default(),
-            outbound: Outbound::new(
-                sandbox.grants.clone(),
-                runtime.tls.clone(),
-                runtime.connections.clone(),
-                kill.clone(),
-                log.clone(),
-                deadline,
-                journal.clone(),
-            ),
-            table: host_resources(),
-            limiter: StoreLimiter::new(limits.max_memory),
-            log,
-            redactor: Arc::default(),
-            host,
-            journal,
-            monotonic: MonotonicClock::new(),
-            waits: Waits::new(sandbox.suspend_after),
-            kill: kill.clone(),
-            deadline,
-            stopped: None,
-            _ticking: runtime.ticker.hold(),
-        },
-    );
-    store.limiter(|state| &mut state.limiter);
-    // The handles that name the host resources: as many as the table holds.
-    store.set_max_component_handles(MAX_HOST_RESOURCES);
-    let fuel = limits.fuel.unwrap_or(u64::MAX);
-    if runtime.fuel {
-        // Only fails when the engine does not meter fuel, checked just above.
-        let _ = store.set_fuel(fuel);
-    }
-    store.set_epoch_deadline(1);
-    store.epoch_deadline_callback(|mut context| {
-        let state = context.data_mut();
-        if state.kill.is_killed() {
-            state.stopped = Some(Stop::Killed);
-            return Ok(UpdateDeadline::Interrupt);
-        }
-        if Instant::now() >= state.deadline {
-            state.stopped = Some(Stop::Deadline);
-            return Ok(UpdateDeadline::Interrupt);
-        }
-        if state.journal.halt().is_some() {
-            state.stopped = Some(Stop::Journal);
-            return Ok(UpdateDeadline::Interrupt);
-        }
-        Ok(UpdateDeadline::Yield(1))
-    });
-    (store, fuel)
-}
-
-/// The table of a store's host resources, capped.
-fn host_resources() -> ResourceTable {
-    let mut table = ResourceTable::new();
-    table.set_max_capacity(MAX_HOST_RESOURCES);
-    table
-}
-
-fn stopped(stop: Stop, kill: &KillSwitch, limits: &Limits) -> Outcome {
-    match stop {
-        Stop::Killed => Outcome::Killed {
-            reason: kill.reason().unwrap_or("killed").to_owned(),
-        },
-        Stop::Deadline => Outcome::LimitExceeded {
-            limit: Limit::Deadline,
-            detail: format!("still running after the timeout of {:?}", limits.timeout),
-        },
-        // Its halt is the outcome; this is what is left when it cannot be read.
-        Stop::Journal => Outcome::Trapped {
-            message: "stopped by its journal".into(),
-        },
-    }
-}
-
-/// The lambda's own answer, checked against the output limit.
-fn answered(outcome: wit_types::Outcome, limits: &Limits) -> Outcome {
-    let max = limits.max_output.as_usize();
-    match outcome {
-        wit_types::Outcome::Success(output) => match output {
-            Some(bytes) if bytes.len() > max => Outcome::LimitExceeded {
-                limit: Limit::Output,
-                detail: format!(
-                    "output of {} bytes is over the limit of {}",
-                    bytes.len(),
-                    limits.max_output
-                ),
-            },
-            output => Outcome::Success { output },
-        },
-        wit_types::Outcome::Retriable(failure) => Outcome::Retriable {
-            message: truncate(failure.message, max),
-            retry_after: failure.retry_after_ms.map(Duration::from_millis),
-        },
-        wit_types::Outcome::Fatal(message) => Outcome::Fatal {
-            message: truncate(message, max),
-        },
-    }
-}
-
-/// What an instance that returned an error (a trap, or a failed
-/// instantiation) ran into. The host's own records come first: a trap's code
-/// says how the guest died, not why.
-fn trapped(
-    error: &wasmtime::Error,
-    state: &HostState,
-    kill: &KillSwitch,
-    limits: &Limits,
-) -> Outcome {
-    if let Some(stop) = state.stopped {
-        return stopped(stop, kill, limits);
-    }
-    if kill.is_killed() {
-        return stopped(Stop::Killed, kill, limits);
-    }
-    if let Some(detail) = state.limiter.breach(error) {
-        return Outcome::LimitExceeded {
-            limit: Limit::Memory,
-            detail,
-        };
-    }
-    match error.downcast_ref::<Trap>() {
-        Some(Trap::OutOfFuel) => Outcome::LimitExceeded {
-            limit: Limit::Fuel,
-            detail: format!(
-                "burnt all {} units of fuel",
-                limits
-                    .fuel
-                    .map_or("available".to_owned(), |f| f.to_string())
-            ),
-        },
-        // The trap itself says what happened; the wasm backtrace that
-        // wraps it names only anonymous functions of a stripped binary.
-        Some(trap) => Outcome::Trapped {
-            message: trap.to_string(),
-        },
-        // Not a trap: the host failed to set the instance up.
-        None if is_allocation_failure(error) => Outcome::HostError {
-            message: error_chain(error),
-        },
-        None => Outcome::Trapped {
-            message: error_chain(error),
-        },
-    }
-}
-
-/// Every pooling slot is taken: the host is full, the task is not at fault.
-fn is_allocation_failure(error: &wasmtime::Error) -> bool {
-    error
-        .downcast_ref::<wasmtime::PoolConcurrencyLimitError>()
-        .is_some()
-}
-
-fn truncate(mut text: String, max: usize) -> String {
-    if text.len() > max {
-        let mut end = max;
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        text.truncate(end);
-        text.push('…');
-    }
-    text
 }
 
 fn unix_millis(at: SystemTime) -> i64 {

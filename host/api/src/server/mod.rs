@@ -18,7 +18,7 @@
 //! clients accept; the roles cut what they send to fit (`waft_services`'
 //! batches).
 //!
-//! One adapter a role: `frontend.rs` (which hands each call to the
+//! One adapter a role: `frontend/` (which hands each call to the
 //! Frontend acting for its caller: the Frontend checks the caller's
 //! rights), `controller.rs`, `hsc.rs`.
 

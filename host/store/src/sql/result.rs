@@ -1,27 +1,37 @@
 //! Results: a batch of executions' ends, each a guarded update that a
 //! stale lease cannot pass; the journal writes they carry, the attempts
 //! they ended, and the continuations of the successes.
+//!
+//! This file holds the batch: how its results are sorted by what they
+//! need, the journal writes applied ahead of them, and the answers in the
+//! results' places. Each kind of end is a module of its own, since each
+//! is its own statements and its own race with a stale lease:
+//! `finals.rs` (successes and fatal failures, and the successes'
+//! continuations), `retries.rs` (retriable failures, planned from their
+//! tasks' attempts and backoff) and `suspensions.rs` (executions that
+//! ended in a wait).
 
-use std::collections::{HashMap, HashSet};
+mod finals;
+mod retries;
+mod suspensions;
 
-use serde::Serialize;
-use sqlx::FromRow;
+use std::collections::HashSet;
+
 use waft_core::TaskStatus;
-use waft_core::machine;
 
+use super::Connection;
 use super::attempt::{self, Ended};
+use super::fan_in;
 use super::journal;
 use super::lease::lease_refusal;
-use super::{Connection, DIALECT};
-use super::{fan_in, signal};
-use crate::names::status::{RUNNING, SUCCESS, SUSPENDED};
-use crate::rows;
-use crate::rules::{Origin, RetryPlan, check_journal_write};
-use crate::support::{batch_json, sql, text_in};
+use crate::rules::check_journal_write;
 use crate::{
-    AttemptOutcome, JournalWrite, Millis, NewTask, Refusal, Result, ResultOutcome, ResultRecorded,
+    AttemptOutcome, JournalWrite, Millis, Refusal, Result, ResultOutcome, ResultRecorded,
     StoreError, TaskResult, TaskSetResultMany, Wait,
 };
+use finals::end_finals;
+use retries::{apply_retries, plan_retries};
+use suspensions::suspend;
 
 /// Records a batch of results. Successes and fatal failures end their
 /// tasks in one guarded update; a retriable failure first reads its task's
@@ -106,102 +116,6 @@ struct Suspension {
     ending: Ending,
     until: Millis,
     wait: Wait,
-}
-
-/// A retriable failure whose next status is decided, before the update
-/// that must still find the task under its lease.
-struct Planned {
-    ending: Ending,
-    error: String,
-    plan: RetryPlan,
-}
-
-/// A success or fatal failure as the update of [`end_finals`] reads it
-/// (the field names are its JSON keys), text kept escaped.
-#[derive(Serialize)]
-struct FinalRow<'a> {
-    id: std::borrow::Cow<'a, str>,
-    lease: i64,
-    status: &'static str,
-    /// Hex: the statement decodes it.
-    output: Option<String>,
-    error: Option<std::borrow::Cow<'a, str>>,
-    log: Option<std::borrow::Cow<'a, str>>,
-}
-
-impl<'a> FinalRow<'a> {
-    fn new(f: &'a Final) -> Self {
-        Self {
-            id: text_in(&f.ending.id),
-            lease: f.ending.lease,
-            status: f.status.as_str(),
-            output: f.output.as_ref().map(hex::encode),
-            error: f.error.as_deref().map(text_in),
-            log: f.ending.log.as_deref().map(text_in),
-        }
-    }
-}
-
-/// A planned retry as the update of [`apply_retries`] reads it (the field
-/// names are its JSON keys).
-#[derive(Serialize)]
-struct RetryRow<'a> {
-    id: &'a str,
-    lease: i64,
-    status: &'static str,
-    error: std::borrow::Cow<'a, str>,
-    log: Option<std::borrow::Cow<'a, str>>,
-    next: Option<Millis>,
-    finished: Option<Millis>,
-}
-
-impl<'a> RetryRow<'a> {
-    fn new(p: &'a Planned) -> Self {
-        Self {
-            id: &p.ending.id,
-            lease: p.ending.lease,
-            status: p.plan.status.as_str(),
-            error: text_in(&p.error),
-            log: p.ending.log.as_deref().map(text_in),
-            next: p.plan.next_trigger_at,
-            finished: p.plan.finished_at,
-        }
-    }
-}
-
-/// A task [`end_finals`] ended; a success's continuation and output
-/// when it has one.
-#[derive(sqlx::FromRow)]
-struct EndedTask {
-    id: String,
-    lambda: String,
-    parent_id: Option<String>,
-    continuation: Option<String>,
-    next_payload: Option<Vec<u8>>,
-    /// The trace a continuation joins: its parent's.
-    next_traceparent: Option<String>,
-    next_tracestate: Option<String>,
-}
-
-/// What a retriable failure's plan needs of its task and of the version
-/// it runs.
-#[derive(FromRow)]
-struct RetryFacts {
-    status: String,
-    lease_token: i64,
-    attempt: i64,
-    max_attempts: i64,
-    backoff_base_ms: i64,
-    backoff_factor: f64,
-    backoff_max_ms: i64,
-}
-
-/// A task that succeeded with a continuation (JSON) to create.
-struct Succeeded {
-    id: String,
-    continuation: String,
-    output: Option<Vec<u8>>,
-    trace: Option<waft_core::TraceContext>,
 }
 
 /// A batch's results by what they need.
@@ -340,296 +254,6 @@ async fn write_journals(
     for (id, lease, write) in writes {
         // A refusal is the result's to answer.
         let _refused = journal::apply(&mut *tx, &id, lease, None, &write).await?;
-    }
-    Ok(())
-}
-
-/// Ends the successes and fatal failures in one guarded update (they
-/// need nothing from their tasks), and creates the successes'
-/// continuations.
-async fn end_finals(
-    tx: &mut Connection,
-    finals: Vec<Final>,
-    now: Millis,
-    batch: &mut Batch,
-) -> Result<()> {
-    if finals.is_empty() {
-        return Ok(());
-    }
-    let rows: Vec<_> = finals.iter().map(FinalRow::new).collect();
-    // A success with a continuation also answers what the next task
-    // needs, so tasks without one cost no second query.
-    let rows = sqlx::query(sql(format!(
-        "UPDATE tasks SET status = r.result_status, output = {output}, \
-         last_error = r.result_error, log = r.result_log, next_trigger_at = NULL, \
-         held = FALSE, finished_at = $2 \
-         FROM (SELECT j.value->>'id' AS result_id, \
-            CAST(j.value->>'lease' AS BIGINT) AS result_lease, \
-            j.value->>'status' AS result_status, j.value->>'output' AS result_output, \
-            j.value->>'error' AS result_error, j.value->>'log' AS result_log \
-            FROM {rows}) AS r \
-         WHERE tasks.id = r.result_id AND tasks.lease_token = r.result_lease \
-         AND (tasks.status IN {RUNNING}) IS TRUE \
-         RETURNING id, lambda, parent_id, \
-         CASE WHEN status = {SUCCESS} THEN continuation END AS continuation, \
-         CASE WHEN status = {SUCCESS} AND continuation IS NOT NULL THEN output END AS next_payload, \
-         CASE WHEN status = {SUCCESS} AND continuation IS NOT NULL THEN traceparent END \
-            AS next_traceparent, \
-         CASE WHEN status = {SUCCESS} AND continuation IS NOT NULL THEN tracestate END \
-            AS next_tracestate",
-        output = DIALECT.unhex("r.result_output"),
-        rows = DIALECT.json_rows,
-    )))
-    .bind(batch_json(&rows)?)
-    .bind(now)
-    .fetch_all(&mut *tx)
-    .await?;
-    let mut continued = Vec::new();
-    let mut ended = HashMap::with_capacity(rows.len());
-    for row in &rows {
-        let row = EndedTask::from_row(row)?;
-        if let Some(parent) = row.parent_id {
-            batch.children.push((row.id.clone(), parent));
-        }
-        if let Some(continuation) = row.continuation {
-            continued.push(Succeeded {
-                id: row.id.clone(),
-                continuation,
-                output: row.next_payload,
-                trace: rows::trace(row.next_traceparent, row.next_tracestate),
-            });
-        }
-        ended.insert(row.id, row.lambda);
-    }
-    continue_successes(&mut *tx, continued, now).await?;
-    for f in finals {
-        let index = f.ending.index;
-        let Some(lambda) = ended.remove(&f.ending.id) else {
-            let refusal = lease_refusal(&mut *tx, &f.ending.id, f.ending.lease).await?;
-            batch.answer(index, Err(refusal));
-            continue;
-        };
-        batch.of_lambda(index, lambda);
-        batch.ended(f.ending, f.outcome, f.error);
-        batch.answer(index, Ok(f.status));
-    }
-    Ok(())
-}
-
-/// Suspends the tasks whose executions ended in a wait, each in an update
-/// guarded like the others: the task waits, holding no lease, until its
-/// wait is over (its due time and trigger), and the attempt its execution
-/// took is given back ([`machine`]'s `Suspend`).
-async fn suspend(
-    tx: &mut Connection,
-    suspensions: Vec<Suspension>,
-    now: Millis,
-    batch: &mut Batch,
-) -> Result<()> {
-    for Suspension {
-        ending,
-        until,
-        wait,
-    } in suspensions
-    {
-        let signal = match &wait {
-            Wait::Timer | Wait::Children { .. } => None,
-            Wait::Signal { name, .. } => Some(text_in(name)),
-        };
-        let suspended: Option<String> = sqlx::query_scalar(sql(format!(
-            "UPDATE tasks SET status = {SUSPENDED}, \
-             attempt = CASE WHEN attempt > 0 THEN attempt - 1 ELSE 0 END, \
-             due_at = $3, next_trigger_at = $3, held = FALSE, log = $4, \
-             wait_kind = $5, wait_signal = $6 \
-             WHERE id = $1 AND lease_token = $2 AND (status IN {RUNNING}) IS TRUE \
-             RETURNING lambda"
-        )))
-        .bind(text_in(&ending.id))
-        .bind(ending.lease)
-        .bind(until)
-        .bind(ending.log.as_deref().map(text_in))
-        .bind(wait.kind())
-        .bind(signal)
-        .fetch_optional(&mut *tx)
-        .await?;
-        let index = ending.index;
-        let Some(lambda) = suspended else {
-            let refusal = lease_refusal(&mut *tx, &ending.id, ending.lease).await?;
-            batch.answer(index, Err(refusal));
-            continue;
-        };
-        batch.of_lambda(index, lambda);
-        // A signal sent while the execution ran, after its last look: the
-        // row lock the update took orders this against every send.
-        match &wait {
-            Wait::Timer => {}
-            Wait::Signal { name, taken } => {
-                signal::woken_by_a_kept_signal(&mut *tx, &ending.id, name, *taken, now).await?;
-            }
-            // Children that ended while the execution ran, after its last
-            // look, are not awaited (and wake it when none is left).
-            Wait::Children { ids } => {
-                fan_in::await_children(&mut *tx, &ending.id, ids, now).await?;
-            }
-        }
-        batch.ended(ending, AttemptOutcome::Suspended, None);
-        batch.answer(index, Ok(TaskStatus::Suspended));
-    }
-    Ok(())
-}
-
-/// Decides each retriable failure's next status from its task's attempts
-/// and the backoff of the version the task runs (its journal's, else the
-/// pinned one, else the current one). A task gone, under another lease or
-/// no longer running is answered here; the rest are planned.
-async fn plan_retries(
-    tx: &mut Connection,
-    retries: Vec<Retry>,
-    now: Millis,
-    batch: &mut Batch,
-) -> Result<Vec<Planned>> {
-    let mut planned = Vec::with_capacity(retries.len());
-    for retry in retries {
-        let index = retry.ending.index;
-        let row: Option<RetryFacts> = sqlx::query_as(
-            "SELECT t.status, t.lease_token, t.attempt, t.max_attempts, \
-             v.backoff_base_ms, v.backoff_factor, v.backoff_max_ms FROM tasks t \
-             JOIN lambdas l ON l.name = t.lambda \
-             JOIN lambda_versions v ON v.lambda = l.name \
-                AND v.version = COALESCE(t.journal_version, t.version, l.current_version) \
-             WHERE t.id = $1",
-        )
-        .bind(text_in(&retry.ending.id))
-        .fetch_optional(&mut *tx)
-        .await?;
-        let Some(row) = row else {
-            batch.answer(index, Err(Refusal::NotFound));
-            continue;
-        };
-        let status = rows::task_status(row.status)?;
-        let current = row.lease_token;
-        if current != retry.ending.lease {
-            batch.answer(index, Err(Refusal::StaleLease { current }));
-            continue;
-        }
-        if !machine::RUNNING.contains(status) {
-            batch.answer(index, Err(Refusal::WrongState(status)));
-            continue;
-        }
-        let plan = RetryPlan::decide(
-            row.attempt,
-            row.max_attempts,
-            &rows::backoff_of(row.backoff_base_ms, row.backoff_factor, row.backoff_max_ms)?,
-            retry.retry_after,
-            now,
-            fastrand::f64(),
-        );
-        planned.push(Planned {
-            ending: retry.ending,
-            error: retry.error,
-            plan,
-        });
-    }
-    Ok(planned)
-}
-
-/// Applies the planned retries in one update, guarded like the others: a
-/// cancel or a lapse committed since [`plan_retries`] read the task wins,
-/// and the result is refused.
-async fn apply_retries(
-    tx: &mut Connection,
-    planned: Vec<Planned>,
-    batch: &mut Batch,
-) -> Result<()> {
-    if planned.is_empty() {
-        return Ok(());
-    }
-    let updates: Vec<_> = planned.iter().map(RetryRow::new).collect();
-    let updated: Vec<(String, String, Option<String>, String)> = sqlx::query_as(sql(format!(
-        "UPDATE tasks SET status = r.result_status, last_error = r.result_error, \
-         log = r.result_log, next_trigger_at = r.result_next, due_at = COALESCE(r.result_next, due_at), \
-         held = FALSE, finished_at = r.result_finished \
-         FROM (SELECT j.value->>'id' AS result_id, \
-            CAST(j.value->>'lease' AS BIGINT) AS result_lease, \
-            j.value->>'status' AS result_status, j.value->>'error' AS result_error, \
-            j.value->>'log' AS result_log, CAST(j.value->>'next' AS BIGINT) AS result_next, \
-            CAST(j.value->>'finished' AS BIGINT) AS result_finished FROM {}) AS r \
-         WHERE tasks.id = r.result_id AND tasks.lease_token = r.result_lease \
-         AND (tasks.status IN {RUNNING}) IS TRUE RETURNING id, status, parent_id, lambda",
-        DIALECT.json_rows,
-    )))
-    .bind(batch_json(&updates)?)
-    .fetch_all(&mut *tx)
-    .await?;
-    // Those that ended (dead letters) and have a parent.
-    let dead: Vec<_> = updated
-        .iter()
-        .filter(|(_, status, parent, _)| parent.is_some() && status == TaskStatus::Dead.as_str())
-        .map(|(id, _, parent, _)| (id.clone(), parent.clone().unwrap_or_default()))
-        .collect();
-    batch.children.extend(dead);
-    let mut updated: HashMap<String, String> = updated
-        .into_iter()
-        .map(|(id, _, _, lambda)| (id, lambda))
-        .collect();
-    for p in planned {
-        let index = p.ending.index;
-        let Some(lambda) = updated.remove(&p.ending.id) else {
-            let refusal = lease_refusal(&mut *tx, &p.ending.id, p.ending.lease).await?;
-            batch.answer(index, Err(refusal));
-            continue;
-        };
-        batch.of_lambda(index, lambda);
-        batch.ended(p.ending, AttemptOutcome::Retriable, Some(p.error));
-        batch.answer(index, Ok(p.plan.status));
-    }
-    Ok(())
-}
-
-/// Creates the continuations of the tasks that just succeeded: a
-/// task of the declared lambda with the output as payload, as the
-/// succeeded task's child, at most once (its idempotency key). A
-/// continuation the store cannot create (the output over the next
-/// lambda's payload limit, a priority it no longer has) is recorded
-/// as the succeeded task's `last_error`; the success stands.
-async fn continue_successes(
-    conn: &mut Connection,
-    continued: Vec<Succeeded>,
-    now: Millis,
-) -> Result<()> {
-    for Succeeded {
-        id,
-        continuation: json,
-        output,
-        trace,
-    } in continued
-    {
-        let then: crate::Continuation = serde_json::from_str(&json)
-            .map_err(|e| StoreError::Corrupt(format!("continuation {json:?}: {e}")))?;
-        let next = NewTask {
-            lambda: then.lambda,
-            collection: then.collection,
-            priority: then.priority,
-            key: then.key,
-            payload: output.unwrap_or_default(),
-            idempotency_key: Some(format!("then:{id}")),
-            parent_id: Some(id.clone()),
-            trace,
-            ..NewTask::default()
-        };
-        match super::insert::insert(conn, vec![next], None, Origin::Store, now).await {
-            Ok(_) => {}
-            Err(StoreError::Database(error)) => return Err(StoreError::Database(error)),
-            Err(error) => {
-                sqlx::query("UPDATE tasks SET last_error = $2 WHERE id = $1")
-                    .bind(&id)
-                    .bind(
-                        text_in(&format!("the continuation was not created: {error}")).into_owned(),
-                    )
-                    .execute(&mut *conn)
-                    .await?;
-            }
-        }
     }
     Ok(())
 }

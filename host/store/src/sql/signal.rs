@@ -6,9 +6,9 @@
 //! Sending locks the task's row before it looks: a suspension committing
 //! meanwhile either comes first (and the signal then finds the task waiting
 //! for it, and wakes it) or waits, and then finds the signal itself
-//! ([`woken_by_a_kept_signal`], which `result.rs` runs after the update
-//! that suspends). No signal is missed between an execution's last look and
-//! its suspension.
+//! ([`woken_by_a_kept_signal`], which `result/suspensions.rs` runs after
+//! the update that suspends). No signal is missed between an execution's
+//! last look and its suspension.
 
 use super::{Connection, DIALECT, Store};
 use crate::names::status::SUSPENDED;
