@@ -280,6 +280,9 @@ impl ExecutionHost {
 }
 
 #[cfg(test)]
+mod batching;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

@@ -20,27 +20,31 @@
 //! goes with the result (`durable`).
 //!
 //! Here: the run loop, slot accounting with the polls out (`slots`), and
-//! each execution's life. Beside it: what an execution reaches outside its
-//! instance (`host`), its task's journal (`durable`), what it reports of
-//! how it ended (`outcome`, the policy), the batched delivery of results
-//! (`reporter`), and loading lambda versions (`load`) into a bounded set
-//! (`versions`).
+//! each execution's life. Beside it: the Executor's settings (`config`),
+//! what an execution reaches outside its instance (`host`), its task's
+//! journal (`durable`), the account it gives of its start and end
+//! (`records`), what it reports of how it ended (`outcome`, the policy),
+//! the batched delivery of results (`reporter`), and loading lambda
+//! versions (`load`) into a bounded set (`versions`).
 
 mod children;
+mod commit;
+mod config;
 mod durable;
 mod generation;
 mod heartbeats;
 mod host;
 mod load;
 mod outcome;
+mod records;
 mod reporter;
 mod secrets;
 mod slots;
 mod versions;
+mod waits;
 mod work;
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, UNIX_EPOCH};
@@ -49,110 +53,22 @@ use tokio::sync::{Notify, mpsc};
 use tokio::time::Instant;
 use tracing::Instrument as _;
 use waft_runtime::{Execution, KillSwitch, Outcome, PreparedLambda, Runtime, Sandbox, TaskInput};
-use waft_store::{AttemptOutcome, ClaimedTask, JournalWrite, Lambda, ResultOutcome, TaskResult};
+use waft_store::{ClaimedTask, Lambda, TaskResult};
 
+pub use config::ExecutorConfig;
 pub use outcome::render_log;
 
 use self::durable::{JournalFailure, JournalLink};
 use self::heartbeats::BatchedHeartbeats;
 use self::host::ExecutionHost;
+use self::records::{record_outcome, reported};
 use self::secrets::Secrets;
 use self::slots::Reserved;
 use self::versions::Versions;
 use crate::journal::ExecutionJournal;
 use crate::secrets::SecretKey;
-use crate::{
-    ControllerApi, FrontendApi, HeartbeatConfig, HeartbeatSink, HscApi, LambdaSlots, WatchEnd,
-    Watched, lock, watch,
-};
+use crate::{ControllerApi, FrontendApi, HeartbeatSink, HscApi, LambdaSlots, Watched, lock, watch};
 use crate::{metrics, spans};
-
-/// Settings of an Executor; the `[executor]` section of a configuration
-/// file (but `heartbeat`, which is the `[heartbeat]` section).
-#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct ExecutorConfig {
-    /// The lambdas it runs; every lambda when empty.
-    pub lambdas: Vec<String>,
-    /// Tasks running at once, all lambdas together (default 256).
-    pub max_tasks: usize,
-    /// Heartbeat timing; must match the HSC's.
-    #[serde(skip)]
-    pub heartbeat: HeartbeatConfig,
-    /// How long one `NextWork` call waits for work (default 1 s).
-    #[serde(deserialize_with = "waft_core::deserialize_duration")]
-    pub next_work_wait: Duration,
-    /// How often it re-reads the lambdas' settings besides the Frontend's
-    /// word of a deploy or rollback (default 30 s): bounds what a lost word
-    /// costs.
-    #[serde(deserialize_with = "waft_core::deserialize_duration")]
-    pub refresh: Duration,
-    /// On shutdown, how long running tasks may finish before they are
-    /// stopped (default 10 s). A stopped task runs again elsewhere.
-    #[serde(deserialize_with = "waft_core::deserialize_duration")]
-    pub shutdown_grace: Duration,
-    /// A file recording when each execution starts and ends, if any
-    /// (appended to; see [`ExecutionJournal`]).
-    pub journal: Option<PathBuf>,
-    /// Lambda versions kept loaded at once, the least recently used
-    /// forgotten first (default 64). A forgotten version's next task loads
-    /// it again from its compiled artifact.
-    pub loaded_versions: usize,
-    /// Children one task may schedule (default 10,000); beyond, each is
-    /// refused (see `host`). A child's rank counts the task's children
-    /// across its attempts (replayed ones included) and is its key, so this
-    /// bounds a task's children in all.
-    pub max_children: usize,
-    /// A lambda blocked on nothing but its own timers (a sleep) for longer
-    /// than this is suspended: its instance dropped, its slot freed, its
-    /// task waiting in the store until the wait is over, then resumed by
-    /// replaying its journal (default 1 s). Shorter waits are waited out in
-    /// the instance; 0 suspends none. Must be under the heartbeat timeout.
-    #[serde(deserialize_with = "waft_core::deserialize_duration")]
-    pub suspend_after: Duration,
-}
-
-impl Default for ExecutorConfig {
-    fn default() -> Self {
-        Self {
-            lambdas: Vec::new(),
-            max_tasks: 256,
-            heartbeat: HeartbeatConfig::default(),
-            next_work_wait: Duration::from_secs(1),
-            refresh: Duration::from_secs(30),
-            shutdown_grace: Duration::from_secs(10),
-            journal: None,
-            loaded_versions: 64,
-            max_children: 10_000,
-            suspend_after: Duration::from_secs(1),
-        }
-    }
-}
-
-impl ExecutorConfig {
-    /// Refuses settings that cannot work or would let a task run twice at
-    /// once.
-    pub fn validate(&self) -> Result<(), String> {
-        self.heartbeat.validate().map_err(|e| e.to_string())?;
-        if self.max_tasks == 0 {
-            return Err("executor max_tasks must be above zero".into());
-        }
-        if self.refresh.is_zero() {
-            return Err("executor refresh interval must be above zero".into());
-        }
-        if self.suspend_after >= self.heartbeat.heartbeat_timeout {
-            return Err(format!(
-                "executor suspend_after ({:?}) must be under the heartbeat timeout ({:?}): a \
-                 longer wait would hold its instance past the point the task is thought lost",
-                self.suspend_after, self.heartbeat.heartbeat_timeout
-            ));
-        }
-        if self.loaded_versions == 0 {
-            return Err("executor loaded_versions must be above zero".into());
-        }
-        Ok(())
-    }
-}
 
 /// A lambda version ready to run.
 struct Loaded {
@@ -267,7 +183,9 @@ impl Executor {
     }
 
     /// Starts a task whose `NextWork` was sent at `asked`: its claim, made
-    /// after that, holds at least [`HeartbeatConfig::first_fence`] from then.
+    /// after that, holds at least
+    /// [`HeartbeatConfig::first_fence`](crate::HeartbeatConfig::first_fence)
+    /// from then.
     fn start(
         self: &Arc<Self>,
         task: ClaimedTask,
@@ -379,38 +297,6 @@ impl Executor {
         host.carried(result).await
     }
 
-    /// An execution begins: the log, the metrics and the journal say so
-    /// before the guest runs.
-    fn note_started(&self, task: &ClaimedTask) {
-        tracing::info!(task = %task.id, lease = task.lease_token, attempt = task.attempt, "execution started");
-        record_start(task);
-        if let Some(journal) = &self.journal {
-            journal.started(&task.id, task.lease_token, task.attempt);
-        }
-    }
-
-    /// An execution ended, its instance gone: these records bound its
-    /// lifetime.
-    fn note_ended(&self, task: &ClaimedTask, execution: &Execution, watched: &WatchEnd) {
-        tracing::info!(task = %task.id, lease = task.lease_token, outcome = execution.outcome.kind(), "execution ended");
-        if let Some(journal) = &self.journal {
-            let outcome = match watched {
-                WatchEnd::Stopped(_) => "stopped",
-                WatchEnd::Finished => execution.outcome.kind(),
-            };
-            journal.ended(&task.id, task.lease_token, outcome, execution.ended_at);
-        }
-        let metrics = metrics::metrics();
-        for request in &execution.outbound {
-            metrics.outbound_request(
-                &task.lambda,
-                &request.host,
-                request.outcome,
-                request.duration,
-            );
-        }
-    }
-
     async fn run_task(
         &self,
         task: &ClaimedTask,
@@ -510,138 +396,5 @@ impl Executor {
         while self.running() > 0 {
             self.freed.notified().await;
         }
-    }
-}
-
-/// What an ended execution reports, counted in the metrics: nothing when
-/// its watchdog stopped it (its lease may be another's now) or it was
-/// killed. Its journal's change goes with it unless it changes nothing
-/// (the journal ends at `journal_end` in the store already).
-fn reported(
-    task: ClaimedTask,
-    execution: Execution,
-    watched: WatchEnd,
-    journal_end: u32,
-) -> Option<TaskResult> {
-    let metrics = metrics::metrics();
-    if let WatchEnd::Stopped(why) = watched {
-        tracing::warn!(task = %task.id, %why, "execution stopped by its watchdog; reporting nothing");
-        metrics
-            .self_terminations
-            .get_or_create(&metrics::lambda(&task.lambda))
-            .inc();
-        metrics.execution_ended(&task.lambda, "stopped", execution.duration);
-        return None;
-    }
-    metrics.execution_ended(&task.lambda, execution.outcome.kind(), execution.duration);
-    if let Outcome::LimitExceeded { limit, .. } = &execution.outcome {
-        metrics
-            .limit_breaches
-            .get_or_create(&metrics::LimitLabels {
-                lambda: task.lambda.clone(),
-                limit: limit.as_str(),
-            })
-            .inc();
-    }
-    if let Outcome::Killed { reason } = &execution.outcome {
-        tracing::info!(task = %task.id, %reason, "execution stopped; reporting nothing");
-    }
-    let never_ran = matches!(execution.outcome, Outcome::HostError { .. });
-    let journal = journal_change(execution.journal, journal_end, never_ran);
-    let outcome = outcome::reported(execution.outcome)?;
-    Some(TaskResult {
-        id: task.id,
-        lease_token: task.lease_token,
-        outcome,
-        log: render_log(&execution.log),
-        journal,
-        replayed: execution.replayed,
-    })
-}
-
-/// How the attempt ended, on its `execute` span; `stopped` when it
-/// reports nothing (its lease is gone, or it was stopped).
-fn record_outcome(span: &tracing::Span, result: Option<&TaskResult>) {
-    let Some(result) = result else {
-        span.record("waft.task.outcome", "stopped");
-        return;
-    };
-    let (outcome, error) = match &result.outcome {
-        ResultOutcome::Success { .. } => (AttemptOutcome::Success, None),
-        ResultOutcome::Retriable { error, .. } => (AttemptOutcome::Retriable, Some(error)),
-        ResultOutcome::Fatal { error } => (AttemptOutcome::Fatal, Some(error)),
-        ResultOutcome::Suspend { .. } => (AttemptOutcome::Suspended, None),
-    };
-    spans::executed(span, outcome, error.map(String::as_str));
-}
-
-/// The change `write` to send with an execution's result: none when it
-/// changes nothing (no entries, and the journal already ends where it would
-/// cut it), or when the instance `never_ran` (a host error: nothing it did
-/// is known, so its empty journal says nothing either).
-fn journal_change(write: JournalWrite, journal_end: u32, never_ran: bool) -> Option<JournalWrite> {
-    let unchanged = write.entries.is_empty() && write.from == journal_end;
-    (!unchanged && !never_ran).then_some(write)
-}
-
-/// Counts a started execution and, for a first attempt, how long the task
-/// waited from its due time.
-fn record_start(task: &ClaimedTask) {
-    let metrics = metrics::metrics();
-    let labels = metrics::lambda(&task.lambda);
-    metrics.started.get_or_create(&labels).inc();
-    if task.attempt == 1 {
-        let now = waft_core::model::millis_of(std::time::SystemTime::now());
-        let waited = (now - task.scheduled_at).max(0) as f64 / 1000.0;
-        metrics
-            .schedule_to_start
-            .get_or_create(&labels)
-            .observe(waited);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use waft_store::JournalEntry;
-
-    use super::*;
-
-    fn entry(seq: u32) -> JournalEntry {
-        JournalEntry {
-            seq,
-            call: "wasi:clocks/wall-clock.now".into(),
-            digest: Vec::new(),
-            answer: vec![1],
-            summary: String::new(),
-            outside: false,
-            attempt: 1,
-            at: 0,
-            took_us: 0,
-        }
-    }
-
-    /// A result writes the journal only when it changes it: a lambda that
-    /// made no call, or whose calls were all written at durability
-    /// points, adds nothing to its result.
-    #[test]
-    fn a_result_carries_only_a_change_to_the_journal() {
-        let tail = JournalWrite {
-            from: 4,
-            entries: vec![entry(4)],
-        };
-        assert_eq!(journal_change(tail.clone(), 4, false), Some(tail));
-        // Nothing new, and the journal already ends there.
-        let nothing = JournalWrite {
-            from: 4,
-            entries: Vec::new(),
-        };
-        assert_eq!(journal_change(nothing, 4, false), None);
-        assert_eq!(journal_change(JournalWrite::default(), 0, false), None);
-        // A cut (a restart after a divergence discards the journal) is a
-        // change.
-        let cut = JournalWrite::default();
-        assert_eq!(journal_change(cut.clone(), 4, false), Some(cut));
-        // An instance that never ran says nothing of the journal.
-        assert_eq!(journal_change(JournalWrite::default(), 4, true), None);
     }
 }

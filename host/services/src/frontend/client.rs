@@ -1,33 +1,30 @@
 //! The Frontend's face to clients ([`ClientApi`]): scheduling and
 //! inspecting tasks, deploying lambdas, gates, dead tasks and crons. Each
-//! call checks its caller first (`access.rs`).
+//! call checks its caller first (`access.rs`), here, where a reader sees
+//! every check at a glance; the larger calls then go on beside it
+//! (`schedule.rs`, `journal.rs`, `crons.rs`).
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use waft_core::LambdaConfig;
 use waft_core::access::{Action, Call};
-use waft_core::cron::DEFAULT_TIMEZONE;
-use waft_core::limits::check_payload;
-use waft_core::{CronSchedule, LambdaConfig};
 use waft_runtime::Digest;
 use waft_store::{
     Attempt, Cron, DeadPurge, DeadRedrive, DeadSelector, Gate, GateSet, GateState, HistoryRead,
-    JournalEntry, Lambda, LambdaDelete, LambdaDeleted, LambdaDeploy, LambdaRollback, LambdaVersion,
-    MINUTE, Millis, NewTask, Overview, SignalSent, StatusCount, Task, TaskCount, TaskInsertMany,
-    TaskInserted, TaskList, TaskSignal, history_points, minute_of,
+    Lambda, LambdaDelete, LambdaDeleted, LambdaDeploy, LambdaRollback, LambdaVersion, MINUTE,
+    Millis, Overview, SignalSent, StatusCount, Task, TaskCount, TaskInserted, TaskList, TaskSignal,
+    history_points, minute_of,
 };
 
-use super::masking::Masker;
-use super::{Frontend, MAX_COMPONENT_BYTES, MAX_TASKS_PER_REQUEST, history};
+use super::{Frontend, MAX_COMPONENT_BYTES, history};
 
 /// Dead letters a purge deletes per transaction.
 const PURGE_BATCH: u32 = 1000;
 use crate::api::ClientApi;
 use crate::api::{JournalQuery, JournalSlice};
 use crate::{
-    CronRequest, HistoryAnswer, HistoryQuery, RunAt, ServiceError, ServiceResult, TaskRequest,
-    metrics, spans,
+    CronRequest, HistoryAnswer, HistoryQuery, ServiceError, ServiceResult, TaskRequest, metrics,
 };
 
 #[async_trait]
@@ -37,50 +34,7 @@ impl ClientApi for Frontend {
         tasks: Vec<TaskRequest>,
     ) -> ServiceResult<Vec<TaskInserted>> {
         self.allow_schedule(&tasks).await?;
-        if tasks.is_empty() {
-            return Err(ServiceError::InvalidArgument("no tasks to schedule".into()));
-        }
-        if tasks.len() > MAX_TASKS_PER_REQUEST {
-            return Err(ServiceError::ResourceExhausted(format!(
-                "{} tasks in one request; send at most {MAX_TASKS_PER_REQUEST}",
-                tasks.len()
-            )));
-        }
-        let now = self.clock.now();
-        let (mut tasks, earliest) = new_tasks(tasks, now)?;
-        let spans = schedule_spans(&mut tasks);
-        // A continuation's task is created later, by the store, when this
-        // one succeeds: it is counted against its own lambda's quota now.
-        let mut wanted = BTreeMap::new();
-        for task in &tasks {
-            *wanted.entry(task.lambda.clone()).or_insert(0) += 1;
-            if let Some(then) = &task.continuation {
-                *wanted.entry(then.lambda.clone()).or_insert(0) += 1;
-            }
-        }
-        let lambdas: Vec<String> = tasks.iter().map(|task| task.lambda.clone()).collect();
-        let admitted = self.quotas.admit(wanted).await?;
-        let inserted = match self
-            .store
-            .task_insert_many(TaskInsertMany { tasks, now })
-            .await
-        {
-            Ok(inserted) => inserted,
-            Err(error) => {
-                self.quotas.refund(admitted);
-                spans.iter().for_each(spans::failed);
-                return Err(error.into());
-            }
-        };
-        for (span, task) in spans.iter().zip(&inserted) {
-            span.record("messaging.message.id", task.id.as_str());
-            span.record("waft.task.id", task.id.as_str());
-        }
-        count_scheduled(&lambdas, &inserted);
-        if let Some(at) = earliest {
-            self.due.due(at).await;
-        }
-        Ok(inserted)
+        self.store_tasks(tasks).await
     }
 
     async fn task_get(&self, id: &str) -> ServiceResult<Task> {
@@ -188,47 +142,7 @@ impl ClientApi for Frontend {
             Call::TaskJournal
         };
         self.allow_task(call, &query.id).await?;
-        let values = if query.answers {
-            self.secret_values(&query.id).await?
-        } else {
-            Vec::new()
-        };
-        let slice = self.journal_slice(&query).await?;
-        if slice.entries.is_empty() && self.store.task_get(&query.id).await?.is_none() {
-            return Err(ServiceError::NotFound(format!("no task {}", query.id)));
-        }
-        if !query.answers {
-            // Kept out unless asked for, whatever the store answers: it
-            // may hold a response's body.
-            let entries = slice.entries.into_iter();
-            let entries = entries.map(|entry| JournalEntry {
-                answer: Vec::new(),
-                ..entry
-            });
-            return Ok(JournalSlice {
-                entries: entries.collect(),
-                ..slice
-            });
-        }
-        if values.is_empty() {
-            return Ok(slice);
-        }
-        // Linear in the page's bytes, but megabytes of them: off the
-        // threads that serve every other call.
-        tokio::task::spawn_blocking(move || {
-            let masker = Masker::new(&values);
-            let entries = slice.entries.into_iter();
-            let entries = entries.map(|entry| JournalEntry {
-                answer: masker.masked(entry.answer),
-                ..entry
-            });
-            JournalSlice {
-                entries: entries.collect(),
-                ..slice
-            }
-        })
-        .await
-        .map_err(|e| ServiceError::Internal(format!("masking a journal's answers: {e}")))
+        self.journal_page(query).await
     }
 
     async fn lambda_deploy(
@@ -449,31 +363,7 @@ impl ClientApi for Frontend {
 
     async fn cron_create(&self, request: CronRequest) -> ServiceResult<Cron> {
         self.allow(Call::CronCreate, Some(&request.lambda))?;
-        check_payload(&request.lambda, request.payload.len())
-            .map_err(ServiceError::ResourceExhausted)?;
-        let timezone = request
-            .timezone
-            .unwrap_or_else(|| DEFAULT_TIMEZONE.to_owned());
-        let now = self.clock.now();
-        let next_at = CronSchedule::parse(&request.cron, &timezone)
-            .and_then(|cron| cron.first_after(now))
-            .map_err(|error| ServiceError::InvalidArgument(error.to_string()))?;
-        let schedule = Cron {
-            id: waft_store::new_id(),
-            lambda: request.lambda,
-            cron: request.cron,
-            timezone,
-            payload: request.payload,
-            collection: request.collection,
-            key: request.key,
-            priority: request.priority,
-            catch_up: request.catch_up,
-            next_at,
-            created_at: now,
-        };
-        self.store.cron_create(schedule.clone()).await?;
-        tracing::info!(schedule = %schedule.id, lambda = %schedule.lambda, cron = %schedule.cron, timezone = %schedule.timezone, "periodic schedule created");
-        Ok(schedule)
+        self.store_cron(request).await
     }
 
     async fn cron_list(&self) -> ServiceResult<Vec<Cron>> {
@@ -488,26 +378,7 @@ impl ClientApi for Frontend {
         count: u32,
     ) -> ServiceResult<Vec<Millis>> {
         self.allow(Call::CronPreview, None)?;
-        let invalid =
-            |error: waft_core::cron::CronError| ServiceError::InvalidArgument(error.to_string());
-        let schedule =
-            CronSchedule::parse(cron, timezone.unwrap_or(DEFAULT_TIMEZONE)).map_err(invalid)?;
-        let count = match count {
-            0 => 5,
-            n => n.min(100) as usize,
-        };
-        let mut next = schedule.first_after(self.clock.now()).map_err(invalid)?;
-        let mut occurrences = vec![next];
-        while occurrences.len() < count {
-            match schedule.next_after(next) {
-                Some(at) => {
-                    occurrences.push(at);
-                    next = at;
-                }
-                None => break,
-            }
-        }
-        Ok(occurrences)
+        self.cron_occurrences(cron, timezone, count)
     }
 
     async fn cron_delete(&self, id: &str) -> ServiceResult<()> {
@@ -522,88 +393,5 @@ impl ClientApi for Frontend {
         }
         tracing::info!(schedule = id, "periodic schedule deleted");
         Ok(())
-    }
-}
-
-/// The tasks to store for `tasks` at `now`, and the earliest time one of
-/// them comes due; refuses a payload over the limit, or a delay too long.
-fn new_tasks(
-    tasks: Vec<TaskRequest>,
-    now: Millis,
-) -> ServiceResult<(Vec<NewTask>, Option<Millis>)> {
-    let mut earliest: Option<Millis> = None;
-    let tasks = tasks
-        .into_iter()
-        .map(|task| {
-            check_payload(&task.lambda, task.payload.len())
-                .map_err(ServiceError::ResourceExhausted)?;
-            let run_at = match task.run_at {
-                RunAt::Now => None,
-                RunAt::At(at) => Some(at),
-                RunAt::After(delay) => {
-                    let delay = i64::try_from(delay.as_millis()).map_err(|_| {
-                        ServiceError::InvalidArgument(format!("delay {delay:?} is too long"))
-                    })?;
-                    Some(now.saturating_add(delay))
-                }
-            };
-            let window = task.debounce.map_or(0, |window| {
-                i64::try_from(window.as_millis()).unwrap_or(i64::MAX)
-            });
-            let due = run_at.map_or(now, |at| at.max(now)).saturating_add(window);
-            earliest = Some(earliest.map_or(due, |e| e.min(due)));
-            Ok(NewTask {
-                lambda: task.lambda,
-                collection: task.collection,
-                priority: task.priority,
-                payload: task.payload,
-                run_at,
-                idempotency_key: task.idempotency_key,
-                key: task.key,
-                debounce: task.debounce,
-                parent_id: task.parent_id,
-                version: task.version,
-                parent_lease: task.parent_lease,
-                continuation: task.then,
-                trace: task.trace,
-                id: task.id,
-            })
-        })
-        .collect::<ServiceResult<Vec<_>>>()?;
-    Ok((tasks, earliest))
-}
-
-/// A `schedule` span per task, each a child of the task's trace context
-/// (or the root of a new trace), which the task then keeps in its stead:
-/// the steps after the store write are the span's children. Untraced,
-/// the client's context is kept as it came.
-fn schedule_spans(tasks: &mut [NewTask]) -> Vec<tracing::Span> {
-    tasks
-        .iter_mut()
-        .map(|task| {
-            let span = spans::schedule(&task.lambda, task.trace.as_ref());
-            if let Some(trace) = waft_telemetry::context_of(&span) {
-                task.trace = Some(trace);
-            }
-            span
-        })
-        .collect()
-}
-
-/// Counts the tasks created among `inserted` (of `lambdas`, in order).
-/// Counted per lambda, not per task: each count takes the metric family's
-/// lock.
-fn count_scheduled(lambdas: &[String], inserted: &[TaskInserted]) {
-    let mut created: BTreeMap<&str, u64> = BTreeMap::new();
-    for (lambda, task) in lambdas.iter().zip(inserted) {
-        if task.created {
-            *created.entry(lambda).or_default() += 1;
-        }
-    }
-    let scheduled = &metrics::metrics().scheduled;
-    for (lambda, count) in created {
-        scheduled
-            .get_or_create(&metrics::lambda(lambda))
-            .inc_by(count);
     }
 }

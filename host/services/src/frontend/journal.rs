@@ -12,6 +12,7 @@
 use waft_store::{JournalEntry, TaskJournalRead};
 
 use super::Frontend;
+use super::masking::Masker;
 use crate::api::{JournalQuery, JournalSlice};
 use crate::{ServiceError, ServiceResult};
 
@@ -68,6 +69,52 @@ impl Frontend {
                 return Ok(slice(query.from, entries, true));
             }
         }
+    }
+
+    /// `query`'s page for a caller allowed to read it: without answers
+    /// unless asked for, and with them the lambda's secret values masked.
+    pub(super) async fn journal_page(&self, query: JournalQuery) -> ServiceResult<JournalSlice> {
+        let values = if query.answers {
+            self.secret_values(&query.id).await?
+        } else {
+            Vec::new()
+        };
+        let slice = self.journal_slice(&query).await?;
+        if slice.entries.is_empty() && self.store.task_get(&query.id).await?.is_none() {
+            return Err(ServiceError::NotFound(format!("no task {}", query.id)));
+        }
+        if !query.answers {
+            // Kept out unless asked for, whatever the store answers: it
+            // may hold a response's body.
+            let entries = slice.entries.into_iter();
+            let entries = entries.map(|entry| JournalEntry {
+                answer: Vec::new(),
+                ..entry
+            });
+            return Ok(JournalSlice {
+                entries: entries.collect(),
+                ..slice
+            });
+        }
+        if values.is_empty() {
+            return Ok(slice);
+        }
+        // Linear in the page's bytes, but megabytes of them: off the
+        // threads that serve every other call.
+        tokio::task::spawn_blocking(move || {
+            let masker = Masker::new(&values);
+            let entries = slice.entries.into_iter();
+            let entries = entries.map(|entry| JournalEntry {
+                answer: masker.masked(entry.answer),
+                ..entry
+            });
+            JournalSlice {
+                entries: entries.collect(),
+                ..slice
+            }
+        })
+        .await
+        .map_err(|e| ServiceError::Internal(format!("masking a journal's answers: {e}")))
     }
 
     /// The values of the secrets of task `id`'s lambda, to mask in its

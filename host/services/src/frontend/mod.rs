@@ -24,16 +24,20 @@
 //! `waft_core::access`). The gRPC adapter only says who is calling; a
 //! caller in the same process is the cluster, and meets the same checks.
 //!
-//! `client.rs` answers clients ([`crate::api::ClientApi`]), `admin.rs`
+//! `client.rs` answers clients ([`crate::api::ClientApi`]), with its
+//! larger calls beside it: scheduling (`schedule.rs`), journal pages
+//! (`journal.rs`) and crons (`crons.rs`); `admin.rs` answers
 //! administration and the installation's executors
 //! ([`crate::api::AdminApi`], [`crate::api::ClusterApi`]).
 
 mod access;
 mod admin;
 mod client;
+mod crons;
 mod history;
 mod journal;
 pub mod masking;
+mod schedule;
 
 use std::sync::Arc;
 use std::time::Duration;
