@@ -83,6 +83,13 @@ fn main() -> ExitCode {
     let distributed = Arc::new(Installation::new(Mode::Distributed));
 
     let mut trials = Vec::new();
+    // The Python and JavaScript lambdas first in `waft dev` and last in
+    // the distributed mode, so that the distributed executors find their
+    // large components compiled in the shared cache (tests/support).
+    let languages = scenarios![python, javascript];
+    for (name, scenario) in languages {
+        trials.push(dev.trial(&runtime, name, scenario));
+    }
     // Interleaved, so that the two modes' installations are busy at once.
     for (name, scenario) in scenarios![
         success,
@@ -106,8 +113,6 @@ fn main() -> ExitCode {
         auth,
         outbound,
         secrets,
-        python,
-        javascript,
         first_contract,
         durable,
         replay_locally,
@@ -133,6 +138,9 @@ fn main() -> ExitCode {
             "a_name_deployed_again_is_a_new_lambda",
             name_deployed_again,
         ));
+    }
+    for (name, scenario) in languages {
+        trials.push(distributed.trial(&runtime, name, scenario));
     }
     let [(name, scenario)] = scenarios![wrong_role_and_health];
     trials.push(distributed.trial(&runtime, name, scenario));

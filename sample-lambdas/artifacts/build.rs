@@ -183,15 +183,34 @@ const LANGUAGES: [Language; 2] = [
     },
 ];
 
+/// Rebuilds when a file under `dir` changes, file by file: the tools leave
+/// bytecode caches (`__pycache__`) beside the sources, which a watch of the
+/// directory itself would take for a change at every build. A sample added
+/// in a new folder is seen when a file watched here changes too.
+fn watch(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let name = entry.file_name();
+        if name == "__pycache__" || name == "node_modules" {
+            continue;
+        }
+        if path.is_dir() {
+            watch(&path);
+        } else {
+            println!("cargo:rerun-if-changed={}", path.display());
+        }
+    }
+}
+
 /// Builds every sample of `language` (`None` constants when its tool is
 /// not installed, which fails the build instead under `CI=true`).
 fn foreign_samples(language: &Language, repo: &Path, samples_dir: &Path, code: &mut String) {
     let dir = samples_dir.join(language.dir);
-    println!("cargo:rerun-if-changed={}", dir.display());
-    println!(
-        "cargo:rerun-if-changed={}",
-        repo.join(language.sdk).display()
-    );
+    watch(&dir);
+    watch(&repo.join(language.sdk));
     let Ok(entries) = std::fs::read_dir(&dir) else {
         return;
     };

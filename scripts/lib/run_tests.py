@@ -5,8 +5,9 @@ one after another.
 Most of Waft's integration tests wait: for a heartbeat to lapse, a lease to
 expire, a cluster to start. `cargo test` runs one binary at a time, so the
 machine idles through those waits; this runs WAFT_TEST_JOBS binaries at
-once (three by default), the longest known first, with the environment and
-working directory cargo gives each, and the doc tests beside them.
+once (two by default; one heavy one at most, see HEAVY), the longest known
+first, with the environment and working directory cargo gives each, and
+the doc tests beside them.
 
     run_tests.py [CARGO ARGS] [-- TEST ARGS]
 
@@ -22,21 +23,16 @@ import sys
 import tempfile
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 
-# The binaries that take longest, started first so that they do not end
-# the run alone (names as `cargo test` reports them: package/target).
-LONGEST = [
+# The binaries that take longest and load the machine most (clusters of
+# processes, compilers of large components, hostile lambdas): one of them
+# runs at a time, the longest first, each beside the light ones — two heavy
+# ones at once would starve each other's heartbeats on a small machine.
+HEAVY = [
     "waft-cli/pipeline",
     "waft-runtime/runtime",
     "waft-cli/hostile",
     "waft-cli/chaos",
-    "waft-services/services",
-    "waft-cli/upgrade",
-    "waft-cli/faults",
-    "waft-cli/dashboard",
-    "waft-store/conformance",
-    "waft-api/api",
 ]
 
 print_lock = threading.Lock()
@@ -88,8 +84,38 @@ def package_name(package_id, manifest):
 
 
 def order(binaries):
-    rank = {name: i for i, name in enumerate(LONGEST)}
-    return sorted(binaries, key=lambda b: (rank.get(b[0], len(LONGEST)), b[0]))
+    """The heavy binaries in their order, then the rest by name."""
+    rank = {name: i for i, name in enumerate(HEAVY)}
+    return sorted(binaries, key=lambda b: (rank.get(b[0], len(HEAVY)), b[0]))
+
+
+class Schedule:
+    """Hands out the jobs in order to `jobs` workers, never two heavy ones
+    at once: a worker skips ahead to a light job while a heavy one runs."""
+
+    def __init__(self, jobs):
+        self.pending = list(jobs)
+        self.heavy_running = False
+        self.ready = threading.Condition()
+
+    def take(self):
+        with self.ready:
+            while True:
+                if not self.pending:
+                    return None
+                for i, job in enumerate(self.pending):
+                    heavy = job[1][0] in HEAVY
+                    if not (heavy and self.heavy_running):
+                        del self.pending[i]
+                        self.heavy_running |= heavy
+                        return job
+                self.ready.wait()
+
+    def done(self, job):
+        with self.ready:
+            if job[1][0] in HEAVY:
+                self.heavy_running = False
+            self.ready.notify_all()
 
 
 def run(job, test_args):
@@ -127,16 +153,30 @@ def doc_tests(cargo_args, test_args):
 def main():
     cargo_args, test_args = split_args(sys.argv[1:])
     binaries = order(build(cargo_args))
-    jobs = int(os.environ.get("WAFT_TEST_JOBS", "3"))
+    jobs = int(os.environ.get("WAFT_TEST_JOBS", "2"))
     started = time.monotonic()
     # Doc tests too, unless the arguments chose some targets alone.
     chosen = {"--lib", "--bin", "--bins", "--test", "--tests", "--example", "--examples", "--bench"}
-    with_docs = not any(arg.split("=")[0] in chosen for arg in cargo_args)
-    with ThreadPoolExecutor(max_workers=max(jobs, 1)) as pool:
-        futures = [pool.submit(run, job, test_args) for job in binaries]
-        if with_docs:
-            futures.append(pool.submit(doc_tests, cargo_args, test_args))
-        results = [f.result() for f in futures]
+    jobs_list = [("run", job) for job in binaries]
+    if not any(arg.split("=")[0] in chosen for arg in cargo_args):
+        jobs_list.append(("doc", ("doc tests",)))
+    schedule = Schedule(jobs_list)
+    results = []
+
+    def worker():
+        while (job := schedule.take()) is not None:
+            kind, what = job
+            if kind == "run":
+                results.append(run(what, test_args))
+            else:
+                results.append(doc_tests(cargo_args, test_args))
+            schedule.done(job)
+
+    workers = [threading.Thread(target=worker) for _ in range(max(jobs, 1))]
+    for thread in workers:
+        thread.start()
+    for thread in workers:
+        thread.join()
     wall = time.monotonic() - started
     failed = [name for name, code, _ in results if code != 0]
     say(f"\n==== {len(results)} test binaries, {jobs} at a time, in {wall:.0f} s\n")

@@ -42,6 +42,14 @@ const FAST: &[(&str, &str)] = &[
     ("WAFT_EXECUTOR_SHUTDOWN_GRACE", "1s"),
     ("WAFT_RETENTION_INTERVAL", "200ms"),
     ("WAFT_LOG", "info"),
+    // One compile cache for every process of every test: a 15 MB Python or
+    // JavaScript component takes minutes to compile in a debug build, and
+    // each mode's executors, and the runtime's own tests, would compile
+    // the same ones again.
+    (
+        "WAFT_RUNTIME_CACHE_DIR",
+        concat!(env!("CARGO_TARGET_TMPDIR"), "/compiled-samples"),
+    ),
 ];
 
 /// One `waft` process and its log.
