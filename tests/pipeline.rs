@@ -1,6 +1,6 @@
 //! The pipeline end to end, in both modes.
 //!
-//! Every scenario (`pipeline/scenarios.rs`) is a test of its own in each
+//! Every scenario (`pipeline/scenarios/`) is a test of its own in each
 //! mode: `dev::chaining` runs against `waft dev` (one process, SQLite,
 //! in-process queues), `distributed::chaining` against the distributed mode
 //! (a `waft serve` process per role, two consumers, Postgres, an
@@ -36,7 +36,7 @@ mod idle;
 mod names;
 #[path = "pipeline/retention.rs"]
 mod retention;
-#[path = "pipeline/scenarios.rs"]
+#[path = "pipeline/scenarios/mod.rs"]
 mod scenarios;
 #[path = "pipeline/standalone.rs"]
 mod standalone;
