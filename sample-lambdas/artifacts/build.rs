@@ -26,17 +26,14 @@ fn main() {
     for path in [
         samples_dir.join("Cargo.toml"),
         samples_dir.join("Cargo.lock"),
-        repo.join("sdk"),
-        repo.join("wit"),
     ] {
         println!("cargo:rerun-if-changed={}", path.display());
     }
+    watch(&repo.join("sdk"));
+    watch(&repo.join("wit"));
     let samples = samples(samples_dir);
     for sample in &samples {
-        println!(
-            "cargo:rerun-if-changed={}",
-            samples_dir.join(sample).display()
-        );
+        watch(&samples_dir.join(sample));
     }
 
     let target_dir = samples_dir.join("target");
@@ -183,10 +180,11 @@ const LANGUAGES: [Language; 2] = [
     },
 ];
 
-/// Rebuilds when a file under `dir` changes, file by file: the tools leave
-/// bytecode caches (`__pycache__`) beside the sources, which a watch of the
-/// directory itself would take for a change at every build. A sample added
-/// in a new folder is seen when a file watched here changes too.
+/// Rebuilds when a file under `dir` changes, file by file: the Python tool
+/// leaves bytecode caches (`__pycache__`) beside the sources it imports
+/// (the samples' and the SDK's), which a watch of the folder itself would
+/// take for a change at every build. A sample added in a new folder is seen
+/// when a file watched here changes too.
 fn watch(dir: &Path) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;

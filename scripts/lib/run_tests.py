@@ -118,11 +118,26 @@ class Schedule:
             self.ready.notify_all()
 
 
-def run(job, test_args):
+def sysroot_lib():
+    """The toolchain's libraries: a proc-macro crate's tests link its
+    `libstd` dynamically, and cargo points the loader at them."""
+    return subprocess.run(
+        ["rustc", "--print", "target-libdir"], stdout=subprocess.PIPE, text=True, check=True
+    ).stdout.strip()
+
+
+# What CI's build sets for clippy (.ci/run) is the build's: a test that
+# runs cargo itself (the SDK's compile-fail tests) must build as a user would.
+BUILD_ONLY = ["RUSTC_WORKSPACE_WRAPPER", "CLIPPY_ARGS", "WAFT_CLIPPY_SAMPLES"]
+
+
+def run(job, test_args, libraries):
     name, executable, directory, package = job
-    env = dict(os.environ)
+    env = {k: v for k, v in os.environ.items() if k not in BUILD_ONLY}
     env["CARGO_MANIFEST_DIR"] = directory
     env["CARGO_PKG_NAME"] = package
+    paths = [os.path.dirname(executable), libraries, env.get("LD_LIBRARY_PATH", "")]
+    env["LD_LIBRARY_PATH"] = ":".join(p for p in paths if p)
     with tempfile.TemporaryFile(mode="w+") as log:
         started = time.monotonic()
         code = subprocess.run(
@@ -161,13 +176,14 @@ def main():
     if not any(arg.split("=")[0] in chosen for arg in cargo_args):
         jobs_list.append(("doc", ("doc tests",)))
     schedule = Schedule(jobs_list)
+    libraries = sysroot_lib()
     results = []
 
     def worker():
         while (job := schedule.take()) is not None:
             kind, what = job
             if kind == "run":
-                results.append(run(what, test_args))
+                results.append(run(what, test_args, libraries))
             else:
                 results.append(doc_tests(cargo_args, test_args))
             schedule.done(job)
