@@ -118,7 +118,7 @@ class Schedule:
             self.ready.notify_all()
 
 
-def sysroot_lib():
+def toolchain_libdir():
     """The toolchain's libraries: a proc-macro crate's tests link its
     `libstd` dynamically, and cargo points the loader at them."""
     return subprocess.run(
@@ -176,7 +176,7 @@ def main():
     if not any(arg.split("=")[0] in chosen for arg in cargo_args):
         jobs_list.append(("doc", ("doc tests",)))
     schedule = Schedule(jobs_list)
-    libraries = sysroot_lib()
+    libraries = toolchain_libdir()
     results = []
 
     def worker():
