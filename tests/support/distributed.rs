@@ -225,6 +225,7 @@ impl Cluster {
         use aws_sdk_sqs::config::{BehaviorVersion, Credentials, Region};
         let sqs = self.sqs.as_ref()?;
         let config = aws_sdk_sqs::Config::builder()
+            .http_client(waft_queue::https_client())
             .behavior_version(BehaviorVersion::latest())
             .endpoint_url(sqs.endpoint_url.clone()?)
             .region(Region::new(sqs.region.clone()))

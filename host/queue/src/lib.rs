@@ -23,7 +23,7 @@ use async_trait::async_trait;
 
 pub use error::QueueError;
 pub use memory::MemoryQueue;
-pub use sqs::{SqsConfig, SqsQueue};
+pub use sqs::{SqsConfig, SqsQueue, https_client};
 pub use turns::{Turned, Turns};
 
 /// Which queue: a lambda's tasks of one priority.

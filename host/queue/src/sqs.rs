@@ -19,6 +19,7 @@ use aws_sdk_sqs::types::{
     DeleteMessageBatchRequestEntry, MessageAttributeValue, QueueAttributeName,
     SendMessageBatchRequestEntry,
 };
+use aws_smithy_http_client::tls::{self, rustls_provider::CryptoMode};
 
 use crate::{Delivery, QueueError, QueueKey, QueueMessage, TaskQueue};
 
@@ -96,6 +97,14 @@ impl Default for SqsConfig {
     }
 }
 
+/// The HTTP client of Waft's SQS clients: HTTPS with rustls and ring (see
+/// the workspace's Cargo.toml), as every other TLS connection of Waft.
+pub fn https_client() -> aws_sdk_sqs::config::SharedHttpClient {
+    aws_smithy_http_client::Builder::new()
+        .tls_provider(tls::Provider::Rustls(CryptoMode::Ring))
+        .build_https()
+}
+
 /// The queues on SQS.
 #[derive(Debug)]
 pub struct SqsQueue {
@@ -108,10 +117,12 @@ impl SqsQueue {
     /// A client for `config`. With an explicit endpoint (a local
     /// SQS-compatible server) it uses static dummy credentials.
     pub async fn new(config: SqsConfig) -> Self {
+        let http = https_client();
         let client = match &config.endpoint_url {
             Some(endpoint) => {
                 let sqs = aws_sdk_sqs::Config::builder()
                     .behavior_version(BehaviorVersion::latest())
+                    .http_client(http)
                     .endpoint_url(endpoint)
                     .region(Region::new(config.region.clone()))
                     .credentials_provider(Credentials::new("waft", "waft", None, None, "static"))
@@ -120,6 +131,7 @@ impl SqsQueue {
             }
             None => {
                 let shared = aws_config::defaults(aws_config::BehaviorVersion::latest())
+                    .http_client(http)
                     .region(Region::new(config.region.clone()))
                     .load()
                     .await;
