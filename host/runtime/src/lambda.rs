@@ -289,8 +289,27 @@ fn check_header(wasm: &[u8]) -> Result<(), LoadError> {
     Ok(())
 }
 
+/// Compiles `wasm` on threads of its own.
+///
+/// Cranelift compiles a component's functions in parallel on rayon's pool;
+/// on the global one, shared by every compile of the process, a small
+/// lambda's functions would queue behind all of a large one's (a 15 MB
+/// JavaScript component takes tens of seconds of CPU), and its first task
+/// with them. A pool per compile leaves the sharing of the cores to the
+/// operating system, as between any other threads.
 pub(crate) fn compile(engine: &Engine, wasm: &[u8]) -> Result<Component, LoadError> {
-    Component::from_binary(engine, wasm).map_err(|e| LoadError::Invalid(error_chain(&e)))
+    let compile =
+        || Component::from_binary(engine, wasm).map_err(|e| LoadError::Invalid(error_chain(&e)));
+    let threads = std::thread::available_parallelism().map_or(1, usize::from);
+    match rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .thread_name(|i| format!("waft-compile-{i}"))
+        .build()
+    {
+        Ok(pool) => pool.install(compile),
+        // Without threads of its own, on the shared pool.
+        Err(_) => compile(),
+    }
 }
 
 /// An error and its causes on one line.

@@ -7,6 +7,8 @@
 //! - [`artifacts`]: compiled artifacts: what one engine compiled, another
 //!   with the same fingerprint loads and runs, but only under a seal that
 //!   verifies.
+//! - [`compiles`]: compiles side by side: a small lambda's does not wait
+//!   for a large one's.
 //! - [`contract`]: the contract's versions: a lambda built against
 //!   `waft:lambda@0.1.0` runs unchanged beside current ones, and a current
 //!   lambda imports only the capabilities it uses.
@@ -40,6 +42,7 @@
 //! share [`support`] with this binary.
 
 mod artifacts;
+mod compiles;
 mod contract;
 mod durable;
 mod fan_in;
