@@ -71,11 +71,7 @@ macro_rules! scenarios {
 }
 
 fn main() -> ExitCode {
-    let mut args = Arguments::from_args();
-    // Four scenarios at a time unless told: most of a scenario's time is
-    // spent waiting (for a retry's delay, a lease, a schedule), and two
-    // threads left the cores idle for most of the run.
-    args.test_threads.get_or_insert(4);
+    let args = Arguments::from_args();
     let runtime = Arc::new(
         tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
