@@ -294,8 +294,8 @@ fn check_header(wasm: &[u8]) -> Result<(), LoadError> {
 /// Cranelift compiles a component's functions in parallel on rayon's pool;
 /// on the global one, shared by every compile of the process, a small
 /// lambda's functions would queue behind all of a large one's (a 15 MB
-/// JavaScript component takes tens of seconds of CPU), and its first task
-/// with them. A pool per compile leaves the sharing of the cores to the
+/// JavaScript component takes 32–38 s of CPU in a debug build), and its
+/// first task with them. A pool per compile leaves the sharing of the cores to the
 /// operating system, as between any other threads.
 pub(crate) fn compile(engine: &Engine, wasm: &[u8]) -> Result<Component, LoadError> {
     let compile =
