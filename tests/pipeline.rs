@@ -11,9 +11,14 @@
 //! The scenarios of one mode share its installation: started when its first
 //! scenario runs, used by one scenario at a time, and stopped when the run
 //! ends, so a failure is reported and the rest still run, and no process
-//! outlives the test binary. The two modes run side by side. Checks that
-//! need processes of their own (`pipeline/standalone.rs`, `pipeline/idle.rs`)
-//! start them.
+//! outlives the test binary. The two modes run side by side, each its
+//! scenarios in turn, from the start: every trial has a thread and waits for
+//! its installation's turn. Checks that need processes of their own
+//! (`pipeline/standalone.rs`, `pipeline/idle.rs`) start them, in the
+//! distributed installation's turns (two installations busy at a time, not
+//! more): the `waft dev` lane has the Python and JavaScript samples to
+//! compile first, and so both lanes end about together on a cold compile
+//! cache. A trial's time, in the log, counts from its turn.
 //!
 //! A mode this machine cannot run (the distributed mode without PostgreSQL
 //! or the SQS-compatible server) has its scenarios reported as ignored,
@@ -71,7 +76,7 @@ macro_rules! scenarios {
 }
 
 fn main() -> ExitCode {
-    let args = Arguments::from_args();
+    let mut args = Arguments::from_args();
     let runtime = Arc::new(
         tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -90,7 +95,8 @@ fn main() -> ExitCode {
     for (name, scenario) in languages {
         trials.push(dev.trial(&runtime, name, scenario));
     }
-    // Interleaved, so that the two modes' installations are busy at once.
+    // Each mode takes its scenarios in this order (its turns are first
+    // come, first served).
     for (name, scenario) in scenarios![
         success,
         retry_then_success,
@@ -146,19 +152,21 @@ fn main() -> ExitCode {
     trials.push(distributed.trial(&runtime, name, scenario));
     let [(name, scenario)] = scenarios![page_and_grpc_web];
     trials.push(dev.trial(&runtime, name, scenario));
-    trials.push(timed(
+    trials.push(distributed.beside(
         "serve_refuses_an_incomplete_or_unsafe_configuration_before_binding",
         || {
             standalone::serve_refuses_an_incomplete_or_unsafe_configuration_before_binding();
             Ok(Completion::Completed)
         },
     ));
-    trials.push(timed("tls_when_a_certificate_is_configured", || {
-        standalone::tls_when_a_certificate_is_configured();
-        Ok(Completion::Completed)
-    }));
+    trials.push(
+        distributed.beside("tls_when_a_certificate_is_configured", || {
+            standalone::tls_when_a_certificate_is_configured();
+            Ok(Completion::Completed)
+        }),
+    );
     let on = runtime.clone();
-    trials.push(timed(
+    trials.push(distributed.beside(
         "missed_occurrences_are_caught_up_or_skipped_after_downtime",
         move || {
             on.block_on(standalone::missed_occurrences_are_caught_up_or_skipped_after_downtime());
@@ -167,34 +175,39 @@ fn main() -> ExitCode {
     ));
 
     let on = runtime.clone();
-    trials.push(timed(
-        "an_idle_controller_leaves_the_queues_alone",
-        move || distributed_ran(on.block_on(idle::an_idle_controller_leaves_the_queues_alone())),
-    ));
+    trials.push(
+        distributed.beside("an_idle_controller_leaves_the_queues_alone", move || {
+            distributed_ran(on.block_on(idle::an_idle_controller_leaves_the_queues_alone()))
+        }),
+    );
     let on = runtime.clone();
-    trials.push(timed("every_deploy_is_seen_at_once_in_dev", move || {
-        on.block_on(deploys::every_deploy_is_seen_at_once_in_dev());
-        Ok(Completion::Completed)
-    }));
+    trials.push(
+        distributed.beside("every_deploy_is_seen_at_once_in_dev", move || {
+            on.block_on(deploys::every_deploy_is_seen_at_once_in_dev());
+            Ok(Completion::Completed)
+        }),
+    );
     let on = runtime.clone();
-    trials.push(timed(
-        "every_deploy_is_seen_at_once_across_processes",
-        move || {
+    trials.push(
+        distributed.beside("every_deploy_is_seen_at_once_across_processes", move || {
             distributed_ran(on.block_on(deploys::every_deploy_is_seen_at_once_across_processes()))
-        },
-    ));
+        }),
+    );
     let on = runtime.clone();
-    trials.push(timed("a_tasks_path_is_one_trace_in_dev", move || {
-        on.block_on(traces::a_tasks_path_is_one_trace_in_dev());
-        Ok(Completion::Completed)
-    }));
+    trials.push(
+        distributed.beside("a_tasks_path_is_one_trace_in_dev", move || {
+            on.block_on(traces::a_tasks_path_is_one_trace_in_dev());
+            Ok(Completion::Completed)
+        }),
+    );
     let on = runtime.clone();
-    trials.push(timed(
-        "a_tasks_path_is_one_trace_across_processes",
-        move || distributed_ran(on.block_on(traces::a_tasks_path_is_one_trace_across_processes())),
-    ));
+    trials.push(
+        distributed.beside("a_tasks_path_is_one_trace_across_processes", move || {
+            distributed_ran(on.block_on(traces::a_tasks_path_is_one_trace_across_processes()))
+        }),
+    );
     let on = runtime.clone();
-    trials.push(timed(
+    trials.push(distributed.beside(
         "a_small_executor_holds_a_thousand_sleepers_and_runs_new_tasks_at_once",
         move || {
             on.block_on(
@@ -204,7 +217,7 @@ fn main() -> ExitCode {
         },
     ));
     let on = runtime.clone();
-    trials.push(timed(
+    trials.push(distributed.beside(
         "a_kill_while_tasks_are_suspended_changes_nothing",
         move || {
             on.block_on(waits::a_kill_while_tasks_are_suspended_changes_nothing());
@@ -212,6 +225,9 @@ fn main() -> ExitCode {
         },
     ));
 
+    // A thread a trial: each waits for its installation's turn, so both
+    // installations are busy from the start, each with its trials in order.
+    args.test_threads.get_or_insert(trials.len());
     let conclusion = libtest_mimic::run(&args, trials);
     // Stops every process the installations started.
     runtime.block_on(async {
@@ -221,19 +237,30 @@ fn main() -> ExitCode {
     conclusion.exit_code()
 }
 
-/// A trial that says how long it took, so that a run's log shows where its
-/// time went.
-fn timed(
-    name: impl Into<String>,
-    run: impl FnOnce() -> Result<Completion, Failed> + Send + 'static,
-) -> Trial {
-    let name = name.into();
-    Trial::ignorable_test(name.clone(), move || {
-        let started = std::time::Instant::now();
-        let result = run();
-        eprintln!("{name}: {:.1} s", started.elapsed().as_secs_f64());
-        result
-    })
+/// Says how long a trial took once it had its turn, when dropped, so that
+/// a run's log shows where its time went.
+struct Timed {
+    name: String,
+    started: std::time::Instant,
+}
+
+impl Timed {
+    fn start(name: &str) -> Self {
+        Self {
+            name: name.to_owned(),
+            started: std::time::Instant::now(),
+        }
+    }
+}
+
+impl Drop for Timed {
+    fn drop(&mut self) {
+        eprintln!(
+            "{}: {:.1} s",
+            self.name,
+            self.started.elapsed().as_secs_f64()
+        );
+    }
 }
 
 /// The end of a test that needs the distributed mode and says whether it
@@ -289,6 +316,25 @@ impl Mode {
     }
 }
 
+/// Prints what the installation's processes logged during a scenario
+/// that panics: the installation outlives it, and its processes' logs
+/// are where a failure under load is explained.
+struct LogsOnPanic<'a> {
+    cluster: &'a Cluster,
+    marks: support::LogMarks,
+}
+
+impl Drop for LogsOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!(
+                "what the processes logged during the scenario:\n{}",
+                self.cluster.logs_since(&self.marks)
+            );
+        }
+    }
+}
+
 /// One mode's installation, shared by its scenarios one at a time.
 struct Installation {
     mode: Mode,
@@ -316,13 +362,15 @@ impl Installation {
 
     fn trial(self: &Arc<Self>, runtime: &Arc<Runtime>, name: &str, scenario: Scenario) -> Trial {
         let (installation, runtime) = (self.clone(), runtime.clone());
-        timed(format!("{}::{name}", self.mode.name()), move || {
-            runtime.block_on(installation.run(scenario))
+        let name = format!("{}::{name}", self.mode.name());
+        Trial::ignorable_test(name.clone(), move || {
+            runtime.block_on(installation.run(&name, scenario))
         })
     }
 
-    async fn run(&self, scenario: Scenario) -> Result<Completion, Failed> {
+    async fn run(&self, name: &str, scenario: Scenario) -> Result<Completion, Failed> {
         let mut state = self.state.lock().await;
+        let _timed = Timed::start(name);
         if let State::NotStarted = *state {
             // Marked broken until it is up: a panic while starting leaves it so.
             *state = State::Broken;
@@ -336,6 +384,10 @@ impl Installation {
         }
         match &*state {
             State::Running(cluster) => {
+                let _logs = LogsOnPanic {
+                    cluster,
+                    marks: cluster.log_marks(),
+                };
                 scenario(cluster).await;
                 Ok(Completion::Completed)
             }
@@ -356,6 +408,22 @@ impl Installation {
             .into()),
             State::NotStarted | State::Stopped => unreachable!("started above, stopped after"),
         }
+    }
+
+    /// A trial that needs no installation but takes this one's turn: it
+    /// starts processes of its own, and two installations at work at once
+    /// are as much as a small machine takes.
+    fn beside(
+        self: &Arc<Self>,
+        name: &str,
+        run: impl FnOnce() -> Result<Completion, Failed> + Send + 'static,
+    ) -> Trial {
+        let (installation, name) = (self.clone(), name.to_owned());
+        Trial::ignorable_test(name.clone(), move || {
+            let _turn = installation.state.blocking_lock();
+            let _timed = Timed::start(&name);
+            run()
+        })
     }
 
     async fn stop(&self) {

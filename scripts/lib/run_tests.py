@@ -12,7 +12,7 @@ the doc tests beside them.
     run_tests.py [CARGO ARGS] [-- TEST ARGS]
 
 Each binary's output is kept and printed whole when it ends, never
-interleaved; a summary of every binary's wall time ends the run, and the
+interleaved; a summary of every binary's wall and CPU time ends the run, and the
 exit status is non-zero when any binary failed.
 """
 
@@ -131,6 +131,20 @@ def toolchain_libdir():
 BUILD_ONLY = ["RUSTC_WORKSPACE_WRAPPER", "CLIPPY_ARGS", "WAFT_CLIPPY_SAMPLES"]
 
 
+def timed(command, **options):
+    """Runs `command` with its output in a file; its exit code, output, wall
+    time and CPU time. The CPU time (wait4's) counts the processes it waited
+    for too: a test's `waft` processes, not a daemon such as Postgres."""
+    with tempfile.TemporaryFile(mode="w+") as log:
+        started = time.monotonic()
+        child = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, **options)
+        _, status, usage = os.wait4(child.pid, 0)
+        child.returncode = os.waitstatus_to_exitcode(status)
+        took = time.monotonic() - started
+        log.seek(0)
+        return child.returncode, log.read(), took, usage.ru_utime + usage.ru_stime
+
+
 def run(job, test_args, libraries):
     name, executable, directory, package = job
     env = {k: v for k, v in os.environ.items() if k not in BUILD_ONLY}
@@ -138,31 +152,18 @@ def run(job, test_args, libraries):
     env["CARGO_PKG_NAME"] = package
     paths = [os.path.dirname(executable), libraries, env.get("LD_LIBRARY_PATH", "")]
     env["LD_LIBRARY_PATH"] = ":".join(p for p in paths if p)
-    with tempfile.TemporaryFile(mode="w+") as log:
-        started = time.monotonic()
-        code = subprocess.run(
-            [executable] + test_args, cwd=directory, env=env, stdout=log, stderr=subprocess.STDOUT
-        ).returncode
-        took = time.monotonic() - started
-        log.seek(0)
-        output = log.read()
+    code, output, took, cpu = timed([executable] + test_args, cwd=directory, env=env)
     status = "ok" if code == 0 else f"FAILED ({code})"
-    say(f"\n==== {name}: {status} in {took:.0f} s ({executable})\n{output}")
-    return name, code, took
+    say(f"\n==== {name}: {status} in {took:.0f} s, {cpu:.0f} s of CPU ({executable})\n{output}")
+    return name, code, took, cpu
 
 
 def doc_tests(cargo_args, test_args):
-    started = time.monotonic()
-    process = subprocess.run(
-        ["cargo", "test", "--doc"] + cargo_args + ["--"] + test_args,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    took = time.monotonic() - started
-    status = "ok" if process.returncode == 0 else f"FAILED ({process.returncode})"
-    say(f"\n==== doc tests: {status} in {took:.0f} s\n{process.stdout}")
-    return "doc tests", process.returncode, took
+    command = ["cargo", "test", "--doc"] + cargo_args + ["--"] + test_args
+    code, output, took, cpu = timed(command)
+    status = "ok" if code == 0 else f"FAILED ({code})"
+    say(f"\n==== doc tests: {status} in {took:.0f} s, {cpu:.0f} s of CPU\n{output}")
+    return "doc tests", code, took, cpu
 
 
 def main():
@@ -194,10 +195,12 @@ def main():
     for thread in workers:
         thread.join()
     wall = time.monotonic() - started
-    failed = [name for name, code, _ in results if code != 0]
-    say(f"\n==== {len(results)} test binaries, {jobs} at a time, in {wall:.0f} s\n")
-    for name, code, took in sorted(results, key=lambda r: -r[2]):
-        say(f"{took:7.0f} s  {'ok    ' if code == 0 else 'FAILED'}  {name}\n")
+    failed = [name for name, code, _, _ in results if code != 0]
+    cpu = sum(r[3] for r in results)
+    say(f"\n==== {len(results)} test binaries, {jobs} at a time, in {wall:.0f} s, {cpu:.0f} s of CPU\n")
+    say("   wall      CPU\n")
+    for name, code, took, cpu in sorted(results, key=lambda r: -r[2]):
+        say(f"{took:5.0f} s  {cpu:5.0f} s  {'ok    ' if code == 0 else 'FAILED'}  {name}\n")
     if failed:
         say(f"\nfailed: {', '.join(failed)}\n")
         sys.exit(1)

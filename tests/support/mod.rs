@@ -43,6 +43,10 @@ pub use process::Process;
 #[allow(unused_imports)]
 pub use runs::Run;
 
+/// Where each process's log ended at one instant.
+#[derive(Default)]
+pub struct LogMarks(BTreeMap<String, usize>);
+
 /// A running installation.
 pub struct Cluster {
     pub frontend: FrontendClient,
@@ -88,9 +92,30 @@ impl Cluster {
 
     /// Every process's log, for failure messages.
     pub fn logs(&self) -> String {
+        self.logs_since(&LogMarks::default())
+    }
+
+    /// Where each process's log ends now, for [`Cluster::logs_since`].
+    pub fn log_marks(&self) -> LogMarks {
+        LogMarks(
+            self.processes
+                .iter()
+                .map(|(name, p)| (name.clone(), p.log().len()))
+                .collect(),
+        )
+    }
+
+    /// What each process logged after `marks`: for the failure of one
+    /// scenario among many on a shared installation.
+    pub fn logs_since(&self, marks: &LogMarks) -> String {
         self.processes
-            .values()
-            .map(|p| format!("===== {} =====\n{}", p.name, p.log()))
+            .iter()
+            .map(|(name, p)| {
+                let log = p.log();
+                let from = marks.0.get(name).copied().unwrap_or(0).min(log.len());
+                let tail = log.get(from..).unwrap_or(&log);
+                format!("===== {} =====\n{tail}", p.name)
+            })
             .collect()
     }
 }

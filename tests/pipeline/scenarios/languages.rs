@@ -5,11 +5,19 @@
 use std::time::Duration;
 
 use serde_json::json;
+use tokio::sync::Mutex;
 
 use waft_core::TaskStatus;
 use waft_sample_artifacts as samples;
 
 use crate::support::Cluster;
+
+/// Held while a mode runs a language's samples: the first mode's executors
+/// compile its large components into the compile cache every process
+/// shares (tests/support), and the second mode waits and finds them there,
+/// instead of both compiling the same components at once.
+static PYTHON: Mutex<()> = Mutex::const_new(());
+static JAVASCRIPT: Mutex<()> = Mutex::const_new(());
 
 /// Lambdas written in Python deploy and run like any other, the webhook
 /// caller with its grant and its secret.
@@ -19,6 +27,7 @@ pub async fn python(cluster: &Cluster) {
         eprintln!("skipping: componentize-py is not installed (run scripts/setup)");
         return;
     };
+    let _compiling = PYTHON.lock().await;
     hello_and_webhook(cluster, "py", hello, webhook).await;
 }
 
@@ -30,6 +39,7 @@ pub async fn javascript(cluster: &Cluster) {
         eprintln!("skipping: componentize-js is not installed (run scripts/setup)");
         return;
     };
+    let _compiling = JAVASCRIPT.lock().await;
     hello_and_webhook(cluster, "js", hello, webhook).await;
 }
 
