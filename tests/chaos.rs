@@ -38,7 +38,7 @@
 //!
 //! It prints a summary: tasks, faults by kind, executions, re-executions,
 //! violations, throughput under chaos. CI runs the short default; a long
-//! run (docs/benchmarks.md) sets the size:
+//! run (docs/benchmarks/faults.md) sets the size:
 //!
 //! ```text
 //! WAFT_CHAOS_TASKS=100000 WAFT_CHAOS_MIN_FAULTS=200 \

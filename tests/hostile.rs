@@ -22,7 +22,7 @@
 //! trickle, throughput of a burst, and their ratio to the solo figures of
 //! the same run — is a benchmark, not a test: a debug build on a busy
 //! machine says little about it. The figures are printed (`--nocapture`);
-//! docs/benchmarks.md records release runs.
+//! docs/benchmarks/faults.md records release runs.
 
 mod support;
 

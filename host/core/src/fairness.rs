@@ -15,7 +15,7 @@
 //! claim and result carries about a share of them), which every task's
 //! own writes queue behind. So a smaller lookahead brings another key's
 //! first task sooner, and a lone key's backlog moves in smaller batches,
-//! more slowly (docs/benchmarks.md measures both).
+//! more slowly (docs/benchmarks/keys.md measures both).
 
 use std::collections::BTreeMap;
 
@@ -53,7 +53,7 @@ impl KeyFairness {
     /// The lookahead unless the lambda sets one: few enough that another
     /// key's task behind a backlog of a million starts within 50 ms at p95
     /// in a busy `waft dev` (33 ms measured), while a lone key's backlog
-    /// runs at some nine-tenths of its pace at 200 (docs/benchmarks.md); and a
+    /// runs at some nine-tenths of its pace at 200 (docs/benchmarks/keys.md); and a
     /// queue without turns (SQS) holds no more than this of one key ahead
     /// of another key's task.
     pub const DEFAULT_LOOKAHEAD: u32 = 100;

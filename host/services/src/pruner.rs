@@ -25,7 +25,7 @@
 //! commit keeps it busy while each group waits for its fsync and the next
 //! one gathers (at half of the peak it idled about a tenth of the time in
 //! the pauses). A quarter of the batch lets the pruner delete some 60 %
-//! faster than tasks end there. docs/benchmarks.md, *Retention*, has what it
+//! faster than tasks end there. docs/benchmarks/idle-and-retention.md has what it
 //! costs the pipeline.
 //!
 //! How long each end is kept is the installation's (`[retention]`), or a
