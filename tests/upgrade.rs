@@ -51,6 +51,7 @@ use sqlx::Connection;
 use support::{Cluster, Layout, Preset};
 use waft_core::TaskStatus;
 use waft_sample_artifacts as samples;
+use waft_services::ClientApi;
 use waft_testing::http::{HttpServer, Reply};
 
 /// Long enough for a lease to lapse and a task of `sleepy` (20 s) to run.
@@ -218,6 +219,14 @@ async fn every_task_ends_as_it_should(cluster: &Cluster, fixture: &Fixture) {
             .unwrap()
             .contains("greeted on attempt 1")
     );
+    // Its execution, a row of `attempts` in the fixture's release, is read
+    // once, though a task's own row now holds the one that ended it.
+    let attempts = cluster
+        .frontend
+        .task_attempts(&task("succeeded"))
+        .await
+        .unwrap();
+    assert_eq!(attempts.len(), 1, "{attempts:#?}");
     let fatal = get(&task("fatal"));
     assert_eq!(fatal["status"], "fatal_failure");
     assert!(

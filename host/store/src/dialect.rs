@@ -22,6 +22,13 @@ pub(crate) struct Dialect {
     /// transaction may be ending: Postgres's `FOR SHARE OF t`, which waits
     /// for such a transaction to commit, so the next statement reads its end.
     pub share_lock: &'static str,
+    /// Appended to the SELECT of a lambda (as `l`) whose tasks the
+    /// transaction inserts: Postgres's `FOR KEY SHARE OF l`, which a delete
+    /// of the lambda waits for (and which waits for one), so that no task
+    /// outlives its lambda. Postgres checks a task's lambda so, once a batch,
+    /// rather than by a foreign key on every row; SQLite keeps the foreign
+    /// key, as it writes one transaction at a time.
+    pub lambda_key_lock: &'static str,
     /// Decodes hex text (`{}`) into bytes; see [`Dialect::unhex`].
     unhex: &'static str,
     /// A statement run first by every transaction that reads gates to act
@@ -50,9 +57,10 @@ pub(crate) struct Dialect {
     /// Selects the database server's clock, in Unix milliseconds.
     pub clock: &'static str,
     /// After `FROM tasks` in the overview: SQLite's planner, without
-    /// statistics, prefers `tasks_status` and a row lookup per task over
-    /// the covering `tasks_live` (1.1 s against 0.27 s at 900,000 waiting
-    /// tasks), so it is named; Postgres's planner finds it by itself.
+    /// statistics, may prefer an index of the status and a row lookup per
+    /// task over the covering `tasks_live` (1.1 s against 0.27 s at
+    /// 900,000 waiting tasks), so it is named; Postgres's planner finds it
+    /// by itself.
     pub live_tasks_index: &'static str,
 }
 
@@ -64,6 +72,7 @@ impl Dialect {
         row_lock: "",
         json_rows: "json_each($1) AS j",
         share_lock: "",
+        lambda_key_lock: "",
         unhex: "unhex({})",
         gate_read_lock: "",
         gate_write_lock: "",
@@ -82,6 +91,7 @@ impl Dialect {
         row_lock: "FOR UPDATE",
         json_rows: "jsonb_array_elements(CAST($1 AS jsonb)) AS j(value)",
         share_lock: "FOR SHARE OF t",
+        lambda_key_lock: "FOR KEY SHARE OF l",
         unhex: "decode({}, 'hex')",
         gate_read_lock: "SELECT pg_advisory_xact_lock_shared(7239)",
         gate_write_lock: "SELECT pg_advisory_xact_lock(7239)",

@@ -55,6 +55,7 @@ pub(crate) mod status {
     pub const PROCESSING: One = One(TaskStatus::Processing);
     pub const SUSPENDED: One = One(TaskStatus::Suspended);
     pub const SUCCESS: One = One(TaskStatus::Success);
+    pub const FATAL_FAILURE: One = One(TaskStatus::FatalFailure);
     pub const DEAD: One = One(TaskStatus::Dead);
     pub const DROPPED: One = One(TaskStatus::Dropped);
     pub const CANCELLED: One = One(TaskStatus::Cancelled);
@@ -97,7 +98,14 @@ pub(crate) mod status {
 /// [`AttemptOutcome`]: crate::AttemptOutcome
 pub(crate) mod outcome {
     pub const SUCCESS: &str = "'success'";
+    pub const FATAL: &str = "'fatal'";
 }
+
+/// A task that ended (a state ended for good, or dead): every end sets its
+/// `finished_at`, and a redrive clears it. The predicate of the indexes of
+/// ended tasks (`tasks_ended`, `tasks_lambda_ended`; a test holds them to
+/// it), which a statement spells to read them.
+pub(crate) const ENDED: &str = "finished_at IS NOT NULL";
 
 /// 2 when a drop gate covers task `t`, 1 for a pause gate, else 0 or NULL
 /// (read by [`crate::rules::GateEffect::from_code`]).
@@ -181,6 +189,32 @@ mod tests {
         }
     }
 
+    /// The partial indexes of ended tasks are defined by [`super::ENDED`],
+    /// as the statements that read them spell it; with `tasks_live` (the
+    /// states not final) they hold every status, so a list or count by any
+    /// status finds an index of it.
+    #[test]
+    fn the_ended_indexes_hold_the_ended_tasks() {
+        for what in ["INDEX tasks_ended", "INDEX tasks_lambda_ended"] {
+            for (backend, newest) in newest_making(what) {
+                let definition = newest
+                    .split_once(&format!("CREATE {what}"))
+                    .and_then(|(_, rest)| rest.split_once(';'))
+                    .map(|(definition, _)| definition)
+                    .unwrap_or_else(|| panic!("{backend}: no CREATE {what}"));
+                assert!(
+                    definition.ends_with(&format!(" WHERE {}", super::ENDED)),
+                    "{backend}: {what} must be defined WHERE {}",
+                    super::ENDED
+                );
+            }
+        }
+        assert_eq!(
+            waft_core::machine::LIVE.union(waft_core::machine::FINAL),
+            waft_core::machine::StatusSet::ALL
+        );
+    }
+
     /// The trigger that marks a key when one of its tasks changes state
     /// outside flight, and the index the poll counts a key's tasks in
     /// flight from, spell the set of states in flight; as
@@ -204,8 +238,9 @@ mod tests {
 
     #[test]
     fn outcome_names_are_the_ones_attempt_outcome_parses() {
-        let success = crate::AttemptOutcome::Success;
-        assert_eq!(super::outcome::SUCCESS, format!("'{}'", success.as_str()));
+        use crate::AttemptOutcome::{Fatal, Success};
+        assert_eq!(super::outcome::SUCCESS, format!("'{}'", Success.as_str()));
+        assert_eq!(super::outcome::FATAL, format!("'{}'", Fatal.as_str()));
     }
 
     #[test]

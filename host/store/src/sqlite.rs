@@ -102,3 +102,33 @@ type Store = SqliteStore;
 type Connection = SqliteConnection;
 type Row = SqliteRow;
 const DIALECT: crate::dialect::Dialect = crate::dialect::Dialect::SQLITE;
+
+/// A store for the plan tests of `sql/`, with what keeps it alive. Empty:
+/// SQLite plans without statistics (none is ever gathered), so its plans
+/// do not depend on what the tables hold.
+#[cfg(test)]
+async fn plan_store() -> Option<(Store, Box<dyn std::any::Any>)> {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let store = SqliteStore::open(&dir.path().join("waft.db"))
+        .await
+        .expect("a store");
+    Some((store, Box::new(dir)))
+}
+
+/// The plan SQLite takes for `statement` with text parameters `binds`: one
+/// step a line.
+#[cfg(test)]
+async fn plan(store: &Store, statement: &str, binds: &[String]) -> String {
+    let mut query = sqlx::query_as::<_, (i64, i64, i64, String)>(crate::support::sql(format!(
+        "EXPLAIN QUERY PLAN {statement}"
+    )));
+    for bind in binds {
+        query = query.bind(bind);
+    }
+    let steps = query.fetch_all(&store.pool).await.expect("a plan");
+    steps
+        .into_iter()
+        .map(|(.., detail)| detail)
+        .collect::<Vec<_>>()
+        .join("\n")
+}

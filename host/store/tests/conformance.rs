@@ -23,6 +23,8 @@ mod deleted_children;
 mod fairness;
 #[path = "conformance/fan_in.rs"]
 mod fan_in;
+#[path = "conformance/final_attempts.rs"]
+mod final_attempts;
 #[path = "conformance/gate_guarantees.rs"]
 mod gate_guarantees;
 #[path = "conformance/gates.rs"]
@@ -41,6 +43,8 @@ mod journal_parts;
 mod journal_versions;
 #[path = "conformance/keys.rs"]
 mod keys;
+#[path = "conformance/lambda_deletes.rs"]
+mod lambda_deletes;
 #[path = "conformance/lambdas.rs"]
 mod lambdas;
 #[path = "conformance/lifecycle.rs"]
@@ -122,6 +126,8 @@ macro_rules! conformance {
 
 conformance!(
     artifacts: [artifacts_are_kept_per_engine_and_collected_with_their_component],
+    final_attempts: [a_final_execution_reads_back_whole],
+    lambda_deletes: [no_task_outlives_its_lambda_deleted_during_an_insert],
     lambdas: [
         lambdas_are_versioned,
         versions_pin_roll_back_and_are_collected,

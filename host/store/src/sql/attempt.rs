@@ -1,9 +1,23 @@
-//! The attempts table: every execution that ended, recorded once at its
-//! task's attempt and lease.
+//! The attempts of a task: every execution that ended, at its task's
+//! attempt and lease.
+//!
+//! An execution that ends its task for good (a success, a fatal failure)
+//! is held by the task's own row: its attempt and lease, its claim and end
+//! as start and end, its log, its error and the journal entries it
+//! replayed (`replayed`). Those states are final, so nothing writes those
+//! columns again; and a task that succeeds, the common case, costs no
+//! second row, nor its entries in the table's indexes. Every other end (a
+//! retry, a suspension, an execution lost, an attempt exhausted) is a row
+//! of `attempts`: the task runs again, or may (a dead letter is
+//! redriven), and its row moves on. Readers take both ([`final_attempts`]);
+//! a release before kept every end as a row, and a row of the same lease
+//! wins.
 
 use serde::Serialize;
 
 use super::{Connection, DIALECT};
+use crate::names::outcome;
+use crate::names::status::{FATAL_FAILURE, SUCCESS};
 use crate::support::{batch_json, sql, text_in};
 use crate::{AttemptOutcome, Millis, Result};
 
@@ -74,4 +88,22 @@ pub(super) async fn record(conn: &mut Connection, ended: Vec<Ended>, now: Millis
     .execute(&mut *conn)
     .await?;
     Ok(())
+}
+
+/// The executions the rows of `tasks` (as `t`) hold, read as rows of
+/// `attempts` are (`task_id`, `lambda`, `attempt`, `lease_token`,
+/// `outcome`, `error`, `log`, `started_at`, `ended_at`, `replayed`), for
+/// the tasks that `{}` (a condition on `t`) chooses.
+pub(super) fn final_attempts(condition: &str) -> String {
+    format!(
+        "SELECT t.id AS task_id, t.lambda, t.attempt, t.lease_token, \
+         CASE WHEN t.status = {SUCCESS} THEN {success} ELSE {fatal} END AS outcome, \
+         CASE WHEN t.status = {SUCCESS} THEN NULL ELSE t.last_error END AS error, \
+         t.log, t.claimed_at AS started_at, t.finished_at AS ended_at, t.replayed \
+         FROM tasks t WHERE t.status IN ({SUCCESS}, {FATAL_FAILURE}) AND ({condition}) \
+         AND NOT EXISTS (SELECT 1 FROM attempts a \
+            WHERE a.task_id = t.id AND a.lease_token = t.lease_token)",
+        success = outcome::SUCCESS,
+        fatal = outcome::FATAL,
+    )
 }

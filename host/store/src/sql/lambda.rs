@@ -8,7 +8,7 @@ use waft_core::task::check_lambda_name;
 
 use super::{Connection, DIALECT, Store};
 use super::{keys, pace, prune};
-use crate::names::status::{FINAL, LIVE, RUNNING, SUSPENDED};
+use crate::names::status::{LIVE, RUNNING, SUSPENDED};
 use crate::rows::{self, LAMBDA_COLUMNS};
 use crate::support::{millis, sql, text_in};
 use crate::{
@@ -33,7 +33,27 @@ pub(super) async fn require_lambda(conn: &mut Connection, name: &str) -> Result<
         .ok_or_else(|| StoreError::UnknownLambda(name.to_owned()))
 }
 
-/// A lambda at its current version, read once per insert.
+/// A lambda at its current version, for a transaction that inserts tasks
+/// of it: its row stays locked against a delete until the transaction ends
+/// (on Postgres), so that the tasks cannot outlive it; an error if it is
+/// missing, or deleted while the lock was awaited.
+pub(super) async fn require_lambda_for_tasks(conn: &mut Connection, name: &str) -> Result<Lambda> {
+    let row = sqlx::query(sql(format!(
+        "SELECT {LAMBDA_COLUMNS} FROM lambdas l JOIN lambda_versions v \
+         ON v.lambda = l.name AND v.version = l.current_version WHERE l.name = $1 {}",
+        DIALECT.lambda_key_lock
+    )))
+    .bind(text_in(name))
+    .fetch_optional(&mut *conn)
+    .await?;
+    row.as_ref()
+        .map(rows::lambda)
+        .transpose()?
+        .ok_or_else(|| StoreError::UnknownLambda(name.to_owned()))
+}
+
+/// A lambda at its current version, read (and locked, see
+/// [`require_lambda_for_tasks`]) once per batch of inserts.
 pub(super) async fn cached_lambda(
     conn: &mut Connection,
     lambdas: &mut HashMap<String, Lambda>,
@@ -42,7 +62,7 @@ pub(super) async fn cached_lambda(
     if let Some(lambda) = lambdas.get(name) {
         return Ok(lambda.clone());
     }
-    let lambda = require_lambda(conn, name).await?;
+    let lambda = require_lambda_for_tasks(conn, name).await?;
     lambdas.insert(name.to_owned(), lambda.clone());
     Ok(lambda)
 }
@@ -262,14 +282,15 @@ pub(super) async fn versions(store: &Store, name: &str) -> Result<Vec<LambdaVers
     if rows.is_empty() {
         return Err(StoreError::UnknownLambda(name.to_owned()));
     }
-    // The tasks that need each version, as `gc` counts them.
+    // The tasks that need each version, as `gc` counts them: live ones
+    // (running ones are live too), read from the index of live tasks.
     let needed: Vec<(i64, i64, i64)> = sqlx::query_as(sql(format!(
         "SELECT v.version, \
          (SELECT COUNT(*) FROM tasks t WHERE t.lambda = v.lambda AND t.status = {SUSPENDED} \
+            AND t.status IN {LIVE} \
             AND (t.version = v.version OR t.journal_version = v.version)), \
-         (SELECT COUNT(*) FROM tasks t WHERE t.lambda = v.lambda \
-            AND ((t.status NOT IN {FINAL} \
-                AND (t.version = v.version OR t.journal_version = v.version)) \
+         (SELECT COUNT(*) FROM tasks t WHERE t.lambda = v.lambda AND t.status IN {LIVE} \
+            AND (t.version = v.version OR t.journal_version = v.version \
             OR (t.status IN {RUNNING} AND t.claimed_version = v.version))) \
          FROM lambda_versions v WHERE v.lambda = $1"
     )))
@@ -351,9 +372,9 @@ pub(super) async fn gc(tx: &mut Connection, params: LambdaGc) -> Result<GcReport
         "DELETE FROM lambda_versions WHERE lambda = $1 \
          AND version <= (SELECT current_version FROM lambdas WHERE name = $1) - $2 \
          AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.lambda = lambda_versions.lambda \
-            AND ((t.status NOT IN {FINAL} AND (t.version = lambda_versions.version \
-                OR t.journal_version = lambda_versions.version)) \
-            OR (t.status IN {RUNNING} AND t.claimed_version = lambda_versions.version)))"
+            AND t.status IN {LIVE} AND (t.version = lambda_versions.version \
+                OR t.journal_version = lambda_versions.version \
+                OR (t.status IN {RUNNING} AND t.claimed_version = lambda_versions.version)))"
     )))
     .bind(&params.lambda)
     .bind(keep)

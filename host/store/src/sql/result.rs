@@ -1,6 +1,7 @@
 //! Results: a batch of executions' ends, each a guarded update that a
 //! stale lease cannot pass; the journal writes they carry, the attempts
-//! they ended, and the continuations of the successes.
+//! they ended (those that did not end their task for good: see
+//! `attempt.rs`), and the continuations of the successes.
 //!
 //! This file holds the batch: how its results are sorted by what they
 //! need, the journal writes applied ahead of them, and the answers in the
@@ -94,11 +95,10 @@ struct Ending {
 }
 
 /// A success or a fatal failure: it ends its task whatever the task's
-/// attempts.
+/// attempts, and the task's row keeps it (no row of `attempts`).
 struct Final {
     ending: Ending,
     status: TaskStatus,
-    outcome: AttemptOutcome,
     output: Option<Vec<u8>>,
     error: Option<String>,
 }
@@ -152,14 +152,12 @@ fn sort(results: Vec<TaskResult>) -> Sorted {
             ResultOutcome::Success { output } => sorted.finals.push(Final {
                 ending,
                 status: TaskStatus::Success,
-                outcome: AttemptOutcome::Success,
                 output,
                 error: None,
             }),
             ResultOutcome::Fatal { error } => sorted.finals.push(Final {
                 ending,
                 status: TaskStatus::FatalFailure,
-                outcome: AttemptOutcome::Fatal,
                 output: None,
                 error: Some(error),
             }),

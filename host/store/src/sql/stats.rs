@@ -1,9 +1,10 @@
 //! The overview of every lambda's tasks: what the dashboard's first page
 //! reads every few seconds, so it must cost little at millions of tasks.
-//! Two grouped statements over covering indexes of the schema: the
-//! unfinished and dead tasks (`tasks_live`; ended
-//! tasks are not in it), and
-//! the executions that ended in the window (`attempts_ended`).
+//! Grouped statements over indexes of the schema: the unfinished and dead
+//! tasks (`tasks_live`, in its order: lambda, status, priority; ended tasks
+//! are not in it), and the executions that ended in the window: rows of
+//! `attempts` (`attempts_ended`) and the tasks that ended for good in it,
+//! whose rows hold their last execution (`tasks_finished`).
 
 use std::collections::BTreeMap;
 
@@ -39,20 +40,10 @@ pub(super) async fn lambda_stats(
     since: Millis,
 ) -> Result<Vec<LambdaStats>> {
     let mut stats: BTreeMap<String, LambdaStats> = BTreeMap::new();
-    let rows = sqlx::query(sql(format!(
-        "SELECT lambda, priority, status, COUNT(*) AS n, \
-         SUM(CASE WHEN held THEN 1 ELSE 0 END) AS held, \
-         SUM(CASE WHEN parked THEN 1 ELSE 0 END) AS parked, \
-         SUM(CASE WHEN NOT held AND NOT parked AND (paced OR key_paced) THEN 1 ELSE 0 END) \
-            AS paced, \
-         SUM(CASE WHEN {READY} AND due_at <= $1 THEN 1 ELSE 0 END) AS due, \
-         MIN(CASE WHEN {READY} AND due_at <= $1 THEN due_at END) AS oldest \
-         FROM tasks {} WHERE status IN {LIVE} GROUP BY lambda, priority, status",
-        DIALECT.live_tasks_index
-    )))
-    .bind(now)
-    .fetch_all(&store.pool)
-    .await?;
+    let rows = sqlx::query(sql(live_statement()))
+        .bind(now)
+        .fetch_all(&store.pool)
+        .await?;
     for row in &rows {
         let entry = of_lambda(&mut stats, row.text("lambda")?);
         let n = count(row.int("n")?)?;
@@ -103,7 +94,10 @@ pub(super) async fn lambda_stats(
             }
         }
     }
-    let rows = sqlx::query(sql(format!(
+    // The executions that ended since: rows of `attempts`, and those the
+    // tasks' own rows hold (their final ones, see `attempt.rs`), read
+    // through the index of ended tasks.
+    let mut rows = sqlx::query(sql(format!(
         "SELECT t.lambda, a.outcome = {success} AS ok, COUNT(*) AS n \
          FROM attempts a JOIN tasks t ON t.id = a.task_id \
          WHERE a.ended_at >= $1 GROUP BY t.lambda, a.outcome = {success}",
@@ -112,6 +106,17 @@ pub(super) async fn lambda_stats(
     .bind(since)
     .fetch_all(&store.pool)
     .await?;
+    rows.extend(
+        sqlx::query(sql(format!(
+            "SELECT f.lambda, f.outcome = {success} AS ok, COUNT(*) AS n FROM ({}) f \
+             GROUP BY f.lambda, f.outcome = {success}",
+            super::attempt::final_attempts("t.finished_at >= $1"),
+            success = outcome::SUCCESS,
+        )))
+        .bind(since)
+        .fetch_all(&store.pool)
+        .await?,
+    );
     for row in &rows {
         let entry = of_lambda(&mut stats, row.text("lambda")?);
         let n = count(row.int("n")?)?;
@@ -122,6 +127,22 @@ pub(super) async fn lambda_stats(
         }
     }
     Ok(stats.into_values().collect())
+}
+
+/// The live tasks grouped as `tasks_live` holds them in order (lambda,
+/// status, priority), so the index is read once, whole, and nothing sorted.
+pub(super) fn live_statement() -> String {
+    format!(
+        "SELECT lambda, priority, status, COUNT(*) AS n, \
+         SUM(CASE WHEN held THEN 1 ELSE 0 END) AS held, \
+         SUM(CASE WHEN parked THEN 1 ELSE 0 END) AS parked, \
+         SUM(CASE WHEN NOT held AND NOT parked AND (paced OR key_paced) THEN 1 ELSE 0 END) \
+            AS paced, \
+         SUM(CASE WHEN {READY} AND due_at <= $1 THEN 1 ELSE 0 END) AS due, \
+         MIN(CASE WHEN {READY} AND due_at <= $1 THEN due_at END) AS oldest \
+         FROM tasks {} WHERE status IN {LIVE} GROUP BY lambda, status, priority",
+        DIALECT.live_tasks_index
+    )
 }
 
 fn of_lambda(stats: &mut BTreeMap<String, LambdaStats>, lambda: String) -> &mut LambdaStats {

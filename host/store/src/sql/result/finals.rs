@@ -27,6 +27,7 @@ struct FinalRow<'a> {
     output: Option<String>,
     error: Option<std::borrow::Cow<'a, str>>,
     log: Option<std::borrow::Cow<'a, str>>,
+    replayed: u32,
 }
 
 impl<'a> FinalRow<'a> {
@@ -38,6 +39,7 @@ impl<'a> FinalRow<'a> {
             output: f.output.as_ref().map(hex::encode),
             error: f.error.as_deref().map(text_in),
             log: f.ending.log.as_deref().map(text_in),
+            replayed: f.ending.replayed,
         }
     }
 }
@@ -82,11 +84,12 @@ pub(super) async fn end_finals(
     let rows = sqlx::query(sql(format!(
         "UPDATE tasks SET status = r.result_status, output = {output}, \
          last_error = r.result_error, log = r.result_log, next_trigger_at = NULL, \
-         held = FALSE, finished_at = $2 \
+         held = FALSE, finished_at = $2, replayed = r.result_replayed \
          FROM (SELECT j.value->>'id' AS result_id, \
             CAST(j.value->>'lease' AS BIGINT) AS result_lease, \
             j.value->>'status' AS result_status, j.value->>'output' AS result_output, \
-            j.value->>'error' AS result_error, j.value->>'log' AS result_log \
+            j.value->>'error' AS result_error, j.value->>'log' AS result_log, \
+            CAST(j.value->>'replayed' AS BIGINT) AS result_replayed \
             FROM {rows}) AS r \
          WHERE tasks.id = r.result_id AND tasks.lease_token = r.result_lease \
          AND (tasks.status IN {RUNNING}) IS TRUE \
@@ -129,8 +132,10 @@ pub(super) async fn end_finals(
             batch.answer(index, Err(refusal));
             continue;
         };
+        // The task's row holds the execution that ended it: a success or a
+        // fatal failure is final, so nothing changes that row's attempt,
+        // lease, times, log or error again (`attempt::final_attempts`).
         batch.of_lambda(index, lambda);
-        batch.ended(f.ending, f.outcome, f.error);
         batch.answer(index, Ok(f.status));
     }
     Ok(())
