@@ -168,8 +168,8 @@ pub(super) async fn count(store: &Store, params: TaskCount) -> Result<Vec<Status
 /// The statement that counts a lambda's tasks by status, with its
 /// parameters: the live tasks (from `tasks_live`) and those ended for good
 /// (from `tasks_lambda_ended`, which holds the dead too: they are counted
-/// with the live) apart, each from the index that holds its states unless a
-/// filter given fits another, and only the filters given.
+/// with the live) apart, each from the index that holds its states; or,
+/// when a filter is given, through that filter's index.
 fn count_statement(params: &TaskCount) -> (String, Vec<String>) {
     let mut binds = vec![text_in(&params.lambda).into_owned()];
     let mut filters = String::new();
@@ -183,9 +183,19 @@ fn count_statement(params: &TaskCount) -> (String, Vec<String>) {
             filters.push_str(&format!(" AND {column} = ${}", binds.len()));
         }
     }
+    if !filters.is_empty() {
+        // A collection's, a parent's or a key's tasks: read through that
+        // filter's own index, whatever their states. The halves' predicates
+        // would have the planner read every live task of the lambda
+        // instead (100 ms a count at 50,000 tasks, on Postgres).
+        let statement = format!(
+            "SELECT status, COUNT(*) AS n FROM tasks WHERE lambda = $1{filters} GROUP BY status"
+        );
+        return (statement, binds);
+    }
     let half = |states: String| {
         format!(
-            "SELECT status, COUNT(*) AS n FROM tasks WHERE lambda = $1 AND {states}{filters} \
+            "SELECT status, COUNT(*) AS n FROM tasks WHERE lambda = $1 AND {states} \
              GROUP BY status"
         )
     };
@@ -486,6 +496,15 @@ mod plans {
                     status: Some(New),
                     newest_first: true,
                     ..TaskList::default()
+                }),
+                &["tasks_collection"],
+            ),
+            (
+                "a collection's tasks by state",
+                count(TaskCount {
+                    lambda: "bulk".into(),
+                    collection: Some("c7".into()),
+                    ..TaskCount::default()
                 }),
                 &["tasks_collection"],
             ),
