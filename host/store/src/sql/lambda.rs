@@ -17,9 +17,14 @@ use crate::{
 };
 
 pub(super) async fn lambda_current(conn: &mut Connection, name: &str) -> Result<Option<Lambda>> {
+    lambda_row(conn, name, "").await
+}
+
+/// The lambda `name` at its current version, the SELECT ending in `lock`.
+async fn lambda_row(conn: &mut Connection, name: &str, lock: &str) -> Result<Option<Lambda>> {
     let row = sqlx::query(sql(format!(
         "SELECT {LAMBDA_COLUMNS} FROM lambdas l JOIN lambda_versions v \
-         ON v.lambda = l.name AND v.version = l.current_version WHERE l.name = $1"
+         ON v.lambda = l.name AND v.version = l.current_version WHERE l.name = $1 {lock}"
     )))
     .bind(text_in(name))
     .fetch_optional(&mut *conn)
@@ -38,17 +43,8 @@ pub(super) async fn require_lambda(conn: &mut Connection, name: &str) -> Result<
 /// (on Postgres), so that the tasks cannot outlive it; an error if it is
 /// missing, or deleted while the lock was awaited.
 pub(super) async fn require_lambda_for_tasks(conn: &mut Connection, name: &str) -> Result<Lambda> {
-    let row = sqlx::query(sql(format!(
-        "SELECT {LAMBDA_COLUMNS} FROM lambdas l JOIN lambda_versions v \
-         ON v.lambda = l.name AND v.version = l.current_version WHERE l.name = $1 {}",
-        DIALECT.lambda_key_lock
-    )))
-    .bind(text_in(name))
-    .fetch_optional(&mut *conn)
-    .await?;
-    row.as_ref()
-        .map(rows::lambda)
-        .transpose()?
+    lambda_row(conn, name, DIALECT.lambda_key_lock)
+        .await?
         .ok_or_else(|| StoreError::UnknownLambda(name.to_owned()))
 }
 
