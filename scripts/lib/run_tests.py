@@ -14,6 +14,12 @@ the doc tests beside them.
 Each binary's output is kept and printed whole when it ends, never
 interleaved; a summary of every binary's wall and CPU time ends the run, and the
 exit status is non-zero when any binary failed.
+
+WAFT_TEST_BESIDE, a shell command, runs beside the tests at the lowest
+priority (`nice -n 19`), once their build is done: CI builds the fuzz
+targets there, in the CPU time the waiting tests leave. It fails the run when
+it fails. A cargo command there holds the build directory's lock: the doc
+tests, last in the list, wait for it.
 """
 
 import json
@@ -166,9 +172,34 @@ def doc_tests(cargo_args, test_args):
     return "doc tests", code, took, cpu
 
 
+class Beside:
+    """WAFT_TEST_BESIDE's command, started at the lowest priority."""
+
+    def __init__(self, command):
+        self.command = command
+        self.log = tempfile.TemporaryFile(mode="w+")
+        self.started = time.monotonic()
+        self.process = subprocess.Popen(
+            ["nice", "-n", "19", "bash", "-c", command], stdout=self.log, stderr=subprocess.STDOUT
+        )
+
+    def wait(self):
+        """Its exit code, once it has ended; prints its output."""
+        _, status, usage = os.wait4(self.process.pid, 0)
+        code = os.waitstatus_to_exitcode(status)
+        took = time.monotonic() - self.started
+        cpu = usage.ru_utime + usage.ru_stime
+        self.log.seek(0)
+        state = "ok" if code == 0 else f"FAILED ({code})"
+        say(f"\n==== beside the tests, {self.command}: {state} in {took:.0f} s, {cpu:.0f} s of CPU\n")
+        say(self.log.read())
+        return code
+
+
 def main():
     cargo_args, test_args = split_args(sys.argv[1:])
     binaries = order(build(cargo_args))
+    beside = Beside(os.environ["WAFT_TEST_BESIDE"]) if os.environ.get("WAFT_TEST_BESIDE") else None
     jobs = int(os.environ.get("WAFT_TEST_JOBS", "2"))
     started = time.monotonic()
     # Doc tests too, unless the arguments chose some targets alone.
@@ -196,6 +227,8 @@ def main():
         thread.join()
     wall = time.monotonic() - started
     failed = [name for name, code, _, _ in results if code != 0]
+    if beside is not None and beside.wait() != 0:
+        failed.append(beside.command)
     cpu = sum(r[3] for r in results)
     say(f"\n==== {len(results)} test binaries, {jobs} at a time, in {wall:.0f} s, {cpu:.0f} s of CPU\n")
     say("   wall      CPU\n")
