@@ -515,7 +515,7 @@ pub(crate) async fn wait_all(
         if ended >= count as u64 {
             return Ok(());
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }
 
