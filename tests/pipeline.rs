@@ -176,6 +176,13 @@ fn main() -> ExitCode {
 
     let on = runtime.clone();
     trials.push(
+        distributed.beside("a_restarted_dev_recovers_its_tasks_at_once", move || {
+            on.block_on(standalone::a_restarted_dev_recovers_its_tasks_at_once());
+            Ok(Completion::Completed)
+        }),
+    );
+    let on = runtime.clone();
+    trials.push(
         distributed.beside("an_idle_controller_leaves_the_queues_alone", move || {
             distributed_ran(on.block_on(idle::an_idle_controller_leaves_the_queues_alone()))
         }),

@@ -1,5 +1,5 @@
 //! Checks that start `waft` processes of their own: refused
-//! configurations, TLS, and a restart after downtime.
+//! configurations, TLS, a restart after downtime, and one after a kill.
 
 use std::io::BufRead;
 use std::path::Path;
@@ -133,6 +133,76 @@ pub async fn missed_occurrences_are_caught_up_or_skipped_after_downtime() {
     };
     assert_eq!(in_gap("caught"), missed, "{}", summary(&tasks));
     assert_eq!(in_gap("skipped"), Vec::<i64>::new(), "{}", summary(&tasks));
+}
+
+/// Killed while it runs one task and holds two on its queue, `waft dev`
+/// started again runs all three at once: the running one's execution is
+/// counted as a lost attempt, the queued ones run on their first, and none
+/// waits for the timeouts a shared store would wait for (a minute here).
+/// Meanwhile a second `waft dev` on the same data directory is refused.
+pub async fn a_restarted_dev_recovers_its_tasks_at_once() {
+    let minute = "60s".to_owned();
+    let mut cluster = Cluster::dev_on_with(
+        None,
+        |_| {},
+        vec![
+            ("WAFT_HEARTBEAT_TIMEOUT".into(), minute.clone()),
+            ("WAFT_CONSUMER_ENQUEUE_TIMEOUT".into(), minute),
+            ("WAFT_EXECUTOR_MAX_TASKS".into(), "1".into()),
+        ],
+    )
+    .await;
+    cluster.deploy("sleepy", samples::SLEEPY, |_| {}).await;
+    let plan = serde_json::json!({"steps": 30, "step_ms": 100});
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        ids.push(cluster.schedule("sleepy", plan.clone(), None).await);
+    }
+    let running = until_one_runs(&cluster, &ids).await;
+
+    let second = std::process::Command::new(env!("CARGO_BIN_EXE_waft"))
+        .args(["dev", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(cluster.data_dir())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert!(!second.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("in use by another process (pid "),
+        "{stderr}"
+    );
+
+    cluster.process("dev").kill();
+    cluster.process("dev").restart();
+    let restarted = Instant::now();
+    cluster.ready().await;
+    for id in &ids {
+        let task = cluster.finished(id, WITHIN).await;
+        let attempts = if *id == running { 2 } else { 1 };
+        assert_eq!(
+            (task.status, task.attempt),
+            (waft_core::TaskStatus::Success, attempts),
+            "{task:#?}"
+        );
+    }
+    // Three runs of 3 s one after another, not a minute's timeout first.
+    let took = restarted.elapsed();
+    assert!(took < Duration::from_secs(40), "recovered in {took:?}");
+}
+
+/// The first of `ids` to be running.
+async fn until_one_runs(cluster: &Cluster, ids: &[String]) -> String {
+    let deadline = Instant::now() + WITHIN;
+    loop {
+        for id in ids {
+            let task = cluster.frontend.task_get(id).await.unwrap();
+            if task.status == waft_core::TaskStatus::Processing {
+                return id.clone();
+            }
+        }
+        assert!(Instant::now() < deadline, "no task ran");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// Waits until `done` holds, failing after [`WITHIN`] with `what`.

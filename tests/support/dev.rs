@@ -13,6 +13,11 @@ use super::process::Process;
 use super::settings::{KEEP_ENDED, fast_env};
 
 impl Cluster {
+    /// `waft dev`'s data directory.
+    pub fn data_dir(&self) -> std::path::PathBuf {
+        self.dir.path().join("data")
+    }
+
     /// `waft dev`, every role in one process.
     pub async fn dev() -> Self {
         Self::dev_with(false).await
@@ -48,7 +53,7 @@ impl Cluster {
             args: vec![
                 "dev".into(),
                 "--data-dir".into(),
-                dir.path().join("data").display().to_string(),
+                data.display().to_string(),
                 "--listen".into(),
                 addr.clone(),
             ],

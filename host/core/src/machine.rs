@@ -90,6 +90,12 @@ pub enum Operation {
     Cancel,
     /// An operator gave the dead letter a fresh attempt budget.
     Redrive,
+    /// The one process that holds the store (`waft dev`, on its data
+    /// directory's lock) started again: whatever it had in flight when it
+    /// stopped is in flight nowhere, so the Store Consumer looks at those
+    /// tasks at once rather than when their timeouts would have told it —
+    /// and then enqueues, expires or buries each as its trigger would have.
+    Recover,
 }
 
 /// The state an operation leaves the task in.
@@ -222,7 +228,7 @@ pub const IN_FLIGHT: StatusSet = {
 /// claim, the gates, the attempts left) are the store's; the table says
 /// which states each operation may meet.
 #[rustfmt::skip]
-pub const TRANSITIONS: [Transition; 24] = {
+pub const TRANSITIONS: [Transition; 25] = {
     use Attempts as A;
     use Lease as L;
     use Operation as O;
@@ -232,6 +238,9 @@ pub const TRANSITIONS: [Transition; 24] = {
     const ENQUEUED: StatusSet = StatusSet::of(&[Enqueued]);
     const DEAD: StatusSet = StatusSet::of(&[Dead]);
     const SUSPENDED: StatusSet = StatusSet::of(&[Suspended]);
+    // What a process carries: a task on its queue, or running (the
+    // derived `IN_FLIGHT`, which a test holds it to).
+    const CARRIED: StatusSet = StatusSet::of(&[Enqueued, Claimed, Processing]);
     [
         //  operation         from      to                    trigger              lease      attempts
         row(O::Insert,        NOTHING,  To(New),              T::Due,              L::Keep,   A::Reset),
@@ -258,6 +267,7 @@ pub const TRANSITIONS: [Transition; 24] = {
         row(O::Pace,          OPEN,     NextAttempt,          T::Slot,             L::Keep,   A::Keep),
         row(O::Cancel,        OPEN,     To(Cancelled),        T::Never,            L::Keep,   A::Keep),
         row(O::Redrive,       DEAD,     To(New),              T::Due,              L::Keep,   A::Reset),
+        row(O::Recover,       CARRIED,  Same,                 T::Now,              L::Keep,   A::Keep),
     ]
 };
 
@@ -399,7 +409,7 @@ pub const fn next_attempt(attempt: u32) -> TaskStatus {
 mod tests {
     use super::*;
 
-    const OPERATIONS: [Operation; 24] = [
+    const OPERATIONS: [Operation; 25] = [
         Operation::Insert,
         Operation::InsertParked,
         Operation::Enqueue,
@@ -424,6 +434,7 @@ mod tests {
         Operation::Pace,
         Operation::Cancel,
         Operation::Redrive,
+        Operation::Recover,
     ];
 
     /// Every operation has exactly one row; a new operation names itself
@@ -455,7 +466,8 @@ mod tests {
                 | Operation::Unpark
                 | Operation::Pace
                 | Operation::Cancel
-                | Operation::Redrive => {}
+                | Operation::Redrive
+                | Operation::Recover => {}
             }
             let rows = TRANSITIONS.iter().filter(|r| r.operation == operation);
             assert_eq!(rows.count(), 1, "{operation:?}");
@@ -494,6 +506,8 @@ mod tests {
         );
         assert_eq!(LIVE, UNFINISHED.with(Dead));
         assert_eq!(IN_FLIGHT, StatusSet::of(&[Enqueued, Claimed, Processing]));
+        // A recovery looks again at every task a process may have carried.
+        assert_eq!(transition(Operation::Recover).from, IN_FLIGHT);
         // A task in flight is never parked; a parked one waits in a state
         // the poll enqueues from once it is unparked.
         let park = transition(Operation::Park);

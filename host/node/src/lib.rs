@@ -11,6 +11,7 @@
 
 pub mod backends;
 pub mod config;
+mod data_dir;
 mod listen;
 mod metrics;
 mod notify;
@@ -46,6 +47,12 @@ pub enum NodeError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error(
+        "{path} is in use by another process{}: one `waft dev` at a time may run on a data \
+         directory; stop that one, or give this one another --data-dir",
+        if holder.is_empty() { String::new() } else { format!(" (pid {holder})") }
+    )]
+    DataDirInUse { path: PathBuf, holder: String },
     #[error("invalid peer address: {0}")]
     Peer(ServiceError),
     #[error("cannot read {path}: {source}")]
@@ -63,6 +70,8 @@ pub struct Node {
     pub metrics_addr: Option<SocketAddr>,
     stop: CancellationToken,
     tasks: JoinSet<()>,
+    /// `waft dev`'s data directory, held until the process has stopped.
+    _data_dir: Option<data_dir::DataDirLock>,
 }
 
 impl Node {

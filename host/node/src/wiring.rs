@@ -20,11 +20,12 @@ use waft_services::auth::Authenticator;
 use waft_services::secrets::SecretKey;
 use waft_services::{
     Clock, Controller, ControllerApi, DueSignal, Executor, ExecutorConfig, FillSignal, Fills,
-    Frontend, FrontendApi, Hsc, HscApi, Pruner, StoreClock, StoreConsumer, Wake,
+    Frontend, FrontendApi, Hsc, HscApi, Pruner, StoreClock, StoreConsumer, SystemClock, Wake,
 };
 use waft_store::{PostgresStore, SqliteStore, TaskStore};
 
 use crate::backends::{QueueKind, StoreBackend, open_queues};
+use crate::data_dir;
 use crate::listen::{self, identity, read_pem};
 use crate::notify::{PostgresDue, PostgresFills, relay_due, relay_fills, relay_lambdas};
 use crate::{Config, ConfigError, Node, NodeError, Role};
@@ -93,17 +94,16 @@ struct Local {
 /// network.
 pub(crate) async fn start(mode: &Mode, config: &Config) -> Result<Node, NodeError> {
     config.validate(mode.role())?;
-    if let Mode::Dev { data_dir } = mode {
-        std::fs::create_dir_all(data_dir).map_err(|source| NodeError::DataDir {
-            path: data_dir.clone(),
-            source,
-        })?;
-    }
+    let data_dir = match mode {
+        Mode::Dev { data_dir } => Some(data_dir::hold(data_dir)?),
+        Mode::Serve(_) => None,
+    };
     let mut node = Node {
         addr: config.listen,
         metrics_addr: None,
         stop: CancellationToken::new(),
         tasks: JoinSet::new(),
+        _data_dir: data_dir,
     };
     let stored = open_store(mode, config, &node.stop).await?;
     let queue = match mode.runs(Role::Consumer) || mode.runs(Role::Controller) {
@@ -190,6 +190,16 @@ async fn open_store(
         ),
         (Mode::Dev { data_dir }, None) => {
             let sqlite = SqliteStore::open(&data_dir.join("waft.db")).await?;
+            // This process holds the directory alone: what the store says
+            // is in flight was carried by one that is gone (data_dir.rs).
+            let now = SystemClock.now();
+            let recovered = sqlite.task_recover(now).await?;
+            if recovered > 0 {
+                tracing::info!(
+                    recovered,
+                    "tasks in flight when this data directory's last process stopped are due again"
+                );
+            }
             (StoreBackend::Sqlite(sqlite).shared(), None)
         }
         (Mode::Serve(role), url) => {

@@ -107,6 +107,12 @@ pub trait TaskStore: Send + Sync {
     /// same transaction, marks them enqueued (or held, dropped, dead, as
     /// their gates and attempts say). Safe with several consumers at once.
     async fn task_enqueue_ready(&self, params: TaskEnqueueReady) -> Result<EnqueueReport>;
+    /// Makes every task in flight (enqueued or running) due at `now`, for
+    /// the next poll to enqueue again or to count as a lost attempt; the
+    /// number of tasks. Only for a store that one process holds alone
+    /// (`waft dev` on its data directory), at that process's start: what
+    /// it had in flight when it stopped is in flight nowhere.
+    async fn task_recover(&self, now: Millis) -> Result<u64>;
     /// Claims enqueued tasks; each answer is a new lease or a refusal.
     async fn task_claim_many(
         &self,

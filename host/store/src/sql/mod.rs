@@ -200,6 +200,9 @@ impl TaskStore for Store {
         self.write(move |tx| Box::pin(poll::enqueue_ready(tx, params)))
             .await
     }
+    async fn task_recover(&self, now: Millis) -> Result<u64> {
+        self.write(move |tx| Box::pin(poll::recover(tx, now))).await
+    }
     async fn task_claim_many(
         &self,
         params: TaskClaimMany,

@@ -1,6 +1,7 @@
 //! The Store Consumer's poll: due tasks enqueued, held or dropped by their
 //! gates, lapsed executions counted as lost attempts; quota pacing is
-//! `pace.rs`.
+//! `pace.rs`. And the recovery that makes every task in flight due at once
+//! when the process that carried them all starts again.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -14,7 +15,7 @@ use super::fan_in;
 use super::keys;
 use super::pace::{self, Due, Now};
 use super::{Connection, DIALECT, GATE_OF_TASK, take_lock};
-use crate::names::status::{DEAD, DROPPED, ENQUEUED, NEXT_ATTEMPT};
+use crate::names::status::{DEAD, DROPPED, ENQUEUED, IN_FLIGHT, NEXT_ATTEMPT};
 use crate::rows;
 use crate::rules::GateEffect;
 use crate::support::{batch_json, millis, sql, text_in};
@@ -110,6 +111,23 @@ pub(super) async fn enqueue_ready(
         }
     }
     Ok(report)
+}
+
+/// Every task in flight due at `now` ([`machine::Operation::Recover`]):
+/// the process that carried them is gone, so the next poll enqueues them
+/// again (on the queue) or counts their executions as lost (running), as
+/// their timeouts would have made it do later.
+pub(super) async fn recover(tx: &mut Connection, now: Millis) -> Result<u64> {
+    // The states the recovery starts from (a test of the table holds them
+    // to `IN_FLIGHT`).
+    let done = sqlx::query(sql(format!(
+        "UPDATE tasks SET next_trigger_at = $1 \
+         WHERE (status IN {IN_FLIGHT}) IS TRUE AND next_trigger_at > $1"
+    )))
+    .bind(now)
+    .execute(&mut *tx)
+    .await?;
+    Ok(done.rows_affected())
 }
 
 /// Up to `limit` due tasks in trigger order, locked on Postgres.

@@ -123,6 +123,9 @@ pub enum Op {
     },
     /// A new version of a lambda: tasks with a journal keep theirs.
     Deploy(usize),
+    /// The process that held the store alone started again: every task in
+    /// flight is due now.
+    Recover,
     Materialize {
         lambda: usize,
         stale: bool,
@@ -154,6 +157,7 @@ fn op() -> impl Strategy<Value = Op> {
         3 => prop_oneof![1..500i64, 1_000..6_000i64].prop_map(Op::Advance),
         1 => (0..2usize, any::<bool>()).prop_map(|(lambda, stale)| Op::Materialize { lambda, stale }),
         1 => (0..2usize).prop_map(Op::Deploy),
+        1 => Just(Op::Recover),
         20 => racing_op(),
     ]
 }

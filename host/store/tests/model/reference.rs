@@ -787,6 +787,20 @@ impl Model {
         released
     }
 
+    /// The process that held the store alone started again: every task in
+    /// flight whose trigger is still ahead is due now. Answers how many.
+    pub fn recover(&mut self, now: Millis) -> u64 {
+        let from = machine::transition(Operation::Recover).from;
+        let mut recovered = 0;
+        for task in self.tasks.values_mut() {
+            if from.contains(task.status) && task.next_trigger_at.is_some_and(|at| at > now) {
+                apply(task, Operation::Recover, now, 0);
+                recovered += 1;
+            }
+        }
+        recovered
+    }
+
     /// Redrives a dead task; a fresh redrive discards its journal, and
     /// with it the version the journal pinned, and starts its next
     /// generation.

@@ -46,6 +46,7 @@ pub enum Answer {
     Gate(u64),
     Redrive(RedriveAnswer),
     Deployed(u32),
+    Recovered(u64),
     Materialized(bool),
     Skipped,
 }
@@ -377,6 +378,7 @@ impl Run<'_> {
                     Err(other) => panic!("redrive failed: {other}"),
                 },
             ),
+            (Op::Recover, _) => Answer::Recovered(store.task_recover(now).await.unwrap()),
             (Op::Deploy(lambda), _) => Answer::Deployed(
                 store
                     .lambda_deploy(deploy_params(LAMBDAS[*lambda]))
@@ -505,7 +507,9 @@ impl Run<'_> {
                 let next = self.model.crons[&format!("cron-{}", LAMBDAS[*lambda])];
                 Input::Cron(if *stale { next - CRON_PERIOD } else { next })
             }
-            Op::Advance(_) | Op::Poll | Op::Gate { .. } | Op::Deploy(_) => Input::Other,
+            Op::Advance(_) | Op::Poll | Op::Gate { .. } | Op::Deploy(_) | Op::Recover => {
+                Input::Other
+            }
         }
     }
 
@@ -613,6 +617,7 @@ impl Run<'_> {
                 Answer::Redrive(model.redrive(id, *fresh, now))
             }
             (Op::Deploy(lambda), _) => Answer::Deployed(model.deploy(LAMBDAS[*lambda], T0)),
+            (Op::Recover, _) => Answer::Recovered(model.recover(now)),
             (Op::Materialize { lambda, .. }, Input::Cron(expected)) => {
                 let schedule = format!("cron-{}", LAMBDAS[*lambda]);
                 let next = model.crons[&schedule];
