@@ -16,10 +16,10 @@ interleaved; a summary of every binary's wall and CPU time ends the run, and the
 exit status is non-zero when any binary failed.
 
 WAFT_TEST_BESIDE, a shell command, runs beside the tests at the lowest
-priority (`nice -n 19`), once their build is done: CI builds the fuzz
-targets there, in the CPU time the waiting tests leave. It fails the run when
-it fails. A cargo command there holds the build directory's lock: the doc
-tests, last in the list, wait for it.
+priority (`nice -n 19`): CI builds the fuzz targets there, in the CPU time
+the waiting tests leave. It fails the run when it fails. It starts once the
+doc tests, first in the list, are done: a cargo command holds the lock on
+`target/` that they need to compile.
 """
 
 import json
@@ -199,14 +199,18 @@ class Beside:
 def main():
     cargo_args, test_args = split_args(sys.argv[1:])
     binaries = order(build(cargo_args))
-    beside = Beside(os.environ["WAFT_TEST_BESIDE"]) if os.environ.get("WAFT_TEST_BESIDE") else None
+    beside_command = os.environ.get("WAFT_TEST_BESIDE")
+    beside = []
     jobs = int(os.environ.get("WAFT_TEST_JOBS", "2"))
     started = time.monotonic()
-    # Doc tests too, unless the arguments chose some targets alone.
+    # Doc tests too, unless the arguments chose some targets alone: first,
+    # and the command beside the tests once they are done.
     chosen = {"--lib", "--bin", "--bins", "--test", "--tests", "--example", "--examples", "--bench"}
     jobs_list = [("run", job) for job in binaries]
     if not any(arg.split("=")[0] in chosen for arg in cargo_args):
-        jobs_list.append(("doc", ("doc tests",)))
+        jobs_list.insert(0, ("doc", ("doc tests",)))
+    elif beside_command:
+        beside.append(Beside(beside_command))
     schedule = Schedule(jobs_list)
     libraries = toolchain_libdir()
     results = []
@@ -218,6 +222,8 @@ def main():
                 results.append(run(what, test_args, libraries))
             else:
                 results.append(doc_tests(cargo_args, test_args))
+                if beside_command:
+                    beside.append(Beside(beside_command))
             schedule.done(job)
 
     workers = [threading.Thread(target=worker) for _ in range(max(jobs, 1))]
@@ -227,8 +233,9 @@ def main():
         thread.join()
     wall = time.monotonic() - started
     failed = [name for name, code, _, _ in results if code != 0]
-    if beside is not None and beside.wait() != 0:
-        failed.append(beside.command)
+    for command in beside:
+        if command.wait() != 0:
+            failed.append(command.command)
     cpu = sum(r[3] for r in results)
     say(f"\n==== {len(results)} test binaries, {jobs} at a time, in {wall:.0f} s, {cpu:.0f} s of CPU\n")
     say("   wall      CPU\n")
