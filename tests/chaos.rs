@@ -52,6 +52,8 @@
 
 #[path = "chaos/durable.rs"]
 mod durable;
+#[path = "chaos/faults.rs"]
+mod faults;
 #[path = "chaos/operator.rs"]
 mod operator;
 mod support;
@@ -61,29 +63,18 @@ use std::fmt::Write as _;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use durable::Durable;
-use operator::{Act, Operator};
+use faults::{Chaos, Fault};
+use operator::Operator;
 use sqlx::{PgPool, Row};
-use support::proxy::Link;
 use support::{Cluster, Layout, Run};
 use waft_api::FrontendClient;
 use waft_core::machine;
-use waft_queue::{QueueKey, SqsQueue, TaskQueue};
+use waft_queue::{QueueKey, SqsQueue};
 use waft_sample_artifacts as samples;
 use waft_services::{ClientApi, RunAt, TaskRequest};
 
 /// Tasks scheduled per request.
 const BATCH: usize = 250;
-
-/// The roles the driver kills, each in its turn.
-const PROCESSES: &[&str] = &[
-    "executor1",
-    "executor2",
-    "controller",
-    "consumer",
-    "consumer2",
-    "hsc",
-    "frontend",
-];
 
 struct Settings {
     tasks: usize,
@@ -110,143 +101,6 @@ impl Settings {
             pause: Duration::from_millis(number("WAFT_CHAOS_PAUSE_MS").unwrap_or(500)),
             seed: number("WAFT_CHAOS_SEED").unwrap_or(clock),
         }
-    }
-}
-
-/// One fault the driver injects.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Fault {
-    /// SIGKILL a process, restart it after up to a second.
-    Kill(&'static str),
-    /// Take messages off the queue and delete them.
-    DropMessages,
-    /// Take messages off the queue and put each back twice.
-    DuplicateMessages,
-    /// Hold the executors' HSC traffic 50–250 ms per chunk for two seconds.
-    SlowHsc,
-    /// Cut the executors off from the HSC for 0.5–3 s (beyond three
-    /// heartbeats, so running instances stop themselves).
-    CutHsc,
-    /// Crash Postgres (immediate shutdown); it comes back within a second.
-    CrashPostgres,
-    /// Not a fault: an operator's act.
-    Operate(Act),
-}
-
-impl Fault {
-    /// Every fault once: one round of the driver.
-    fn deck() -> Vec<Fault> {
-        let mut deck: Vec<Fault> = PROCESSES.iter().copied().map(Fault::Kill).collect();
-        deck.extend([
-            Fault::DropMessages,
-            Fault::DuplicateMessages,
-            Fault::SlowHsc,
-            Fault::CutHsc,
-            Fault::CrashPostgres,
-        ]);
-        deck.extend(Act::ALL.map(Fault::Operate));
-        deck
-    }
-
-    fn kind(self) -> String {
-        match self {
-            Fault::Kill(process) => format!("kill {process}"),
-            Fault::DropMessages => "drop queue messages".into(),
-            Fault::DuplicateMessages => "duplicate queue messages".into(),
-            Fault::SlowHsc => "slow HSC link".into(),
-            Fault::CutHsc => "cut HSC link".into(),
-            Fault::CrashPostgres => "crash Postgres".into(),
-            Fault::Operate(act) => act.kind().into(),
-        }
-    }
-}
-
-/// The chaos driver: injects faults one after another and counts them.
-struct Chaos {
-    rng: fastrand::Rng,
-    deck: Vec<Fault>,
-    queue: SqsQueue,
-    key: QueueKey,
-    injected: BTreeMap<String, usize>,
-    messages_dropped: usize,
-    messages_duplicated: usize,
-    operator: Operator,
-}
-
-impl Chaos {
-    async fn inject_next(&mut self, cluster: &mut Cluster) {
-        if self.deck.is_empty() {
-            self.deck = Fault::deck();
-            self.rng.shuffle(&mut self.deck);
-        }
-        let fault = self.deck.pop().expect("a full deck");
-        match fault {
-            Fault::Kill(name) => {
-                cluster.process(name).kill();
-                tokio::time::sleep(Duration::from_millis(self.rng.u64(0..1_000))).await;
-                cluster.process(name).restart();
-            }
-            Fault::DropMessages => {
-                let taken = self.take().await;
-                self.messages_dropped += taken.len();
-            }
-            Fault::DuplicateMessages => {
-                let taken = self.take().await;
-                let copies: Vec<_> = taken.iter().flat_map(|m| [m.clone(), m.clone()]).collect();
-                // Retried until the queue takes them: losing them here
-                // would be a drop, not a duplicate.
-                while self
-                    .queue
-                    .queue_send_many(&self.key, copies.clone())
-                    .await
-                    .is_err()
-                {
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-                self.messages_duplicated += taken.len();
-            }
-            Fault::SlowHsc => {
-                let link = cluster.hsc_link.as_ref().expect("an HSC link");
-                link.set(Link::Slow(Duration::from_millis(self.rng.u64(50..250))));
-                tokio::time::sleep(Duration::from_secs(2)).await;
-                link.set(Link::Up);
-            }
-            Fault::CutHsc => {
-                let link = cluster.hsc_link.as_ref().expect("an HSC link");
-                link.set(Link::Cut);
-                tokio::time::sleep(Duration::from_millis(self.rng.u64(500..3_000))).await;
-                link.set(Link::Up);
-            }
-            Fault::CrashPostgres => {
-                let postgres = waft_testing::postgres().expect("the test cluster");
-                postgres.crash().expect("Postgres crashes on demand");
-                postgres.wait_ready().await;
-            }
-            Fault::Operate(act) => self.operator.act(act).await,
-        }
-        *self.injected.entry(fault.kind()).or_default() += 1;
-    }
-
-    /// Receives what the queue has (up to 10 messages) and deletes it.
-    async fn take(&self) -> Vec<waft_queue::QueueMessage> {
-        let Ok(deliveries) = self
-            .queue
-            .queue_receive(&self.key, 10, Duration::from_millis(500))
-            .await
-        else {
-            return Vec::new();
-        };
-        let receipts = deliveries.iter().map(|d| d.receipt.clone()).collect();
-        let _ = self.queue.queue_ack_many(&self.key, receipts).await;
-        deliveries.into_iter().map(|d| d.message).collect()
-    }
-
-    fn kills(&self) -> usize {
-        self.injected
-            .iter()
-            .filter(|(kind, _)| kind.starts_with("kill"))
-            .map(|(_, n)| n)
-            .sum()
     }
 }
 

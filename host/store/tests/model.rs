@@ -25,8 +25,9 @@
 //! The parts, in `model/`: `ops.rs` the generated operations and their
 //! strategies, `run.rs` the `Run` that drives a backend beside the model,
 //! `compare.rs` what is compared after each step, `race.rs` the races and
-//! their serial orders, `reference.rs` the model itself; this file holds
-//! the test entry points, one per backend, and what sizes and seeds a run.
+//! their serial orders, `reference.rs` the model itself (its operations by
+//! who makes them in `reference/`); this file holds the test entry points,
+//! one per backend, and what sizes and seeds a run.
 
 #[path = "model/compare.rs"]
 mod compare;
