@@ -160,13 +160,28 @@ pub async fn a_restarted_dev_recovers_its_tasks_at_once() {
     }
     let running = until_one_runs(&cluster, &ids).await;
 
+    // Refused at once; one that started instead is killed when dropped.
     let second = std::process::Command::new(env!("CARGO_BIN_EXE_waft"))
         .args(["dev", "--listen", "127.0.0.1:0", "--data-dir"])
         .arg(cluster.data_dir())
-        .output()
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .unwrap();
-    let stderr = String::from_utf8_lossy(&second.stderr);
-    assert!(!second.status.success(), "{stderr}");
+    let mut second = KillOnDrop(second);
+    let deadline = Instant::now() + WITHIN;
+    let status = loop {
+        if let Some(status) = second.0.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "a second waft dev runs on the data directory"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut second.0.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(!status.success(), "{stderr}");
     assert!(
         stderr.contains("in use by another process (pid "),
         "{stderr}"
