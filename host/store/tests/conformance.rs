@@ -49,6 +49,8 @@ mod lambda_deletes;
 mod lambdas;
 #[path = "conformance/lifecycle.rs"]
 mod lifecycle;
+#[path = "conformance/moments.rs"]
+mod moments;
 #[path = "conformance/pacing.rs"]
 mod pacing;
 #[path = "conformance/rates.rs"]

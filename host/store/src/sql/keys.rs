@@ -429,17 +429,19 @@ async fn park(conn: &mut Connection, tasks: &[Parked]) -> Result<()> {
 }
 
 /// Unparks up to `places` of the key's parked tasks, oldest due first:
-/// each is due again at its due time. Answers how many. A task cancelled
-/// meanwhile is no longer parked when the update reaches it (Postgres
-/// checks the outer condition again on the row it waited for), and stays
-/// ended.
+/// each is due again at its due time. Answers how many. The tasks are
+/// locked as they are chosen (Postgres): one a cancel holds is waited for,
+/// and, ended when the cancel commits, fails the check Postgres makes again
+/// on the row it waited for and is left out before the limit is reached,
+/// so the next parked task takes its place, as after the cancel.
 async fn unpark(conn: &mut Connection, key: &Key, places: i64) -> Result<u64> {
-    Ok(sqlx::query(
+    Ok(sqlx::query(sql(format!(
         "UPDATE tasks SET parked = FALSE, awaits_turn = FALSE, next_trigger_at = due_at \
          WHERE parked AND id IN \
          (SELECT id FROM tasks WHERE lambda = $1 AND key = $2 AND parked \
-          ORDER BY due_at, id LIMIT $3)",
-    )
+          ORDER BY due_at, id LIMIT $3 {})",
+        DIALECT.row_lock
+    )))
     .bind(&key.lambda)
     .bind(&key.key)
     .bind(places)

@@ -8,6 +8,7 @@
 
 use std::sync::atomic::Ordering;
 
+use waft_core::{TaskStatus, machine};
 use waft_store::Millis;
 
 use crate::OPERATIONS;
@@ -106,15 +107,24 @@ fn linearize_polls_as_one(
     linearize(model, now, &ops, &inputs, &answers, made)
 }
 
-/// Like [`linearize`], with the race's polls skipping the tasks its
-/// signals, journal writes and redrives name: each locks its task's row and
-/// leaves the task as due as it was (a signal while it looks whether the
-/// task waits for it, a journal write as it writes, a redrive refused as
-/// it looks whether the task is dead), and a poll skips locked
-/// rows (`SKIP LOCKED`), leaving the task to the next poll: any of the
-/// locked tasks, as the poll read each before or after its lock. (Other writers
-/// make the task not due, or end it, so a poll after them skips it too.)
-/// So do the rows fan-ins lock: an ending task's parent, a waiting task's
+/// Like [`linearize`], with the race's polls skipping tasks its other
+/// operations lock: a poll locks due tasks with `SKIP LOCKED`, and leaves
+/// a task whose row another transaction holds to the next poll. A poll
+/// that read the task while it was held skipped it (and comes before that
+/// operation in the serial order: it decided as if the task were not due);
+/// one that read it before or after did not. So each poll skipped any
+/// subset of the locked tasks, of its own: of two racing polls, one may
+/// have read a task while a signal held it and the other after.
+///
+/// The rows held: a signal's and a journal write's task, while it runs
+/// (the task stays as due as it was); a cancel's task, which it locks
+/// before it reads its state (and which waits, once it leaves flight, for
+/// a poll deciding by limits to commit: `tasks_landed` takes the keys'
+/// lock); a claim's, a heartbeat's and a result's task when its update's
+/// guard holds (its token or lease is current, the task queued or
+/// running), which the update locks, and a result waits for such a poll
+/// as a cancel does; a redrive's, while it looks whether the task is dead;
+/// and the rows fan-ins lock: an ending task's parent, a waiting task's
 /// children.
 fn linearize_polls_skipping_locked(
     model: &Model,
@@ -124,59 +134,86 @@ fn linearize_polls_skipping_locked(
     answers: &[Answer],
     made: &[String],
 ) -> Vec<Model> {
-    let parent = |id: &str| model.tasks.get(id).and_then(|t| t.parent.clone());
-    let locked: Vec<String> = ops
+    let mut locked: Vec<String> = ops
         .iter()
         .zip(inputs)
-        .flat_map(|(op, input)| match (op, input) {
-            // A redrive locks the task while it looks whether it is dead: a
-            // refused one leaves it as due as it was.
-            (Op::Redrive { .. }, Input::Task(id, _)) => {
-                parent(id).into_iter().chain([id.clone()]).collect()
-            }
-            (_, input) => locked_by(input, &parent),
-        })
+        .flat_map(|(op, input)| locked_by(model, op, input))
         .collect();
-    let mut locked = locked;
     locked.sort();
     locked.dedup();
-    if locked.is_empty() || !ops.iter().any(|op| matches!(op, Op::Poll)) {
+    let polls: Vec<usize> = (0..ops.len())
+        .filter(|&i| matches!(ops[i], Op::Poll))
+        .collect();
+    if locked.is_empty() || polls.is_empty() {
         return Vec::new();
     }
-    // The poll may have read a task before or after its lock was taken:
-    // it skipped some of the locked tasks, any of them.
+    // Each poll's subset is a digit, base 2^locked, of `choice`; choice 0
+    // (no poll skipped anything) is `linearize` itself.
+    let subsets = 1usize << locked.len();
+    let choices = subsets.pow(polls.len() as u32);
     let mut serials = Vec::new();
-    for subset in 1..1u32 << locked.len() {
-        let skipped: Vec<String> = (0..locked.len())
-            .filter(|bit| subset & (1 << bit) != 0)
-            .map(|bit| locked[bit].clone())
-            .collect();
-        let inputs: Vec<Input> = ops
-            .iter()
-            .zip(inputs)
-            .map(|(op, input)| match op {
-                Op::Poll => Input::PollSkipping(skipped.clone()),
-                _ => input.clone(),
-            })
-            .collect();
+    for choice in 1..choices {
+        let mut inputs = inputs.to_vec();
+        let mut rest = choice;
+        for &poll in &polls {
+            let subset = rest % subsets;
+            rest /= subsets;
+            let skipped = (0..locked.len())
+                .filter(|bit| subset & (1 << bit) != 0)
+                .map(|bit| locked[bit].clone())
+                .collect();
+            inputs[poll] = Input::PollSkipping(skipped);
+        }
         serials.extend(linearize(model, now, ops, &inputs, answers, made));
     }
     serials
 }
 
-/// The rows an operation's input locks while it runs, besides what a
-/// redrive locks.
-fn locked_by(input: &Input, parent: &dyn Fn(&str) -> Option<String>) -> Vec<String> {
-    match input {
-        Input::Signal(id, _) | Input::Journal { id, .. } => vec![id.clone()],
+/// The rows an operation locks while it runs (see
+/// [`linearize_polls_skipping_locked`]), as the model stood before the
+/// race.
+fn locked_by(model: &Model, op: &Op, input: &Input) -> Vec<String> {
+    let parent = |id: &str| model.tasks.get(id).and_then(|t| t.parent.clone());
+    let task = |id: &str| model.tasks.get(id);
+    let running_under = |id: &str, lease: i64| {
+        task(id).is_some_and(|t| machine::RUNNING.contains(t.status) && t.lease_token == lease)
+    };
+    let own = |id: &str, locks: bool| locks.then(|| id.to_owned());
+    match (op, input) {
+        (Op::Signal { .. }, Input::Signal(id, _))
+        | (Op::Journal(..), Input::Journal { id, .. }) => {
+            vec![id.clone()]
+        }
         // A result's end (a claim's drop, a cancel) locks the task's
         // parent while it looks whether it waits for its children; a wait
         // for children locks them.
-        Input::Result { id, children, .. } => parent(id)
+        (
+            Op::Result(..),
+            Input::Result {
+                id,
+                lease,
+                children,
+                ..
+            },
+        ) => parent(id)
             .into_iter()
+            .chain(own(id, running_under(id, *lease)))
             .chain(children.iter().cloned())
             .collect(),
-        Input::Task(id, _) => parent(id).into_iter().collect(),
+        (Op::Redrive { .. } | Op::Cancel(_), Input::Task(id, _)) => {
+            parent(id).into_iter().chain([id.clone()]).collect()
+        }
+        (Op::Claim(..), Input::Task(id, token)) => {
+            let queued = task(id).is_some_and(|t| {
+                t.status == TaskStatus::Enqueued && t.enqueue_token == *token && !t.held
+            });
+            parent(id).into_iter().chain(own(id, queued)).collect()
+        }
+        (Op::Heartbeat(..), Input::Task(id, lease)) => parent(id)
+            .into_iter()
+            .chain(own(id, running_under(id, *lease)))
+            .collect(),
+        (_, Input::Task(id, _)) => parent(id).into_iter().collect(),
         _ => Vec::new(),
     }
 }
