@@ -106,6 +106,19 @@ impl Cluster {
         String::from_utf8(output.stdout).unwrap()
     }
 
+    /// Runs `waft ARGS` against the cluster, whatever it exits with: its
+    /// exit code and what it wrote to stdout.
+    pub fn cli_exit(&self, args: &[&str]) -> (i32, String) {
+        let output = self.command(args).output().expect("waft runs");
+        let code = output.status.code().unwrap_or(-1);
+        assert!(
+            code == 0 || !output.stdout.is_empty(),
+            "waft {args:?} exited {code}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        (code, String::from_utf8(output.stdout).unwrap())
+    }
+
     /// Runs `waft ARGS` against the cluster, expecting it to fail: its exit
     /// code and what it wrote to stderr.
     pub fn cli_failing(&self, args: &[&str]) -> (i32, String) {

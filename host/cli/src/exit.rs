@@ -26,6 +26,8 @@
 //! | 22 | `task wait`: the task was dropped by a gate |
 //! | 23 | `task wait`: the task was cancelled |
 //! | 24 | the lambda's host calls stopped matching its task's journal (it diverged) |
+//! | 25 | the lambda suspended (a wait longer than the sandbox holds an instance) |
+//! | 26 | `lambda deploy --check`: some live tasks' journals depart from the new code |
 
 use waft_runtime::{Limit, Outcome};
 
@@ -54,6 +56,7 @@ pub const TASK_DROPPED: u8 = 22;
 pub const TASK_CANCELLED: u8 = 23;
 pub const DIVERGED: u8 = 24;
 pub const SUSPENDED: u8 = 25;
+pub const DEPARTS: u8 = 26;
 
 /// The exit code that reports `outcome`.
 pub fn for_outcome(outcome: &Outcome) -> u8 {

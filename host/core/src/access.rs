@@ -105,6 +105,9 @@ calls! {
     /// The task history's points, of one lambda or added together.
     TaskHistory,
     LambdaDeploy,
+    /// Replaying the journals of a lambda's live tasks against new code
+    /// (`deploy --check`): it runs uploaded code, and reads every journal.
+    LambdaCheck,
     LambdaGet,
     LambdaList,
     LambdaRollback,
@@ -147,6 +150,7 @@ impl Call {
             Call::TaskCancel | Call::DeadRedrive | Call::DeadPurge => Rule::Lambda(Manage),
             Call::TaskJournalAnswers => Rule::Lambda(Manage),
             Call::LambdaDeploy | Call::LambdaRollback | Call::GateSet => Rule::Lambda(Manage),
+            Call::LambdaCheck => Rule::Lambda(Manage),
             Call::LambdaDelete => Rule::Lambda(Manage),
             Call::LambdaGet | Call::LambdaVersions => Rule::Lambda(Read),
             Call::GateList | Call::CronList => Rule::Scoped(Read),

@@ -18,11 +18,11 @@ use async_trait::async_trait;
 use crate::error::ServiceResult;
 use crate::limits::MAX_JOURNAL_ENTRIES;
 use crate::model::{
-    Artifact, Attempt, Backlog, ChildrenState, ClaimedTask, Continuation, Cron, DeadSelector, Gate,
-    GateState, Heartbeat, JournalEntry, JournalPart, JournalWrite, Lambda, LambdaDeleted,
-    LambdaVersion, Millis, Overview, QueueFills, Refusal, SealedSecrets, SecretInfo, SignalSent,
-    StatusCount, Task, TaskChildrenRead, TaskCount, TaskInserted, TaskList, TaskResult,
-    TaskSignalRead, Token, TokenRole,
+    Artifact, Attempt, Backlog, CheckProgress, ChildrenState, ClaimedTask, Continuation, Cron,
+    DeadSelector, DeployCheck, Gate, GateState, Heartbeat, JournalEntry, JournalPart, JournalWrite,
+    Lambda, LambdaDeleted, LambdaVersion, Millis, Overview, QueueFills, Refusal, SealedSecrets,
+    SecretInfo, SignalSent, StatusCount, Task, TaskChildrenRead, TaskCount, TaskInserted, TaskList,
+    TaskResult, TaskSignalRead, Token, TokenRole,
 };
 use crate::{LambdaConfig, TaskStatus, TraceContext};
 
@@ -208,6 +208,18 @@ pub trait ClientApi: Send + Sync {
         component: Vec<u8>,
         config: LambdaConfig,
     ) -> ServiceResult<Lambda>;
+    /// Replays the journal of every live task of lambda `name` against a
+    /// component and config that would be its next version, in the
+    /// sandbox and answered from the journals alone, without storing
+    /// anything: which tasks would resume cleanly on it, and where the
+    /// others depart ([`DeployCheck`]). `progress` hears how far it is.
+    async fn lambda_check(
+        &self,
+        name: &str,
+        component: Vec<u8>,
+        config: LambdaConfig,
+        progress: &(dyn Fn(CheckProgress) + Send + Sync),
+    ) -> ServiceResult<DeployCheck>;
     /// A lambda at a version, or at its current one.
     async fn lambda_get(&self, name: &str, version: Option<u32>) -> ServiceResult<Lambda>;
     /// Every lambda at its current version.

@@ -50,6 +50,7 @@ mod run;
 
 pub use artifact::ArtifactKey;
 pub use contract::HANDLER_EXPORTS;
+pub use durable::{Divergence, Parting};
 pub use engine::{Allocator, Runtime, RuntimeConfig};
 pub use error::{LoadError, RuntimeError};
 pub use host::{ChildRequest, LeaseLost, RecordingHost, ScheduleRejection, TaskHost, Unread};

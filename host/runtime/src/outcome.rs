@@ -125,6 +125,9 @@ pub struct Execution {
     /// Where a [`Sandbox::replay_only`](crate::Sandbox::replay_only)
     /// execution stopped: the entry and call its journal did not answer.
     pub journal_end: Option<(u32, String)>,
+    /// Where the lambda's calls stopped matching its journal, when they
+    /// did ([`Outcome::Diverged`] says it in words).
+    pub divergence: Option<crate::Divergence>,
 }
 
 impl Execution {
@@ -143,6 +146,7 @@ impl Execution {
             journal: JournalWrite::default(),
             replayed: 0,
             journal_end: None,
+            divergence: None,
         }
     }
 }

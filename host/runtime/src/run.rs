@@ -252,9 +252,10 @@ impl PreparedLambda {
         let ended_at = SystemTime::now();
         // A lambda that gave up asks for its last outside call again.
         let cut = matches!(outcome, Outcome::Retriable { .. } | Outcome::Fatal { .. });
-        let journal_end = match journal.halt() {
-            Some(Halt::Ended { seq, call }) => Some((seq, call)),
-            _ => None,
+        let (journal_end, divergence) = match journal.halt() {
+            Some(Halt::Ended { seq, call }) => (Some((seq, call)), None),
+            Some(Halt::Diverged(divergence)) => (None, Some(divergence)),
+            _ => (None, None),
         };
         Execution {
             outcome,
@@ -267,6 +268,7 @@ impl PreparedLambda {
             journal: journal.finish(cut),
             replayed: journal.replayed(),
             journal_end,
+            divergence,
         }
     }
 }

@@ -149,6 +149,9 @@ pub trait TaskStore: Send + Sync {
     async fn task_journal_write(&self, params: TaskJournalWrite) -> Result<Result<(), Refusal>>;
     /// A page of a task's journal, in order.
     async fn task_journal(&self, params: TaskJournalRead) -> Result<Vec<JournalEntry>>;
+    /// A page of a lambda's live tasks that hold a journal, each with its
+    /// whole journal ([`JournaledTasks`]).
+    async fn task_journals(&self, params: JournaledTasks) -> Result<Vec<JournaledTask>>;
 
     /// Per `<lambda, priority>`, the oldest task that is due and waiting to
     /// start (new, retrying or in its queue; not held by a gate).

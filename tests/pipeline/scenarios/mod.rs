@@ -39,6 +39,7 @@ pub use metrics::metrics;
 pub use serving::{page_and_grpc_web, wrong_role_and_health};
 pub use versions::new_versions_apply_without_restart;
 
+pub use crate::checks::deploy_check;
 pub use crate::deleted_children::deleted_children;
 pub use crate::generations::{
     a_restart_on_divergence_schedules_new_children, fresh_starts_schedule_new_children,

@@ -69,6 +69,7 @@ fn expected(call: Call) -> &'static str {
         // Named: the lambda's readers only.
         Call::TaskHistory => "yynyny",
         Call::LambdaDeploy => "yynnny",
+        Call::LambdaCheck => "yynnny",
         Call::LambdaGet => "yynyny",
         Call::LambdaList => "sshshs",
         Call::LambdaRollback => "yynnny",
@@ -138,6 +139,10 @@ async fn invoke(api: &dyn FrontendApi, fx: &Fixture, call: Call) -> Answer {
         .map(none),
         Call::LambdaDeploy => (api
             .lambda_deploy("mail", b"not wasm".to_vec(), config())
+            .await)
+            .map(none),
+        Call::LambdaCheck => (api
+            .lambda_check("mail", b"not wasm".to_vec(), config(), &|_| {})
             .await)
             .map(none),
         Call::LambdaGet => api.lambda_get("mail", None).await.map(none),

@@ -149,6 +149,13 @@ pub struct DeployArgs {
     pub retain: Vec<(End, Keep)>,
     #[command(flatten)]
     pub grants: GrantArgs,
+    /// Deploy nothing: replay the journal of every live task of the lambda
+    /// (suspended, waiting for a retry, dead) against this component and
+    /// configuration, in the sandbox and answered from the journal alone,
+    /// and report how many would resume cleanly on it and where the others
+    /// depart. Exits 26 when any departs.
+    #[arg(long)]
+    pub check: bool,
 }
 
 fn parse_retain(text: &str) -> Result<(End, Keep), String> {
@@ -304,6 +311,18 @@ pub fn run(args: LambdaArgs) -> Result<ExitCode, Failure> {
     block_on(async move {
         let frontend = client.frontend()?;
         match args.command {
+            LambdaCommand::Deploy(deploy) if deploy.check => {
+                let config = deploy.config()?;
+                let component = read_wasm(&deploy.file)?;
+                return super::deploy_check::run(
+                    &frontend,
+                    &client,
+                    &deploy.name,
+                    component,
+                    config,
+                )
+                .await;
+            }
             LambdaCommand::Deploy(deploy) => deploy_lambda(&frontend, &client, *deploy).await?,
             LambdaCommand::List => {
                 let lambdas = frontend

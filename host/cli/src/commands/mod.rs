@@ -9,6 +9,7 @@ pub mod bench_steady;
 pub mod bench_waits;
 pub mod client;
 pub mod cron;
+mod deploy_check;
 pub mod gate;
 pub mod invoke;
 pub mod journal;

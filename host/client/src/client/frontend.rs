@@ -263,6 +263,51 @@ impl ClientApi for FrontendClient {
             .await
     }
 
+    async fn lambda_check(
+        &self,
+        name: &str,
+        component: Vec<u8>,
+        config: LambdaConfig,
+        progress: &(dyn Fn(CheckProgress) + Send + Sync),
+    ) -> ServiceResult<DeployCheck> {
+        let request = proto::CheckDeployRequest {
+            name: name.to_owned(),
+            component,
+            config: Some(config_to_proto(&config)),
+        };
+        let mut reports = self
+            .0
+            .clone()
+            .check_deploy(request)
+            .await
+            .map_err(Self::error)?
+            .into_inner();
+        loop {
+            let next = tokio::time::timeout(DEPLOY_SILENCE, reports.message())
+                .await
+                .map_err(|_| {
+                    ServiceError::Unavailable(format!(
+                        "the {} sent nothing for {DEPLOY_SILENCE:?} during the check of {name}",
+                        Self::ROLE
+                    ))
+                })?
+                .map_err(Self::error)?;
+            let Some(message) = next else {
+                return Err(ServiceError::Internal(format!(
+                    "the {} ended the check of {name} without a report",
+                    Self::ROLE
+                )));
+            };
+            if let Some(report) = message.report {
+                return Ok(deploy_check_from_proto(report));
+            }
+            progress(CheckProgress {
+                checked: message.checked,
+                of: message.of,
+            });
+        }
+    }
+
     async fn lambda_get(&self, name: &str, version: Option<u32>) -> ServiceResult<Lambda> {
         let request = proto::GetLambdaRequest {
             name: name.to_owned(),

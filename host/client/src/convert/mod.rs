@@ -5,12 +5,14 @@
 //! `InvalidArgument`; encoding cannot fail.
 
 mod admin;
+mod check;
 mod journal;
 mod lambda;
 mod lease;
 mod task;
 
 pub use admin::*;
+pub use check::*;
 pub use journal::*;
 pub use lambda::*;
 pub use lease::*;

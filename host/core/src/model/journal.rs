@@ -115,3 +115,27 @@ pub struct TaskJournalRead {
     /// Without their answers (what a person's view needs).
     pub without_answers: bool,
 }
+
+/// A page of a lambda's live tasks that hold a journal (suspended, waiting
+/// for a retry, dead...), each with its whole journal, in id order: what a
+/// deploy's check replays against the new code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JournaledTasks {
+    pub lambda: String,
+    /// Tasks past this id (the last of the previous page).
+    pub after: Option<String>,
+    /// At most this many tasks (capped at 1000). A page also ends once its
+    /// journals hold some megabytes, after a whole task: an empty page is
+    /// the end.
+    pub limit: u32,
+}
+
+/// A task and its journal, as [`JournaledTasks`] reads them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JournaledTask {
+    pub task: super::Task,
+    /// The version whose code wrote the journal, which a retry replays it
+    /// on.
+    pub journal_version: Option<u32>,
+    pub entries: Vec<JournalEntry>,
+}

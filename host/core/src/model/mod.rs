@@ -7,6 +7,7 @@
 //! what "now" is.
 
 mod access;
+mod check;
 mod fan_in;
 mod history;
 mod journal;
@@ -18,6 +19,7 @@ mod signal;
 mod task;
 
 pub use access::*;
+pub use check::*;
 pub use fan_in::*;
 pub use history::*;
 pub use journal::*;

@@ -22,7 +22,7 @@ use waft_core::model::JournalEntry;
 
 use super::answer::{Digest, decode};
 use super::cut::Outcomes;
-use super::{Halt, Step, unix_millis};
+use super::{Divergence, Halt, Parting, Step, unix_millis};
 use crate::TaskHost;
 use crate::redact::Redactor;
 
@@ -260,9 +260,16 @@ impl Journal {
     }
 
     pub(super) fn unreadable(&self, seq: u32, call: &str) -> Halt {
-        self.stop(Halt::Diverged(format!(
-            "diverged at entry {seq}: its answer does not read as an answer of {call}"
-        )))
+        let recorded = self.lock().recorded.get(seq as usize).cloned();
+        let (recorded, summary) =
+            recorded.map_or_else(Default::default, |entry| (entry.call, entry.summary));
+        self.stop(Halt::Diverged(Divergence {
+            seq,
+            recorded,
+            summary,
+            called: call.to_owned(),
+            parting: Parting::Unreadable,
+        }))
     }
 
     /// A replayed answer of `call` at `seq`; one that does not read as
@@ -296,13 +303,15 @@ impl Journal {
             .or(state.replaying_repeat.take().map(|(seq, _, _)| seq));
         if let Some(seq) = unfinished {
             let entry = &state.recorded[seq as usize];
-            let message = format!(
-                "diverged at entry {seq}: the journal has more calls of {} ({}), the lambda \
-                 called {call}",
-                entry.call, entry.summary
-            );
+            let divergence = Divergence {
+                seq,
+                recorded: entry.call.clone(),
+                summary: entry.summary.clone(),
+                called: call.to_owned(),
+                parting: Parting::FewerCalls,
+            };
             drop(state);
-            return Err(self.stop(Halt::Diverged(message)));
+            return Err(self.stop(Halt::Diverged(divergence)));
         }
         let seq = state.next;
         if seq >= MAX_JOURNAL_ENTRIES {
@@ -315,9 +324,9 @@ impl Journal {
         state.next += 1;
         let expected = match state.recorded.get(seq as usize) {
             Some(entry) if entry.call != call => {
-                let message = diverged(seq, entry, call);
+                let divergence = diverged(seq, entry, call, Parting::OtherCall);
                 drop(state);
-                return Err(self.stop(Halt::Diverged(message)));
+                return Err(self.stop(Halt::Diverged(divergence)));
             }
             // A hole: the call never answered; it runs live at its place.
             Some(entry) if is_hole(entry) => None,
@@ -481,10 +490,11 @@ impl Reserved {
                 match expected {
                     None => Ok(None),
                     Some(entry) if entry.digest != digest.as_slice() => {
-                        Err(state.stop(Halt::Diverged(format!(
-                            "diverged at entry {seq}: the journal has {} ({}), the lambda \
-                             called {} with other arguments",
-                            entry.call, entry.summary, self.place.call
+                        Err(state.stop(Halt::Diverged(diverged(
+                            seq,
+                            &entry,
+                            self.place.call,
+                            Parting::OtherArguments,
                         ))))
                     }
                     Some(entry) => {
@@ -543,11 +553,14 @@ pub(super) fn is_hole(entry: &JournalEntry) -> bool {
     entry.digest.is_empty()
 }
 
-fn diverged(seq: u32, entry: &JournalEntry, call: &str) -> String {
-    format!(
-        "diverged at entry {seq}: the journal has {} ({}), the lambda called {call}",
-        entry.call, entry.summary
-    )
+fn diverged(seq: u32, entry: &JournalEntry, call: &str, parting: Parting) -> Divergence {
+    Divergence {
+        seq,
+        recorded: entry.call.clone(),
+        summary: entry.summary.clone(),
+        called: call.to_owned(),
+        parting,
+    }
 }
 
 #[cfg(test)]

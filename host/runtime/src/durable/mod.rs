@@ -60,7 +60,7 @@ pub(crate) use self::waits::Waits;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Halt {
     /// "diverged at entry N: …".
-    Diverged(String),
+    Diverged(Divergence),
     /// The journal would outgrow its bounds.
     Full(String),
     /// A replay that stops where its journal does ([`Journal::stop_at_end`])
@@ -73,10 +73,77 @@ impl std::error::Error for Halt {}
 impl std::fmt::Display for Halt {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Halt::Diverged(message) | Halt::Full(message) => f.write_str(message),
+            Halt::Diverged(divergence) => divergence.fmt(f),
+            Halt::Full(message) => f.write_str(message),
             Halt::Ended { seq, call } => write!(
                 f,
                 "stopped where the journal ends: entry {seq}, a call of {call}, is not in it"
+            ),
+        }
+    }
+}
+
+/// Where a lambda's calls stopped matching its task's journal: the entry,
+/// what the journal holds there, and what the lambda called instead. Kept
+/// apart from its message so that a deploy's check can group tasks by
+/// where they part from the new code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Divergence {
+    /// The entry at which the calls part.
+    pub seq: u32,
+    /// The journal's call at that entry.
+    pub recorded: String,
+    /// What the journal says of that call (its summary: a request's method
+    /// and URL, a signal's name).
+    pub summary: String,
+    /// The call the lambda made there.
+    pub called: String,
+    /// How the two differ.
+    pub parting: Parting,
+}
+
+/// How a lambda's call differs from its journal's entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Parting {
+    /// Another function than the journal's.
+    OtherCall,
+    /// The journal's function, with other arguments.
+    OtherArguments,
+    /// The journal holds more calls of its function at that entry (repeated
+    /// clock reads, heartbeats): the lambda made fewer, then another.
+    FewerCalls,
+    /// The journal's answer does not read as an answer of the call.
+    Unreadable,
+}
+
+impl std::fmt::Display for Divergence {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let Divergence {
+            seq,
+            recorded,
+            summary,
+            called,
+            parting,
+        } = self;
+        match parting {
+            Parting::OtherCall => write!(
+                f,
+                "diverged at entry {seq}: the journal has {recorded} ({summary}), the lambda \
+                 called {called}"
+            ),
+            Parting::OtherArguments => write!(
+                f,
+                "diverged at entry {seq}: the journal has {recorded} ({summary}), the lambda \
+                 called {called} with other arguments"
+            ),
+            Parting::FewerCalls => write!(
+                f,
+                "diverged at entry {seq}: the journal has more calls of {recorded} ({summary}), \
+                 the lambda called {called}"
+            ),
+            Parting::Unreadable => write!(
+                f,
+                "diverged at entry {seq}: its answer does not read as an answer of {called}"
             ),
         }
     }

@@ -19,7 +19,9 @@ use crate::{KillSwitch, Limit, Outcome};
 /// The outcome of an execution its journal stopped.
 pub(super) fn halted(halt: Halt) -> Outcome {
     match halt {
-        Halt::Diverged(message) => Outcome::Diverged { message },
+        Halt::Diverged(divergence) => Outcome::Diverged {
+            message: divergence.to_string(),
+        },
         halt @ Halt::Ended { .. } => Outcome::Killed {
             reason: halt.to_string(),
         },

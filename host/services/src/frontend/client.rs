@@ -11,13 +11,13 @@ use waft_core::LambdaConfig;
 use waft_core::access::{Action, Call};
 use waft_runtime::Digest;
 use waft_store::{
-    Attempt, Cron, DeadPurge, DeadRedrive, DeadSelector, Gate, GateSet, GateState, HistoryRead,
-    Lambda, LambdaDelete, LambdaDeleted, LambdaDeploy, LambdaRollback, LambdaVersion, MINUTE,
-    Millis, Overview, SignalSent, StatusCount, Task, TaskCount, TaskInserted, TaskList, TaskSignal,
-    history_points, minute_of,
+    Attempt, CheckProgress, Cron, DeadPurge, DeadRedrive, DeadSelector, DeployCheck, Gate, GateSet,
+    GateState, HistoryRead, Lambda, LambdaDelete, LambdaDeleted, LambdaDeploy, LambdaRollback,
+    LambdaVersion, MINUTE, Millis, Overview, SignalSent, StatusCount, Task, TaskCount,
+    TaskInserted, TaskList, TaskSignal, history_points, minute_of,
 };
 
-use super::{Frontend, MAX_COMPONENT_BYTES, history};
+use super::{Frontend, history};
 
 /// Dead letters a purge deletes per transaction.
 const PURGE_BATCH: u32 = 1000;
@@ -152,28 +152,7 @@ impl ClientApi for Frontend {
         config: LambdaConfig,
     ) -> ServiceResult<Lambda> {
         self.allow_deploy(name, &config)?;
-        waft_core::task::check_lambda_name(name)
-            .map_err(|error| ServiceError::InvalidArgument(error.to_string()))?;
-        config
-            .validate()
-            .map_err(|error| ServiceError::InvalidArgument(format!("invalid config: {error}")))?;
-        if component.len() > MAX_COMPONENT_BYTES {
-            return Err(ServiceError::ResourceExhausted(format!(
-                "the component is {} bytes; the limit is {MAX_COMPONENT_BYTES}",
-                component.len()
-            )));
-        }
-        // Instantiated once under the lambda's own limits, as a run would be.
-        let prepared = self
-            .runtime
-            .prepare_with_limits(&component, &config.limits)
-            .await
-            .map_err(|error| {
-                ServiceError::InvalidArgument(format!("cannot deploy {name:?}: {error}"))
-            })?;
-        prepared.check_grants(&config.grants).map_err(|error| {
-            ServiceError::InvalidArgument(format!("cannot deploy {name:?}: {error}"))
-        })?;
+        let prepared = self.prepare(name, &component, &config).await?;
         // Compiled once, here: executors load this instead of compiling.
         let artifact = self.secrets.as_ref().and_then(|key| {
             prepared
@@ -199,6 +178,18 @@ impl ClientApi for Frontend {
         self.lambdas_changed().await;
         self.collect_versions(name).await;
         Ok(lambda)
+    }
+
+    async fn lambda_check(
+        &self,
+        name: &str,
+        component: Vec<u8>,
+        config: LambdaConfig,
+        progress: &(dyn Fn(CheckProgress) + Send + Sync),
+    ) -> ServiceResult<DeployCheck> {
+        self.allow(Call::LambdaCheck, Some(name))?;
+        let prepared = self.prepare(name, &component, &config).await?;
+        self.check_replays(name, prepared, &config, progress).await
     }
 
     async fn lambda_rollback(&self, name: &str, to: Option<u32>) -> ServiceResult<Lambda> {

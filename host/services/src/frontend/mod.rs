@@ -32,6 +32,7 @@
 
 mod access;
 mod admin;
+mod check;
 mod client;
 mod crons;
 mod history;

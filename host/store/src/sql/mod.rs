@@ -38,6 +38,7 @@ mod generation;
 mod history;
 mod insert;
 mod journal;
+mod journaled;
 mod keys;
 mod lambda;
 mod lease;
@@ -59,12 +60,13 @@ use crate::names::GATE_OF_TASK;
 use crate::{
     Artifact, Attempt, Backlog, ChildrenState, ClaimedTask, Cron, CronMaterialize, DeadPurge,
     DeadRedrive, DutyTake, EnqueueReport, Gate, GateSet, GcReport, HistoryAdd, HistoryDepth,
-    HistoryMinute, HistoryPrune, HistoryRead, JournalEntry, Lambda, LambdaDelete, LambdaDeleted,
-    LambdaDeploy, LambdaGc, LambdaRollback, LambdaStats, LambdaVersion, Materialized, Millis,
-    Pruned, Refusal, Result, ResultRecorded, SealedSecrets, SecretInfo, SecretSet, SignalSent,
-    StatusCount, Task, TaskChildrenRead, TaskClaimMany, TaskCount, TaskEnqueueReady,
-    TaskHeartbeatMany, TaskInsertMany, TaskInserted, TaskJournalRead, TaskJournalWrite, TaskList,
-    TaskPrune, TaskSetResultMany, TaskSignal, TaskSignalRead, TaskStore, Token, TokenCreate,
+    HistoryMinute, HistoryPrune, HistoryRead, JournalEntry, JournaledTask, JournaledTasks, Lambda,
+    LambdaDelete, LambdaDeleted, LambdaDeploy, LambdaGc, LambdaRollback, LambdaStats,
+    LambdaVersion, Materialized, Millis, Pruned, Refusal, Result, ResultRecorded, SealedSecrets,
+    SecretInfo, SecretSet, SignalSent, StatusCount, Task, TaskChildrenRead, TaskClaimMany,
+    TaskCount, TaskEnqueueReady, TaskHeartbeatMany, TaskInsertMany, TaskInserted, TaskJournalRead,
+    TaskJournalWrite, TaskList, TaskPrune, TaskSetResultMany, TaskSignal, TaskSignalRead,
+    TaskStore, Token, TokenCreate,
 };
 
 /// Runs a deploy or rollback, again while it gives way to the row locks
@@ -231,6 +233,9 @@ impl TaskStore for Store {
     }
     async fn task_journal(&self, params: TaskJournalRead) -> Result<Vec<JournalEntry>> {
         journal::read(self, params).await
+    }
+    async fn task_journals(&self, params: JournaledTasks) -> Result<Vec<JournaledTask>> {
+        journaled::page(self, params).await
     }
 
     async fn task_backlog(&self, now: Millis) -> Result<Vec<Backlog>> {

@@ -43,6 +43,7 @@ pub type Progress<T> =
 #[tonic::async_trait]
 impl proto::frontend_server::Frontend for FrontendService {
     type DeployLambdaStream = Progress<proto::DeployLambdaResponse>;
+    type CheckDeployStream = Progress<proto::CheckDeployResponse>;
     type GetArtifactStream = Progress<proto::GetArtifactResponse>;
 
     // Tasks.
@@ -131,6 +132,13 @@ impl proto::frontend_server::Frontend for FrontendService {
         request: Request<proto::DeployLambdaRequest>,
     ) -> Result<Response<Self::DeployLambdaStream>, Status> {
         lambdas::deploy_lambda(self.role(&request), request).await
+    }
+
+    async fn check_deploy(
+        &self,
+        request: Request<proto::CheckDeployRequest>,
+    ) -> Result<Response<Self::CheckDeployStream>, Status> {
+        lambdas::check_deploy(self.role(&request), request).await
     }
 
     async fn get_lambda(

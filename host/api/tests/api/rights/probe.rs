@@ -64,6 +64,15 @@ impl ClientApi for Probe {
     async fn lambda_deploy(&self, _: &str, _: Vec<u8>, _: LambdaConfig) -> ServiceResult<Lambda> {
         Err(self.saw(Call::LambdaDeploy))
     }
+    async fn lambda_check(
+        &self,
+        _: &str,
+        _: Vec<u8>,
+        _: LambdaConfig,
+        _: &(dyn Fn(waft_core::model::CheckProgress) + Send + Sync),
+    ) -> ServiceResult<waft_core::model::DeployCheck> {
+        Err(self.saw(Call::LambdaCheck))
+    }
     async fn lambda_get(&self, _: &str, _: Option<u32>) -> ServiceResult<Lambda> {
         Err(self.saw(Call::LambdaGet))
     }

@@ -1,0 +1,90 @@
+//! The journals of a lambda's live tasks, read page by page for a check of
+//! new code against them (`waft lambda deploy --check`): each task whole,
+//! with every entry of its journal, in id order.
+//!
+//! Two statements a page, whatever its size: the tasks, then their entries
+//! in one read. A journal may hold up to 64 MiB of answers, so a page ends
+//! after the task whose entries take it past [`PAGE_BYTES`]; the next page
+//! starts after the last task it holds.
+
+use futures::TryStreamExt;
+use serde::Serialize;
+
+use super::{DIALECT, Store};
+use crate::names::status::LIVE;
+use crate::rows::{self, TASK_COLUMNS};
+use crate::support::{batch_json, sql, text_in};
+use crate::{JournalEntry, JournaledTask, JournaledTasks, Result};
+
+/// The answers' bytes a page carries before it ends, after a whole task.
+const PAGE_BYTES: usize = 16 << 20;
+
+/// A task of the page, as the entries' read takes it (the field name is
+/// its JSON key).
+#[derive(Serialize)]
+struct Listed<'a> {
+    id: &'a str,
+}
+
+pub(super) async fn page(store: &Store, params: JournaledTasks) -> Result<Vec<JournaledTask>> {
+    let limit = params.limit.clamp(1, 1000);
+    let rows = sqlx::query(sql(format!(
+        "SELECT {TASK_COLUMNS}, journal_version FROM tasks \
+         WHERE lambda = $1 AND status IN {LIVE} AND journal_len > 0 AND id > $2 \
+         ORDER BY id LIMIT $3"
+    )))
+    .bind(text_in(&params.lambda))
+    .bind(params.after.as_deref().map_or("".into(), text_in))
+    .bind(i64::from(limit))
+    .fetch_all(&store.pool)
+    .await?;
+    let mut tasks = Vec::with_capacity(rows.len());
+    for row in &rows {
+        let task = rows::task(row)?;
+        let journal_version: Option<i64> = sqlx::Row::try_get(row, "journal_version")?;
+        tasks.push(JournaledTask {
+            task,
+            journal_version: journal_version.and_then(|v| u32::try_from(v).ok()),
+            entries: Vec::new(),
+        });
+    }
+    if tasks.is_empty() {
+        return Ok(tasks);
+    }
+    let listed: Vec<Listed> = tasks.iter().map(|t| Listed { id: &t.task.id }).collect();
+    let listed = batch_json(&listed)?;
+    let mut entries = sqlx::query(sql(format!(
+        "SELECT task_id, seq, call, digest, answer, summary, outside, attempt, at, took_us \
+         FROM journal WHERE task_id IN (SELECT j.value->>'id' FROM {}) \
+         ORDER BY task_id, seq",
+        DIALECT.json_rows
+    )))
+    .bind(&listed)
+    .fetch(&store.pool);
+    let mut bytes = 0;
+    let mut at = 0;
+    while let Some(row) = entries.try_next().await? {
+        let task_id: String = sqlx::Row::try_get(&row, "task_id")?;
+        let task_id = crate::support::text_out(task_id);
+        if tasks[at].task.id != task_id {
+            // The next task's entries: the page ends here when it is full.
+            if bytes >= PAGE_BYTES {
+                break;
+            }
+            let Some(next) = tasks[at..].iter().position(|t| t.task.id == task_id) else {
+                continue;
+            };
+            at += next;
+        }
+        let entry: JournalEntry = rows::journal_entry(&row)?;
+        bytes += entry.answer.len();
+        tasks[at].entries.push(entry);
+    }
+    drop(entries);
+    // Tasks past the last one read whole, and any whose journal was ended
+    // meanwhile (a redrive `--fresh` between the two reads), wait for the
+    // next page or are gone.
+    tasks.truncate(at + 1);
+    tasks.retain(|t| !t.entries.is_empty());
+    Ok(tasks)
+}

@@ -1,0 +1,112 @@
+//! A deploy checked against the journals of the lambda's waiting tasks
+//! (`waft lambda deploy --check`) before it is made: tasks suspended on a
+//! signal resume cleanly on the code that wrote their journals, and depart
+//! at one entry from code that calls something else there; nothing is
+//! deployed either way.
+
+use std::time::Duration;
+
+use serde_json::json;
+use waft_core::TaskStatus;
+use waft_sample_artifacts as samples;
+use waft_services::ClientApi;
+
+use crate::support::Cluster;
+
+const WITHIN: Duration = Duration::from_secs(60);
+
+/// Where the lambda may call.
+const ANYWHERE: &str = "http://127.0.0.1:9";
+
+/// Tasks suspended on a signal.
+const WAITING: usize = 12;
+
+pub async fn deploy_check(cluster: &Cluster) {
+    // The lambda may call out (it does not, here): its check takes the
+    // grant too.
+    let v1 = cluster
+        .deploy("checked", samples::DURABLE, |c| {
+            c.grants.outbound = vec![ANYWHERE.parse().unwrap()];
+        })
+        .await;
+    let plan = json!({"signals": ["go"], "signal_ms": 600_000});
+    let mut ids = Vec::new();
+    for _ in 0..WAITING {
+        ids.push(cluster.schedule("checked", plan.clone(), None).await);
+    }
+    for id in &ids {
+        cluster
+            .until(id, WITHIN, |t| t.status == TaskStatus::Suspended)
+            .await;
+    }
+
+    // The code that wrote the journals: every task resumes cleanly.
+    let (code, out) = cluster.cli_exit(&[
+        "lambda",
+        "deploy",
+        "checked",
+        samples::DURABLE,
+        "--allow-outbound",
+        ANYWHERE,
+        "--check",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{out}");
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(report["checked"], WAITING, "{report:#}");
+    assert_eq!(report["departed"], 0, "{report:#}");
+    assert_eq!(report["versions"][0]["version"], v1.version, "{report:#}");
+    assert_eq!(report["versions"][0]["clean"], WAITING, "{report:#}");
+
+    // Code whose calls are other ones: every task departs, at one entry.
+    let (code, out) = cluster.cli_exit(&[
+        "lambda",
+        "deploy",
+        "checked",
+        samples::HELLO,
+        "--check",
+        "--json",
+    ]);
+    assert_eq!(code, 26, "{out}");
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(report["departed"], WAITING, "{report:#}");
+    let version = &report["versions"][0];
+    assert_eq!(version["clean"], 0, "{report:#}");
+    let departures = version["departures"].as_array().unwrap();
+    assert_eq!(departures.len(), 1, "{report:#}");
+    assert_eq!(departures[0]["count"], WAITING, "{report:#}");
+    let mut named: Vec<String> = departures[0]["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|id| id.as_str().unwrap().to_owned())
+        .collect();
+    named.sort();
+    let mut waiting = ids.clone();
+    waiting.sort();
+    assert_eq!(named, waiting, "{report:#}");
+    // For a person: the count, the entry and both sides of it.
+    let (code, text) =
+        cluster.cli_exit(&["lambda", "deploy", "checked", samples::HELLO, "--check"]);
+    assert_eq!(code, 26, "{text}");
+    eprint!("{text}");
+    assert!(text.contains(&format!("{WAITING} depart")), "{text}");
+    assert!(text.contains("the journal has"), "{text}");
+
+    // A check deploys nothing.
+    let current = cluster.frontend.lambda_get("checked", None).await.unwrap();
+    assert_eq!(current.version, v1.version);
+    // A lambda that does not exist has nothing to check.
+    let (code, _) = cluster.cli_failing(&[
+        "lambda",
+        "deploy",
+        "nothing-here",
+        samples::HELLO,
+        "--check",
+    ]);
+    assert_eq!(code, 4);
+
+    for id in &ids {
+        cluster.frontend.task_cancel(id).await.unwrap();
+    }
+}
