@@ -232,15 +232,17 @@ async fn postgres_a_parked_task_cancelled_during_an_unpark_gives_its_place_to_th
     let url = held.url.clone();
     let mut cancel = sqlx::PgConnection::connect(&url).await.unwrap();
     sqlx::query("BEGIN").execute(&mut cancel).await.unwrap();
-    sqlx::query(
-        "UPDATE tasks SET status = 'cancelled', next_trigger_at = NULL, parked = FALSE, \
+    let cancelled = format!(
+        "UPDATE tasks SET status = '{}', next_trigger_at = NULL, parked = FALSE, \
          awaits_turn = FALSE, finished_at = $2 WHERE id = $1",
-    )
-    .bind(&first)
-    .bind(T0 + 10)
-    .execute(&mut cancel)
-    .await
-    .unwrap();
+        waft_core::TaskStatus::Cancelled.as_str()
+    );
+    sqlx::query(sqlx::AssertSqlSafe(cancelled))
+        .bind(&first)
+        .bind(T0 + 10)
+        .execute(&mut cancel)
+        .await
+        .unwrap();
     let polling = tokio::spawn({
         let store = store.clone();
         async move { poll(&store, T0 + 10).await }
