@@ -41,6 +41,8 @@ mod journal;
 mod journal_parts;
 #[path = "conformance/journal_versions.rs"]
 mod journal_versions;
+#[path = "conformance/journaled.rs"]
+mod journaled;
 #[path = "conformance/keys.rs"]
 mod keys;
 #[path = "conformance/lambda_deletes.rs"]
@@ -216,6 +218,7 @@ conformance!(
         results_carry_journal_writes,
         journals_hold_any_string_and_bytes,
     ],
+    journaled: [live_journals_are_read_a_page_at_a_time],
     suspension: [
         a_suspended_task_waits_then_resumes_with_its_attempt,
         suspensions_spend_no_attempts,
