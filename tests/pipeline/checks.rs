@@ -2,7 +2,9 @@
 //! (`waft lambda deploy --check`) before it is made: tasks suspended on a
 //! signal resume cleanly on the code that wrote their journals, and depart
 //! at one entry from code that calls something else there; nothing is
-//! deployed either way.
+//! deployed either way. Then the tasks moved (`waft lambda move`): none to
+//! a version they depart from, all to one they resume cleanly on, where
+//! they end.
 
 use std::time::Duration;
 
@@ -106,7 +108,60 @@ pub async fn deploy_check(cluster: &Cluster) {
     ]);
     assert_eq!(code, 4);
 
+    // Version 2 is the same code, version 3 other code, and current.
+    let v2 = cluster
+        .deploy("checked", samples::DURABLE, |c| {
+            c.grants.outbound = vec![ANYWHERE.parse().unwrap()];
+        })
+        .await;
+    let v3 = cluster.deploy("checked", samples::HELLO, |_| {}).await;
+    let (code, out) = cluster.cli_exit(&["lambda", "move", "checked", "--json"]);
+    assert_eq!(code, 26, "{out}");
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (&report["to"], &report["moved"], &report["departed"]),
+        (&json!(v3.version), &json!(0), &json!(WAITING)),
+        "{report:#}"
+    );
+    let to = v2.version.to_string();
+    let (code, out) = cluster.cli_exit(&["lambda", "move", "checked", "--to", &to, "--json"]);
+    assert_eq!(code, 0, "{out}");
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(report["moved"], WAITING, "{report:#}");
+    // Version 2 is what they need now, version 1 nothing.
+    let versions = cluster.cli(&["lambda", "versions", "checked", "--json"]);
+    let versions: serde_json::Value = serde_json::from_str(&versions).unwrap();
+    let needed: Vec<(u64, u64)> = versions
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| {
+            let version = v["version"].as_u64().unwrap();
+            (version, v["suspended_tasks"].as_u64().unwrap())
+        })
+        .collect();
+    assert_eq!(
+        needed,
+        [
+            (u64::from(v1.version), 0),
+            (u64::from(v2.version), WAITING as u64),
+            (u64::from(v3.version), 0)
+        ],
+        "{versions:#}"
+    );
+    // Moved, they end on the code they were checked against, not the
+    // current one.
     for id in &ids {
-        cluster.frontend.task_cancel(id).await.unwrap();
+        cluster
+            .frontend
+            .task_signal(id, "go", b"now".to_vec())
+            .await
+            .unwrap();
+    }
+    for id in &ids {
+        let task = cluster.finished(id, WITHIN).await;
+        assert_eq!(task.status, TaskStatus::Success, "{task:#?}");
+        let output: serde_json::Value = serde_json::from_slice(&task.output.unwrap()).unwrap();
+        assert_eq!(output["signals"], json!(["now"]), "{output}");
     }
 }

@@ -108,6 +108,8 @@ calls! {
     /// Replaying the journals of a lambda's live tasks against new code
     /// (`deploy --check`): it runs uploaded code, and reads every journal.
     LambdaCheck,
+    /// Moving waiting tasks to another version of their lambda.
+    LambdaMove,
     LambdaGet,
     LambdaList,
     LambdaRollback,
@@ -150,7 +152,7 @@ impl Call {
             Call::TaskCancel | Call::DeadRedrive | Call::DeadPurge => Rule::Lambda(Manage),
             Call::TaskJournalAnswers => Rule::Lambda(Manage),
             Call::LambdaDeploy | Call::LambdaRollback | Call::GateSet => Rule::Lambda(Manage),
-            Call::LambdaCheck => Rule::Lambda(Manage),
+            Call::LambdaCheck | Call::LambdaMove => Rule::Lambda(Manage),
             Call::LambdaDelete => Rule::Lambda(Manage),
             Call::LambdaGet | Call::LambdaVersions => Rule::Lambda(Read),
             Call::GateList | Call::CronList => Rule::Scoped(Read),

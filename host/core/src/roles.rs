@@ -20,9 +20,9 @@ use crate::limits::MAX_JOURNAL_ENTRIES;
 use crate::model::{
     Artifact, Attempt, Backlog, CheckProgress, ChildrenState, ClaimedTask, Continuation, Cron,
     DeadSelector, DeployCheck, Gate, GateState, Heartbeat, JournalEntry, JournalPart, JournalWrite,
-    Lambda, LambdaDeleted, LambdaVersion, Millis, Overview, QueueFills, Refusal, SealedSecrets,
-    SecretInfo, SignalSent, StatusCount, Task, TaskChildrenRead, TaskCount, TaskInserted, TaskList,
-    TaskResult, TaskSignalRead, Token, TokenRole,
+    Lambda, LambdaDeleted, LambdaVersion, Millis, MoveReport, Overview, QueueFills, Refusal,
+    SealedSecrets, SecretInfo, SignalSent, StatusCount, Task, TaskChildrenRead, TaskCount,
+    TaskInserted, TaskList, TaskResult, TaskSignalRead, Token, TokenRole,
 };
 use crate::{LambdaConfig, TaskStatus, TraceContext};
 
@@ -220,6 +220,17 @@ pub trait ClientApi: Send + Sync {
         config: LambdaConfig,
         progress: &(dyn Fn(CheckProgress) + Send + Sync),
     ) -> ServiceResult<DeployCheck>;
+    /// Moves to version `to` of lambda `name` (its current one when
+    /// `None`) exactly its live tasks whose journals replay cleanly on it
+    /// (as [`ClientApi::lambda_check`] replays them), each as it was
+    /// replayed and not running; the others stay on the versions that wrote
+    /// them ([`MoveReport`]).
+    async fn lambda_move(
+        &self,
+        name: &str,
+        to: Option<u32>,
+        progress: &(dyn Fn(CheckProgress) + Send + Sync),
+    ) -> ServiceResult<MoveReport>;
     /// A lambda at a version, or at its current one.
     async fn lambda_get(&self, name: &str, version: Option<u32>) -> ServiceResult<Lambda>;
     /// Every lambda at its current version.

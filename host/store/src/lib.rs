@@ -152,6 +152,10 @@ pub trait TaskStore: Send + Sync {
     /// A page of a lambda's live tasks that hold a journal, each with its
     /// whole journal ([`JournaledTasks`]).
     async fn task_journals(&self, params: JournaledTasks) -> Result<Vec<JournaledTask>>;
+    /// Moves the tasks a check found clean to the version it checked, each
+    /// only if it stands as it was checked and is not running ([`TaskMove`]);
+    /// answers how many moved.
+    async fn task_move(&self, params: TaskMove) -> Result<u64>;
 
     /// Per `<lambda, priority>`, the oldest task that is due and waiting to
     /// start (new, retrying or in its queue; not held by a gate).

@@ -72,6 +72,9 @@ pub(crate) mod status {
     /// Ended for good: nothing brings the task back (a redrive brings
     /// `dead` back).
     pub const FINAL: Set = Set(machine::FINAL);
+    /// Live and holding no lease: what a move to another version may take
+    /// (a claim changes the lease it is guarded by).
+    pub const WAITING: Set = Set(machine::LIVE.minus(machine::RUNNING));
 
     /// The status of a task waiting for its next attempt, as an SQL
     /// expression over its `attempt`.

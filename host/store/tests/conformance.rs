@@ -218,7 +218,10 @@ conformance!(
         results_carry_journal_writes,
         journals_hold_any_string_and_bytes,
     ],
-    journaled: [live_journals_are_read_a_page_at_a_time],
+    journaled: [
+        live_journals_are_read_a_page_at_a_time,
+        a_move_takes_only_tasks_as_they_were_checked,
+    ],
     suspension: [
         a_suspended_task_waits_then_resumes_with_its_attempt,
         suspensions_spend_no_attempts,

@@ -70,6 +70,7 @@ fn expected(call: Call) -> &'static str {
         Call::TaskHistory => "yynyny",
         Call::LambdaDeploy => "yynnny",
         Call::LambdaCheck => "yynnny",
+        Call::LambdaMove => "yynnny",
         Call::LambdaGet => "yynyny",
         Call::LambdaList => "sshshs",
         Call::LambdaRollback => "yynnny",
@@ -145,6 +146,7 @@ async fn invoke(api: &dyn FrontendApi, fx: &Fixture, call: Call) -> Answer {
             .lambda_check("mail", b"not wasm".to_vec(), config(), &|_| {})
             .await)
             .map(none),
+        Call::LambdaMove => api.lambda_move("mail", None, &|_| {}).await.map(none),
         Call::LambdaGet => api.lambda_get("mail", None).await.map(none),
         Call::LambdaList => (api.lambda_list().await).map(|l| holds_mail(&l, |l| &l.name)),
         Call::LambdaRollback => api.lambda_rollback("mail", Some(1)).await.map(none),

@@ -56,6 +56,17 @@ pub enum LambdaCommand {
     /// still need it (pinned to it, or resuming on it: their journal's
     /// version), and how many of them are suspended.
     Versions { name: String },
+    /// Move the lambda's waiting tasks (suspended, waiting for a retry, dead,
+    /// queued) to a version: exactly those whose journals replay cleanly on
+    /// it, as `deploy --check` replays them, each only if it has not been
+    /// claimed or written to since; the others stay on the versions that
+    /// wrote their journals. Exits 26 when some stay.
+    Move {
+        name: String,
+        /// The version they move to; the current one when absent.
+        #[arg(long, value_name = "VERSION")]
+        to: Option<u32>,
+    },
     /// One lambda and its configuration.
     Get {
         name: String,
@@ -324,6 +335,9 @@ pub fn run(args: LambdaArgs) -> Result<ExitCode, Failure> {
                 .await;
             }
             LambdaCommand::Deploy(deploy) => deploy_lambda(&frontend, &client, *deploy).await?,
+            LambdaCommand::Move { name, to } => {
+                return super::deploy_check::move_waiting(&frontend, &client, &name, to).await;
+            }
             LambdaCommand::List => {
                 let lambdas = frontend
                     .lambda_list()

@@ -1,7 +1,7 @@
 //! A deploy's check ([`DeployCheck`]): replays of live tasks' journals on
 //! new code, by version and by where they depart.
 
-use waft_core::model::{DEPARTURE_EXAMPLES, Departure, DeployCheck, VersionCheck};
+use waft_core::model::{DEPARTURE_EXAMPLES, Departure, DeployCheck, MoveReport, VersionCheck};
 
 use crate::proto;
 
@@ -58,5 +58,26 @@ pub fn deploy_check_from_proto(check: proto::DeployCheck) -> DeployCheck {
                     .collect(),
             })
             .collect(),
+    }
+}
+
+pub fn move_report_to_proto(report: MoveReport) -> proto::MoveReport {
+    proto::MoveReport {
+        to: report.to,
+        check: Some(deploy_check_to_proto(report.check)),
+        moved: report.moved,
+        changed: report.changed,
+    }
+}
+
+pub fn move_report_from_proto(report: proto::MoveReport) -> MoveReport {
+    MoveReport {
+        to: report.to,
+        check: report
+            .check
+            .map(deploy_check_from_proto)
+            .unwrap_or_default(),
+        moved: report.moved,
+        changed: report.changed,
     }
 }

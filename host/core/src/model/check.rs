@@ -75,3 +75,34 @@ pub struct CheckProgress {
     /// tasks with a journal among them.
     pub of: u64,
 }
+
+/// Tasks a check found clean, moved to the version it checked
+/// (`TaskStore::task_move`): each only if it stands as it was checked (the
+/// same lease, the same journal length) and is not running.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TaskMove {
+    pub lambda: String,
+    /// The version they move to.
+    pub to: u32,
+    pub tasks: Vec<Checked>,
+}
+
+/// A task as a check replayed it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Checked {
+    pub id: String,
+    pub lease_token: i64,
+    pub journal_len: u32,
+}
+
+/// What a move did (`waft lambda move`): the check it made, and of the
+/// tasks it found clean, how many moved and how many had changed
+/// meanwhile (claimed, written to, ended) and stay where they were.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct MoveReport {
+    /// The version the tasks moved to.
+    pub to: u32,
+    pub check: DeployCheck,
+    pub moved: u64,
+    pub changed: u64,
+}

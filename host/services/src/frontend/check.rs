@@ -16,8 +16,8 @@ use std::sync::Arc;
 use tokio::task::JoinSet;
 use waft_core::LambdaConfig;
 use waft_core::model::{
-    CheckProgress, DEPARTURE_EXAMPLES, Departure, DeployCheck, JournaledTask, JournaledTasks,
-    TaskCount, VersionCheck,
+    CheckProgress, Checked, DEPARTURE_EXAMPLES, Departure, DeployCheck, JournaledTask,
+    JournaledTasks, MoveReport, TaskCount, TaskMove, VersionCheck,
 };
 use waft_runtime::{
     Execution, KillSwitch, Outcome, PreparedLambda, RecordingHost, Sandbox, TaskHost, TaskInput,
@@ -28,6 +28,8 @@ use crate::{ServiceError, ServiceResult};
 
 /// Tasks a page of journals holds at most.
 const PAGE: u32 = 200;
+/// Tasks one transaction moves.
+const MOVE_BATCH: usize = 1000;
 
 /// What replaying one task's journal on the new code found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,14 +77,16 @@ impl Frontend {
         Ok(prepared)
     }
 
-    /// Replays the journals of lambda `name`'s live tasks on `prepared`.
+    /// Replays the journals of lambda `name`'s live tasks on `prepared`:
+    /// the report, and the tasks that resume cleanly, with their journals'
+    /// version.
     pub(super) async fn check_replays(
         &self,
         name: &str,
         prepared: PreparedLambda,
         config: &LambdaConfig,
         progress: &(dyn Fn(CheckProgress) + Send + Sync),
-    ) -> ServiceResult<DeployCheck> {
+    ) -> ServiceResult<(DeployCheck, Vec<(Option<u32>, Checked)>)> {
         if self.store.lambda_get(name).await?.is_none() {
             return Err(ServiceError::NotFound(format!("no lambda {name}")));
         }
@@ -132,6 +136,64 @@ impl Frontend {
         Ok(report.finish(name))
     }
 
+    /// Moves the live tasks of lambda `name` whose journals replay cleanly
+    /// on version `to` to that version; the others stay on the versions
+    /// that wrote them.
+    pub(super) async fn move_clean(
+        &self,
+        name: &str,
+        to: Option<u32>,
+        progress: &(dyn Fn(CheckProgress) + Send + Sync),
+    ) -> ServiceResult<MoveReport> {
+        let target = match to {
+            Some(version) => self.store.lambda_get_version(name, version).await?,
+            None => self.store.lambda_get(name).await?,
+        };
+        let Some(target) = target else {
+            let which = to.map_or("".to_owned(), |v| format!(" version {v}"));
+            return Err(ServiceError::NotFound(format!("no lambda {name}{which}")));
+        };
+        let Some(component) = self.store.component_get(&target.digest).await? else {
+            return Err(ServiceError::Internal(format!(
+                "the component of {name} version {} is missing",
+                target.version
+            )));
+        };
+        let prepared = self.prepare(name, &component, &target.config).await?;
+        let (check, clean) = self
+            .check_replays(name, prepared, &target.config, progress)
+            .await?;
+        // Those on it already stay, as they are.
+        let tasks: Vec<Checked> = clean
+            .into_iter()
+            .filter(|(version, _)| *version != Some(target.version))
+            .map(|(_, task)| task)
+            .collect();
+        let mut moved = 0;
+        for batch in tasks.chunks(MOVE_BATCH) {
+            moved += self
+                .store
+                .task_move(TaskMove {
+                    lambda: name.to_owned(),
+                    to: target.version,
+                    tasks: batch.to_vec(),
+                })
+                .await?;
+        }
+        tracing::info!(
+            lambda = name,
+            to = target.version,
+            moved,
+            "moved waiting tasks"
+        );
+        Ok(MoveReport {
+            to: target.version,
+            changed: tasks.len() as u64 - moved,
+            moved,
+            check,
+        })
+    }
+
     /// The lambda's secrets in clear, as its executions get them.
     async fn lambda_secrets(&self, name: &str) -> ServiceResult<Vec<(String, String)>> {
         let sealed = self.store.secret_sealed(name).await?;
@@ -173,9 +235,11 @@ impl Frontend {
     }
 }
 
-fn joined(
-    done: Result<(Option<u32>, String, Verdict), tokio::task::JoinError>,
-) -> ServiceResult<(Option<u32>, String, Verdict)> {
+/// One task's replay: the version that wrote its journal, the task as it
+/// was replayed, and the verdict.
+type Replayed = (Option<u32>, Checked, Verdict);
+
+fn joined(done: Result<Replayed, tokio::task::JoinError>) -> ServiceResult<Replayed> {
     done.map_err(|e| ServiceError::Internal(format!("a replay stopped: {e}")))
 }
 
@@ -184,7 +248,7 @@ async fn replay(
     prepared: &PreparedLambda,
     sandbox: &Sandbox,
     journaled: JournaledTask,
-) -> (Option<u32>, String, Verdict) {
+) -> Replayed {
     let JournaledTask {
         task,
         journal_version,
@@ -207,7 +271,12 @@ async fn replay(
         .run_on_guest_threads(input, sandbox, host, &KillSwitch::new())
         .await;
     let recorded: Vec<&str> = entries.iter().map(|e| e.call.as_str()).collect();
-    (version, task.id, verdict(&recorded, &execution))
+    let checked = Checked {
+        id: task.id,
+        lease_token: task.lease_token,
+        journal_len: u32::try_from(entries.len()).unwrap_or(u32::MAX),
+    };
+    (version, checked, verdict(&recorded, &execution))
 }
 
 /// What an execution of the new code on a journal of `recorded` calls
@@ -261,6 +330,8 @@ pub(super) fn verdict(recorded: &[&str], execution: &Execution) -> Verdict {
 struct Report {
     checked: u64,
     versions: BTreeMap<Option<u32>, Versioned>,
+    /// The tasks that resume cleanly, with their journals' version.
+    clean: Vec<(Option<u32>, Checked)>,
 }
 
 #[derive(Default)]
@@ -270,11 +341,15 @@ struct Versioned {
 }
 
 impl Report {
-    fn add(&mut self, (version, id, verdict): (Option<u32>, String, Verdict)) {
+    fn add(&mut self, (version, checked, verdict): Replayed) {
         self.checked += 1;
         let versioned = self.versions.entry(version).or_default();
+        let id = checked.id.clone();
         match verdict {
-            Verdict::Clean => versioned.clean += 1,
+            Verdict::Clean => {
+                versioned.clean += 1;
+                self.clean.push((version, checked));
+            }
             Verdict::Departs {
                 seq,
                 recorded,
@@ -303,7 +378,7 @@ impl Report {
         }
     }
 
-    fn finish(self, lambda: &str) -> DeployCheck {
+    fn finish(self, lambda: &str) -> (DeployCheck, Vec<(Option<u32>, Checked)>) {
         let versions = self.versions.into_iter().map(|(version, versioned)| {
             let mut departures: Vec<Departure> = versioned.departures.into_values().collect();
             departures.sort_by(|a, b| b.count.cmp(&a.count).then(a.seq.cmp(&b.seq)));
@@ -316,11 +391,12 @@ impl Report {
                 departures,
             }
         });
-        DeployCheck {
+        let check = DeployCheck {
             lambda: lambda.to_owned(),
             checked: self.checked,
             versions: versions.collect(),
-        }
+        };
+        (check, self.clean)
     }
 }
 
@@ -412,6 +488,10 @@ mod tests {
 
     #[test]
     fn departures_group_by_version_and_place_naming_the_first_tasks() {
+        let task = |id: &str| Checked {
+            id: id.into(),
+            ..Checked::default()
+        };
         let mut report = Report::default();
         let departs = |seq: u32| Verdict::Departs {
             seq,
@@ -420,12 +500,14 @@ mod tests {
             example: format!("at {seq}"),
         };
         for n in (0..30).rev() {
-            report.add((Some(1), format!("t{n:02}"), departs(4)));
+            report.add((Some(1), task(&format!("t{n:02}")), departs(4)));
         }
-        report.add((Some(1), "u".into(), departs(2)));
-        report.add((Some(1), "v".into(), Verdict::Clean));
-        report.add((Some(2), "w".into(), Verdict::Clean));
-        let check = report.finish("mail");
+        report.add((Some(1), task("u"), departs(2)));
+        report.add((Some(1), task("v"), Verdict::Clean));
+        report.add((Some(2), task("w"), Verdict::Clean));
+        let (check, clean) = report.finish("mail");
+        let clean: Vec<_> = clean.iter().map(|(v, t)| (*v, t.id.as_str())).collect();
+        assert_eq!(clean, [(Some(1), "v"), (Some(2), "w")]);
         assert_eq!((check.checked, check.departed()), (33, 31));
         let first = &check.versions[0];
         assert_eq!((first.version, first.clean), (Some(1), 1));

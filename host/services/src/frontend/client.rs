@@ -13,7 +13,7 @@ use waft_runtime::Digest;
 use waft_store::{
     Attempt, CheckProgress, Cron, DeadPurge, DeadRedrive, DeadSelector, DeployCheck, Gate, GateSet,
     GateState, HistoryRead, Lambda, LambdaDelete, LambdaDeleted, LambdaDeploy, LambdaRollback,
-    LambdaVersion, MINUTE, Millis, Overview, SignalSent, StatusCount, Task, TaskCount,
+    LambdaVersion, MINUTE, Millis, MoveReport, Overview, SignalSent, StatusCount, Task, TaskCount,
     TaskInserted, TaskList, TaskSignal, history_points, minute_of,
 };
 
@@ -189,7 +189,20 @@ impl ClientApi for Frontend {
     ) -> ServiceResult<DeployCheck> {
         self.allow(Call::LambdaCheck, Some(name))?;
         let prepared = self.prepare(name, &component, &config).await?;
-        self.check_replays(name, prepared, &config, progress).await
+        let (check, _) = self
+            .check_replays(name, prepared, &config, progress)
+            .await?;
+        Ok(check)
+    }
+
+    async fn lambda_move(
+        &self,
+        name: &str,
+        to: Option<u32>,
+        progress: &(dyn Fn(CheckProgress) + Send + Sync),
+    ) -> ServiceResult<MoveReport> {
+        self.allow(Call::LambdaMove, Some(name))?;
+        self.move_clean(name, to, progress).await
     }
 
     async fn lambda_rollback(&self, name: &str, to: Option<u32>) -> ServiceResult<Lambda> {

@@ -6,15 +6,21 @@
 //! in one read. A journal may hold up to 64 MiB of answers, so a page ends
 //! after the task whose entries take it past [`PAGE_BYTES`]; the next page
 //! starts after the last task it holds.
+//!
+//! A move ([`move_checked`]) takes the tasks a check found clean to the
+//! version it checked, each only as it was checked: the same lease (a claim
+//! changes it), the same journal length (a write changes it), not running.
+//! So a task claimed meanwhile runs on the version it had, whole, and one
+//! moved is claimed on its new version.
 
 use futures::TryStreamExt;
 use serde::Serialize;
 
-use super::{DIALECT, Store};
-use crate::names::status::LIVE;
+use super::{Connection, DIALECT, Store};
+use crate::names::status::{LIVE, WAITING};
 use crate::rows::{self, TASK_COLUMNS};
 use crate::support::{batch_json, sql, text_in};
-use crate::{JournalEntry, JournaledTask, JournaledTasks, Result};
+use crate::{JournalEntry, JournaledTask, JournaledTasks, Result, TaskMove};
 
 /// The answers' bytes a page carries before it ends, after a whole task.
 const PAGE_BYTES: usize = 16 << 20;
@@ -87,4 +93,46 @@ pub(super) async fn page(store: &Store, params: JournaledTasks) -> Result<Vec<Jo
     tasks.truncate(at + 1);
     tasks.retain(|t| !t.entries.is_empty());
     Ok(tasks)
+}
+
+/// A task to move, as the update reads it (the field names are its JSON
+/// keys).
+#[derive(Serialize)]
+struct Moving<'a> {
+    id: &'a str,
+    lease: i64,
+    len: i64,
+}
+
+/// Moves the tasks of `params` that stand as they were checked to version
+/// `params.to`: their journal's version, and the pin of those scheduled
+/// on a version. Returns how many moved.
+pub(super) async fn move_checked(tx: &mut Connection, params: TaskMove) -> Result<u64> {
+    if params.tasks.is_empty() {
+        return Ok(0);
+    }
+    let moving: Vec<Moving> = params
+        .tasks
+        .iter()
+        .map(|t| Moving {
+            id: &t.id,
+            lease: t.lease_token,
+            len: i64::from(t.journal_len),
+        })
+        .collect();
+    let done = sqlx::query(sql(format!(
+        "UPDATE tasks SET journal_version = $2, \
+         version = CASE WHEN version IS NULL THEN NULL ELSE $2 END \
+         FROM (SELECT j.value->>'id' AS move_id, CAST(j.value->>'lease' AS BIGINT) AS move_lease, \
+            CAST(j.value->>'len' AS BIGINT) AS move_len FROM {}) AS m \
+         WHERE tasks.id = m.move_id AND tasks.lambda = $3 AND tasks.status IN {WAITING} \
+         AND tasks.lease_token = m.move_lease AND tasks.journal_len = m.move_len",
+        DIALECT.json_rows
+    )))
+    .bind(batch_json(&moving)?)
+    .bind(i64::from(params.to))
+    .bind(text_in(&params.lambda))
+    .execute(&mut *tx)
+    .await?;
+    Ok(done.rows_affected())
 }

@@ -65,7 +65,7 @@ use crate::{
     LambdaVersion, Materialized, Millis, Pruned, Refusal, Result, ResultRecorded, SealedSecrets,
     SecretInfo, SecretSet, SignalSent, StatusCount, Task, TaskChildrenRead, TaskClaimMany,
     TaskCount, TaskEnqueueReady, TaskHeartbeatMany, TaskInsertMany, TaskInserted, TaskJournalRead,
-    TaskJournalWrite, TaskList, TaskPrune, TaskSetResultMany, TaskSignal, TaskSignalRead,
+    TaskJournalWrite, TaskList, TaskMove, TaskPrune, TaskSetResultMany, TaskSignal, TaskSignalRead,
     TaskStore, Token, TokenCreate,
 };
 
@@ -236,6 +236,10 @@ impl TaskStore for Store {
     }
     async fn task_journals(&self, params: JournaledTasks) -> Result<Vec<JournaledTask>> {
         journaled::page(self, params).await
+    }
+    async fn task_move(&self, params: TaskMove) -> Result<u64> {
+        self.write(move |tx| Box::pin(journaled::move_checked(tx, params)))
+            .await
     }
 
     async fn task_backlog(&self, now: Millis) -> Result<Vec<Backlog>> {

@@ -11,12 +11,11 @@ use waft_client::proto;
 use waft_client::status::to_status;
 use waft_services::Frontend;
 use waft_services::api::ClientApi;
-use waft_store::CheckProgress;
 
 use super::Progress;
 
 /// How often a deploy at work reports.
-const DEPLOY_REPORT_EVERY: Duration = Duration::from_secs(1);
+pub(super) const DEPLOY_REPORT_EVERY: Duration = Duration::from_secs(1);
 
 /// Reports on `deploy` every second until it ends, then its answer.
 async fn report_deploy(
@@ -74,58 +73,6 @@ pub(super) async fn deploy_lambda(
     });
     let (sender, receiver) = tokio::sync::mpsc::channel(4);
     tokio::spawn(report_deploy(deploy, sender));
-    Ok(Response::new(Box::pin(
-        tokio_stream::wrappers::ReceiverStream::new(receiver),
-    )))
-}
-
-pub(super) async fn check_deploy(
-    role: Frontend,
-    request: Request<proto::CheckDeployRequest>,
-) -> Result<Response<Progress<proto::CheckDeployResponse>>, Status> {
-    let request = request.into_inner();
-    let config = config_from_proto(request.config).map_err(to_status)?;
-    let (progress, mut heard) = tokio::sync::watch::channel(CheckProgress::default());
-    let mut check = tokio::spawn(async move {
-        let report = |now: CheckProgress| {
-            progress.send_replace(now);
-        };
-        role.lambda_check(&request.name, request.component, config, &report)
-            .await
-    });
-    let (sender, receiver) = tokio::sync::mpsc::channel(4);
-    tokio::spawn(async move {
-        let mut ticks = tokio::time::interval(DEPLOY_REPORT_EVERY);
-        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let answer = loop {
-            tokio::select! {
-                joined = &mut check => break joined,
-                _ = ticks.tick() => {
-                    let now = *heard.borrow_and_update();
-                    let report = proto::CheckDeployResponse {
-                        checked: now.checked,
-                        of: now.of,
-                        report: None,
-                    };
-                    // A check changes nothing: it stops when its client leaves.
-                    if sender.send(Ok(report)).await.is_err() {
-                        check.abort();
-                        return;
-                    }
-                }
-            }
-        };
-        let last = match answer {
-            Ok(Ok(report)) => Ok(proto::CheckDeployResponse {
-                checked: report.checked,
-                of: report.checked,
-                report: Some(deploy_check_to_proto(report)),
-            }),
-            Ok(Err(error)) => Err(to_status(error)),
-            Err(error) => Err(Status::internal(format!("the check stopped: {error}"))),
-        };
-        let _ = sender.send(last).await;
-    });
     Ok(Response::new(Box::pin(
         tokio_stream::wrappers::ReceiverStream::new(receiver),
     )))

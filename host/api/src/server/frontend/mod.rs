@@ -13,6 +13,7 @@
 //! installation's own processes fetch and wait for).
 
 mod admin;
+mod checks;
 mod cluster;
 mod lambdas;
 mod operations;
@@ -44,6 +45,7 @@ pub type Progress<T> =
 impl proto::frontend_server::Frontend for FrontendService {
     type DeployLambdaStream = Progress<proto::DeployLambdaResponse>;
     type CheckDeployStream = Progress<proto::CheckDeployResponse>;
+    type MoveWaitingStream = Progress<proto::MoveWaitingResponse>;
     type GetArtifactStream = Progress<proto::GetArtifactResponse>;
 
     // Tasks.
@@ -138,7 +140,14 @@ impl proto::frontend_server::Frontend for FrontendService {
         &self,
         request: Request<proto::CheckDeployRequest>,
     ) -> Result<Response<Self::CheckDeployStream>, Status> {
-        lambdas::check_deploy(self.role(&request), request).await
+        checks::check_deploy(self.role(&request), request).await
+    }
+
+    async fn move_waiting(
+        &self,
+        request: Request<proto::MoveWaitingRequest>,
+    ) -> Result<Response<Self::MoveWaitingStream>, Status> {
+        checks::move_waiting(self.role(&request), request).await
     }
 
     async fn get_lambda(

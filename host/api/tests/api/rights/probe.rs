@@ -73,6 +73,14 @@ impl ClientApi for Probe {
     ) -> ServiceResult<waft_core::model::DeployCheck> {
         Err(self.saw(Call::LambdaCheck))
     }
+    async fn lambda_move(
+        &self,
+        _: &str,
+        _: Option<u32>,
+        _: &(dyn Fn(waft_core::model::CheckProgress) + Send + Sync),
+    ) -> ServiceResult<waft_core::model::MoveReport> {
+        Err(self.saw(Call::LambdaMove))
+    }
     async fn lambda_get(&self, _: &str, _: Option<u32>) -> ServiceResult<Lambda> {
         Err(self.saw(Call::LambdaGet))
     }
