@@ -85,6 +85,11 @@ pub struct WaitsBenchArgs {
     /// How often counts by status are read while the due tasks resume.
     #[arg(long, default_value_t = 250)]
     pub sample_ms: u64,
+    /// Once the suspended tasks wait, time a deploy's check of the same
+    /// component against all of them (`waft lambda deploy --check`): every
+    /// journal read and replayed.
+    #[arg(long)]
+    pub check: bool,
     /// Keep the node's data directory (its `waft.db`) when done, and say
     /// where it is: to look into the store after (e.g. its tables' sizes).
     #[arg(long)]
@@ -106,6 +111,7 @@ pub fn run(args: WaitsBenchArgs) -> Result<std::process::ExitCode, Failure> {
             grants: args.grants.grants()?,
             ..LambdaConfig::default()
         };
+        let checked = args.check.then(|| (wasm.clone(), config.clone()));
         let (frontend, lambda) = deploy(&node.addr.to_string(), wasm, config).await?;
         let executor = &node_config_line(args.max_tasks)?;
         println!(
@@ -126,6 +132,9 @@ pub fn run(args: WaitsBenchArgs) -> Result<std::process::ExitCode, Failure> {
         if args.suspended > 0 {
             bench.suspended().await?;
         }
+        if let Some((wasm, config)) = checked {
+            check(&frontend, &lambda, wasm, config).await?;
+        }
         if args.due > 0 {
             bench.due().await?;
         }
@@ -145,6 +154,30 @@ pub fn run(args: WaitsBenchArgs) -> Result<std::process::ExitCode, Failure> {
         }
         Ok(std::process::ExitCode::SUCCESS)
     })
+}
+
+/// Times a deploy's check of `wasm` against the lambda's live tasks.
+async fn check(
+    frontend: &FrontendClient,
+    lambda: &str,
+    wasm: Vec<u8>,
+    config: LambdaConfig,
+) -> Result<(), Failure> {
+    let started = Instant::now();
+    let report = frontend
+        .lambda_check(lambda, wasm, config, &|_| {})
+        .await
+        .map_err(|e| Failure::internal(format!("the check failed: {e}")))?;
+    let took = started.elapsed();
+    println!(
+        "\ncheck of the same component: {} tasks with a journal replayed in {:.2} s \
+         ({:.0} tasks/s), {} depart",
+        report.checked,
+        took.as_secs_f64(),
+        report.checked as f64 / took.as_secs_f64().max(1e-9),
+        report.departed()
+    );
+    Ok(())
 }
 
 /// The settings the node runs with that bear on the figures, as `waft dev`
