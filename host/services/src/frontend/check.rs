@@ -260,7 +260,9 @@ async fn replay(
         lambda: task.lambda.clone(),
         collection: task.collection.clone(),
         priority: task.priority,
-        attempt: task.attempt.max(1),
+        // The attempt its next execution sees: a claim counts one more (a
+        // suspension gave its own back).
+        attempt: task.attempt.saturating_add(1),
         scheduled_at: std::time::UNIX_EPOCH
             + std::time::Duration::from_millis(u64::try_from(task.scheduled_at).unwrap_or(0)),
         payload: task.payload.clone(),
