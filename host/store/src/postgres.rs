@@ -21,7 +21,10 @@
 //! statement costs a fraction of a millisecond; that scan cost milliseconds
 //! per batch of claims once tens of thousands of tasks were stored.
 
+use std::sync::LazyLock;
+
 use sqlx::PgPool;
+use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgListener, PgPoolOptions, PgRow};
 
 /// The channel of due-task notifications.
@@ -34,7 +37,9 @@ const FILLED_CHANNEL: &str = "waft_filled";
 /// payloads under 8000 bytes).
 const FILLED_PAYLOAD: usize = 7000;
 
-pub(crate) static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
+/// The migrations of `migrations/postgres`.
+pub(crate) static MIGRATOR: LazyLock<Migrator> =
+    LazyLock::new(|| crate::schema::migrator(&crate::schema::migrations!("postgres")));
 
 /// The task store in a Postgres database.
 #[derive(Clone, Debug)]

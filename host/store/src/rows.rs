@@ -1,10 +1,11 @@
 //! Reading rows into the model, the same way for every backend.
 //!
 //! Each model row has a struct with the columns' names and database types
-//! (`TaskRow`, `LambdaRow`, ...), decoded by `sqlx::FromRow` on either
-//! backend's rows, and a conversion into the model that checks ranges and
-//! parses names and JSON. A column renamed in a statement but not here
-//! fails the conformance suite at its first read, with the column's name.
+//! (`TaskRow`, `LambdaRow`, ...), declared with [`row!`] to decode on
+//! either backend's rows, and a conversion into the model that checks
+//! ranges and parses names and JSON. A column renamed in a statement but
+//! not here fails the conformance suite at its first read, with the
+//! column's name.
 //!
 //! A row may have been written by another release during a rolling upgrade
 //! (docs/upgrades.md): JSON is read leniently (fields this binary does not
@@ -21,6 +22,39 @@ use waft_core::{
 use sqlx::FromRow;
 
 use crate::{Attempt, Cron, JournalEntry, Lambda, Millis, StoreError, Task, Token};
+
+/// Declares a row struct that decodes from either backend's rows
+/// (`sqlx::FromRow`): each field reads the column of its own name, with
+/// the field's type. It is what `#[derive(sqlx::FromRow)]` makes of a
+/// struct without attributes, without sqlx's proc macros, which build sqlx
+/// a second time (its bundled SQLite included) to run in the compiler. A
+/// column read under another name is renamed in the statement (`AS`).
+macro_rules! row {
+    (
+        $(#[$meta:meta])*
+        $vis:vis struct $name:ident {
+            $($(#[$field_meta:meta])* $field_vis:vis $field:ident: $ty:ty),* $(,)?
+        }
+    ) => {
+        $(#[$meta])*
+        $vis struct $name {
+            $($(#[$field_meta])* $field_vis $field: $ty),*
+        }
+
+        impl<'r, R: ::sqlx::Row> ::sqlx::FromRow<'r, R> for $name
+        where
+            &'r str: ::sqlx::ColumnIndex<R>,
+            $($ty: ::sqlx::Decode<'r, R::Database> + ::sqlx::Type<R::Database>,)*
+        {
+            fn from_row(row: &'r R) -> ::sqlx::Result<Self> {
+                Ok($name {
+                    $($field: ::sqlx::Row::try_get(row, stringify!($field))?),*
+                })
+            }
+        }
+    };
+}
+pub(crate) use row;
 
 /// Typed column access shared by the backends' row types.
 pub(crate) trait RowExt {
@@ -59,44 +93,45 @@ pub(crate) const TASK_COLUMNS: &str = "id, lambda, collection, priority, payload
     enqueue_token, lease_token, created_at, enqueued_at, claimed_at, heartbeat_at, finished_at, \
     progress, last_error, log, output, parent_id, idempotency_key, key, cron_id, version, continuation, wait_kind, wait_signal";
 
-/// A row of `tasks`, as [`TASK_COLUMNS`] selects it.
-#[derive(FromRow)]
-pub(crate) struct TaskRow {
-    id: String,
-    lambda: String,
-    collection: String,
-    priority: i64,
-    payload: Vec<u8>,
-    status: String,
-    attempt: i64,
-    max_attempts: i64,
-    scheduled_at: Millis,
-    next_trigger_at: Option<Millis>,
-    held: bool,
-    parked: bool,
-    paced: bool,
-    key_paced: bool,
-    debounced: bool,
-    awaits_turn: bool,
-    enqueue_token: i64,
-    lease_token: i64,
-    created_at: Millis,
-    enqueued_at: Option<Millis>,
-    claimed_at: Option<Millis>,
-    heartbeat_at: Option<Millis>,
-    finished_at: Option<Millis>,
-    progress: Option<String>,
-    last_error: Option<String>,
-    log: Option<String>,
-    output: Option<Vec<u8>>,
-    parent_id: Option<String>,
-    idempotency_key: Option<String>,
-    key: Option<String>,
-    cron_id: Option<String>,
-    version: Option<i64>,
-    continuation: Option<String>,
-    wait_kind: Option<String>,
-    wait_signal: Option<String>,
+row! {
+    /// A row of `tasks`, as [`TASK_COLUMNS`] selects it.
+    pub(crate) struct TaskRow {
+        id: String,
+        lambda: String,
+        collection: String,
+        priority: i64,
+        payload: Vec<u8>,
+        status: String,
+        attempt: i64,
+        max_attempts: i64,
+        scheduled_at: Millis,
+        next_trigger_at: Option<Millis>,
+        held: bool,
+        parked: bool,
+        paced: bool,
+        key_paced: bool,
+        debounced: bool,
+        awaits_turn: bool,
+        enqueue_token: i64,
+        lease_token: i64,
+        created_at: Millis,
+        enqueued_at: Option<Millis>,
+        claimed_at: Option<Millis>,
+        heartbeat_at: Option<Millis>,
+        finished_at: Option<Millis>,
+        progress: Option<String>,
+        last_error: Option<String>,
+        log: Option<String>,
+        output: Option<Vec<u8>>,
+        parent_id: Option<String>,
+        idempotency_key: Option<String>,
+        key: Option<String>,
+        cron_id: Option<String>,
+        version: Option<i64>,
+        continuation: Option<String>,
+        wait_kind: Option<String>,
+        wait_signal: Option<String>,
+    }
 }
 
 impl TryFrom<TaskRow> for Task {
@@ -217,36 +252,37 @@ pub(crate) const LAMBDA_COLUMNS: &str = "l.name, v.version, v.digest, v.max_memo
     v.key_fairness, v.key_lookahead, v.allowed_children, v.grants, v.on_divergence, v.retention, \
     v.created_at";
 
-/// A lambda at a version, as [`LAMBDA_COLUMNS`] selects it.
-#[derive(FromRow)]
-pub(crate) struct LambdaRow {
-    name: String,
-    version: i64,
-    digest: String,
-    max_memory: i64,
-    timeout_ms: i64,
-    fuel: Option<i64>,
-    max_output: i64,
-    max_log: i64,
-    max_attempts: i64,
-    backoff_base_ms: i64,
-    backoff_factor: f64,
-    backoff_max_ms: i64,
-    priorities: i64,
-    default_priority: i64,
-    max_payload: i64,
-    concurrency: i64,
-    quota_per_sec: Option<f64>,
-    key_concurrency: Option<i64>,
-    key_rate_count: Option<i64>,
-    key_rate_period_ms: Option<i64>,
-    key_fairness: Option<String>,
-    key_lookahead: Option<i64>,
-    allowed_children: String,
-    grants: String,
-    on_divergence: String,
-    retention: Option<String>,
-    created_at: Millis,
+row! {
+    /// A lambda at a version, as [`LAMBDA_COLUMNS`] selects it.
+    pub(crate) struct LambdaRow {
+        name: String,
+        version: i64,
+        digest: String,
+        max_memory: i64,
+        timeout_ms: i64,
+        fuel: Option<i64>,
+        max_output: i64,
+        max_log: i64,
+        max_attempts: i64,
+        backoff_base_ms: i64,
+        backoff_factor: f64,
+        backoff_max_ms: i64,
+        priorities: i64,
+        default_priority: i64,
+        max_payload: i64,
+        concurrency: i64,
+        quota_per_sec: Option<f64>,
+        key_concurrency: Option<i64>,
+        key_rate_count: Option<i64>,
+        key_rate_period_ms: Option<i64>,
+        key_fairness: Option<String>,
+        key_lookahead: Option<i64>,
+        allowed_children: String,
+        grants: String,
+        on_divergence: String,
+        retention: Option<String>,
+        created_at: Millis,
+    }
 }
 
 impl TryFrom<LambdaRow> for Lambda {
@@ -318,20 +354,21 @@ where
 pub(crate) const CRON_COLUMNS: &str =
     "id, lambda, cron, timezone, payload, collection, key, priority, catch_up, next_at, created_at";
 
-/// A row of `crons`.
-#[derive(FromRow)]
-pub(crate) struct CronRow {
-    id: String,
-    lambda: String,
-    cron: String,
-    timezone: String,
-    payload: Vec<u8>,
-    collection: Option<String>,
-    key: Option<String>,
-    priority: Option<i64>,
-    catch_up: bool,
-    next_at: Millis,
-    created_at: Millis,
+row! {
+    /// A row of `crons`.
+    pub(crate) struct CronRow {
+        id: String,
+        lambda: String,
+        cron: String,
+        timezone: String,
+        payload: Vec<u8>,
+        collection: Option<String>,
+        key: Option<String>,
+        priority: Option<i64>,
+        catch_up: bool,
+        next_at: Millis,
+        created_at: Millis,
+    }
 }
 
 impl TryFrom<CronRow> for Cron {
@@ -361,17 +398,18 @@ where
     decode::<R, CronRow, Cron>(row)
 }
 
-/// A row of `attempts`.
-#[derive(FromRow)]
-pub(crate) struct AttemptRow {
-    attempt: i64,
-    lease_token: i64,
-    outcome: String,
-    error: Option<String>,
-    log: Option<String>,
-    started_at: Option<Millis>,
-    ended_at: Millis,
-    replayed: i64,
+row! {
+    /// A row of `attempts`.
+    pub(crate) struct AttemptRow {
+        attempt: i64,
+        lease_token: i64,
+        outcome: String,
+        error: Option<String>,
+        log: Option<String>,
+        started_at: Option<Millis>,
+        ended_at: Millis,
+        replayed: i64,
+    }
 }
 
 impl TryFrom<AttemptRow> for Attempt {
@@ -398,18 +436,19 @@ where
     decode::<R, AttemptRow, Attempt>(row)
 }
 
-/// A row of `journal` (`sql/journal.rs` names its columns).
-#[derive(FromRow)]
-pub(crate) struct JournalRow {
-    seq: i64,
-    call: String,
-    digest: Vec<u8>,
-    answer: Vec<u8>,
-    summary: String,
-    outside: bool,
-    attempt: i64,
-    at: Millis,
-    took_us: i64,
+row! {
+    /// A row of `journal` (`sql/journal.rs` names its columns).
+    pub(crate) struct JournalRow {
+        seq: i64,
+        call: String,
+        digest: Vec<u8>,
+        answer: Vec<u8>,
+        summary: String,
+        outside: bool,
+        attempt: i64,
+        at: Millis,
+        took_us: i64,
+    }
 }
 
 impl TryFrom<JournalRow> for JournalEntry {
@@ -437,15 +476,16 @@ where
     decode::<R, JournalRow, JournalEntry>(row)
 }
 
-/// A row of `tokens`.
-#[derive(FromRow)]
-pub(crate) struct TokenRow {
-    id: String,
-    name: String,
-    role: String,
-    lambdas: String,
-    created_at: Millis,
-    revoked_at: Option<Millis>,
+row! {
+    /// A row of `tokens`.
+    pub(crate) struct TokenRow {
+        id: String,
+        name: String,
+        role: String,
+        lambdas: String,
+        created_at: Millis,
+        revoked_at: Option<Millis>,
+    }
 }
 
 impl TryFrom<TokenRow> for Token {

@@ -22,9 +22,13 @@
 //! holds a version 1 of other text: sqlx would refuse it with a bare
 //! checksum or version error, so it is recognized by that first migration
 //! and refused with what to do instead. No upgrade path leads from it.
+//!
+//! The migrations are embedded in the binary ([`migrations!`] lists them),
+//! each read as sqlx reads a migrations directory, so every database keeps
+//! the versions, descriptions and checksums its `_sqlx_migrations` holds.
 
-use sqlx::migrate::{Migrate, MigrateError, Migrator};
-use sqlx::{Database, Pool};
+use sqlx::migrate::{Migrate, MigrateError, Migration, MigrationType, Migrator};
+use sqlx::{Database, Pool, SqlStr};
 
 use crate::StoreError;
 
@@ -72,4 +76,107 @@ where
 /// The newest migration `migrator` carries.
 fn newest(migrator: &Migrator) -> i64 {
     migrator.iter().map(|m| m.version).max().unwrap_or(0)
+}
+
+/// The text of every migration of one backend (`"sqlite"`, `"postgres"`),
+/// by file name, oldest first: the pairs of `migrations/`, one file of each
+/// in each backend's directory. A new pair is added to this list; a test
+/// holds it to both directories.
+macro_rules! migrations {
+    ($backend:literal) => {
+        $crate::schema::migrations!(
+            $backend:
+            "0001_baseline.sql",
+            "0002_live_index.sql",
+            "0003_task_lambda_checked_per_batch.sql",
+            "0004_final_attempt_in_task.sql",
+            "0005_landings_wait_for_polls.sql",
+        )
+    };
+    ($backend:literal: $($file:literal),+ $(,)?) => {
+        [$((
+            $file,
+            include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/migrations/", $backend, "/", $file)),
+        )),+]
+    };
+}
+pub(crate) use migrations;
+
+/// The migrator of migration files given as `(file name, text)`, each read
+/// as sqlx reads a migrations directory: `<version>_<description>.sql`, the
+/// description's underscores read as spaces, a text that starts with
+/// `-- no-transaction` run outside a transaction, and the text's SHA-384 as
+/// its checksum.
+pub(crate) fn migrator(files: &[(&'static str, &'static str)]) -> Migrator {
+    let migrations = files
+        .iter()
+        .map(|&(file, sql)| {
+            let (version, name) = file
+                .split_once('_')
+                .filter(|(_, name)| name.ends_with(".sql"))
+                .unwrap_or_else(|| panic!("migration {file:?} is not <version>_<description>.sql"));
+            let version = version
+                .parse()
+                .unwrap_or_else(|_| panic!("migration {file:?} has no version"));
+            let kind = MigrationType::from_filename(name);
+            let description = name.trim_end_matches(kind.suffix()).replace('_', " ");
+            let no_tx = sql.starts_with("-- no-transaction");
+            Migration::new(
+                version,
+                description.into(),
+                kind,
+                SqlStr::from_static(sql),
+                no_tx,
+            )
+        })
+        .collect();
+    Migrator::with_migrations(migrations)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use sqlx::migrate::Migrator;
+
+    /// Each backend carries exactly the migrations of its directory, each
+    /// as sqlx reads it from there: the same version, description, kind and
+    /// checksum (of the text: the checksum databases migrated so far hold),
+    /// so a file added to a directory but not to [`migrations!`] fails here.
+    #[tokio::test]
+    async fn the_embedded_migrations_are_the_directories() {
+        let backends = [
+            ("sqlite", &crate::sqlite::MIGRATOR),
+            ("postgres", &crate::postgres::MIGRATOR),
+        ];
+        for (backend, embedded) in backends {
+            let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("migrations")
+                .join(backend);
+            let read = Migrator::new(dir.as_path()).await.unwrap();
+            let facts = |migrator: &Migrator| -> Vec<_> {
+                migrator
+                    .iter()
+                    .map(|m| {
+                        let checksum = hex::encode(&m.checksum);
+                        let kind = m.migration_type;
+                        (
+                            m.version,
+                            m.description.to_string(),
+                            kind,
+                            m.no_tx,
+                            checksum,
+                        )
+                    })
+                    .collect()
+            };
+            assert!(!read.migrations.is_empty(), "{backend}: no migrations read");
+            assert_eq!(
+                facts(embedded),
+                facts(&read),
+                "{backend}: the list of `migrations!` (left) against {} (right)",
+                dir.display()
+            );
+        }
+    }
 }

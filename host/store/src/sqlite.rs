@@ -9,9 +9,11 @@
 
 use std::path::Path;
 use std::str::FromStr;
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use sqlx::SqlitePool;
+use sqlx::migrate::Migrator;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePoolOptions, SqliteRow,
     SqliteSynchronous,
@@ -21,7 +23,9 @@ use crate::Result;
 use crate::group_commit::GroupCommit;
 use crate::support::Work;
 
-pub(crate) static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
+/// The migrations of `migrations/sqlite`.
+pub(crate) static MIGRATOR: LazyLock<Migrator> =
+    LazyLock::new(|| crate::schema::migrator(&crate::schema::migrations!("sqlite")));
 
 /// The task store in a SQLite file.
 #[derive(Clone, Debug)]

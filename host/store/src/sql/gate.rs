@@ -5,6 +5,7 @@ use waft_core::task::{check_collection_name, check_lambda_name};
 use super::lambda;
 use super::{Connection, DIALECT, GATE_OF_TASK, Store, take_lock};
 use crate::names::status::UNFINISHED;
+use crate::rows::row;
 use crate::support::sql;
 use crate::{Gate, GateSet, GateState, Result, StoreError};
 
@@ -67,13 +68,14 @@ pub(super) async fn set(tx: &mut Connection, params: GateSet) -> Result<u64> {
     Ok(released)
 }
 
-/// A row of `gates`: a gate that is not open (an open one has no row).
-#[derive(sqlx::FromRow)]
-struct GateRow {
-    lambda: String,
-    collection: String,
-    state: String,
-    updated_at: crate::Millis,
+row! {
+    /// A row of `gates`: a gate that is not open (an open one has no row).
+    struct GateRow {
+        lambda: String,
+        collection: String,
+        state: String,
+        updated_at: crate::Millis,
+    }
 }
 
 pub(super) async fn list(store: &Store) -> Result<Vec<Gate>> {

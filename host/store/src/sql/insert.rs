@@ -17,7 +17,7 @@ use waft_core::task::{DEBOUNCE_WINDOWS_AT_MOST, check_collection_name, check_lam
 use super::lambda;
 use super::{Connection, DIALECT};
 use crate::names::status::NEW;
-use crate::rows;
+use crate::rows::{self, row};
 use crate::rules::{Admitted, Origin, admit};
 use crate::support::{batch_json, millis, sql, task_id, text_in};
 use crate::{Lambda, Millis, NewTask, Result, StoreError, TaskInserted};
@@ -44,12 +44,14 @@ struct NewRow {
     parked: u8,
 }
 
-/// A new task's parent, as its insert reads it.
-#[derive(sqlx::FromRow, Clone)]
-struct Parent {
-    lambda: String,
-    status: String,
-    lease_token: i64,
+row! {
+    /// A new task's parent, as its insert reads it.
+    #[derive(Clone)]
+    struct Parent {
+        lambda: String,
+        status: String,
+        lease_token: i64,
+    }
 }
 
 /// What a batch has learnt so far: lambdas and parents read, keys held

@@ -39,11 +39,10 @@
 use std::borrow::Cow;
 
 use serde::Serialize;
-use sqlx::FromRow;
 
 use super::{Connection, DIALECT, Store};
 use crate::names::status::RUNNING;
-use crate::rows;
+use crate::rows::{self, row};
 use crate::rules::{check_journal_part, check_journal_write};
 use crate::support::{batch_json, sql, text_in};
 use crate::{
@@ -105,13 +104,14 @@ struct Discarded<'a> {
     id: &'a str,
 }
 
-/// A task as a refused journal write reads it.
-#[derive(FromRow)]
-struct Fence {
-    status: String,
-    lease_token: i64,
-    journal_len: i64,
-    writes: i64,
+row! {
+    /// A task as a refused journal write reads it.
+    struct Fence {
+        status: String,
+        lease_token: i64,
+        journal_len: i64,
+        writes: i64,
+    }
 }
 
 /// Where a write's entries go: the journal, or the parts staged before a

@@ -36,15 +36,18 @@ use waft_core::{KeyFairness, TaskStatus};
 use super::pace::Due;
 use super::{Connection, DIALECT};
 use crate::names::status::{ENQUEUED, IN_FLIGHT, NEXT_ATTEMPT, One};
+use crate::rows::row;
 use crate::support::{batch_json, sql, text_out};
 use crate::{EnqueueReport, Limit, Millis, Result, rows};
 
-/// A key of a lambda, as the database keeps it (the field names are the
-/// statements' JSON keys).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, sqlx::FromRow)]
-pub(super) struct Key {
-    pub lambda: String,
-    pub key: String,
+row! {
+    /// A key of a lambda, as the database keeps it (the field names are the
+    /// statements' JSON keys).
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+    pub(super) struct Key {
+        pub lambda: String,
+        pub key: String,
+    }
 }
 
 /// Keys whose marks a poll consumes at most.
@@ -320,13 +323,14 @@ async fn any_limit(conn: &mut Connection) -> Result<bool> {
     Ok(found.is_some())
 }
 
-/// A lambda's limits per key, as [`limits`] reads them.
-#[derive(sqlx::FromRow)]
-struct LimitsRow {
-    name: String,
-    key_concurrency: Option<i64>,
-    key_fairness: Option<String>,
-    key_lookahead: Option<i64>,
+row! {
+    /// A lambda's limits per key, as [`limits`] reads them.
+    struct LimitsRow {
+        name: String,
+        key_concurrency: Option<i64>,
+        key_fairness: Option<String>,
+        key_lookahead: Option<i64>,
+    }
 }
 
 /// The concurrency per key and the fairness of every lambda that has

@@ -13,7 +13,7 @@ use waft_core::TaskStatus;
 use super::poll;
 use super::{Connection, DIALECT, GATE_OF_TASK, take_lock};
 use crate::names::status::{CLAIMED, ENQUEUED, PROCESSING, RUNNING};
-use crate::rows;
+use crate::rows::{self, row};
 use crate::rules::GateEffect;
 use crate::support::{batch_json, millis, sql, text_in};
 use crate::{
@@ -39,23 +39,24 @@ struct BeatRow<'a> {
     progress: Option<Cow<'a, str>>,
 }
 
-/// A task a claim won, as the claims' update returns it.
-#[derive(FromRow)]
-struct Won {
-    id: String,
-    lambda: String,
-    lambda_version: i64,
-    collection: String,
-    priority: i64,
-    payload: Vec<u8>,
-    attempt: i64,
-    scheduled_at: Millis,
-    lease_token: i64,
-    secrets_version: i64,
-    journal_len: i64,
-    journal_generation: i64,
-    traceparent: Option<String>,
-    tracestate: Option<String>,
+row! {
+    /// A task a claim won, as the claims' update returns it.
+    struct Won {
+        id: String,
+        lambda: String,
+        lambda_version: i64,
+        collection: String,
+        priority: i64,
+        payload: Vec<u8>,
+        attempt: i64,
+        scheduled_at: Millis,
+        lease_token: i64,
+        secrets_version: i64,
+        journal_len: i64,
+        journal_generation: i64,
+        traceparent: Option<String>,
+        tracestate: Option<String>,
+    }
 }
 
 impl TryFrom<Won> for ClaimedTask {
@@ -184,20 +185,22 @@ pub(super) async fn heartbeat_many(
     Ok(answers)
 }
 
-/// A queued task as a refused claim reads it, with the gate over it.
-#[derive(FromRow)]
-struct Queued {
-    status: String,
-    enqueue_token: i64,
-    held: bool,
-    gate: Option<i64>,
+row! {
+    /// A queued task as a refused claim reads it, with the gate over it.
+    struct Queued {
+        status: String,
+        enqueue_token: i64,
+        held: bool,
+        gate: Option<i64>,
+    }
 }
 
-/// A task as a refused lease reads it.
-#[derive(FromRow)]
-struct Leased {
-    status: String,
-    lease_token: i64,
+row! {
+    /// A task as a refused lease reads it.
+    struct Leased {
+        status: String,
+        lease_token: i64,
+    }
 }
 
 /// Why a claim was refused. A queued task under a closed gate is

@@ -19,6 +19,7 @@ use super::keys::Key;
 use super::rate;
 use super::{Connection, DIALECT};
 use crate::names::status::NEXT_ATTEMPT;
+use crate::rows::row;
 use crate::support::{batch_json, sql};
 use crate::{EnqueueReport, Limit, Millis, Result, StoreError};
 
@@ -146,13 +147,14 @@ pub(super) async fn pace(
     Ok(now_ids)
 }
 
-/// A lambda's quota and rate per key, as [`Pacing::read`] selects them.
-#[derive(sqlx::FromRow)]
-struct PacingRow {
-    name: String,
-    quota_per_sec: Option<f64>,
-    key_rate_count: Option<i64>,
-    key_rate_period_ms: Option<i64>,
+row! {
+    /// A lambda's quota and rate per key, as [`Pacing::read`] selects them.
+    struct PacingRow {
+        name: String,
+        quota_per_sec: Option<f64>,
+        key_rate_count: Option<i64>,
+        key_rate_period_ms: Option<i64>,
+    }
 }
 
 impl Pacing {

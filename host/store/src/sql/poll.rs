@@ -7,7 +7,6 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use serde::Serialize;
-use sqlx::FromRow;
 use waft_core::{TaskStatus, machine};
 
 use super::attempt::{self, Ended};
@@ -16,27 +15,28 @@ use super::keys;
 use super::pace::{self, Due, Now};
 use super::{Connection, DIALECT, GATE_OF_TASK, take_lock};
 use crate::names::status::{DEAD, DROPPED, ENQUEUED, IN_FLIGHT, NEXT_ATTEMPT};
-use crate::rows;
+use crate::rows::{self, row};
 use crate::rules::GateEffect;
 use crate::support::{batch_json, millis, sql, text_in};
 use crate::{
     AttemptOutcome, EnqueueReport, EnqueuedTask, Millis, Result, StoreError, TaskEnqueueReady,
 };
 
-/// A due task as the poll reads it, with the gate that covers it.
-#[derive(FromRow)]
-struct DueRow {
-    id: String,
-    lambda: String,
-    status: String,
-    attempt: i64,
-    max_attempts: i64,
-    paced: bool,
-    key_paced: bool,
-    lease_token: i64,
-    next_trigger_at: Millis,
-    key: Option<String>,
-    gate: Option<i64>,
+row! {
+    /// A due task as the poll reads it, with the gate that covers it.
+    struct DueRow {
+        id: String,
+        lambda: String,
+        status: String,
+        attempt: i64,
+        max_attempts: i64,
+        paced: bool,
+        key_paced: bool,
+        lease_token: i64,
+        next_trigger_at: Millis,
+        key: Option<String>,
+        gate: Option<i64>,
+    }
 }
 
 /// A task the poll enqueues or holds, as the update reads it (the field
@@ -57,16 +57,17 @@ struct Going<'a> {
     limited: u8,
 }
 
-/// A task [`enqueue`] enqueued, as the update returns it.
-#[derive(FromRow)]
-struct EnqueuedRow {
-    id: String,
-    lambda: String,
-    priority: i64,
-    enqueue_token: i64,
-    key: Option<String>,
-    traceparent: Option<String>,
-    tracestate: Option<String>,
+row! {
+    /// A task [`enqueue`] enqueued, as the update returns it.
+    struct EnqueuedRow {
+        id: String,
+        lambda: String,
+        priority: i64,
+        enqueue_token: i64,
+        key: Option<String>,
+        traceparent: Option<String>,
+        tracestate: Option<String>,
+    }
 }
 
 pub(super) async fn enqueue_ready(

@@ -2,7 +2,8 @@
 //! tables, columns with their defaults, keys, checks, indexes, triggers and
 //! views, and every row.
 
-use sqlx::{PgPool, SqlitePool};
+use sqlx::postgres::PgRow;
+use sqlx::{PgPool, Row, SqlitePool};
 
 use crate::shape::{
     Column, ForeignKey, Index, Schema, Table, normalize, parenthesized, sqlite_predicate,
@@ -251,7 +252,6 @@ fn column_names(numbers: &str, relation: &str) -> String {
 }
 
 /// A row of `pg_constraint`, its column numbers as names.
-#[derive(sqlx::FromRow)]
 struct Constraint {
     kind: String,
     definition: String,
@@ -259,6 +259,19 @@ struct Constraint {
     references: String,
     referenced: Vec<String>,
     on_delete: String,
+}
+
+impl sqlx::FromRow<'_, PgRow> for Constraint {
+    fn from_row(row: &PgRow) -> sqlx::Result<Self> {
+        Ok(Constraint {
+            kind: row.try_get("kind")?,
+            definition: row.try_get("definition")?,
+            columns: row.try_get("columns")?,
+            references: row.try_get("references")?,
+            referenced: row.try_get("referenced")?,
+            on_delete: row.try_get("on_delete")?,
+        })
+    }
 }
 
 async fn postgres_constraints(pool: &PgPool, name: &str, table: &mut Table) {

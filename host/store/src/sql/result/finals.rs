@@ -11,7 +11,7 @@ use super::super::lease::lease_refusal;
 use super::super::{Connection, DIALECT};
 use super::{Batch, Final};
 use crate::names::status::{RUNNING, SUCCESS};
-use crate::rows;
+use crate::rows::{self, row};
 use crate::rules::Origin;
 use crate::support::{batch_json, sql, text_in};
 use crate::{Millis, NewTask, Result, StoreError};
@@ -44,18 +44,19 @@ impl<'a> FinalRow<'a> {
     }
 }
 
-/// A task [`end_finals`] ended; a success's continuation and output
-/// when it has one.
-#[derive(sqlx::FromRow)]
-struct EndedTask {
-    id: String,
-    lambda: String,
-    parent_id: Option<String>,
-    continuation: Option<String>,
-    next_payload: Option<Vec<u8>>,
-    /// The trace a continuation joins: its parent's.
-    next_traceparent: Option<String>,
-    next_tracestate: Option<String>,
+row! {
+    /// A task [`end_finals`] ended; a success's continuation and output
+    /// when it has one.
+    struct EndedTask {
+        id: String,
+        lambda: String,
+        parent_id: Option<String>,
+        continuation: Option<String>,
+        next_payload: Option<Vec<u8>>,
+        /// The trace a continuation joins: its parent's.
+        next_traceparent: Option<String>,
+        next_tracestate: Option<String>,
+    }
 }
 
 /// A task that succeeded with a continuation (JSON) to create.

@@ -6,14 +6,13 @@
 use std::collections::HashMap;
 
 use serde::Serialize;
-use sqlx::FromRow;
 use waft_core::{TaskStatus, machine};
 
 use super::super::lease::lease_refusal;
 use super::super::{Connection, DIALECT};
 use super::{Batch, Ending, Retry};
 use crate::names::status::RUNNING;
-use crate::rows;
+use crate::rows::{self, row};
 use crate::rules::RetryPlan;
 use crate::support::{batch_json, sql, text_in};
 use crate::{AttemptOutcome, Millis, Refusal, Result};
@@ -53,17 +52,18 @@ impl<'a> RetryRow<'a> {
     }
 }
 
-/// What a retriable failure's plan needs of its task and of the version
-/// it runs.
-#[derive(FromRow)]
-struct RetryFacts {
-    status: String,
-    lease_token: i64,
-    attempt: i64,
-    max_attempts: i64,
-    backoff_base_ms: i64,
-    backoff_factor: f64,
-    backoff_max_ms: i64,
+row! {
+    /// What a retriable failure's plan needs of its task and of the version
+    /// it runs.
+    struct RetryFacts {
+        status: String,
+        lease_token: i64,
+        attempt: i64,
+        max_attempts: i64,
+        backoff_base_ms: i64,
+        backoff_factor: f64,
+        backoff_max_ms: i64,
+    }
 }
 
 /// Decides each retriable failure's next status from its task's attempts
