@@ -31,9 +31,12 @@ pub async fn deploy_check(cluster: &Cluster) {
             c.grants.outbound = vec![ANYWHERE.parse().unwrap()];
         })
         .await;
-    let plan = json!({"signals": ["go"], "signal_ms": 600_000});
+    // Half wait for a signal, half sleep and then wait for it.
+    let waits = json!({"signals": ["go"], "signal_ms": 600_000});
+    let sleeps = json!({"sleep_ms": 600_000, "signals": ["go"], "signal_ms": 600_000});
     let mut ids = Vec::new();
-    for _ in 0..WAITING {
+    for n in 0..WAITING {
+        let plan = if n % 2 == 0 { &waits } else { &sleeps };
         ids.push(cluster.schedule("checked", plan.clone(), None).await);
     }
     for id in &ids {
@@ -151,17 +154,22 @@ pub async fn deploy_check(cluster: &Cluster) {
     );
     // Moved, they end on the code they were checked against, not the
     // current one.
-    for id in &ids {
+    let (waiting, sleeping): (Vec<_>, Vec<_>) =
+        ids.iter().enumerate().partition(|(n, _)| n % 2 == 0);
+    for (_, id) in &waiting {
         cluster
             .frontend
             .task_signal(id, "go", b"now".to_vec())
             .await
             .unwrap();
     }
-    for id in &ids {
+    for (_, id) in &waiting {
         let task = cluster.finished(id, WITHIN).await;
         assert_eq!(task.status, TaskStatus::Success, "{task:#?}");
         let output: serde_json::Value = serde_json::from_slice(&task.output.unwrap()).unwrap();
         assert_eq!(output["signals"], json!(["now"]), "{output}");
+    }
+    for (_, id) in &sleeping {
+        cluster.frontend.task_cancel(id).await.unwrap();
     }
 }

@@ -95,6 +95,9 @@ impl Frontend {
             grants: Arc::new(config.grants.clone()),
             secrets: Arc::new(self.lambda_secrets(name).await?),
             replay_only: true,
+            // A wait on timers alone ends the replay at once, as it would
+            // suspend the task: a task asleep for a week is checked now.
+            suspend_after: Some(std::time::Duration::ZERO),
             ..Sandbox::default()
         };
         let of = self.live_tasks(name).await?;

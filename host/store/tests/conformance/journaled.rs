@@ -4,7 +4,9 @@
 //! And the move of the tasks a check found clean, each only as it was
 //! checked.
 
-use waft_store::{Checked, JournalWrite, JournaledTasks, ResultOutcome, TaskMove, TaskStore};
+use waft_store::{
+    Checked, JournalWrite, JournaledTask, JournaledTasks, ResultOutcome, TaskMove, TaskStore,
+};
 
 use crate::journal::{entries, write};
 use crate::support::*;
@@ -44,6 +46,18 @@ async fn journaled(store: &dyn TaskStore, id: &str, lease: i64, count: u32) {
     assert_eq!(write(store, id, lease, 1, written).await.unwrap(), Ok(()));
 }
 
+/// Every journaled live task of `mail`, in one page.
+async fn all_of_mail(store: &dyn TaskStore) -> Vec<JournaledTask> {
+    store
+        .task_journals(JournaledTasks {
+            lambda: "mail".into(),
+            after: None,
+            limit: 10,
+        })
+        .await
+        .unwrap()
+}
+
 pub async fn live_journals_are_read_a_page_at_a_time(store: &dyn TaskStore) {
     deploy(store, "mail").await;
     deploy(store, "other").await;
@@ -68,14 +82,7 @@ pub async fn live_journals_are_read_a_page_at_a_time(store: &dyn TaskStore) {
     // Another lambda's.
     journaled(store, &elsewhere, leases[&elsewhere], 1).await;
 
-    let whole = store
-        .task_journals(JournaledTasks {
-            lambda: "mail".into(),
-            after: None,
-            limit: 10,
-        })
-        .await
-        .unwrap();
+    let whole = all_of_mail(store).await;
     let read: Vec<_> = whole
         .iter()
         .map(|t| (t.task.id.as_str(), t.entries.clone()))
@@ -120,14 +127,8 @@ pub async fn a_move_takes_only_tasks_as_they_were_checked(store: &dyn TaskStore)
         assert_eq!(retried, Ok(waft_core::TaskStatus::RetriableFailure));
     }
     deploy(store, "mail").await;
-    let checked: Vec<Checked> = store
-        .task_journals(JournaledTasks {
-            lambda: "mail".into(),
-            after: None,
-            limit: 10,
-        })
+    let checked: Vec<Checked> = all_of_mail(store)
         .await
-        .unwrap()
         .into_iter()
         .map(|t| Checked {
             journal_len: u32::try_from(t.entries.len()).unwrap(),
@@ -157,14 +158,8 @@ pub async fn a_move_takes_only_tasks_as_they_were_checked(store: &dyn TaskStore)
         .await
         .unwrap();
     assert_eq!(moved, 1, "only the task still waiting as it was checked");
-    let versions: Vec<(String, Option<u32>)> = store
-        .task_journals(JournaledTasks {
-            lambda: "mail".into(),
-            after: None,
-            limit: 10,
-        })
+    let versions: Vec<(String, Option<u32>)> = all_of_mail(store)
         .await
-        .unwrap()
         .into_iter()
         .map(|t| (t.task.id, t.journal_version))
         .collect();
