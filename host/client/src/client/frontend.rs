@@ -93,37 +93,6 @@ impl FrontendClient {
     }
 }
 
-/// Reads `reports` until the message that carries the answer (`split`
-/// gives it, or the progress a message tells), telling `progress` of the
-/// others. A Frontend silent for [`DEPLOY_SILENCE`] is given up on.
-async fn until_report<M, T>(
-    mut reports: tonic::Streaming<M>,
-    what: &str,
-    progress: &(dyn Fn(CheckProgress) + Send + Sync),
-    split: impl Fn(M) -> Result<T, CheckProgress>,
-) -> ServiceResult<T> {
-    let role = FrontendClient::ROLE;
-    loop {
-        let next = tokio::time::timeout(DEPLOY_SILENCE, reports.message())
-            .await
-            .map_err(|_| {
-                ServiceError::Unavailable(format!(
-                    "the {role} sent nothing for {DEPLOY_SILENCE:?} during {what}"
-                ))
-            })?
-            .map_err(FrontendClient::error)?;
-        let Some(message) = next else {
-            return Err(ServiceError::Internal(format!(
-                "the {role} ended {what} without a report"
-            )));
-        };
-        match split(message) {
-            Ok(answer) => return Ok(answer),
-            Err(now) => progress(now),
-        }
-    }
-}
-
 /// What a deploy at work reports.
 #[derive(Debug, Clone, Copy)]
 pub struct DeployReport<'a> {
@@ -301,27 +270,7 @@ impl ClientApi for FrontendClient {
         config: LambdaConfig,
         progress: &(dyn Fn(CheckProgress) + Send + Sync),
     ) -> ServiceResult<DeployCheck> {
-        let request = proto::CheckDeployRequest {
-            name: name.to_owned(),
-            component,
-            config: Some(config_to_proto(&config)),
-        };
-        let reports = self
-            .0
-            .clone()
-            .check_deploy(request)
-            .await
-            .map_err(Self::error)?
-            .into_inner();
-        let what = format!("the check of {name}");
-        until_report(reports, &what, progress, |m| match m.report {
-            Some(report) => Ok(deploy_check_from_proto(report)),
-            None => Err(CheckProgress {
-                checked: m.checked,
-                of: m.of,
-            }),
-        })
-        .await
+        super::checks::check(self, name, component, config, progress).await
     }
 
     async fn lambda_move(
@@ -330,26 +279,7 @@ impl ClientApi for FrontendClient {
         to: Option<u32>,
         progress: &(dyn Fn(CheckProgress) + Send + Sync),
     ) -> ServiceResult<MoveReport> {
-        let request = proto::MoveWaitingRequest {
-            name: name.to_owned(),
-            to,
-        };
-        let reports = self
-            .0
-            .clone()
-            .move_waiting(request)
-            .await
-            .map_err(Self::error)?
-            .into_inner();
-        let what = format!("the move of {name}'s waiting tasks");
-        until_report(reports, &what, progress, |m| match m.report {
-            Some(report) => Ok(move_report_from_proto(report)),
-            None => Err(CheckProgress {
-                checked: m.checked,
-                of: m.of,
-            }),
-        })
-        .await
+        super::checks::move_waiting(self, name, to, progress).await
     }
 
     async fn lambda_get(&self, name: &str, version: Option<u32>) -> ServiceResult<Lambda> {

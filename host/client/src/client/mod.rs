@@ -9,6 +9,7 @@
 //! holds what they share: the channel, its TLS and its bearer token.
 
 mod admin;
+mod checks;
 mod controller;
 mod frontend;
 mod hsc;
