@@ -83,6 +83,28 @@ impl Held {
     }
 }
 
+/// The poll that raced (`report`) did not start `due` while `older` waited
+/// (parked, or for its turn), and `older` went, then or at the next poll.
+async fn the_older_goes_first(
+    store: &PostgresStore,
+    report: &waft_store::EnqueueReport,
+    older: &str,
+    due: &str,
+) {
+    let went: Vec<&str> = report.enqueued.iter().map(|t| t.id.as_str()).collect();
+    assert!(
+        !went.contains(&due),
+        "the due task went while the older one waited: {report:?}"
+    );
+    let next = poll(store, T0 + 20).await;
+    let all: Vec<&str> = went
+        .iter()
+        .copied()
+        .chain(next.enqueued.iter().map(|t| t.id.as_str()))
+        .collect();
+    assert_eq!(all, [older], "{report:?} then {next:?}");
+}
+
 fn keyed(key: &str) -> waft_store::NewTask {
     waft_store::NewTask {
         key: Some(key.into()),
@@ -128,20 +150,9 @@ async fn postgres_a_landing_during_a_poll_never_lets_a_due_task_pass_a_parked_on
     let report = polling.await.unwrap();
     cancelling.await.unwrap().unwrap();
 
-    let went: Vec<&str> = report.enqueued.iter().map(|t| t.id.as_str()).collect();
-    assert!(
-        !went.contains(&due.as_str()),
-        "the due task went while the older one stayed parked: {report:?}"
-    );
     assert_eq!(report.parked, 1, "the due task parks: {report:?}");
     // Before the cancel or after it, the parked task goes next.
-    let next = poll(&store, T0 + 20).await;
-    let all: Vec<&str> = went
-        .iter()
-        .copied()
-        .chain(next.enqueued.iter().map(|t| t.id.as_str()))
-        .collect();
-    assert_eq!(all, [parked.as_str()], "{report:?} then {next:?}");
+    the_older_goes_first(&store, &report, &parked, &due).await;
 }
 
 /// A fair key with a lookahead of one: its queued task is claimed while a
@@ -189,18 +200,7 @@ async fn postgres_a_claim_during_a_poll_never_lets_a_due_task_pass_one_awaiting_
     let report = polling.await.unwrap();
     claiming.await.unwrap().expect("the claim wins its task");
 
-    let went: Vec<&str> = report.enqueued.iter().map(|t| t.id.as_str()).collect();
-    assert!(
-        !went.contains(&due.as_str()),
-        "the due task went while the older one awaited its turn: {report:?}"
-    );
-    let next = poll(&store, T0 + 20).await;
-    let all: Vec<&str> = went
-        .iter()
-        .copied()
-        .chain(next.enqueued.iter().map(|t| t.id.as_str()))
-        .collect();
-    assert_eq!(all, [parked.as_str()], "{report:?} then {next:?}");
+    the_older_goes_first(&store, &report, &parked, &due).await;
 }
 
 /// A key with a limit of one and a free place (its task in flight was
