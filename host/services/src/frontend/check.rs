@@ -93,7 +93,10 @@ impl Frontend {
         let sandbox = Sandbox {
             limits: config.limits,
             grants: Arc::new(config.grants.clone()),
-            secrets: Arc::new(self.lambda_secrets(name).await?),
+            secrets: Arc::new(
+                self.secrets_in_clear(name, "to replay its journals with them")
+                    .await?,
+            ),
             replay_only: true,
             // A wait on timers alone ends the replay at once, as it would
             // suspend the task: a task asleep for a week is checked now.
@@ -197,30 +200,6 @@ impl Frontend {
         })
     }
 
-    /// The lambda's secrets in clear, as its executions get them.
-    async fn lambda_secrets(&self, name: &str) -> ServiceResult<Vec<(String, String)>> {
-        let sealed = self.store.secret_sealed(name).await?;
-        if sealed.secrets.is_empty() {
-            return Ok(Vec::new());
-        }
-        let Some(key) = &self.secrets else {
-            return Err(ServiceError::FailedPrecondition(format!(
-                "lambda {name} has secrets and this Frontend has no secrets key to replay its \
-                 journals with them (secrets.key_file)"
-            )));
-        };
-        sealed
-            .secrets
-            .iter()
-            .map(|(secret, value)| {
-                let clear = key.open(name, secret, value).map_err(|e| {
-                    ServiceError::Internal(format!("secret {secret} of lambda {name}: {e}"))
-                })?;
-                Ok((secret.clone(), clear))
-            })
-            .collect()
-    }
-
     /// The lambda's live tasks now: what a check's progress counts towards.
     async fn live_tasks(&self, name: &str) -> ServiceResult<u64> {
         let counts = self
@@ -258,28 +237,30 @@ async fn replay(
         entries,
     } = journaled;
     let version = journal_version.or(task.version);
+    // The calls alone are kept: the entries, answers and all, go to the run.
+    let recorded: Vec<String> = entries.iter().map(|e| e.call.clone()).collect();
     let input = TaskInput {
         id: task.id.clone(),
-        lambda: task.lambda.clone(),
-        collection: task.collection.clone(),
+        lambda: task.lambda,
+        collection: task.collection,
         priority: task.priority,
         // The attempt its next execution sees: a claim counts one more (a
         // suspension gave its own back).
         attempt: task.attempt.saturating_add(1),
         scheduled_at: std::time::UNIX_EPOCH
             + std::time::Duration::from_millis(u64::try_from(task.scheduled_at).unwrap_or(0)),
-        payload: task.payload.clone(),
-        journal: entries.clone(),
+        payload: task.payload,
+        journal: entries,
     };
     let host: Arc<dyn TaskHost> = Arc::new(RecordingHost::default());
     let execution = prepared
         .run_on_guest_threads(input, sandbox, host, &KillSwitch::new())
         .await;
-    let recorded: Vec<&str> = entries.iter().map(|e| e.call.as_str()).collect();
+    let recorded: Vec<&str> = recorded.iter().map(String::as_str).collect();
     let checked = Checked {
         id: task.id,
         lease_token: task.lease_token,
-        journal_len: u32::try_from(entries.len()).unwrap_or(u32::MAX),
+        journal_len: u32::try_from(recorded.len()).unwrap_or(u32::MAX),
     };
     (version, checked, verdict(&recorded, &execution))
 }

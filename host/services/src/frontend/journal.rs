@@ -124,24 +124,39 @@ impl Frontend {
         let Some(task) = self.store.task_get(id).await? else {
             return Err(ServiceError::NotFound(format!("no task {id}")));
         };
-        let sealed = self.store.secret_sealed(&task.lambda).await?;
+        let secrets = self
+            .secrets_in_clear(&task.lambda, "to keep them out of the journal's answers")
+            .await?;
+        Ok(secrets.into_iter().map(|(_, value)| value).collect())
+    }
+
+    /// The secrets of lambda `name` in clear, by name, as its executions
+    /// get them; `FailedPrecondition` when it has some and this Frontend
+    /// has no key to open them (the error says what they were needed
+    /// `for_what`).
+    pub(super) async fn secrets_in_clear(
+        &self,
+        name: &str,
+        for_what: &str,
+    ) -> ServiceResult<Vec<(String, String)>> {
+        let sealed = self.store.secret_sealed(name).await?;
         if sealed.secrets.is_empty() {
             return Ok(Vec::new());
         }
         let Some(key) = &self.secrets else {
             return Err(ServiceError::FailedPrecondition(format!(
-                "lambda {} has secrets and this Frontend has no secrets key to keep them out \
-                 of the journal's answers (secrets.key_file)",
-                task.lambda
+                "lambda {name} has secrets and this Frontend has no secrets key {for_what} \
+                 (secrets.key_file)"
             )));
         };
         sealed
             .secrets
             .iter()
-            .map(|(name, value)| {
-                key.open(&task.lambda, name, value).map_err(|e| {
-                    ServiceError::Internal(format!("secret {name} of lambda {}: {e}", task.lambda))
-                })
+            .map(|(secret, value)| {
+                let clear = key.open(name, secret, value).map_err(|e| {
+                    ServiceError::Internal(format!("secret {secret} of lambda {name}: {e}"))
+                })?;
+                Ok((secret.clone(), clear))
             })
             .collect()
     }
